@@ -1,0 +1,259 @@
+"""The engine step: continuous batching with chunked prefill and a shared prefix cache.
+
+`EngineCore` is single-threaded and synchronous; `Engine` runs it on its own thread. One `step()`:
+admit waiting requests (forking cached prefixes), plan the batch, decode it in one forward pass,
+sample every sequence that produced logits, emit text and finish what is done.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from pier.engine.detok import TextStream
+from pier.engine.kv_cache import KvCache
+from pier.engine.prefix_cache import NO_MATCH, PrefixCache, PrefixMatch, common_prefix
+from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk
+from pier.engine.runner import Batch, KvCacheFull, ModelRunner
+from pier.engine.sampling import TokenSampler
+from pier.engine.scheduler import Work, plan
+from pier.engine.sequence import Emit, Sequence
+from pier.engine.validate import check_request
+from pier.errors import InvalidRequest
+
+@dataclass(frozen=True)
+class EngineConfig:
+    max_running: int = 8  # sequences decoding at once (llama-server's --parallel)
+    step_tokens: int = 512  # most tokens in one llama_decode (n_batch)
+    prefix_cache: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_running < 1 or self.step_tokens < self.max_running:
+            raise InvalidRequest(
+                f"step_tokens ({self.step_tokens}) must be >= max_running ({self.max_running}) >= 1, "
+                "so every running sequence can decode in each step."
+            )
+
+
+@dataclass(frozen=True)
+class EngineStats:
+    running: int
+    waiting: int
+    kv_cells_used: int
+    kv_cells_total: int
+    cached_prefixes: int
+    prompt_tokens: int
+    cached_prompt_tokens: int
+    generated_tokens: int
+    preemptions: int
+    steps: int
+
+    @property
+    def prefix_hit_rate(self) -> float:
+        return self.cached_prompt_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+
+class EngineCore:
+    def __init__(self, runner: ModelRunner, config: EngineConfig | None = None) -> None:
+        self.runner = runner
+        self.config = config or EngineConfig()
+        self.kv = KvCache(runner)
+        self.prefix = PrefixCache(self.kv, self.config.prefix_cache)
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self._by_id: dict[str, Sequence] = {}
+        self._eog = np.array([t for t in range(runner.info.n_vocab) if runner.is_eog(t)], dtype=np.int64)
+        self._totals = {"prompt": 0, "cached": 0, "generated": 0, "preemptions": 0, "steps": 0}
+
+    # -- intake (any thread: it only reads the vocabulary) ------------------------------------------
+
+    def prepare(self, request: GenerateRequest, emit: Emit) -> Sequence:
+        """Validate and tokenize; raises InvalidRequest / ContextLengthExceeded before any work."""
+        checked = check_request(request, self.runner)
+        sampler = TokenSampler(request.sampling, self.runner.info.n_vocab, self.runner.n_ctx)
+        sampler.remember(checked.prompt_tokens)
+        return Sequence(
+            request=request, tokens=list(checked.prompt_tokens), prompt_len=len(checked.prompt_tokens),
+            max_tokens=checked.max_tokens, sampler=sampler, text=TextStream(request.stop), emit=emit,
+        )
+
+    # -- engine thread -------------------------------------------------------------------------------
+
+    def add(self, seq: Sequence) -> None:
+        if seq.request_id in self._by_id:
+            raise InvalidRequest(f"Request id {seq.request_id!r} is already in flight; use a unique id.")
+        self._by_id[seq.request_id] = seq
+        self.waiting.append(seq)
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def step(self) -> None:
+        self._admit()
+        work = self._schedule()
+        if not work:
+            return
+        logits = self._decode(work)
+        if logits is not None:
+            self._sample(work, logits)
+        self._totals["steps"] += 1
+
+    def abort(self, request_id: str) -> bool:
+        """Cancel a request; its KV cells are freed now (an aborted prompt is not kept as a prefix)."""
+        seq = self._by_id.get(request_id)
+        if seq is None:
+            return False
+        if seq in self.waiting:
+            self.waiting.remove(seq)
+        self._end(seq, FinishReason.ABORT, "", (), keep_prefix=False)
+        return True
+
+    def fail_all(self, error: str) -> None:
+        """The model failed: end every request with an error, and free their KV."""
+        for seq in [*self.running, *self.waiting]:
+            if seq in self.waiting:
+                self.waiting.remove(seq)
+            self._end(seq, FinishReason.ERROR, "", (), keep_prefix=False, error=error)
+
+    def stats(self) -> EngineStats:
+        t = self._totals
+        return EngineStats(
+            running=len(self.running), waiting=len(self.waiting), kv_cells_used=self.kv.used_cells,
+            kv_cells_total=self.kv.n_cells, cached_prefixes=self.prefix.idle_count,
+            prompt_tokens=t["prompt"], cached_prompt_tokens=t["cached"], generated_tokens=t["generated"],
+            preemptions=t["preemptions"], steps=t["steps"],
+        )
+
+    # -- admission -----------------------------------------------------------------------------------
+
+    def _admit(self) -> None:
+        while self.waiting and len(self.running) < self.config.max_running:
+            seq = self.waiting[0]
+            match = self.prefix.match(seq.tokens)
+            if self._prefix_in_flight(seq, match):
+                return
+            if not self._fits(seq, match):
+                if self.running or not self._fits(seq, NO_MATCH):
+                    return  # wait for running sequences to finish and free cells
+                match = NO_MATCH
+            self.waiting.popleft()
+            self._start(seq, match)
+
+    def _prefix_in_flight(self, seq: Sequence, match: PrefixMatch) -> bool:
+        """Is another sequence computing a longer prefix of this prompt right now? Then this one waits
+        for it (at most the rest of that prompt) instead of computing the same tokens twice."""
+        limit = len(seq.tokens) - 1
+        return any(
+            other.pending > 1 and common_prefix(other.tokens, seq.tokens, limit) > match.length
+            for other in self.running
+        )
+
+    def _fits(self, seq: Sequence, match: PrefixMatch) -> bool:
+        # Room for the new prompt plus one step of growth for everything already running.
+        need = len(seq.tokens) - match.length + len(self.running) + 1
+        return self.prefix.free_id(keep=match.slot) and self.prefix.make_room(need, keep=match.slot)
+
+    def _start(self, seq: Sequence, match: PrefixMatch) -> None:
+        seq.slot = self.kv.open()
+        self.prefix.adopt(match, seq.slot)
+        if seq.scheduled is None:  # count the cache hit once, not again after a preemption
+            seq.cached_n = match.length
+            self._totals["prompt"] += seq.prompt_len
+            self._totals["cached"] += min(match.length, seq.prompt_len)
+        self.running.append(seq)
+
+    # -- scheduling and the forward pass -------------------------------------------------------------
+
+    def _schedule(self) -> list[Work]:
+        while self.running:
+            work = plan([s.pending for s in self.running], self.config.step_tokens)
+            if self.prefix.make_room(sum(w.n_tokens for w in work)) or len(self.running) == 1:
+                return work
+            self._preempt(self.running[-1])
+        return []
+
+    def _preempt(self, seq: Sequence) -> None:
+        """Out of KV cells: the newest sequence gives its cells back and is recomputed later (its
+        tokens so far become its prompt; sampler state and output stream carry on unchanged)."""
+        assert seq.slot is not None
+        self.kv.release(seq.slot)
+        seq.slot = None
+        self.running.remove(seq)
+        self.waiting.appendleft(seq)
+        self._totals["preemptions"] += 1
+
+    def _decode(self, work: list[Work]) -> np.ndarray | None:
+        batch, now = Batch(), time.perf_counter()
+        for w in work:
+            seq = self.running[w.index]
+            assert seq.slot is not None
+            start = seq.n_computed
+            end = start + w.n_tokens
+            batch.add(seq.slot.seq_id, start, seq.tokens[start:end], want_logits=end == len(seq.tokens))
+            if seq.scheduled is None:
+                seq.scheduled = now
+        try:
+            logits = self.runner.decode(batch)
+        except KvCacheFull:
+            # Our count said it fits but llama.cpp disagreed: free every cached prefix, then a sequence.
+            if not self.prefix.idle_count:
+                self._preempt(self.running[-1])
+            self.prefix.clear()
+            return None
+        for w in work:
+            seq = self.running[w.index]
+            assert seq.slot is not None
+            self.kv.extend(seq.slot, seq.tokens[seq.n_computed : seq.n_computed + w.n_tokens])
+        return logits
+
+    def _sample(self, work: list[Work], logits: np.ndarray) -> None:
+        producing = [self.running[w.index] for w in work if self.running[w.index].pending == 0]
+        for row, seq in enumerate(producing):
+            self._accept(seq, seq.sampler.sample(self._row(seq, logits[row])))
+
+    def _row(self, seq: Sequence, row: np.ndarray) -> np.ndarray:
+        if seq.n_generated < seq.request.min_tokens and len(self._eog):
+            row = row.copy()
+            row[self._eog] = -np.inf
+        return row
+
+    # -- output --------------------------------------------------------------------------------------
+
+    def _accept(self, seq: Sequence, token: int) -> None:
+        seq.tokens.append(token)
+        self._totals["generated"] += 1
+        if seq.first_token is None:
+            seq.first_token = time.perf_counter()
+        request = seq.request
+        if token in request.stop_token_ids or (not request.ignore_eos and self.runner.is_eog(token)):
+            self._end(seq, FinishReason.STOP, seq.text.flush(), (token,), stop_reason=token)
+            return
+        delta = seq.text.push(self.runner.piece(token))
+        if delta.stop is not None:
+            self._end(seq, FinishReason.STOP, delta.text, (token,), stop_reason=delta.stop)
+        elif seq.n_generated >= seq.max_tokens:
+            self._end(seq, FinishReason.LENGTH, delta.text + seq.text.flush(), (token,))
+        else:
+            seq.emit(GenerationChunk(seq.request_id, delta.text, (token,), prompt_tokens=seq.prompt_len))
+
+    def _end(
+        self, seq: Sequence, reason: FinishReason, text: str, tokens: tuple[int, ...], *,
+        keep_prefix: bool = True, stop_reason: str | int | None = None, error: str | None = None,
+    ) -> None:
+        if seq in self.running:
+            self.running.remove(seq)
+        if seq.slot is not None and keep_prefix:
+            self.prefix.retire(seq.slot)
+        elif seq.slot is not None:
+            self.kv.release(seq.slot)
+        seq.slot = None
+        del self._by_id[seq.request_id]
+        seq.sampler.close()
+        seq.emit(GenerationChunk(
+            seq.request_id, text, tokens, finish_reason=reason, stop_reason=stop_reason,
+            timings=seq.timings(time.perf_counter()), error=error, prompt_tokens=seq.prompt_len,
+        ))

@@ -1,0 +1,147 @@
+"""The engine as the servers use it: one thread owns the llama.cpp context and runs `EngineCore.step()`;
+callers submit requests from any thread and read their output through a per-request mailbox."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+from pier.engine.core import EngineConfig, EngineCore, EngineStats
+from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk
+from pier.engine.runner import ModelInfo, ModelRunner
+from pier.engine.sequence import Emit, Sequence
+from pier.errors import EngineStopped
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Submit:
+    seq: Sequence
+
+
+@dataclass(frozen=True)
+class _Abort:
+    request_id: str
+
+
+@dataclass(frozen=True)
+class _Stop:
+    pass
+
+
+_Command = _Submit | _Abort | _Stop
+
+
+class Engine:
+    def __init__(self, runner: ModelRunner, config: EngineConfig | None = None) -> None:
+        self.core = EngineCore(runner, config)
+        self.runner = runner
+        self._inbox: queue.SimpleQueue[_Command] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="pier-engine", daemon=True)
+        self._accepting = True
+        self._stats = self.core.stats()
+        self.on_step: Callable[[EngineStats], None] | None = None
+
+    @property
+    def info(self) -> ModelInfo:
+        return self.runner.info
+
+    def start(self) -> Engine:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop accepting work, abort what is in flight, join the thread, free the model."""
+        self._accepting = False
+        self._inbox.put(_Stop())
+        self._thread.join(timeout)
+        self.runner.close()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def stats(self) -> EngineStats:
+        """A snapshot taken after the last step; safe to read from any thread."""
+        return self._stats
+
+    # -- submitting ------------------------------------------------------------------------------
+
+    def submit(self, request: GenerateRequest, emit: Emit) -> None:
+        """Validate (raising before any work) and queue the request. `emit` is called on the engine
+        thread with each chunk; the last chunk has a finish reason."""
+        if not self._accepting or not self._thread.is_alive():
+            raise EngineStopped("The engine is shutting down and accepts no new requests; retry on another copy.")
+        self._inbox.put(_Submit(self.core.prepare(request, emit)))
+
+    def abort(self, request_id: str) -> None:
+        self._inbox.put(_Abort(request_id))
+
+    async def generate(self, request: GenerateRequest) -> AsyncIterator[GenerationChunk]:
+        """Stream a request's chunks. Leaving the loop early (or being cancelled) aborts the request."""
+        loop = asyncio.get_running_loop()
+        mailbox: asyncio.Queue[GenerationChunk] = asyncio.Queue()
+
+        def emit(chunk: GenerationChunk) -> None:
+            try:
+                loop.call_soon_threadsafe(mailbox.put_nowait, chunk)
+            except RuntimeError:  # the caller's loop is closed: nobody is listening any more
+                self.abort(chunk.request_id)
+
+        self.submit(request, emit)
+        finished = False
+        try:
+            while not finished:
+                chunk = await mailbox.get()
+                finished = chunk.finished
+                yield chunk
+        finally:
+            if not finished:
+                self.abort(request.request_id)
+
+    # -- the engine thread -----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        core = self.core
+        while True:
+            if not self._drain(block=not core.has_work):
+                break
+            try:
+                core.step()
+            except Exception as error:  # a failed forward pass must not take the process down
+                log.exception("engine step failed")
+                core.fail_all(f"The model failed during generation: {error}")
+            self._stats = core.stats()
+            if self.on_step is not None:
+                self.on_step(self._stats)
+        core.fail_all("The engine stopped before this request finished; retry it.")
+
+    def _drain(self, block: bool) -> bool:
+        """Apply queued commands; False once told to stop."""
+        try:
+            command = self._inbox.get(timeout=0.5) if block else self._inbox.get_nowait()
+        except queue.Empty:
+            return True
+        while True:
+            if isinstance(command, _Stop):
+                return False
+            self._apply(command)
+            try:
+                command = self._inbox.get_nowait()
+            except queue.Empty:
+                return True
+
+    def _apply(self, command: _Submit | _Abort) -> None:
+        if isinstance(command, _Submit):
+            try:
+                self.core.add(command.seq)
+            except Exception as error:
+                command.seq.emit(GenerationChunk(
+                    command.seq.request_id, "", (), finish_reason=FinishReason.ERROR, error=str(error)))
+        else:
+            self.core.abort(command.request_id)

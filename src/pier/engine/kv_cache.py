@@ -1,0 +1,94 @@
+"""Ownership of the unified KV cache: which sequence id holds which cells.
+
+llama.cpp's unified cache gives each cell a set of sequence ids; `copy` adds a sequence to cells that
+already hold a prefix (no data moves) and a cell is free once no sequence holds it. `KvCache` mirrors
+that exactly with reference counts, so the engine knows before each decode how many cells are free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pier.engine.runner import ModelRunner
+
+
+@dataclass(eq=False)
+class KvSlot:
+    """One llama.cpp sequence id and the tokens whose KV it holds at positions 0..len-1."""
+
+    seq_id: int
+    tokens: list[int] = field(default_factory=list)
+    cells: list[int] = field(default_factory=list)
+    busy: bool = True  # False: a finished sequence kept only as a cached prefix
+    last_used: int = 0
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+class KvCache:
+    """Hands out sequence ids and keeps the cell accounting; executes memory ops on the runner."""
+
+    def __init__(self, runner: ModelRunner) -> None:
+        self.runner = runner
+        self.n_cells = runner.n_ctx
+        self._free_ids = list(range(runner.n_seq_max - 1, -1, -1))
+        self._refs: dict[int, int] = {}
+        self._next_cell = 0
+        self.slots: dict[int, KvSlot] = {}
+
+    @property
+    def used_cells(self) -> int:
+        return len(self._refs)
+
+    @property
+    def free_cells(self) -> int:
+        return self.n_cells - self.used_cells
+
+    @property
+    def has_free_id(self) -> bool:
+        return bool(self._free_ids)
+
+    def open(self) -> KvSlot:
+        """A new empty sequence. Callers check `has_free_id` (or evict) first."""
+        slot = KvSlot(self._free_ids.pop())
+        self.slots[slot.seq_id] = slot
+        return slot
+
+    def fork(self, source: KvSlot, length: int, into: KvSlot) -> None:
+        """Make `into` (empty) share the first `length` positions of `source`."""
+        assert not into.tokens and length <= len(source)
+        self.runner.copy(source.seq_id, into.seq_id, length)
+        into.tokens = source.tokens[:length]
+        into.cells = source.cells[:length]
+        for cell in into.cells:
+            self._refs[cell] += 1
+
+    def extend(self, slot: KvSlot, tokens: list[int]) -> None:
+        """Record that a decode wrote `tokens` into fresh cells of `slot`."""
+        start = self._next_cell
+        self._next_cell += len(tokens)
+        slot.tokens.extend(tokens)
+        slot.cells.extend(range(start, self._next_cell))
+        self._refs.update(dict.fromkeys(range(start, self._next_cell), 1))
+
+    def release(self, slot: KvSlot) -> None:
+        """Drop the whole sequence: its id is free again and cells no other sequence holds are freed."""
+        self.runner.remove(slot.seq_id, 0)
+        self._unref(slot.cells)
+        slot.tokens, slot.cells = [], []
+        del self.slots[slot.seq_id]
+        self._free_ids.append(slot.seq_id)
+
+    def exclusive_cells(self, slot: KvSlot) -> int:
+        """Cells that releasing `slot` would free."""
+        return sum(1 for cell in slot.cells if self._refs[cell] == 1)
+
+    def _unref(self, cells: list[int]) -> None:
+        refs = self._refs
+        for cell in cells:
+            count = refs[cell] - 1
+            if count:
+                refs[cell] = count
+            else:
+                del refs[cell]

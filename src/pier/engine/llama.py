@@ -1,0 +1,185 @@
+"""The llama.cpp runner: a GGUF loaded through llama-cpp-python's low-level API, one unified KV cache."""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import threading
+from pathlib import Path
+
+import llama_cpp
+import numpy as np
+
+from pier.engine.cpus import usable_cores
+from pier.engine.runner import Batch, KvCacheFull, ModelInfo
+
+log = logging.getLogger(__name__)
+_backend_lock = threading.Lock()
+_backend_ready = False
+
+
+def _quiet_llama_logs() -> None:
+    """Route llama.cpp's logging to Python's (debug level) instead of stderr."""
+
+    @llama_cpp.llama_log_callback
+    def callback(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+        log.debug("llama.cpp: %s", text.decode("utf-8", "replace").rstrip())
+
+    llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
+    _quiet_llama_logs.callback = callback  # type: ignore[attr-defined]  # a collected callback crashes
+
+
+def _init_backend() -> None:
+    global _backend_ready
+    with _backend_lock:
+        if not _backend_ready:
+            _quiet_llama_logs()
+            llama_cpp.llama_backend_init()
+            _backend_ready = True
+
+
+class LlamaRunner:
+    def __init__(
+        self, model_path: str | Path, *, n_ctx: int = 4096, n_seq_max: int = 32, n_batch: int = 512,
+        n_threads: int | None = None, flash_attn: bool | None = None,
+    ) -> None:
+        path = Path(model_path)
+        if not path.is_file():
+            raise FileNotFoundError(f"No GGUF file at {path}: pass the path of a .gguf model file.")
+        _init_backend()
+        self.n_threads = n_threads or usable_cores()
+        self._model = self._load_model(path)
+        self._vocab = llama_cpp.llama_model_get_vocab(self._model)
+        self._ctx = self._new_context(n_ctx, n_seq_max, n_batch, flash_attn)
+        self._memory = llama_cpp.llama_get_memory(self._ctx)
+        self.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
+        self.n_seq_max = llama_cpp.llama_n_seq_max(self._ctx)
+        self.n_batch = llama_cpp.llama_n_batch(self._ctx)
+        self.info = self._model_info(path)
+        self._pieces: dict[int, bytes] = {}
+        self._batch_arrays(self.n_batch)
+
+    # -- loading ---------------------------------------------------------------------------------
+
+    def _load_model(self, path: Path) -> llama_cpp.llama_model_p:
+        params = llama_cpp.llama_model_default_params()
+        params.use_mmap = True  # copies of the same GGUF share its pages
+        model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+        if not model:
+            raise ValueError(f"llama.cpp could not load {path}: is it a valid GGUF for this llama.cpp version?")
+        return model
+
+    def _new_context(
+        self, n_ctx: int, n_seq_max: int, n_batch: int, flash_attn: bool | None
+    ) -> llama_cpp.llama_context_p:
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = n_ctx
+        params.n_batch = params.n_ubatch = n_batch
+        params.n_seq_max = n_seq_max
+        params.n_threads = params.n_threads_batch = self.n_threads
+        params.kv_unified = True  # one cell pool for all sequences: seq_cp shares a prefix for free
+        params.no_perf = True
+        if flash_attn is not None:
+            params.flash_attn_type = (
+                llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+            )
+        ctx = llama_cpp.llama_init_from_model(self._model, params)
+        if not ctx:
+            raise MemoryError(
+                f"llama.cpp could not create a context of {n_ctx} tokens for {n_seq_max} sequences: "
+                "lower the context size or the number of parallel sequences."
+            )
+        return ctx
+
+    def _model_info(self, path: Path) -> ModelInfo:
+        template = llama_cpp.llama_model_chat_template(self._model, None)
+        return ModelInfo(
+            name=self._meta("general.name") or path.stem, path=str(path),
+            n_vocab=llama_cpp.llama_vocab_n_tokens(self._vocab),
+            n_ctx_train=llama_cpp.llama_model_n_ctx_train(self._model),
+            bos=llama_cpp.llama_vocab_bos(self._vocab), eos=llama_cpp.llama_vocab_eos(self._vocab),
+            add_bos=bool(llama_cpp.llama_vocab_get_add_bos(self._vocab)),
+            chat_template=template.decode("utf-8") if template else None,
+            n_params=llama_cpp.llama_model_n_params(self._model), size_bytes=os.path.getsize(path),
+        )
+
+    def _meta(self, key: str) -> str | None:
+        buf = ctypes.create_string_buffer(256)
+        n = llama_cpp.llama_model_meta_val_str(self._model, key.encode(), buf, len(buf))
+        return buf.value.decode("utf-8", "replace") if n >= 0 else None
+
+    def _batch_arrays(self, n: int) -> None:
+        """numpy arrays llama_decode reads through a llama_batch, so filling a batch is a few slice copies."""
+        self._tok = np.zeros(n, np.int32)
+        self._pos = np.zeros(n, np.int32)
+        self._n_seq = np.ones(n, np.int32)
+        self._seq = np.zeros(n, np.int32)
+        self._out = np.zeros(n, np.int8)
+        seq_base = self._seq.ctypes.data
+        pointer = ctypes.POINTER(llama_cpp.llama_seq_id)
+        self._seq_ptrs = (pointer * n)(*(ctypes.cast(seq_base + 4 * i, pointer) for i in range(n)))
+
+    # -- vocabulary (read-only: safe from any thread) ---------------------------------------------
+
+    def tokenize(self, text: str, add_bos: bool, special: bool) -> list[int]:
+        data = text.encode("utf-8")
+        capacity = len(data) + 8
+        while True:
+            buf = (llama_cpp.llama_token * capacity)()
+            n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, capacity, add_bos, special)
+            if n >= 0:
+                return list(buf[:n])
+            capacity = -n
+
+    def piece(self, token: int) -> bytes:
+        cached = self._pieces.get(token)
+        if cached is None:
+            buf = ctypes.create_string_buffer(64)
+            n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, False)
+            if n < 0:
+                buf = ctypes.create_string_buffer(-n)
+                n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, False)
+            cached = self._pieces[token] = buf.raw[:n]
+        return cached
+
+    def is_eog(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
+
+    # -- forward pass and memory (engine thread only) ---------------------------------------------
+
+    def decode(self, batch: Batch) -> np.ndarray:
+        n = len(batch)
+        self._tok[:n] = batch.tokens
+        self._pos[:n] = batch.positions
+        self._seq[:n] = batch.seq_ids
+        self._out[:n] = batch.outputs
+        native = llama_cpp.llama_batch(
+            n_tokens=n, token=self._tok.ctypes.data_as(ctypes.POINTER(llama_cpp.llama_token)), embd=None,
+            pos=self._pos.ctypes.data_as(ctypes.POINTER(llama_cpp.llama_pos)),
+            n_seq_id=self._n_seq.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), seq_id=self._seq_ptrs,
+            logits=self._out.ctypes.data_as(ctypes.POINTER(ctypes.c_int8)),
+        )
+        status = llama_cpp.llama_decode(self._ctx, native)
+        if status == 1:
+            raise KvCacheFull(f"no KV cells left for a batch of {n} tokens")
+        if status != 0:
+            raise RuntimeError(f"llama_decode failed with status {status} on a batch of {n} tokens")
+        n_out = int(self._out[:n].sum())
+        if n_out == 0:
+            return np.empty((0, self.info.n_vocab), np.float32)
+        return np.ctypeslib.as_array(llama_cpp.llama_get_logits(self._ctx), shape=(n_out, self.info.n_vocab))
+
+    def remove(self, seq_id: int, start: int = 0) -> None:
+        llama_cpp.llama_memory_seq_rm(self._memory, seq_id, start, -1)
+
+    def copy(self, src: int, dst: int, length: int) -> None:
+        llama_cpp.llama_memory_seq_cp(self._memory, src, dst, 0, length)
+
+    def close(self) -> None:
+        if getattr(self, "_ctx", None):
+            llama_cpp.llama_free(self._ctx)
+            self._ctx = None
+        if getattr(self, "_model", None):
+            llama_cpp.llama_model_free(self._model)
+            self._model = None

@@ -1,0 +1,83 @@
+"""The interface between the engine and a model: one forward pass over a batch, KV memory ops, the vocabulary.
+
+The engine only talks to this protocol, so it runs the same over llama.cpp (`LlamaRunner`) and over the
+deterministic `FakeRunner` that most tests use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+
+class KvCacheFull(Exception):
+    """llama_decode found no free KV cells for the batch (it returned 1); nothing was changed."""
+
+
+@dataclass
+class Batch:
+    """One llama_decode's input. Tokens of one sequence are consecutive and in position order."""
+
+    tokens: list[int] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)
+    seq_ids: list[int] = field(default_factory=list)
+    outputs: list[bool] = field(default_factory=list)
+
+    def add(self, seq_id: int, start: int, tokens: list[int], want_logits: bool) -> None:
+        """Append `tokens` of `seq_id` at positions start.. ; only the last one may ask for logits."""
+        self.tokens.extend(tokens)
+        self.positions.extend(range(start, start + len(tokens)))
+        self.seq_ids.extend([seq_id] * len(tokens))
+        self.outputs.extend([False] * (len(tokens) - 1))
+        self.outputs.append(want_logits)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the servers need to know about the loaded model."""
+
+    name: str
+    path: str
+    n_vocab: int
+    n_ctx_train: int
+    bos: int
+    eos: int
+    add_bos: bool
+    chat_template: str | None
+    n_params: int = 0
+    size_bytes: int = 0
+
+
+class ModelRunner(Protocol):
+    """Executes forward passes. Only the engine thread calls decode and the memory ops."""
+
+    info: ModelInfo
+    n_ctx: int  # KV cells (unified across all sequences)
+    n_seq_max: int  # sequence ids 0..n_seq_max-1
+    n_batch: int  # most tokens one decode takes
+
+    def tokenize(self, text: str, add_bos: bool, special: bool) -> list[int]: ...
+
+    def piece(self, token: int) -> bytes: ...
+
+    def is_eog(self, token: int) -> bool: ...
+
+    def decode(self, batch: Batch) -> np.ndarray:
+        """Run the batch; return logits, one row per token whose output flag is set, in batch order.
+        The array is only valid until the next decode. Raises KvCacheFull."""
+        ...
+
+    def remove(self, seq_id: int, start: int = 0) -> None:
+        """Drop positions >= start of seq_id from the KV memory."""
+        ...
+
+    def copy(self, src: int, dst: int, length: int) -> None:
+        """Let dst share src's KV for positions [0, length) (metadata only in a unified cache)."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,111 @@
+"""Per-sequence token sampling on one logits row.
+
+Greedy requests without penalties or biases take a numpy argmax (10-20 µs). Everything else runs a
+llama.cpp sampler chain over the row, so the sampling maths is llama.cpp's own and the same code path
+works for the real runner and the fake one.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Iterable
+
+import llama_cpp
+import numpy as np
+
+from pier.engine.request import SamplingParams
+
+_TOKEN_DATA = np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")], align=False)
+
+
+class TokenSampler:
+    """Chooses the next token of one sequence. Not thread-safe: the engine thread owns it."""
+
+    def __init__(self, params: SamplingParams, n_vocab: int, n_ctx: int) -> None:
+        self.params = params
+        self._fast_greedy = params.greedy and not params.has_penalties and not params.logit_bias
+        self._chain: llama_cpp.llama_sampler_p | None = None
+        if not self._fast_greedy:
+            self._chain = _build_chain(params, n_vocab, n_ctx)
+            self._candidates = np.zeros(n_vocab, dtype=_TOKEN_DATA)
+            self._ids = np.arange(n_vocab, dtype=np.int32)
+            self._array = llama_cpp.llama_token_data_array(
+                data=self._candidates.ctypes.data_as(llama_cpp.llama_token_data_p),
+                size=n_vocab, selected=-1, sorted=False,
+            )
+
+    @property
+    def fast_greedy(self) -> bool:
+        return self._fast_greedy
+
+    def remember(self, tokens: Iterable[int]) -> None:
+        """Feed tokens the penalties should count (the prompt) without sampling."""
+        if self._chain is not None and self.params.has_penalties:
+            for token in tokens:
+                llama_cpp.llama_sampler_accept(self._chain, token)
+
+    def sample(self, logits: np.ndarray) -> int:
+        """Pick a token from one row of logits and record it in the sampler's history."""
+        if self._chain is None:
+            return int(logits.argmax())
+        candidates = self._candidates
+        candidates["id"] = self._ids
+        candidates["logit"] = logits
+        candidates["p"] = 0.0
+        self._array.size = len(candidates)
+        self._array.selected = -1
+        self._array.sorted = False
+        llama_cpp.llama_sampler_apply(self._chain, ctypes.byref(self._array))
+        token = int(candidates["id"][self._array.selected])
+        llama_cpp.llama_sampler_accept(self._chain, token)
+        return token
+
+    def close(self) -> None:
+        if self._chain is not None:
+            llama_cpp.llama_sampler_free(self._chain)
+            self._chain = None
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def _build_chain(p: SamplingParams, n_vocab: int, n_ctx: int) -> llama_cpp.llama_sampler_p:
+    """Bias, penalties, then truncation and temperature, as llama.cpp's common sampler orders them."""
+    chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+    for sampler in _samplers(p, n_vocab, n_ctx):
+        llama_cpp.llama_sampler_chain_add(chain, sampler)
+    return chain
+
+
+def _samplers(p: SamplingParams, n_vocab: int, n_ctx: int) -> list[llama_cpp.llama_sampler_p]:
+    samplers = []
+    if p.logit_bias:
+        samplers.append(_logit_bias(p, n_vocab))
+    if p.has_penalties:
+        last_n = n_ctx if p.penalty_last_n == -1 else p.penalty_last_n
+        samplers.append(llama_cpp.llama_sampler_init_penalties(
+            n_vocab, last_n, p.repetition_penalty, p.frequency_penalty, p.presence_penalty))
+    if p.greedy:
+        return [*samplers, llama_cpp.llama_sampler_init_greedy()]
+    if p.top_k > 0:
+        samplers.append(llama_cpp.llama_sampler_init_top_k(p.top_k))
+    if p.top_p < 1.0:
+        samplers.append(llama_cpp.llama_sampler_init_top_p(p.top_p, 1))
+    if p.min_p > 0.0:
+        samplers.append(llama_cpp.llama_sampler_init_min_p(p.min_p, 1))
+    samplers.append(llama_cpp.llama_sampler_init_temp(p.temperature))
+    samplers.append(llama_cpp.llama_sampler_init_dist(_seed(p.seed)))
+    return samplers
+
+
+def _logit_bias(p: SamplingParams, n_vocab: int) -> llama_cpp.llama_sampler_p:
+    biases = (llama_cpp.llama_logit_bias * len(p.logit_bias))(
+        *(llama_cpp.llama_logit_bias(token=t, bias=b) for t, b in p.logit_bias.items())
+    )
+    return llama_cpp.llama_sampler_init_logit_bias(n_vocab, len(p.logit_bias), biases)
+
+
+def _seed(seed: int | None) -> int:
+    """No seed means a fresh random one per request (llama.cpp's default seed would do the same)."""
+    return seed if seed is not None else int.from_bytes(os.urandom(4), "little") % 0xFFFFFFFF

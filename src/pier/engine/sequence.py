@@ -1,0 +1,58 @@
+"""The engine's state for one request in flight."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pier.engine.detok import TextStream
+from pier.engine.kv_cache import KvSlot
+from pier.engine.request import GenerateRequest, GenerationChunk, RequestTimings
+from pier.engine.sampling import TokenSampler
+
+Emit = Callable[[GenerationChunk], None]
+
+
+@dataclass(eq=False)
+class Sequence:
+    request: GenerateRequest
+    tokens: list[int]  # prompt followed by every generated token
+    prompt_len: int
+    max_tokens: int
+    sampler: TokenSampler
+    text: TextStream
+    emit: Emit
+    arrived: float = field(default_factory=time.perf_counter)
+    scheduled: float | None = None  # first put in a batch
+    first_token: float | None = None
+    cached_n: int = 0  # prompt tokens that came from the prefix cache
+    slot: KvSlot | None = None
+
+    @property
+    def request_id(self) -> str:
+        return self.request.request_id
+
+    @property
+    def n_generated(self) -> int:
+        return len(self.tokens) - self.prompt_len
+
+    @property
+    def n_computed(self) -> int:
+        """Tokens whose KV is in the cache."""
+        return len(self.slot) if self.slot is not None else 0
+
+    @property
+    def pending(self) -> int:
+        """Known tokens not yet fed to the model: 1 while generating, more while the prompt is evaluated."""
+        return len(self.tokens) - self.n_computed
+
+    def timings(self, now: float) -> RequestTimings:
+        scheduled = self.scheduled if self.scheduled is not None else now
+        first = self.first_token if self.first_token is not None else now
+        return RequestTimings(
+            prompt_n=self.prompt_len, cached_n=self.cached_n,
+            prompt_ms=(first - scheduled) * 1000, predicted_n=self.n_generated,
+            predicted_ms=(now - first) * 1000, queue_ms=(scheduled - self.arrived) * 1000,
+            ttft_ms=(first - self.arrived) * 1000,
+        )

@@ -1,0 +1,197 @@
+"""The engine step over the fake runner: batching, prefix cache, KV pressure, stops, cancellation."""
+
+from __future__ import annotations
+
+import pytest
+
+from pier.engine.core import EngineConfig, EngineCore
+from pier.engine.fake import FakeRunner
+from pier.engine.request import FinishReason, GenerateRequest, SamplingParams
+from pier.errors import ContextLengthExceeded, InvalidRequest
+
+from .conftest import run
+
+GREEDY = SamplingParams(temperature=0.0)
+
+
+def greedy(rid: str, prompt: list[int] | str, n: int = 8, **kw: object) -> GenerateRequest:
+    return GenerateRequest(rid, prompt, GREEDY, max_tokens=n, ignore_eos=True, **kw)  # type: ignore[arg-type]
+
+
+def prompt(n: int, seed: int = 0) -> list[int]:
+    return [1] + [3 + (seed * 31 + i * 7) % 250 for i in range(n - 1)]
+
+
+def alone(req: GenerateRequest, **config: object) -> list[int]:
+    core = EngineCore(FakeRunner(n_ctx=512, n_seq_max=16, n_batch=64), EngineConfig(**config))  # type: ignore[arg-type]
+    return run(core, req).tokens(req.request_id)
+
+
+def test_concurrent_requests_match_one_at_a_time(core: EngineCore) -> None:
+    reqs = [greedy(f"r{i}", prompt(5 + 17 * i, seed=i), n=6 + i) for i in range(8)]
+    out = run(core, *reqs)
+    for req in reqs:
+        assert out.tokens(req.request_id) == alone(req, prefix_cache=False)
+        assert out.last(req.request_id).finish_reason is FinishReason.LENGTH
+
+
+def test_prefill_is_chunked_and_running_sequences_keep_decoding(fake: FakeRunner) -> None:
+    core = EngineCore(fake, EngineConfig(max_running=4, step_tokens=16))
+    collector = run(core, greedy("short", prompt(4), n=30))
+    assert len(collector.tokens("short")) == 30
+    long_req = greedy("long", prompt(100), n=2)
+    short_req = greedy("short2", prompt(4, seed=3), n=30)
+    core.add(core.prepare(short_req, collector))
+    core.step()  # short prefills and gets its first token
+    core.add(core.prepare(long_req, collector))
+    generated_before = len(collector.tokens("short2"))
+    for _ in range(5):  # the 100-token prompt needs several 16-token steps ...
+        core.step()
+    # ... and the running sequence got a token in every one of them
+    assert len(collector.tokens("short2")) == generated_before + 5
+    assert not collector.chunks["long"]
+
+
+def test_prefix_cache_evaluates_only_the_suffix(fake: FakeRunner, core: EngineCore) -> None:
+    shared = prompt(200)
+    first = greedy("a", [*shared, 40, 41], n=4)
+    run(core, first)
+    before = fake.decoded_tokens
+    second = greedy("b", [*shared, 50, 51, 52], n=4)
+    out = run(core, second)
+    timings = out.last("b").timings
+    assert timings is not None and timings.cached_n == 200
+    assert fake.decoded_tokens - before == 3 + 3  # the 3-token suffix, then 3 decodes
+    assert out.tokens("b") == alone(second, prefix_cache=False)
+    assert core.stats().prefix_hit_rate == pytest.approx(200 / (202 + 203))
+
+
+def test_waiting_prompt_waits_for_a_prefix_being_computed(fake: FakeRunner) -> None:
+    core = EngineCore(fake, EngineConfig(max_running=4, step_tokens=32))
+    shared = prompt(100)
+    reqs = [greedy(f"r{i}", [*shared, 60 + i], n=3) for i in range(4)]
+    out = run(core, *reqs)
+    # the shared 100 tokens are evaluated once, not four times
+    assert fake.decoded_tokens == 101 + 3 * 1 + 4 * 2
+    for req in reqs:
+        assert out.tokens(req.request_id) == alone(req, prefix_cache=False)
+
+
+def test_kv_exhaustion_waits_and_preempts_without_corruption() -> None:
+    fake = FakeRunner(n_ctx=128, n_seq_max=16, n_batch=64)
+    core = EngineCore(fake, EngineConfig(max_running=8, step_tokens=64))
+    reqs = [greedy(f"r{i}", prompt(30, seed=i), n=40) for i in range(8)]  # 8 x 70 cells, 128 exist
+    out = run(core, *reqs)
+    for req in reqs:
+        assert out.tokens(req.request_id) == alone(req, prefix_cache=False)
+    assert fake.used_cells <= 128
+
+
+def test_abort_frees_kv_at_once(fake: FakeRunner, core: EngineCore) -> None:
+    out = run(core)
+    core.add(core.prepare(greedy("x", prompt(50), n=100), out))
+    core.step()
+    core.step()
+    assert fake.used_cells > 0
+    assert core.abort("x")
+    assert fake.used_cells == 0
+    assert out.last("x").finish_reason is FinishReason.ABORT
+    assert not core.has_work and not core.abort("x")
+
+
+def test_abort_of_a_waiting_request(fake: FakeRunner) -> None:
+    core = EngineCore(fake, EngineConfig(max_running=1, step_tokens=64))
+    out = run(core)
+    for rid in ("a", "b"):
+        core.add(core.prepare(greedy(rid, prompt(5), n=50), out))
+    core.step()
+    core.abort("b")
+    assert out.last("b").finish_reason is FinishReason.ABORT
+    assert out.last("b").token_ids == ()
+
+
+def test_eos_stops_unless_ignored() -> None:
+    runner = FakeRunner(eos_every=12)
+    core = EngineCore(runner)
+    out = run(core, GenerateRequest("e", prompt(5), GREEDY, max_tokens=50))
+    last = out.last("e")
+    assert last.finish_reason is FinishReason.STOP and last.stop_reason == FakeRunner.EOS
+    assert len(out.tokens("e")) == 12 - 5 + 1
+    out = run(core, GenerateRequest("i", prompt(5), GREEDY, max_tokens=20, ignore_eos=True))
+    assert out.last("i").finish_reason is FinishReason.LENGTH and len(out.tokens("i")) == 20
+
+
+def test_min_tokens_suppresses_eos() -> None:
+    core = EngineCore(FakeRunner(eos_every=8))
+    out = run(core, GenerateRequest("m", prompt(5), GREEDY, max_tokens=20, min_tokens=10))
+    assert FakeRunner.EOS not in out.tokens("m")[:10]
+
+
+def test_stop_string_is_never_emitted(core: EngineCore) -> None:
+    free = run(core, greedy("free", "hello world", n=30)).text("free")
+    stop = free[len(free) // 2 : len(free) // 2 + 3]
+    out = run(core, greedy("s", "hello world", n=30, stop=[stop]))
+    assert out.text("s") == free[: free.index(stop)]
+    assert out.last("s").stop_reason == stop and out.last("s").finish_reason is FinishReason.STOP
+
+
+def test_stop_token_ids(core: EngineCore) -> None:
+    free = run(core, greedy("free", prompt(7), n=10)).tokens("free")
+    out = run(core, greedy("t", prompt(7), n=10, stop_token_ids=[free[4]]))
+    assert out.tokens("t") == free[: free.index(free[4]) + 1]
+    assert out.last("t").stop_reason == free[4]
+
+
+def test_seeded_sampling_is_reproducible(core: EngineCore) -> None:
+    def sampled(rid: str, seed: int) -> list[int]:
+        params = SamplingParams(temperature=0.9, top_k=50, top_p=0.95, min_p=0.01, seed=seed,
+                                repetition_penalty=1.1, presence_penalty=0.2, frequency_penalty=0.1)
+        return run(core, GenerateRequest(rid, prompt(9), params, max_tokens=16, ignore_eos=True)).tokens(rid)
+
+    assert sampled("a", 1) == sampled("b", 1)
+    assert sampled("c", 1) != sampled("d", 2)
+
+
+def test_logit_bias_forces_a_token(core: EngineCore) -> None:
+    params = SamplingParams(temperature=0.0, logit_bias={FakeRunner.FIRST_BYTE + ord("z"): 100.0})
+    out = run(core, GenerateRequest("b", prompt(5), params, max_tokens=5, ignore_eos=True))
+    assert out.text("b") == "zzzzz"
+
+
+def test_timings(core: EngineCore) -> None:
+    out = run(core, greedy("t", prompt(20), n=5))
+    t = out.last("t").timings
+    assert t is not None
+    assert (t.prompt_n, t.cached_n, t.predicted_n) == (20, 0, 5)
+    assert t.ttft_ms >= t.queue_ms >= 0 and t.prompt_ms >= 0 and t.predicted_ms >= 0
+
+
+@pytest.mark.parametrize(
+    ("request_", "error", "words"),
+    [
+        (GenerateRequest("x", ""), InvalidRequest, "empty"),
+        (GenerateRequest("x", []), InvalidRequest, "empty"),
+        (GenerateRequest("x", [1, 99999]), InvalidRequest, "99999"),
+        (GenerateRequest("x", [1] * 600), ContextLengthExceeded, "512"),
+        (GenerateRequest("x", [1] * 500, max_tokens=20), ContextLengthExceeded, "max_tokens <= 12"),
+        (GenerateRequest("x", [1, 5], max_tokens=0), InvalidRequest, "max_tokens"),
+        (GenerateRequest("x", [1, 5], SamplingParams(temperature=-1)), InvalidRequest, "temperature"),
+        (GenerateRequest("x", [1, 5], SamplingParams(top_p=2)), InvalidRequest, "top_p"),
+        (GenerateRequest("x", [1, 5], max_tokens=4, min_tokens=5), InvalidRequest, "min_tokens"),
+    ],
+)
+def test_bad_input_is_refused_before_any_work(
+    core: EngineCore, fake: FakeRunner, request_: GenerateRequest, error: type[Exception], words: str
+) -> None:
+    with pytest.raises(error, match=words):
+        core.prepare(request_, lambda chunk: None)
+    assert fake.decode_calls == 0 and not core.has_work
+
+
+def test_a_character_split_over_byte_tokens_is_emitted_whole() -> None:
+    byte = FakeRunner.FIRST_BYTE
+    script = {3: byte + 0xE4, 4: byte + 0xB8, 5: byte + 0xAD, 6: byte + ord("!")}  # "中!" as four byte tokens
+    core = EngineCore(FakeRunner(script=script))
+    out = run(core, greedy("u", [1, 5, 6], n=4))
+    assert [c.text for c in out.chunks["u"]] == ["", "", "中", "!"]
+    assert [len(c.token_ids) for c in out.chunks["u"]] == [1, 1, 1, 1]
