@@ -27,6 +27,13 @@ async def collect(engine: Engine, request: GenerateRequest) -> list[GenerationCh
     return [chunk async for chunk in engine.generate(request)]
 
 
+def settled(engine: Engine) -> None:
+    """Stats are a snapshot taken after each step, a moment after the last chunk went out."""
+    deadline = time.monotonic() + 1.0
+    while engine.stats().running and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def test_many_concurrent_streams(engine: Engine) -> None:
     async def main() -> list[list[GenerationChunk]]:
         reqs = [GenerateRequest(f"r{i}", [1, 5 + i, 9], GREEDY, max_tokens=10 + i, ignore_eos=True) for i in range(10)]
@@ -37,6 +44,7 @@ def test_many_concurrent_streams(engine: Engine) -> None:
         assert sum(len(c.token_ids) for c in chunks) == 10 + i
         assert chunks[-1].finish_reason is FinishReason.LENGTH
         assert all(c.finish_reason is None for c in chunks[:-1])
+    settled(engine)
     assert engine.stats().running == 0 and engine.stats().generated_tokens == sum(10 + i for i in range(10))
 
 

@@ -60,6 +60,7 @@ class EngineCore:
     def __init__(self, runner: ModelRunner, config: EngineConfig | None = None) -> None:
         self.runner = runner
         self.config = config or EngineConfig()
+        self.step_tokens = min(self.config.step_tokens, runner.n_batch)  # llama_decode refuses more
         self.kv = KvCache(runner)
         self.prefix = PrefixCache(self.kv, self.config.prefix_cache)
         self.waiting: deque[Sequence] = deque()
@@ -170,7 +171,7 @@ class EngineCore:
 
     def _schedule(self) -> list[Work]:
         while self.running:
-            work = plan([s.pending for s in self.running], self.config.step_tokens)
+            work = plan([s.pending for s in self.running], self.step_tokens)
             if self.prefix.make_room(sum(w.n_tokens for w in work)) or len(self.running) == 1:
                 return work
             self._preempt(self.running[-1])

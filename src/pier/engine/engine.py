@@ -56,11 +56,10 @@ class Engine:
         return self
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop accepting work, abort what is in flight, join the thread, free the model."""
+        """Stop accepting work, end what is in flight, join the thread. The runner's owner closes it."""
         self._accepting = False
         self._inbox.put(_Stop())
         self._thread.join(timeout)
-        self.runner.close()
 
     @property
     def alive(self) -> bool:

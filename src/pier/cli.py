@@ -1,0 +1,36 @@
+"""The `pier` command. It wires parts together and holds no logic of its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(help="pier: self-hosted LLM endpoints that speak SageMaker, TGI and OpenAI.", no_args_is_help=True)
+console = Console(stderr=True)
+
+SHAPES = ("tiny", "small", "bench-360m")
+
+
+@app.command("build-model")
+def build_model(
+    path: Annotated[Path, typer.Argument(help="Where to write the .gguf file.")],
+    shape: Annotated[str, typer.Option(help=f"One of {', '.join(SHAPES)}.")] = "small",
+    quant: Annotated[str, typer.Option(help="Q4_0, Q8_0, F16 or F32.")] = "Q4_0",
+    seed: Annotated[int, typer.Option(help="Random seed for the weights.")] = 0,
+) -> None:
+    """Write a llama-architecture GGUF with RANDOM weights (for tests, demos and benchmarks; it talks nonsense)."""
+    from pier.model import synthetic
+
+    shapes = {"tiny": synthetic.TINY, "small": synthetic.SMALL, "bench-360m": synthetic.BENCH_360M}
+    if shape not in shapes:
+        raise typer.BadParameter(f"unknown shape {shape!r}: use one of {', '.join(SHAPES)}", param_hint="--shape")
+    with console.status(f"Writing a {shape} {quant} model with random weights to {path} ..."):
+        written = synthetic.build_gguf(path, shapes[shape], quant=quant, seed=seed)
+    console.print(f"[green]Wrote[/] {written} ({written.stat().st_size / 1e6:.1f} MB, random weights)")
+
+
+if __name__ == "__main__":
+    app()

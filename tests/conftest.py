@@ -1,0 +1,21 @@
+"""Shared fixtures: real GGUF files built once per test session (random weights, no download)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from pier.model.synthetic import TINY, build_gguf
+
+    return build_gguf(tmp_path_factory.mktemp("models") / "tiny-q8_0.gguf", TINY, quant="Q8_0")
+
+
+@pytest.fixture(scope="session")
+def small_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from pier.model.synthetic import SMALL, build_gguf
+
+    return build_gguf(tmp_path_factory.mktemp("models") / "small-q4_0.gguf", SMALL, quant="Q4_0")
