@@ -346,7 +346,10 @@ def test_a_worker_that_dies_idle_is_replaced_before_the_next_request(tmp_path: P
     async def scenario(service: HandlerService) -> None:
         victim = (await invoke_json(service, {}))["pid"]  # type: ignore[index]
         os.kill(victim, signal.SIGKILL)
+        while service.ready:  # until the server has seen it die (a new worker takes ~0.3 s to load)
+            await asyncio.sleep(0.01)
         assert (await invoke_json(service, {}))["pid"] != victim  # type: ignore[index]
+        assert service.ready
 
     serve(make_model(tmp_path, SLEEPY), scenario)
 

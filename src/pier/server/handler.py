@@ -187,6 +187,10 @@ class WorkerDied(Exception):
     """The worker process exited; the message says how."""
 
 
+class NotDelivered(WorkerDied):
+    """The worker was gone before it could read the request, so another worker may take it."""
+
+
 class WorkerProcess:
     """The server's handle on one worker process: send an Invocation, read its Reply."""
 
@@ -203,6 +207,9 @@ class WorkerProcess:
         process = await asyncio.create_subprocess_exec(
             python, "-c", _BOOT, pier_root, str(handler), str(model_dir),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env,
+            # Its own session: a Ctrl-C or a signal to the server's process group must not kill the
+            # workers behind stop()'s back. If the server dies, the worker reads EOF and exits.
+            start_new_session=True,
         )
         worker = cls(process)
         try:
@@ -214,6 +221,8 @@ class WorkerProcess:
             await worker.kill()
             raise HandlerError(500, f"model_fn in {handler} did not finish within {startup_timeout_s:.0f} s; "
                                     f"raise SAGEMAKER_STARTUP_TIMEOUT or load the model faster.") from None
+        except NotDelivered:
+            raise
         except WorkerDied as e:
             raise HandlerError(500, f"The worker loading {handler} {e}; its output is in the log.") from None
         if loaded.status != 200:
@@ -234,7 +243,7 @@ class WorkerProcess:
             self._stdin.write(request.to_frame())
             await self._stdin.drain()
         except (BrokenPipeError, ConnectionResetError):
-            raise WorkerDied(await self.exit_description()) from None
+            raise NotDelivered(await self.exit_description()) from None
         return await self.receive()
 
     async def receive(self) -> Reply:
@@ -360,7 +369,14 @@ class HandlerService:
         self._state = "stopped"
 
     async def _run(self, request: Invocation) -> Reply:
-        worker = await self._acquire()
+        while True:
+            worker = await self._acquire()
+            try:
+                return await self._run_on(worker, request)
+            except NotDelivered:
+                continue  # it died before reading the request (its watcher replaces it): try another
+
+    async def _run_on(self, worker: WorkerProcess, request: Invocation) -> Reply:
         try:
             reply = await asyncio.wait_for(worker.call(request), self.timeout_s)
         except TimeoutError:
@@ -368,6 +384,8 @@ class HandlerService:
             raise HandlerError(504, f"{self._handler.name} did not answer within {self.timeout_s:g} s "
                                     f"(SAGEMAKER_MODEL_SERVER_TIMEOUT); its worker was stopped and is being "
                                     f"replaced. Make the handler faster or raise the timeout.") from None
+        except NotDelivered:
+            raise
         except WorkerDied as e:
             raise HandlerError(500, f"The handler's worker process {e} while answering this request; a new "
                                     f"worker is starting. The handler's output is in the log.") from None

@@ -366,7 +366,7 @@ def _reply(result: Any, accept: str, context: Context) -> Reply:
     if code >= 400:
         return Reply(status=code, error=phrase or _as_bytes(body)[0].decode("utf-8", "replace"))
     data, encoded_type = _as_bytes(body)
-    return Reply(body=data, content_type=encoded_type or str(content_type))
+    return Reply(body=data, content_type=encoded_type or str(content_type or accept))
 
 
 def _as_bytes(body: Any) -> tuple[bytes, str | None]:
