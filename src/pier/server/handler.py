@@ -53,7 +53,7 @@ def find_handler(model_dir: Path) -> Path | None:
     path = _code_dir(model_dir) / program
     if path.is_file():
         return path
-    if "SAGEMAKER_PROGRAM" in os.environ:
+    if os.environ.get("SAGEMAKER_PROGRAM"):
         raise HandlerError(500, f"SAGEMAKER_PROGRAM names {program}, but there is no {path}; put the script "
                                 f"there or unset SAGEMAKER_PROGRAM.")
     return None
