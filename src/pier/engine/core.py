@@ -24,6 +24,7 @@ from pier.engine.sequence import Emit, Sequence
 from pier.engine.validate import check_request
 from pier.errors import InvalidRequest
 
+
 @dataclass(frozen=True)
 class EngineConfig:
     max_running: int = 8  # sequences decoding at once (llama-server's --parallel)

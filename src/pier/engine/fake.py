@@ -92,9 +92,12 @@ class FakeRunner:
             self._refs[cell] += 1
         self._seqs[dst] = list(shared)
 
-    def close(self) -> None:
+    def clear(self) -> None:
         self._seqs.clear()
         self._refs.clear()
+
+    def close(self) -> None:
+        self.clear()
 
     def tokens_of(self, seq_id: int) -> list[int]:
         return [t for _, t in self._seqs.get(seq_id, [])]

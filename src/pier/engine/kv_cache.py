@@ -31,6 +31,7 @@ class KvCache:
 
     def __init__(self, runner: ModelRunner) -> None:
         self.runner = runner
+        runner.clear()  # this cache's accounting starts from empty memory
         self.n_cells = runner.n_ctx
         self._free_ids = list(range(runner.n_seq_max - 1, -1, -1))
         self._refs: dict[int, int] = {}

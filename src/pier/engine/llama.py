@@ -39,10 +39,19 @@ def _init_backend() -> None:
             _backend_ready = True
 
 
+KV_TYPES = {"f32": llama_cpp.GGML_TYPE_F32, "f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0}
+
+
+def _kv_ggml_type(name: str) -> int:
+    if name not in KV_TYPES:
+        raise ValueError(f"Unknown KV cache type {name!r}: use one of {', '.join(KV_TYPES)}.")
+    return KV_TYPES[name]
+
+
 class LlamaRunner:
     def __init__(
         self, model_path: str | Path, *, n_ctx: int = 4096, n_seq_max: int = 32, n_batch: int = 512,
-        n_threads: int | None = None, flash_attn: bool | None = None,
+        n_threads: int | None = None, flash_attn: bool | None = None, kv_type: str = "f16",
     ) -> None:
         path = Path(model_path)
         if not path.is_file():
@@ -51,7 +60,7 @@ class LlamaRunner:
         self.n_threads = n_threads or usable_cores()
         self._model = self._load_model(path)
         self._vocab = llama_cpp.llama_model_get_vocab(self._model)
-        self._ctx = self._new_context(n_ctx, n_seq_max, n_batch, flash_attn)
+        self._ctx = self._new_context(n_ctx, n_seq_max, n_batch, flash_attn, kv_type)
         self._memory = llama_cpp.llama_get_memory(self._ctx)
         self.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
         self.n_seq_max = llama_cpp.llama_n_seq_max(self._ctx)
@@ -71,7 +80,7 @@ class LlamaRunner:
         return model
 
     def _new_context(
-        self, n_ctx: int, n_seq_max: int, n_batch: int, flash_attn: bool | None
+        self, n_ctx: int, n_seq_max: int, n_batch: int, flash_attn: bool | None, kv_type: str
     ) -> llama_cpp.llama_context_p:
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = n_ctx
@@ -80,6 +89,7 @@ class LlamaRunner:
         params.n_threads = params.n_threads_batch = self.n_threads
         params.kv_unified = True  # one cell pool for all sequences: seq_cp shares a prefix for free
         params.no_perf = True
+        params.type_k = params.type_v = _kv_ggml_type(kv_type)
         if flash_attn is not None:
             params.flash_attn_type = (
                 llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
@@ -175,6 +185,9 @@ class LlamaRunner:
 
     def copy(self, src: int, dst: int, length: int) -> None:
         llama_cpp.llama_memory_seq_cp(self._memory, src, dst, 0, length)
+
+    def clear(self) -> None:
+        llama_cpp.llama_memory_clear(self._memory, True)
 
     def close(self) -> None:
         if getattr(self, "_ctx", None):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 from pier.errors import InvalidRequest
 
@@ -91,7 +91,7 @@ class GenerateRequest:
     parse_special: bool = True  # chat templates put control tokens like <|im_start|> in the text
 
 
-class FinishReason(str, Enum):
+class FinishReason(StrEnum):
     STOP = "stop"  # EOS, a stop string or a stop token
     LENGTH = "length"  # max_tokens or the context is full
     ABORT = "abort"  # cancelled by the caller
