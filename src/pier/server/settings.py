@@ -1,0 +1,151 @@
+"""How one model server is configured: the SageMaker and TGI container environment, plus pier's own knobs.
+
+Names follow the containers users already deploy (`SAGEMAKER_BIND_TO_PORT`, `MAX_TOTAL_TOKENS`, ...),
+so an endpoint's Environment block moves to pier unchanged. Explicit arguments win over the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+DEFAULT_MODEL_DIR = "/opt/ml/model"
+DEFAULT_CONTEXT = 4096
+
+
+class SettingsError(ValueError):
+    """A setting has a value the server cannot use; the message names the variable and the fix."""
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    model: str = DEFAULT_MODEL_DIR  # a folder holding a .gguf (or code/inference.py), or a .gguf file
+    host: str = "0.0.0.0"
+    port: int = 8080
+    model_name: str | None = None  # the name clients see; default: HF_MODEL_ID or the GGUF's own name
+    # TGI's limits. None = derived from the context size once the model is loaded.
+    max_input_tokens: int | None = None
+    max_total_tokens: int | None = None
+    max_batch_total_tokens: int | None = None  # the KV budget shared by all requests = llama.cpp n_ctx
+    max_concurrent_requests: int = 128
+    max_stop_sequences: int = 4
+    messages_api_enabled: bool = True  # accepted for TGI compatibility: chat is always served
+    # pier's engine
+    threads: int | None = None  # None = the cores this process may use
+    parallel: int = 8  # sequences decoding at once
+    batch_tokens: int = 512  # most tokens in one forward pass
+    prefix_cache: bool = True
+    # SageMaker's container contract
+    timeout_s: float = 60.0
+    workers: int = 1
+    drain_s: float = 25.0  # SIGKILL follows SIGTERM after 30 s
+    log_level: str = "info"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> ServerSettings:
+        """Settings from the environment; keyword arguments that are not None win."""
+        env = os.environ if env is None else env
+        read = _Reader(env)
+        hf_model = env.get("HF_MODEL_ID")
+        settings = cls(
+            model=_model_source(env),
+            host=read.text("PIER_HOST", default="0.0.0.0"),
+            port=read.integer("SAGEMAKER_BIND_TO_PORT", default=8080, low=1, high=65535),
+            model_name=env.get("PIER_MODEL_NAME") or hf_model,
+            max_input_tokens=read.integer("MAX_INPUT_TOKENS", "MAX_INPUT_LENGTH"),
+            max_total_tokens=read.integer("MAX_TOTAL_TOKENS"),
+            max_batch_total_tokens=read.integer("MAX_BATCH_TOTAL_TOKENS"),
+            max_concurrent_requests=read.integer("MAX_CONCURRENT_REQUESTS", default=128),
+            max_stop_sequences=read.integer("MAX_STOP_SEQUENCES", default=4, low=0),
+            messages_api_enabled=read.boolean("MESSAGES_API_ENABLED", default=True),
+            threads=read.integer("PIER_THREADS"),
+            parallel=read.integer("PIER_PARALLEL", "MAX_BATCH_SIZE", default=8),
+            batch_tokens=read.integer("PIER_BATCH_TOKENS", "MAX_BATCH_PREFILL_TOKENS", default=512),
+            prefix_cache=read.boolean("PIER_PREFIX_CACHE", default=True),
+            timeout_s=read.number("SAGEMAKER_MODEL_SERVER_TIMEOUT", default=60.0),
+            workers=read.integer("SAGEMAKER_MODEL_SERVER_WORKERS", default=1),
+            drain_s=read.number("PIER_DRAIN_SECONDS", default=25.0, low=0.0),
+            log_level=read.text("PIER_LOG_LEVEL", default="info").lower(),
+        )
+        return replace(settings, **{k: v for k, v in overrides.items() if v is not None})
+
+    @property
+    def context_size(self) -> int:
+        """llama.cpp's n_ctx: the KV cells all requests share."""
+        if self.max_batch_total_tokens is not None:
+            return self.max_batch_total_tokens
+        return max(self.max_total_tokens or 0, DEFAULT_CONTEXT)
+
+    @property
+    def request_deadline_s(self) -> float:
+        """When a request is ended with an error: a little before the timeout, so the error reaches a
+        client whose own timeout is the same number (boto3's 60 s) before that client gives up."""
+        return self.timeout_s - min(2.0, self.timeout_s * 0.1)
+
+
+def _model_source(env: Mapping[str, str]) -> str:
+    """HF_MODEL_ID when it names a local path (a Hub id is only a display name here), else SM_MODEL_DIR,
+    else SageMaker's /opt/ml/model."""
+    hf_model = env.get("HF_MODEL_ID")
+    if hf_model and os.path.exists(hf_model):
+        return hf_model
+    return env.get("SM_MODEL_DIR") or DEFAULT_MODEL_DIR
+
+
+class _Reader:
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+
+    def _raw(self, names: tuple[str, ...]) -> tuple[str, str] | None:
+        for name in names:
+            value = self.env.get(name)
+            if value is not None and value.strip() != "":
+                return name, value.strip()
+        return None
+
+    def text(self, *names: str, default: str) -> str:
+        found = self._raw(names)
+        return found[1] if found else default
+
+    def integer(self, *names: str, default: int | None = None, low: int = 1, high: int | None = None) -> Any:
+        found = self._raw(names)
+        if found is None:
+            return default
+        name, value = found
+        try:
+            number = int(value.strip('"'))  # sagemaker SDK users often json.dumps() their numbers
+        except ValueError:
+            raise SettingsError(
+                f"{name} must be an integer; got {value!r}. Fix it in the environment."
+            ) from None
+        if number < low or (high is not None and number > high):
+            bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+            raise SettingsError(f"{name} must be {bound}; got {number}. Fix it in the environment.")
+        return number
+
+    def number(self, *names: str, default: float, low: float = 0.001) -> float:
+        found = self._raw(names)
+        if found is None:
+            return default
+        name, value = found
+        try:
+            number = float(value.strip('"'))
+        except ValueError:
+            raise SettingsError(f"{name} must be a number of seconds; got {value!r}.") from None
+        if not number >= low:
+            raise SettingsError(f"{name} must be at least {low}; got {number}. Fix it in the environment.")
+        return number
+
+    def boolean(self, *names: str, default: bool) -> bool:
+        found = self._raw(names)
+        if found is None:
+            return default
+        name, value = found
+        lowered = value.strip('"').lower()
+        if lowered in {"1", "true", "yes", "on"}:
+            return True
+        if lowered in {"0", "false", "no", "off"}:
+            return False
+        raise SettingsError(f"{name} must be true or false; got {value!r}. Fix it in the environment.")

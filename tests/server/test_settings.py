@@ -1,0 +1,67 @@
+"""Settings from the SageMaker / TGI container environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pier.server.settings import ServerSettings, SettingsError
+
+
+def test_defaults_are_sagemakers() -> None:
+    settings = ServerSettings.from_env({})
+    assert settings.port == 8080 and settings.model == "/opt/ml/model"
+    assert settings.max_concurrent_requests == 128 and settings.timeout_s == 60.0
+    assert settings.context_size == 4096
+    assert 57 < settings.request_deadline_s < 60
+
+
+def test_container_environment(tmp_path: Path) -> None:
+    env = {
+        "SAGEMAKER_BIND_TO_PORT": "9000",
+        "HF_MODEL_ID": str(tmp_path),
+        "MAX_INPUT_LENGTH": '"1024"',
+        "MAX_TOTAL_TOKENS": "2048",
+        "MAX_BATCH_TOTAL_TOKENS": "8192",
+        "MAX_CONCURRENT_REQUESTS": "4",
+        "MESSAGES_API_ENABLED": "true",
+        "PIER_THREADS": "2",
+        "PIER_PARALLEL": "3",
+        "SAGEMAKER_MODEL_SERVER_TIMEOUT": "30",
+        "SAGEMAKER_MODEL_SERVER_WORKERS": "2",
+    }
+    settings = ServerSettings.from_env(env)
+    assert settings.port == 9000 and settings.model == str(tmp_path) and settings.model_name == str(tmp_path)
+    assert (settings.max_input_tokens, settings.max_total_tokens, settings.context_size) == (1024, 2048, 8192)
+    assert settings.max_concurrent_requests == 4 and settings.threads == 2 and settings.parallel == 3
+    assert settings.timeout_s == 30 and settings.workers == 2
+
+
+def test_a_hub_id_is_only_a_name() -> None:
+    settings = ServerSettings.from_env({"HF_MODEL_ID": "meta-llama/Llama-3-8B", "SM_MODEL_DIR": "/models/x"})
+    assert settings.model == "/models/x" and settings.model_name == "meta-llama/Llama-3-8B"
+
+
+def test_arguments_win_over_the_environment() -> None:
+    settings = ServerSettings.from_env({"SAGEMAKER_BIND_TO_PORT": "9000"}, port=7000, threads=None)
+    assert settings.port == 7000 and settings.threads is None
+
+
+def test_context_follows_max_total_tokens_when_larger() -> None:
+    assert ServerSettings.from_env({"MAX_TOTAL_TOKENS": "16384"}).context_size == 16384
+
+
+@pytest.mark.parametrize(
+    ("env", "fragment"),
+    [
+        ({"MAX_TOTAL_TOKENS": "lots"}, "MAX_TOTAL_TOKENS must be an integer; got 'lots'"),
+        ({"SAGEMAKER_BIND_TO_PORT": "70000"}, "between 1 and 65535"),
+        ({"MAX_CONCURRENT_REQUESTS": "0"}, "at least 1"),
+        ({"MESSAGES_API_ENABLED": "maybe"}, "true or false"),
+        ({"SAGEMAKER_MODEL_SERVER_TIMEOUT": "soon"}, "number of seconds"),
+    ],
+)
+def test_bad_values_name_the_variable(env: dict[str, str], fragment: str) -> None:
+    with pytest.raises(SettingsError, match=fragment):
+        ServerSettings.from_env(env)
