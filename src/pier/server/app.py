@@ -1,0 +1,106 @@
+"""The model server's FastAPI app: every flavor's routes over one engine, errors in each flavor's shape."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from starlette.exceptions import HTTPException
+
+from pier import __version__
+from pier.engine.engine import Engine
+from pier.errors import PierError
+from pier.model.chat import ChatTemplate
+from pier.server.body_limit import BodyLimit
+from pier.server.errors import (
+    CLIENT_CLOSED_REQUEST,
+    ClientDisconnected,
+    error_response,
+    flavor_of,
+    http_error,
+    validation_error,
+)
+from pier.server.flavors import openai, sagemaker, tgi
+from pier.server.metrics import RequestMetrics
+from pier.server.served_model import ServedModel
+from pier.server.settings import ServerSettings
+from pier.server.state import ServerState
+
+log = logging.getLogger(__name__)
+
+Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
+
+ROUTES_HINT = (
+    "This server serves GET /ping, POST /invocations, POST /generate, POST /generate_stream, GET /info, "
+    "GET /health, POST /v1/chat/completions, POST /v1/completions, GET /v1/models and GET /metrics."
+)
+
+
+def create_app(
+    settings: ServerSettings | None = None, *, engine: Engine | None = None, chat: ChatTemplate | None = None,
+    lifespan: Lifespan | None = None,
+) -> FastAPI:
+    """The app over a started `engine`; without one it answers 503 until `attach_model` is called."""
+    settings = settings or ServerSettings()
+    state = ServerState(settings)
+    app = FastAPI(title="pier model server", version=__version__, lifespan=lifespan)
+    app.state.pier = state
+    if engine is not None:
+        attach_model(app, engine, chat)
+    app.include_router(sagemaker.router)
+    app.include_router(tgi.router)
+    app.include_router(openai.router)
+    app.add_api_route("/metrics", _metrics, methods=["GET"], include_in_schema=False)
+    install_error_handlers(app, hint=ROUTES_HINT)
+    app.add_middleware(BodyLimit)
+    app.add_middleware(RequestMetrics, metrics=state.metrics)
+    return app
+
+
+def attach_model(app: FastAPI, engine: Engine, chat: ChatTemplate | None = None) -> ServedModel:
+    """The model is loaded: start serving it."""
+    state: ServerState = app.state.pier
+    state.model = ServedModel(engine, state.settings, state.metrics, chat)
+    return state.model
+
+
+async def _metrics(request: Request) -> Response:
+    body, content_type = request.app.state.pier.metrics.exposition()
+    return Response(body, media_type=content_type)
+
+
+def install_error_handlers(app: FastAPI, *, hint: str) -> None:
+    """Every error, whoever raises it, leaves in the shape of the request's flavor."""
+
+    async def pier_error(request: Request, error: Exception) -> Response:
+        return error_response(error, flavor_of(request))
+
+    async def bad_body(request: Request, error: Exception) -> Response:
+        assert isinstance(error, RequestValidationError)
+        return validation_error(error.errors(), flavor_of(request))
+
+    async def http_exception(request: Request, error: Exception) -> Response:
+        assert isinstance(error, HTTPException)
+        detail = str(error.detail)
+        if error.status_code == 404:
+            detail = f"No route {request.method} {request.url.path}. {hint}"
+        elif error.status_code == 405:
+            detail = f"{request.method} is not allowed on {request.url.path}. {hint}"
+        return http_error(error.status_code, detail, flavor_of(request))
+
+    async def client_gone(request: Request, error: Exception) -> Response:
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
+
+    async def unexpected(request: Request, error: Exception) -> Response:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return error_response(error, flavor_of(request))
+
+    app.add_exception_handler(PierError, pier_error)
+    app.add_exception_handler(RequestValidationError, bad_body)
+    app.add_exception_handler(HTTPException, http_exception)
+    app.add_exception_handler(ClientDisconnected, client_gone)
+    app.add_exception_handler(Exception, unexpected)

@@ -1,0 +1,1 @@
+"""API dialects at the edge. Each turns its JSON into one GenerateRequest and the engine's chunks back."""

@@ -1,0 +1,341 @@
+"""The OpenAI API: /v1/chat/completions, /v1/completions and /v1/models, with SSE streaming.
+
+Extras that benchmark tools and vLLM/llama.cpp clients send (`top_k`, `min_p`, `repetition_penalty`,
+`ignore_eos`, `min_tokens`, `stop_token_ids`, `chat_template_kwargs`) are honoured; llama.cpp-style
+`timings` ride along in every final response.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from pier import __version__
+from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk, SamplingParams
+from pier.errors import InvalidRequest
+from pier.server import sse
+from pier.server.errors import Flavor, error_event
+from pier.server.generation import Completion, wait_for_disconnect
+from pier.server.served_model import ServedModel
+from pier.server.state import ServerState, State
+
+log = logging.getLogger(__name__)
+router = APIRouter(tags=["OpenAI"])
+
+SEED_MODULUS = 0xFFFFFFFF  # clients send 64-bit seeds; llama.cpp's samplers take 32 bits
+COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's (and vLLM's) default for the legacy completions API
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    include_usage: bool = False
+
+
+class _OpenAIRequest(BaseModel):
+    """Fields both APIs share. Unknown fields are accepted and ignored, as OpenAI-compatible servers do."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    max_tokens: int | None = None
+    n: int = 1
+    stop: str | list[str] | None = None
+    stop_token_ids: list[int] | None = None
+    seed: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    repetition_penalty: float | None = None
+    logit_bias: dict[str, float] | None = None
+    ignore_eos: bool = False
+    min_tokens: int = 0
+
+    def refuse_unsupported(self) -> None:
+        if self.n != 1:
+            raise InvalidRequest(
+                f"n must be 1: this server generates one choice per request (got {self.n}); send {self.n} "
+                "requests instead.", param="n",
+            )
+
+    def sampling(self, n_vocab: int) -> SamplingParams:
+        top_k = self.top_k if self.top_k is not None else 0
+        return SamplingParams(
+            temperature=1.0 if self.temperature is None else self.temperature,
+            top_k=0 if top_k == -1 else min(top_k, n_vocab),  # vLLM spells "off" as -1
+            top_p=1.0 if self.top_p is None else self.top_p,
+            min_p=self.min_p or 0.0,
+            repetition_penalty=1.0 if self.repetition_penalty is None else self.repetition_penalty,
+            frequency_penalty=self.frequency_penalty or 0.0,
+            presence_penalty=self.presence_penalty or 0.0,
+            seed=None if self.seed is None else self.seed % SEED_MODULUS,
+            logit_bias=_token_biases(self.logit_bias or {}),
+        )
+
+    def generate_request(
+        self, model: ServedModel, prompt: list[int], max_tokens: int | None
+    ) -> GenerateRequest:
+        stop = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+        return GenerateRequest(
+            request_id=uuid.uuid4().hex, prompt=prompt, sampling=self.sampling(model.n_vocab),
+            max_tokens=model.max_new_tokens(len(prompt), max_tokens), stop=stop,
+            stop_token_ids=list(self.stop_token_ids or []), ignore_eos=self.ignore_eos,
+            min_tokens=self.min_tokens, add_bos=False,
+        )
+
+    @property
+    def include_usage(self) -> bool:
+        return self.stream_options is not None and self.stream_options.include_usage
+
+
+def _token_biases(raw: dict[str, float]) -> dict[int, float]:
+    biases = {}
+    for key, bias in raw.items():
+        try:
+            biases[int(key)] = bias
+        except ValueError:
+            raise InvalidRequest(
+                f"logit_bias keys must be token ids written as strings (like \"1234\"); got {key!r}.",
+                param="logit_bias",
+            ) from None
+    return biases
+
+
+class TextPart(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    type: str
+    text: str | None = None
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: str
+    content: str | list[TextPart] | None = None
+
+    def for_template(self) -> dict[str, Any]:
+        message = self.model_dump(exclude_none=True)
+        message["content"] = self._text()
+        return message
+
+    def _text(self) -> str | None:
+        if not isinstance(self.content, list):
+            return self.content
+        for part in self.content:
+            if part.type != "text" or part.text is None:
+                raise InvalidRequest(
+                    f"Only text content parts are supported; got a {part.type!r} part. Send the message "
+                    "content as a string or as parts of type \"text\".", param="messages",
+                )
+        return "\n".join(part.text or "" for part in self.content)
+
+
+class ChatCompletionRequest(_OpenAIRequest):
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_completion_tokens: int | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: Any = None
+    response_format: dict[str, Any] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+    add_generation_prompt: bool = True
+
+    def refuse_unsupported(self) -> None:
+        super().refuse_unsupported()
+        if self.logprobs or self.top_logprobs:
+            raise InvalidRequest("logprobs are not available from this server; remove logprobs and "
+                                 "top_logprobs.", param="logprobs")
+        kind = (self.response_format or {}).get("type", "text")
+        if kind != "text":
+            raise InvalidRequest(
+                f"response_format {kind!r} is not supported: output is not constrained to a schema here. "
+                "Remove response_format and describe the JSON you want in the prompt.", param="response_format",
+            )
+        if self.tool_choice not in (None, "auto", "none"):
+            raise InvalidRequest(
+                "tool_choice can only be \"auto\" or \"none\": tools are passed to the model's chat "
+                "template, but a tool call cannot be forced.", param="tool_choice",
+            )
+
+
+class CompletionRequest(_OpenAIRequest):
+    prompt: str | list[int] | list[str] | list[list[int]]
+    max_tokens: int | None = COMPLETIONS_DEFAULT_MAX_TOKENS
+    echo: bool = False
+    logprobs: int | None = None
+    best_of: int | None = None
+
+    def refuse_unsupported(self) -> None:
+        super().refuse_unsupported()
+        if self.logprobs is not None:
+            raise InvalidRequest(
+                "logprobs are not available from this server; remove logprobs.", param="logprobs"
+            )
+        if self.best_of not in (None, 1):
+            raise InvalidRequest("best_of must be 1: one sequence is generated per request.", param="best_of")
+
+    def single_prompt(self) -> str | list[int]:
+        """The one prompt of this request; several prompts in one request are refused, not batched."""
+        prompt = self.prompt
+        if isinstance(prompt, list) and prompt and isinstance(prompt[0], str | list):
+            if len(prompt) != 1:
+                raise InvalidRequest(
+                    f"Send one prompt per request; got {len(prompt)}. Send them as separate (concurrent) "
+                    "requests: the engine batches them anyway.", param="prompt",
+                )
+            return prompt[0]  # type: ignore[return-value]
+        return prompt  # type: ignore[return-value]
+
+
+# -- routes ------------------------------------------------------------------------------------------
+
+
+@router.post("/v1/chat/completions", response_model=None)
+async def chat_completions(
+    body: ChatCompletionRequest, http: Request, state: State
+) -> Response:
+    return await respond_chat(body, http, state)
+
+
+@router.post("/v1/completions", response_model=None)
+async def completions(body: CompletionRequest, http: Request, state: State) -> Response:
+    return await respond_completion(body, http, state)
+
+
+@router.get("/v1/models")
+async def models(state: State) -> dict[str, Any]:
+    model, ticket = state.admit()
+    ticket.release()  # listing the model is not generation work
+    return {"object": "list", "data": [{
+        "id": model.name, "object": "model", "created": model.created, "owned_by": "pier",
+        "max_model_len": model.limits.max_total_tokens,
+    }]}
+
+
+async def respond_chat(body: ChatCompletionRequest, http: Request, state: ServerState) -> Response:
+    body.refuse_unsupported()
+    model, ticket = state.admit()
+    with ticket:
+        prompt = model.render_chat(
+            [m.for_template() for m in body.messages], add_generation_prompt=body.add_generation_prompt,
+            tools=body.tools, extra=body.chat_template_kwargs,
+        )
+        max_tokens = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
+        request = body.generate_request(model, prompt, max_tokens)
+        model.check(request)
+        view = _View(model.name, chat=True, include_usage=body.include_usage)
+        if body.stream:
+            return sse.EventStream(_events(model, request, view), ticket.hand_off())
+        return JSONResponse(view.response(await model.complete(request, wait_for_disconnect(http.receive))))
+
+
+async def respond_completion(body: CompletionRequest, http: Request, state: ServerState) -> Response:
+    body.refuse_unsupported()
+    model, ticket = state.admit()
+    with ticket:
+        given = body.single_prompt()
+        # Token ids are used exactly as given (no BOS), as llama-server and vLLM do.
+        prompt = model.tokenize(given) if isinstance(given, str) else list(given)
+        request = body.generate_request(model, prompt, body.max_tokens)
+        model.check(request)
+        echo = (given if isinstance(given, str) else model.detokenize(prompt)) if body.echo else ""
+        view = _View(model.name, chat=False, include_usage=body.include_usage, echo=echo)
+        if body.stream:
+            return sse.EventStream(_events(model, request, view), ticket.hand_off())
+        return JSONResponse(view.response(await model.complete(request, wait_for_disconnect(http.receive))))
+
+
+# -- responses ---------------------------------------------------------------------------------------
+
+_FINISH = {FinishReason.STOP: "stop", FinishReason.LENGTH: "length"}
+
+
+class _View:
+    """Shapes one request's output as a chat completion or a text completion, whole or in chunks."""
+
+    def __init__(self, model: str, *, chat: bool, include_usage: bool, echo: str = "") -> None:
+        self.chat = chat
+        self.include_usage = include_usage
+        self.echo = echo
+        self.head = {
+            "id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", "object": "",
+            "created": int(time.time()),
+            "model": model, "system_fingerprint": f"pier-{__version__}",
+        }
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+
+    def response(self, done: Completion) -> dict[str, Any]:
+        text = self.echo + done.text
+        choice: dict[str, Any] = (
+            {"index": 0, "message": {"role": "assistant", "content": text}}
+            if self.chat else {"index": 0, "text": text}
+        )
+        choice |= {"logprobs": None, "finish_reason": _FINISH.get(done.finish_reason, "stop")}
+        return {
+            **self.head, "object": "chat.completion" if self.chat else "text_completion", "choices": [choice],
+            "usage": _usage(done.prompt_tokens, len(done.token_ids)),
+            "timings": done.timings.as_dict() if done.timings else None,
+        }
+
+    def opening(self) -> list[dict[str, Any]]:
+        if self.chat:
+            return [self._chunk({"role": "assistant", "content": ""}, None)]
+        return [self._chunk(self.echo, None)] if self.echo else []
+
+    def chunk(self, chunk: GenerationChunk) -> list[dict[str, Any]]:
+        self.prompt_tokens = chunk.prompt_tokens
+        self.completion_tokens += len(chunk.token_ids)
+        events = []
+        if chunk.text:
+            events.append(self._chunk({"content": chunk.text} if self.chat else chunk.text, None))
+        if chunk.finish_reason is not None:
+            last = self._chunk({} if self.chat else "", _FINISH.get(chunk.finish_reason, "stop"))
+            last["timings"] = chunk.timings.as_dict() if chunk.timings else None
+            events.append(last)
+            if self.include_usage:
+                events.append({**self.head, "object": self._object, "choices": [],
+                               "usage": _usage(self.prompt_tokens, self.completion_tokens)})
+        return events
+
+    @property
+    def _object(self) -> str:
+        return "chat.completion.chunk" if self.chat else "text_completion"
+
+    def _chunk(self, delta: dict[str, Any] | str, finish_reason: str | None) -> dict[str, Any]:
+        choice: dict[str, Any] = {"index": 0, "delta": delta} if self.chat else {"index": 0, "text": delta}
+        choice |= {"logprobs": None, "finish_reason": finish_reason}
+        event = {**self.head, "object": self._object, "choices": [choice]}
+        if self.include_usage:
+            event["usage"] = None  # OpenAI sends null usage on every chunk but the last when asked for it
+        return event
+
+
+def _usage(prompt: int, completion: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+async def _events(model: ServedModel, request: GenerateRequest, view: _View) -> AsyncGenerator[bytes, None]:
+    try:
+        for event in view.opening():
+            yield sse.event(event)
+        async for chunk in model.stream(request):
+            for event in view.chunk(chunk):
+                yield sse.event(event)
+    except Exception as error:  # after the 200 an error can only be an event; never cut the stream silently
+        if not isinstance(error, InvalidRequest):
+            log.warning("stream %s failed: %s", request.request_id, error)
+        yield error_event(error, Flavor.OPENAI)
+    yield sse.event("[DONE]")
+

@@ -1,0 +1,97 @@
+"""SageMaker's container contract: GET /ping and POST /invocations.
+
+/invocations takes what the Hugging Face LLM container takes, told apart by shape: a TGI generate
+payload (`inputs`), an OpenAI chat payload (`messages`) or a completion payload (`prompt`), and answers
+in the matching shape; `"stream": true` answers with server-sent events.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar
+
+from fastapi import APIRouter, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ValidationError
+
+from pier.errors import InvalidRequest
+from pier.server.errors import Flavor
+from pier.server.flavors import openai, tgi
+from pier.server.state import State, Status
+
+router = APIRouter(tags=["SageMaker"])
+M = TypeVar("M", bound=BaseModel)
+
+
+def _schema_ref(model: type[BaseModel]) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+
+INVOCATIONS_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {"anyOf": [
+            _schema_ref(tgi.GenerateRequestBody), _schema_ref(openai.ChatCompletionRequest),
+            _schema_ref(openai.CompletionRequest),
+        ]}}},
+    }
+}
+
+
+@router.get("/ping", response_model=None)
+async def ping(state: State) -> Response:
+    """200 once the model is loaded; 503 while loading, draining or failed. Never waits on inference."""
+    status = state.status
+    if status is Status.READY:
+        return JSONResponse({"status": status.value})
+    return JSONResponse({"status": status.value, "message": state.not_ready_message()}, status_code=503)
+
+
+@router.get("/execution-parameters")
+async def execution_parameters(state: State) -> dict[str, Any]:
+    """What SageMaker batch transform asks a container before sending it records."""
+    return {
+        "MaxConcurrentTransforms": state.settings.max_concurrent_requests, "BatchStrategy": "SINGLE_RECORD",
+        "MaxPayloadInMB": 6,
+    }
+
+
+@router.post("/invocations", response_model=None, openapi_extra=INVOCATIONS_BODY)
+async def invocations(http: Request, state: State) -> Response:
+    payload = await _json_object(http)
+    if "inputs" in payload:
+        body = _parse(tgi.GenerateRequestBody, payload, http, Flavor.TGI)
+        return await tgi.respond(body, http, state, streaming=body.stream, full_text_default=True,
+                                 as_list=not body.stream)
+    if "messages" in payload:
+        chat = _parse(openai.ChatCompletionRequest, payload, http, Flavor.OPENAI)
+        return await openai.respond_chat(chat, http, state)
+    if "prompt" in payload:
+        completion = _parse(openai.CompletionRequest, payload, http, Flavor.OPENAI)
+        return await openai.respond_completion(completion, http, state)
+    raise InvalidRequest(
+        "Unrecognized /invocations payload: send a TGI request {\"inputs\": \"...\", \"parameters\": {...}}, "
+        "a chat request {\"messages\": [...]} or a completion request {\"prompt\": \"...\"}.",
+    )
+
+
+async def _json_object(http: Request) -> dict[str, Any]:
+    # Read whatever the Content-Type says: SageMaker clients often send JSON as text/plain or octet-stream.
+    raw = await http.body()
+    try:
+        payload = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise InvalidRequest(f"The request body is not valid JSON ({error}); send a JSON object.") from None
+    if not isinstance(payload, dict):
+        raise InvalidRequest(f"The request body must be a JSON object, not {type(payload).__name__}.")
+    return payload
+
+
+def _parse(model: type[M], payload: dict[str, Any], http: Request, flavor: Flavor) -> M:
+    """Validate as `model`; from here on this request's errors take `flavor`'s shape."""
+    http.state.flavor = flavor
+    try:
+        return model.model_validate(payload)
+    except ValidationError as error:
+        raise RequestValidationError(error.errors(include_url=False)) from None

@@ -1,0 +1,290 @@
+"""Hugging Face TGI's API: /generate, /generate_stream, /info and /health, with TGI's defaults and messages.
+
+Sampling follows TGI: greedy unless `do_sample` or a warper (temperature != 1, top_k, top_p) is set; a
+sampled request without a seed gets a random one, reported in `details.seed`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import uuid
+from collections.abc import AsyncGenerator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from pier import __version__
+from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk, SamplingParams
+from pier.errors import InvalidRequest
+from pier.server import sse
+from pier.server.errors import Flavor, error_event
+from pier.server.generation import Completion, wait_for_disconnect
+from pier.server.served_model import ServedModel
+from pier.server.state import ServerState, State, Status
+
+log = logging.getLogger(__name__)
+router = APIRouter(tags=["TGI"])
+
+SEED_MODULUS = 0xFFFFFFFF  # TGI seeds are u64; llama.cpp's samplers take 32 bits
+
+
+class GenerateParameters(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    do_sample: bool = False
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    typical_p: float | None = None
+    max_new_tokens: int | None = None
+    repetition_penalty: float | None = None
+    frequency_penalty: float | None = None
+    return_full_text: bool | None = None
+    stop: list[str] | str = Field(default_factory=list)
+    seed: int | None = None
+    details: bool = False
+    decoder_input_details: bool = False
+    truncate: int | None = None
+    best_of: int | None = None
+    top_n_tokens: int | None = None
+    watermark: bool = False
+    grammar: Any = None
+
+    @property
+    def stop_sequences(self) -> list[str]:
+        return [self.stop] if isinstance(self.stop, str) else self.stop
+
+    @property
+    def sampling_enabled(self) -> bool:
+        """TGI samples when asked to, or when any warper would change the distribution."""
+        warped = (
+            (self.temperature is not None and self.temperature != 1.0) or bool(self.top_k)
+            or (self.top_p is not None and self.top_p < 1.0)
+        )
+        return self.do_sample or warped
+
+    def validate_for(self, model: ServedModel) -> None:
+        """TGI's checks, in TGI's order and words."""
+        for problem in self._problems(model.max_stop_sequences, model.limits.max_input_tokens):
+            raise InvalidRequest(problem)
+
+    def _problems(self, max_stops: int, max_input: int) -> Iterator[str]:
+        if self.best_of not in (None, 1):
+            yield "`best_of` != 1 is not allowed for this endpoint: send several requests instead"
+        if self.temperature is not None and not self.temperature > 0:
+            yield "`temperature` must be strictly positive (use do_sample=false for greedy decoding)"
+        if self.repetition_penalty is not None and not self.repetition_penalty > 0:
+            yield "`repetition_penalty` must be strictly positive (1.0 disables it)"
+        if self.frequency_penalty is not None and not -2.0 <= self.frequency_penalty <= 2.0:
+            yield "`frequency_penalty` must be >= -2.0 and <= 2.0"
+        if self.top_p is not None and not 0.0 < self.top_p < 1.0:
+            yield "`top_p` must be > 0.0 and < 1.0 (leave it out to disable it)"
+        if self.typical_p is not None:
+            yield "`typical_p` is not supported by this server: remove it (top_p or min_p are alternatives)"
+        if self.top_k is not None and self.top_k <= 0:
+            yield "`top_k` must be strictly positive (leave it out to disable it)"
+        if self.max_new_tokens is not None and self.max_new_tokens <= 0:
+            yield "`max_new_tokens` must be strictly positive"
+        if len(self.stop_sequences) > max_stops:
+            yield f"`stop` supports up to {max_stops} stop sequences. Given: {len(self.stop_sequences)}"
+        if self.top_n_tokens:
+            yield "`top_n_tokens` != 0 is not allowed for this endpoint: token logprobs are not available"
+        if self.watermark:
+            yield "`watermark` is not supported by this server: remove it"
+        if self.grammar is not None:
+            yield "grammar is not supported: remove `grammar` and describe the format in the prompt"
+        if self.truncate is not None and not 0 < self.truncate <= max_input:
+            yield f"`truncate` must be strictly positive and less than {max_input}. Given: {self.truncate}"
+
+
+class GenerateRequestBody(BaseModel):
+    """TGI's generate payload (also accepted on /invocations, where `stream` picks the streaming answer)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    inputs: str
+    parameters: GenerateParameters = Field(default_factory=GenerateParameters)
+    stream: bool = False
+    add_special_tokens: bool = True
+
+
+# -- routes ------------------------------------------------------------------------------------------
+
+
+@router.post("/generate", response_model=None)
+async def generate(body: GenerateRequestBody, http: Request, state: State) -> Response:
+    return await respond(body, http, state, streaming=False, full_text_default=False, as_list=False)
+
+
+@router.post("/generate_stream", response_model=None)
+async def generate_stream(
+    body: GenerateRequestBody, http: Request, state: State
+) -> Response:
+    return await respond(body, http, state, streaming=True, full_text_default=False, as_list=False)
+
+
+@router.get("/info")
+async def info(state: State) -> dict[str, Any]:
+    model, ticket = state.admit()
+    ticket.release()  # describing the model is not generation work
+    settings = state.settings
+    return {
+        "model_id": model.name, "model_sha": None, "model_dtype": "gguf", "model_device_type": "cpu",
+        "model_pipeline_tag": "text-generation", "max_concurrent_requests": settings.max_concurrent_requests,
+        "max_best_of": 1, "max_stop_sequences": model.max_stop_sequences,
+        "max_input_tokens": model.limits.max_input_tokens, "max_input_length": model.limits.max_input_tokens,
+        "max_total_tokens": model.limits.max_total_tokens,
+        "max_batch_total_tokens": model.engine.runner.n_ctx, "max_batch_size": settings.parallel,
+        "validation_workers": 1, "max_client_batch_size": 1, "router": "pier", "version": __version__,
+        "sha": None, "docker_label": None,
+    }
+
+
+@router.get("/health", response_model=None)
+async def health(state: State) -> Response:
+    if state.status is Status.READY:
+        return Response(status_code=200)
+    return JSONResponse({"error": state.not_ready_message(), "error_type": "healthcheck"}, status_code=503)
+
+
+async def respond(
+    body: GenerateRequestBody, http: Request, state: ServerState, *, streaming: bool, full_text_default: bool,
+    as_list: bool,
+) -> Response:
+    """One TGI generation. /invocations answers a list and returns the full text by default, as TGI's
+    SageMaker route does for text-generation models; /generate answers an object without the prompt."""
+    model, ticket = state.admit()
+    with ticket:
+        params = body.parameters
+        params.validate_for(model)
+        if not body.inputs:
+            raise InvalidRequest("`inputs` cannot be empty")
+        request, seed = _generate_request(model, body)
+        model.check(request)
+        full_text = params.return_full_text if params.return_full_text is not None else full_text_default
+        view = _View(
+            model, request, seed=seed, prefix=body.inputs if full_text else "", details=params.details,
+            prefill=params.details or params.decoder_input_details,
+        )
+        if streaming:
+            return sse.EventStream(_events(model, request, view), ticket.hand_off())
+        done = await model.complete(request, wait_for_disconnect(http.receive))
+        answer = view.response(done)
+        return JSONResponse([answer] if as_list else answer, headers=_headers(done))
+
+
+def _generate_request(model: ServedModel, body: GenerateRequestBody) -> tuple[GenerateRequest, int | None]:
+    params = body.parameters
+    prompt = model.tokenize(body.inputs, add_bos=None if body.add_special_tokens else False)
+    if params.truncate is not None:
+        prompt = prompt[-params.truncate:]  # TGI keeps the end of an over-long input
+    max_new = model.max_new_tokens(len(prompt), params.max_new_tokens)
+    seed = None
+    if params.sampling_enabled:
+        seed = params.seed % SEED_MODULUS if params.seed is not None else random.randrange(SEED_MODULUS)
+        top_k = min(params.top_k or 0, model.n_vocab)
+        sampling = SamplingParams(
+            temperature=params.temperature or 1.0, top_k=top_k, top_p=params.top_p or 1.0, seed=seed,
+            repetition_penalty=params.repetition_penalty or 1.0,
+            frequency_penalty=params.frequency_penalty or 0.0,
+        )
+    else:
+        sampling = SamplingParams(
+            temperature=0.0, repetition_penalty=params.repetition_penalty or 1.0,
+            frequency_penalty=params.frequency_penalty or 0.0,
+        )
+    request = GenerateRequest(
+        request_id=uuid.uuid4().hex, prompt=prompt, sampling=sampling, max_tokens=max_new,
+        stop=params.stop_sequences, add_bos=False,
+    )
+    return request, seed
+
+
+# -- responses ---------------------------------------------------------------------------------------
+
+
+def _finish_reason(reason: FinishReason, stop_reason: str | int | None) -> str:
+    if reason is FinishReason.LENGTH:
+        return "length"
+    return "stop_sequence" if isinstance(stop_reason, str) else "eos_token"
+
+
+@dataclass
+class _View:
+    model: ServedModel
+    request: GenerateRequest
+    seed: int | None
+    prefix: str
+    details: bool
+    prefill: bool
+    index: int = 0
+    text: str = ""
+
+    def _token(self, token: int, text: str) -> dict[str, Any]:
+        return {"id": token, "text": text, "logprob": None, "special": self.model.is_special(token)}
+
+    def _prefill(self) -> list[dict[str, Any]]:
+        if not self.prefill:
+            return []
+        tokens = self.request.prompt
+        assert not isinstance(tokens, str), "TGI requests are tokenized by the server"
+        return [{"id": t, "text": self.model.token_text(t), "logprob": None} for t in tokens]
+
+    def response(self, done: Completion) -> dict[str, Any]:
+        answer: dict[str, Any] = {"generated_text": self.prefix + done.text}
+        if self.details:
+            answer["details"] = {
+                "finish_reason": _finish_reason(done.finish_reason, done.stop_reason),
+                "generated_tokens": len(done.token_ids), "seed": self.seed, "prefill": self._prefill(),
+                "tokens": [self._token(t, self.model.token_text(t)) for t in done.token_ids],
+            }
+        return answer
+
+    def events(self, chunk: GenerationChunk) -> Iterator[dict[str, Any]]:
+        """One event per token; a chunk's text rides on its last token, so the texts add up exactly."""
+        self.text += chunk.text
+        for i, token in enumerate(chunk.token_ids):
+            last_of_chunk = i == len(chunk.token_ids) - 1
+            self.index += 1
+            final = chunk.finished and last_of_chunk
+            yield {
+                "index": self.index, "token": self._token(token, chunk.text if last_of_chunk else ""),
+                "top_tokens": None, "generated_text": self.prefix + self.text if final else None,
+                "details": self._stream_details(chunk) if final and self.details else None,
+            }
+
+    def _stream_details(self, chunk: GenerationChunk) -> dict[str, Any]:
+        assert chunk.finish_reason is not None
+        return {
+            "finish_reason": _finish_reason(chunk.finish_reason, chunk.stop_reason),
+            "generated_tokens": self.index, "seed": self.seed, "input_length": chunk.prompt_tokens,
+        }
+
+
+def _headers(done: Completion) -> dict[str, str]:
+    """TGI's timing headers, which its clients and dashboards read."""
+    headers = {"x-compute-type": "cpu", "x-prompt-tokens": str(done.prompt_tokens),
+               "x-generated-tokens": str(len(done.token_ids))}
+    if done.timings is not None:
+        t = done.timings
+        per_token = t.predicted_ms / max(t.predicted_n - 1, 1)
+        headers |= {
+            "x-queue-time": f"{t.queue_ms:.0f}", "x-inference-time": f"{t.prompt_ms + t.predicted_ms:.0f}",
+            "x-time-per-token": f"{per_token:.0f}",
+        }
+    return headers
+
+
+async def _events(model: ServedModel, request: GenerateRequest, view: _View) -> AsyncGenerator[bytes, None]:
+    try:
+        async for chunk in model.stream(request):
+            for event in view.events(chunk):
+                yield sse.event(event, tgi=True)
+    except Exception as error:  # after the 200 an error can only be an event; never cut the stream silently
+        log.warning("stream %s failed: %s", request.request_id, error)
+        yield error_event(error, Flavor.TGI)
+

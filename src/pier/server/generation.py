@@ -1,0 +1,108 @@
+"""Running one request on the engine for an HTTP client: under a deadline, cancelled when the client goes.
+
+Streaming routes iterate `stream()`; the others await `complete()`, which also watches the connection so a
+client that hangs up stops its generation (and frees its KV) at once instead of when the answer is ready.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass
+
+from starlette.types import Receive
+
+from pier.engine.engine import Engine
+from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk, RequestTimings
+from pier.errors import GenerationFailed, PierError
+from pier.server.errors import ClientDisconnected, DeadlineExceeded
+from pier.server.metrics import GenerationTrace
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A finished generation."""
+
+    text: str
+    token_ids: tuple[int, ...]
+    finish_reason: FinishReason
+    stop_reason: str | int | None
+    prompt_tokens: int
+    timings: RequestTimings | None
+
+    @classmethod
+    def of(cls, chunks: list[GenerationChunk]) -> Completion:
+        last = chunks[-1]
+        assert last.finish_reason is not None, "a completion is built from a finished stream"
+        return cls(
+            text="".join(c.text for c in chunks), token_ids=tuple(t for c in chunks for t in c.token_ids),
+            finish_reason=last.finish_reason, stop_reason=last.stop_reason, prompt_tokens=last.prompt_tokens,
+            timings=last.timings,
+        )
+
+
+async def stream(
+    engine: Engine, request: GenerateRequest, deadline_s: float, trace: GenerationTrace
+) -> AsyncIterator[GenerationChunk]:
+    """The request's chunks, up to and including the finished one. Raises DeadlineExceeded when the
+    deadline passes and GenerationFailed when the engine fails; leaving early aborts the request."""
+    deadline = asyncio.get_running_loop().time() + deadline_s
+    chunks = engine.generate(request)
+    try:
+        while True:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    chunk = await anext(chunks)
+            except TimeoutError:
+                trace.end("timeout")
+                raise DeadlineExceeded(
+                    f"The request was still generating after {deadline_s:.1f} s and was stopped so that this "
+                    "error reaches you before your client times out. Ask for fewer tokens (max_tokens / "
+                    "max_new_tokens), send a shorter prompt, or raise SAGEMAKER_MODEL_SERVER_TIMEOUT."
+                ) from None
+            except PierError:
+                trace.end("rejected")
+                raise
+            trace.chunk(chunk)
+            if chunk.finish_reason in (FinishReason.ERROR, FinishReason.ABORT):
+                raise GenerationFailed(
+                    f"Generation failed: {chunk.error or 'the request was cancelled by the server'}. "
+                    "Retry the request; if it keeps failing, check the model server's log."
+                )
+            yield chunk
+            if chunk.finished:
+                return
+    finally:
+        trace.end("cancelled")  # a no-op when the request already ended another way
+        await chunks.aclose()
+
+
+async def complete(
+    engine: Engine, request: GenerateRequest, deadline_s: float, trace: GenerationTrace,
+    disconnected: Awaitable[None],
+) -> Completion:
+    """Run the request to its end; raises ClientDisconnected (after aborting it) if the client leaves first."""
+
+    async def collect() -> Completion:
+        return Completion.of([chunk async for chunk in stream(engine, request, deadline_s, trace)])
+
+    work = asyncio.ensure_future(collect())
+    watcher = asyncio.ensure_future(disconnected)
+    try:
+        done, _ = await asyncio.wait({work, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        if work not in done:
+            trace.end("disconnected")
+    finally:
+        watcher.cancel()
+        if not work.done():
+            work.cancel()
+            await asyncio.gather(work, return_exceptions=True)  # let the abort reach the engine now
+    if work.cancelled():
+        raise ClientDisconnected()
+    return work.result()
+
+
+async def wait_for_disconnect(receive: Receive) -> None:
+    """Returns when the client closes the connection. Only call it once the request body has been read."""
+    while (await receive())["type"] != "http.disconnect":
+        pass

@@ -1,0 +1,85 @@
+"""The loaded model as the API flavors use it: its name, tokenizer, chat template, limits and engine."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from typing import Any
+
+from pier.engine.engine import Engine
+from pier.engine.request import GenerateRequest, GenerationChunk
+from pier.engine.validate import check_request
+from pier.model.chat import ChatTemplate
+from pier.server import generation
+from pier.server.generation import Completion
+from pier.server.limits import Limits
+from pier.server.metrics import ServerMetrics
+from pier.server.settings import ServerSettings
+
+
+class ServedModel:
+    def __init__(
+        self, engine: Engine, settings: ServerSettings, metrics: ServerMetrics,
+        chat: ChatTemplate | None = None,
+    ) -> None:
+        self.engine = engine
+        self.info = engine.info
+        self.name = settings.model_name or self.info.name
+        self.chat = chat or ChatTemplate.for_model(self.info)
+        self.limits = Limits.resolve(settings, engine.runner.n_ctx)
+        self.max_stop_sequences = settings.max_stop_sequences
+        self.deadline_s = settings.request_deadline_s
+        self.created = int(time.time())
+        self._metrics = metrics
+
+    @property
+    def n_vocab(self) -> int:
+        return self.info.n_vocab
+
+    # -- text and tokens ---------------------------------------------------------------------------
+
+    def tokenize(self, text: str, *, add_bos: bool | None = None) -> list[int]:
+        """Text as the model sees it: the model's own BOS rule, and control tokens written in the text
+        (like <|im_start|>) parsed as such, as llama.cpp's server and HF tokenizers do."""
+        bos = self.info.add_bos if add_bos is None else add_bos
+        return self.engine.runner.tokenize(text, add_bos=bos, special=True)
+
+    def render_chat(
+        self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True,
+        tools: Sequence[Mapping[str, Any]] | None = None, extra: Mapping[str, Any] | None = None,
+    ) -> list[int]:
+        """The conversation through the model's chat template, tokenized. BOS is added only when the
+        template did not already write it, so the prompt never starts with two."""
+        text = self.chat.render(
+            messages, add_generation_prompt=add_generation_prompt, tools=tools, **(extra or {})
+        )
+        written = bool(self.chat.bos_token) and text.startswith(self.chat.bos_token)
+        return self.tokenize(text, add_bos=self.info.add_bos and not written)
+
+    def token_text(self, token: int) -> str:
+        return self.engine.runner.piece(token).decode("utf-8", "replace")
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return b"".join(self.engine.runner.piece(t) for t in tokens).decode("utf-8", "replace")
+
+    def is_special(self, token: int) -> bool:
+        return token == self.info.bos or self.engine.runner.is_eog(token)
+
+    # -- generation --------------------------------------------------------------------------------
+
+    def max_new_tokens(self, n_prompt: int, requested: int | None) -> int:
+        """The request's own budget, or all that is left of MAX_TOTAL_TOKENS; raises when it cannot fit."""
+        max_new = self.limits.room(n_prompt) if requested is None else requested
+        self.limits.check(n_prompt, max_new)
+        return max_new
+
+    def check(self, request: GenerateRequest) -> None:
+        """Validate now, so a bad request is answered with a status code rather than inside a 200 stream."""
+        check_request(request, self.engine.runner)
+
+    def stream(self, request: GenerateRequest) -> AsyncIterator[GenerationChunk]:
+        return generation.stream(self.engine, request, self.deadline_s, self._metrics.trace())
+
+    async def complete(self, request: GenerateRequest, disconnected: Awaitable[None]) -> Completion:
+        trace = self._metrics.trace()
+        return await generation.complete(self.engine, request, self.deadline_s, trace, disconnected)

@@ -1,0 +1,72 @@
+"""What one model server knows about itself: loading, ready, draining or failed, and its loaded model."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from pier.engine.core import EngineStats
+from pier.server.admission import Admission, Ticket
+from pier.server.errors import NotReady, ShuttingDown
+from pier.server.metrics import ServerMetrics
+from pier.server.served_model import ServedModel
+from pier.server.settings import ServerSettings
+
+
+class Status(StrEnum):
+    LOADING = "loading"
+    READY = "ready"
+    DRAINING = "draining"
+    FAILED = "failed"
+
+
+class ServerState:
+    def __init__(self, settings: ServerSettings) -> None:
+        self.settings = settings
+        self.admission = Admission(settings.max_concurrent_requests)
+        self.metrics = ServerMetrics(self._engine_stats, lambda: self.admission.in_flight)
+        self.model: ServedModel | None = None
+        self.draining = False
+        self.failure: str | None = None
+
+    @property
+    def status(self) -> Status:
+        if self.draining:
+            return Status.DRAINING
+        if self.failure is not None:
+            return Status.FAILED
+        if self.model is None:
+            return Status.LOADING
+        return Status.READY if self.model.engine.alive else Status.FAILED
+
+    def admit(self) -> tuple[ServedModel, Ticket]:
+        """The model and a concurrency ticket for one generation; raises 503 or 429 errors otherwise."""
+        if self.draining:
+            raise ShuttingDown(
+                "This model server is shutting down and takes no new requests; retry, and the request "
+                "goes to another copy."
+            )
+        if self.model is None or not self.model.engine.alive:
+            raise NotReady(self.not_ready_message())
+        return self.model, self.admission.enter()
+
+    def not_ready_message(self) -> str:
+        if self.failure is not None:
+            return f"The model failed to load: {self.failure}"
+        if self.model is not None and not self.model.engine.alive:
+            return "The engine has stopped; restart this model server."
+        return "The model is still loading; retry when GET /ping answers 200."
+
+    def _engine_stats(self) -> EngineStats | None:
+        return self.model.engine.stats() if self.model is not None else None
+
+
+def server_state(request: Request) -> ServerState:
+    """FastAPI dependency: the app's state."""
+    state: ServerState = request.app.state.pier
+    return state
+
+
+State = Annotated[ServerState, Depends(server_state)]
