@@ -17,7 +17,7 @@ import string
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,7 @@ class ModelShape:
         return self.head_dim * self.n_head_kv
 
 
-# Loads and decodes in milliseconds; the vocabulary still holds ~500 whole words.
+# Loads and decodes in milliseconds; the vocabulary still holds ~680 whole words.
 TINY = ModelShape(n_vocab=2048, n_embd=64, n_layer=2, n_ff=128, n_head=4, n_head_kv=2)
 # About 27M parameters: big enough that batching and threading matter, small enough
 # for end-to-end tests on two cores.
@@ -84,11 +84,17 @@ _BLOCK_GAIN = 1.0
 # Standard deviation of the next-token logits: a few units, so greedy decoding is not
 # dominated by near-ties between the top two candidates.
 _LOGIT_STD = 4.0
+# Output rows of everything but whole words and a little punctuation are scaled
+# down, so their logits stay near zero and greedy decoding never picks them: output
+# reads as words, is valid UTF-8, never stops early at EOS (a test that wants EOS can
+# force it with a logit bias), and counts one token per word.
+_NON_WORD_LOGIT_GAIN = 0.1
+_OUTPUT_PUNCTUATION = ".,!?"
 
 # Rows are drawn and quantized in chunks of about this many values: small enough for
 # the cache and for parallel work, and a fixed size so the bytes never depend on
 # the number of threads.
-_CHUNK_VALUES = 1 << 21
+_CHUNK_VALUES = 1 << 20
 
 
 def build_gguf(
@@ -105,7 +111,7 @@ def build_gguf(
         raise ValueError(f"seed must be a non-negative integer, got {seed}")
     out = Path(path)
     vocab = build_vocab(shape.n_vocab)
-    plan = _tensor_plan(shape)
+    plan = _tensor_plan(shape, _output_row_gains(vocab))
     writer = GGUFWriter(out, "llama")
     try:
         _add_model_metadata(writer, shape, file_type, name)
@@ -145,8 +151,8 @@ def describe(path: str | Path) -> dict[str, Any]:
         n_head=int(hparam("attention.head_count")),
         n_head_kv=int(hparam("attention.head_count_kv")),
         n_ctx_train=int(hparam("context_length")),
-        rope_freq_base=float(hparam("rope.freq_base")),
-        rms_norm_eps=float(hparam("attention.layer_norm_rms_epsilon")),
+        rope_freq_base=_from_f32(hparam("rope.freq_base")),
+        rms_norm_eps=_from_f32(hparam("attention.layer_norm_rms_epsilon")),
     )
     file_type = LlamaFileType(int(_field(reader, "general.file_type")))
     quants = {ft: q for q, (_, ft) in _QUANTS.items()}
@@ -158,6 +164,11 @@ def describe(path: str | Path) -> dict[str, Any]:
         "n_params": sum(int(t.n_elements) for t in reader.tensors),
         "file_size": p.stat().st_size,
     }
+
+
+def _from_f32(value: float) -> float:
+    # GGUF stores these as float32: 1e-5 reads back as 9.999999747e-06.
+    return float(f"{value:.7g}")
 
 
 def _field(reader: GGUFReader, key: str) -> Any:
@@ -177,9 +188,9 @@ def _check_quant(quant: str) -> tuple[GGMLQuantizationType, LlamaFileType]:
 
 
 def _check_shape(shape: ModelShape, qtype: GGMLQuantizationType) -> None:
-    for field in ("n_vocab", "n_embd", "n_layer", "n_ff", "n_head", "n_head_kv", "n_ctx_train"):
-        if getattr(shape, field) <= 0:
-            raise ValueError(f"{field} must be positive, got {getattr(shape, field)}")
+    for name in ("n_vocab", "n_embd", "n_layer", "n_ff", "n_head", "n_head_kv", "n_ctx_train"):
+        if getattr(shape, name) <= 0:
+            raise ValueError(f"{name} must be positive, got {getattr(shape, name)}")
     if shape.n_embd % shape.n_head:
         raise ValueError(
             f"n_embd ({shape.n_embd}) must be divisible by n_head ({shape.n_head}); "
@@ -208,20 +219,22 @@ def _check_row_sizes(shape: ModelShape, qtype: GGMLQuantizationType) -> None:
     # Quantized rows are packed in blocks (32 values for Q4_0 and Q8_0), so every
     # matrix's input width must be a multiple of the block size.
     block = GGML_QUANT_SIZES[qtype][0]
-    for field in ("n_embd", "n_ff"):
-        value = getattr(shape, field)
+    for name in ("n_embd", "n_ff"):
+        value = getattr(shape, name)
         if value % block:
             lower, upper = value // block * block, (value // block + 1) * block
             suggestion = f"{lower} or {upper}" if lower else f"{upper}"
             raise ValueError(
-                f"{field} ({value}) must be a multiple of {block} for {qtype.name}, whose rows "
+                f"{name} ({value}) must be a multiple of {block} for {qtype.name}, whose rows "
                 f"are packed in blocks of {block}; use {suggestion}, or quant F16/F32"
             )
 
 
-def _divisors_near(n: int, target: int) -> list[int]:
+def _divisors_near(n: int, target: int) -> str:
+    """The (up to) three divisors of n closest to target, as "2, 4 or 8"."""
     divisors = [d for d in range(1, n + 1) if n % d == 0]
-    return sorted(divisors, key=lambda d: (abs(d - target), d))[:3]
+    near = sorted(sorted(divisors, key=lambda d: (abs(d - target), d))[:3])
+    return " or ".join([", ".join(map(str, near[:-1])), str(near[-1])]) if len(near) > 1 else str(near[0])
 
 
 # --- vocabulary -----------------------------------------------------------------------
@@ -257,6 +270,7 @@ class Vocab:
     tokens: list[str]
     scores: list[float]
     types: list[int]
+    words: frozenset[str]  # the pieces that are whole words ("▁word")
 
     def id_of(self, token: str) -> int:
         return self.tokens.index(token)
@@ -275,49 +289,52 @@ def build_vocab(n_vocab: int) -> Vocab:
         raise ValueError(f"n_vocab ({n_vocab}) is too small: need at least {minimum} tokens")
     tokens = [text for text, _ in _SPECIALS] + [f"<0x{b:02X}>" for b in range(256)]
     types = [int(kind) for _, kind in _SPECIALS] + [int(TokenType.BYTE)] * 256
-    pieces = _word_pieces(n_vocab - minimum)
+    pieces, words = _word_pieces(n_vocab - minimum)
     normal = list(_CHARS) + pieces
     tokens += normal
     types += [int(TokenType.NORMAL)] * len(normal)
-    # SentencePiece scores are log-probabilities; rank order stands in for them.  Among
-    # competing merges llama.cpp takes the highest score, so frequent words and the
-    # prefixes that lead to them (added first) win.
-    scores = [0.0] * minimum + [-float(rank) for rank in range(len(pieces))]
+    # SentencePiece scores are log-probabilities; rank order stands in for them.  When
+    # merges compete llama.cpp takes the highest score, but here they never do: the
+    # only multi-character pieces are "▁"-prefixed chains, one per word.
     scores = [0.0] * (len(_SPECIALS) + 256) + [-float(rank) for rank in range(len(normal))]
-    return Vocab(tokens=tokens, scores=scores, types=types)
+    return Vocab(tokens=tokens, scores=scores, types=types, words=frozenset(words))
 
 
 def _fixed_token_count() -> int:
     return len(_SPECIALS) + 256 + len(_CHARS)
 
 
-def _word_pieces(budget: int) -> list[str]:
-    """Up to `budget` prefix-closed word pieces: real words first, then pseudo-words."""
+def _word_pieces(budget: int) -> tuple[list[str], set[str]]:
+    """Up to `budget` prefix-closed word pieces (real words first, then pseudo-words),
+    and the subset of them that are whole words."""
     pieces: dict[str, None] = {}  # an ordered set
-    words = list(WORDS[:CAPITALIZED_COUNT])
-    words += [w.capitalize() for w in words] + list(WORDS[CAPITALIZED_COUNT:])
-    for word in words:
-        _add_if_fits(pieces, word, budget)
+    words: set[str] = set()
+    candidates = list(WORDS[:CAPITALIZED_COUNT])
+    candidates += [w.capitalize() for w in candidates] + list(WORDS[CAPITALIZED_COUNT:])
+    for word in candidates:
+        _add_if_fits(pieces, words, SPACE + word, budget)
     rng = random.Random(_VOCAB_SEED)
     misses = 0
     # Later pseudo-words must fit in what is left; give up after many misses and
-    # fill the last few slots by extending existing pieces by one letter.
+    # fill the last few slots by extending existing pieces by one letter (always a
+    # single new piece, as its prefixes are all there).
     while len(pieces) < budget and misses < 1000:
-        misses = 0 if _add_if_fits(pieces, _pseudo_word(rng), budget) else misses + 1
+        fitted = _add_if_fits(pieces, words, SPACE + _pseudo_word(rng), budget)
+        misses = 0 if fitted else misses + 1
     for piece in list(pieces):
         for letter in string.ascii_lowercase:
             if len(pieces) >= budget:
-                return list(pieces)
-            pieces.setdefault(piece + letter)
-    return list(pieces)
+                return list(pieces), words
+            _add_if_fits(pieces, words, piece + letter, budget)
+    return list(pieces), words
 
 
-def _add_if_fits(pieces: dict[str, None], word: str, budget: int) -> bool:
-    word_piece = SPACE + word
+def _add_if_fits(pieces: dict[str, None], words: set[str], word_piece: str, budget: int) -> bool:
     missing = [word_piece[:k] for k in range(2, len(word_piece) + 1) if word_piece[:k] not in pieces]
-    if not missing or len(pieces) + len(missing) > budget:
+    if word_piece in words or len(pieces) + len(missing) > budget:
         return False
     pieces.update(dict.fromkeys(missing))
+    words.add(word_piece)
     return True
 
 
@@ -376,13 +393,15 @@ class _TensorSpec:
     name: str
     shape: tuple[int, ...]  # numpy order: (out, in) for matrices
     std: float | None  # None: a norm weight, all ones and kept in F32
+    # Per-row scale applied on top of std (the output matrix favours whole words).
+    row_gains: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     @property
     def is_norm(self) -> bool:
         return self.std is None
 
 
-def _tensor_plan(shape: ModelShape) -> list[_TensorSpec]:
+def _tensor_plan(shape: ModelShape, output_gains: np.ndarray | None = None) -> list[_TensorSpec]:
     e, kv, ff = shape.n_embd, shape.n_embd_kv, shape.n_ff
     per_in, per_ff = 1.0 / math.sqrt(e), 1.0 / math.sqrt(ff)
     block = _BLOCK_GAIN / math.sqrt(shape.n_layer)
@@ -402,9 +421,15 @@ def _tensor_plan(shape: ModelShape) -> list[_TensorSpec]:
         ]
     plan += [
         _TensorSpec("output_norm.weight", (e,), None),
-        _TensorSpec("output.weight", (shape.n_vocab, e), _LOGIT_STD * per_in),
+        _TensorSpec("output.weight", (shape.n_vocab, e), _LOGIT_STD * per_in, output_gains),
     ]
     return plan
+
+
+def _output_row_gains(vocab: Vocab) -> np.ndarray:
+    keep = vocab.words | set(_OUTPUT_PUNCTUATION)
+    gains = [1.0 if token in keep else _NON_WORD_LOGIT_GAIN for token in vocab.tokens]
+    return np.array(gains, dtype=np.float32)
 
 
 def _stored_type(spec: _TensorSpec, qtype: GGMLQuantizationType) -> GGMLQuantizationType:
@@ -412,9 +437,10 @@ def _stored_type(spec: _TensorSpec, qtype: GGMLQuantizationType) -> GGMLQuantiza
 
 
 def _add_tensor_info(writer: GGUFWriter, spec: _TensorSpec, qtype: GGMLQuantizationType) -> None:
-    # Declared up front (like add_tensor(name, q, raw_shape=q.shape, raw_dtype=qtype)
+    # Declared up front (as add_tensor(name, q, raw_shape=q.shape, raw_dtype=qtype)
     # would) so the data can then be streamed: holding a whole F32 360M model in
-    # memory is 1.5 GB.
+    # memory is 1.5 GB.  The shape is in elements; a non-uint8 nominal dtype tells the
+    # writer so, and write_tensor_data checks the byte count against nbytes.
     stored = _stored_type(spec, qtype)
     block, type_size = GGML_QUANT_SIZES[stored]
     nbytes = math.prod(spec.shape) // block * type_size
@@ -443,6 +469,8 @@ def _encode_chunk(
     values = rng.random((rows[1] - rows[0], spec.shape[1]), dtype=np.float32)
     values *= 2 * half_width
     values -= half_width
+    if spec.row_gains is not None:
+        values *= spec.row_gains[rows[0] : rows[1], None]
     return quantize(values, qtype)
 
 
