@@ -75,6 +75,8 @@ class PrefixCache:
 
     def make_room(self, cells: int, keep: KvSlot | None = None) -> bool:
         """Evict idle prefixes, least recently used first, until `cells` cells are free."""
+        if self.kv.free_cells >= cells:  # the common case, checked before sorting anything
+            return True
         for slot in self._idle_lru(keep):
             if self.kv.free_cells >= cells:
                 break
