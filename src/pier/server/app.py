@@ -1,4 +1,5 @@
-"""The model server's FastAPI app: every flavor's routes over one engine, errors in each flavor's shape."""
+"""The model server's FastAPI apps: every flavor's routes over one engine, or SageMaker's two routes
+over the user's own inference.py; errors always in the request's flavor's shape."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from pier.server.body_limit import BodyLimit
 from pier.server.errors import (
     CLIENT_CLOSED_REQUEST,
     ClientDisconnected,
+    Flavor,
     error_response,
     flavor_of,
     http_error,
@@ -28,7 +30,7 @@ from pier.server.flavors import openai, sagemaker, tgi
 from pier.server.metrics import RequestMetrics
 from pier.server.served_model import ServedModel
 from pier.server.settings import ServerSettings
-from pier.server.state import ServerState
+from pier.server.state import InvocationHandler, ServerState
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +40,10 @@ ROUTES_HINT = (
     "This server serves GET /ping, POST /invocations, POST /generate, POST /generate_stream, GET /info, "
     "GET /health, POST /v1/chat/completions, POST /v1/completions, GET /v1/models and GET /metrics."
 )
+HANDLER_ROUTES_HINT = (
+    "This server runs the model's own code/inference.py and serves GET /ping, POST /invocations and "
+    "GET /metrics."
+)
 
 
 def create_app(
@@ -45,17 +51,34 @@ def create_app(
     lifespan: Lifespan | None = None,
 ) -> FastAPI:
     """The app over a started `engine`; without one it answers 503 until `attach_model` is called."""
-    settings = settings or ServerSettings()
+    app = _app(settings or ServerSettings(), lifespan, ROUTES_HINT)
+    if engine is not None:
+        attach_model(app, engine, chat)
+    app.include_router(sagemaker.llm_router)
+    app.include_router(tgi.router)
+    app.include_router(openai.router)
+    return app
+
+
+def create_handler_app(
+    settings: ServerSettings | None = None, *, handler: InvocationHandler, lifespan: Lifespan | None = None
+) -> FastAPI:
+    """The app over the user's inference.py: /ping follows the handler's readiness, /invocations runs it.
+    The LLM routes are not served: what the handler takes and answers is the user's to define."""
+    app = _app(settings or ServerSettings(), lifespan, HANDLER_ROUTES_HINT)
+    app.state.pier.handler = handler
+    app.state.flavor = Flavor.SAGEMAKER
+    app.include_router(sagemaker.handler_router)
+    return app
+
+
+def _app(settings: ServerSettings, lifespan: Lifespan | None, hint: str) -> FastAPI:
     state = ServerState(settings)
     app = FastAPI(title="pier model server", version=__version__, lifespan=lifespan)
     app.state.pier = state
-    if engine is not None:
-        attach_model(app, engine, chat)
     app.include_router(sagemaker.router)
-    app.include_router(tgi.router)
-    app.include_router(openai.router)
     app.add_api_route("/metrics", _metrics, methods=["GET"], include_in_schema=False)
-    install_error_handlers(app, hint=ROUTES_HINT)
+    install_error_handlers(app, hint=hint)
     app.add_middleware(BodyLimit)
     app.add_middleware(RequestMetrics, metrics=state.metrics)
     return app

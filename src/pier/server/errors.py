@@ -71,7 +71,12 @@ class _Kind:
 
 
 def _kind(error: BaseException) -> _Kind:
-    """Most specific class first."""
+    """Most specific class first; an error that carries its own HTTP status (a bring-your-own handler's)
+    keeps it."""
+    status = getattr(error, "status", None)
+    if isinstance(error, PierError) and isinstance(status, int) and 400 <= status <= 599:
+        return _Kind(status, status, "invalid_request_error" if status < 500 else "server_error",
+                     "validation" if status < 500 else "generation")
     table: list[tuple[type[BaseException], _Kind]] = [
         (PayloadTooLarge, _Kind(413, 413, "invalid_request_error", "payload_too_large")),
         (InvalidRequest, _Kind(400, 422, "invalid_request_error", "validation")),
@@ -182,11 +187,14 @@ def describe_validation(errors: Sequence[Any]) -> tuple[str, str | None]:
 
 
 def flavor_of(connection: HTTPConnection | dict[str, Any]) -> Flavor:
-    """The error shape for a request: what /invocations detected, else its route's."""
+    """The error shape for a request: the app's only one (bring-your-own-code mode), what /invocations
+    detected, else its route's."""
     scope = connection.scope if isinstance(connection, HTTPConnection) else connection
+    only = getattr(getattr(scope.get("app"), "state", None), "flavor", None)
     chosen = scope.get("state", {}).get("flavor")
-    if isinstance(chosen, Flavor):
-        return chosen
+    for flavor in (only, chosen):
+        if isinstance(flavor, Flavor):
+            return flavor
     path: str = scope.get("path", "")
     if path.startswith("/v1/"):
         return Flavor.OPENAI

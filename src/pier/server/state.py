@@ -1,9 +1,10 @@
-"""What one model server knows about itself: loading, ready, draining or failed, and its loaded model."""
+"""What one model server knows about itself: loading, ready, draining or failed, and what it serves:
+a model on pier's engine, or the user's own inference.py (bring-your-own-code mode)."""
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Protocol
 
 from fastapi import Depends, Request
 
@@ -22,12 +23,24 @@ class Status(StrEnum):
     FAILED = "failed"
 
 
+class InvocationHandler(Protocol):
+    """What the server needs of pier.server.handler.HandlerService (imported only when a model has code)."""
+
+    @property
+    def ready(self) -> bool: ...
+
+    async def invoke(
+        self, body: bytes, content_type: str, accept: str, custom_attributes: str | None = None
+    ) -> tuple[bytes, str]: ...
+
+
 class ServerState:
     def __init__(self, settings: ServerSettings) -> None:
         self.settings = settings
         self.admission = Admission(settings.max_concurrent_requests)
         self.metrics = ServerMetrics(self._engine_stats, lambda: self.admission.in_flight)
         self.model: ServedModel | None = None
+        self.handler: InvocationHandler | None = None
         self.draining = False
         self.failure: str | None = None
 
@@ -37,26 +50,45 @@ class ServerState:
             return Status.DRAINING
         if self.failure is not None:
             return Status.FAILED
+        if self.handler is not None:
+            return Status.READY if self.handler.ready else Status.LOADING
         if self.model is None:
             return Status.LOADING
         return Status.READY if self.model.engine.alive else Status.FAILED
 
     def admit(self) -> tuple[ServedModel, Ticket]:
         """The model and a concurrency ticket for one generation; raises 503 or 429 errors otherwise."""
+        self._check_open()
+        if self.model is None or not self.model.engine.alive:
+            raise NotReady(self.not_ready_message())
+        return self.model, self.admission.enter()
+
+    def admit_invocation(self) -> tuple[InvocationHandler, Ticket]:
+        """The user's handler and a concurrency ticket for one invocation (bring-your-own-code mode)."""
+        self._check_open()
+        if self.handler is None or not self.handler.ready:
+            raise NotReady(self.not_ready_message())
+        return self.handler, self.admission.enter()
+
+    def _check_open(self) -> None:
         if self.draining:
             raise ShuttingDown(
                 "This model server is shutting down and takes no new requests; retry, and the request "
                 "goes to another copy."
             )
-        if self.model is None or not self.model.engine.alive:
-            raise NotReady(self.not_ready_message())
-        return self.model, self.admission.enter()
 
     def not_ready_message(self) -> str:
         if self.failure is not None:
             return f"The model failed to load: {self.failure}"
+        if self.draining:
+            return "This model server is shutting down; send requests to another copy."
         if self.model is not None and not self.model.engine.alive:
             return "The engine has stopped; restart this model server."
+        if self.handler is not None:
+            return (
+                "The model's inference.py is still starting (requirements, model_fn); retry when GET /ping "
+                "answers 200."
+            )
         return "The model is still loading; retry when GET /ping answers 200."
 
     def _engine_stats(self) -> EngineStats | None:

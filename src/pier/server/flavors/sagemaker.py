@@ -1,8 +1,10 @@
 """SageMaker's container contract: GET /ping and POST /invocations.
 
-/invocations takes what the Hugging Face LLM container takes, told apart by shape: a TGI generate
-payload (`inputs`), an OpenAI chat payload (`messages`) or a completion payload (`prompt`), and answers
-in the matching shape; `"stream": true` answers with server-sent events.
+Serving a model on pier's engine, /invocations takes what the Hugging Face LLM container takes, told
+apart by shape: a TGI generate payload (`inputs`), an OpenAI chat payload (`messages`) or a completion
+payload (`prompt`), and answers in the matching shape; `"stream": true` answers with server-sent events.
+Serving the user's own code/inference.py, /invocations passes the raw body to it, as SageMaker's
+inference toolkit does.
 """
 
 from __future__ import annotations
@@ -20,8 +22,11 @@ from pier.server.errors import Flavor
 from pier.server.flavors import openai, tgi
 from pier.server.state import State, Status
 
-router = APIRouter(tags=["SageMaker"])
+router = APIRouter(tags=["SageMaker"])  # both modes
+llm_router = APIRouter(tags=["SageMaker"])
+handler_router = APIRouter(tags=["SageMaker"])
 M = TypeVar("M", bound=BaseModel)
+CUSTOM_ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
 
 
 def _schema_ref(model: type[BaseModel]) -> dict[str, str]:
@@ -57,7 +62,7 @@ async def execution_parameters(state: State) -> dict[str, Any]:
     }
 
 
-@router.post("/invocations", response_model=None, openapi_extra=INVOCATIONS_BODY)
+@llm_router.post("/invocations", response_model=None, openapi_extra=INVOCATIONS_BODY)
 async def invocations(http: Request, state: State) -> Response:
     payload = await _json_object(http)
     if "inputs" in payload:
@@ -74,6 +79,18 @@ async def invocations(http: Request, state: State) -> Response:
         "Unrecognized /invocations payload: send a TGI request {\"inputs\": \"...\", \"parameters\": {...}}, "
         "a chat request {\"messages\": [...]} or a completion request {\"prompt\": \"...\"}.",
     )
+
+
+@handler_router.post("/invocations", response_model=None)
+async def handler_invocations(http: Request, state: State) -> Response:
+    """The raw body through the user's input_fn / predict_fn / output_fn; their errors keep their status."""
+    handler, ticket = state.admit_invocation()
+    with ticket:
+        body, content_type = await handler.invoke(
+            await http.body(), http.headers.get("content-type", ""), http.headers.get("accept", ""),
+            http.headers.get(CUSTOM_ATTRIBUTES),
+        )
+    return Response(body, media_type=content_type)
 
 
 async def _json_object(http: Request) -> dict[str, Any]:

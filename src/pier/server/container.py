@@ -1,0 +1,220 @@
+"""The model-server process, exactly what a SageMaker inference container runs for `<image> serve`.
+
+It listens at once (port 8080 unless SAGEMAKER_BIND_TO_PORT) and answers /ping with 503 while the
+model loads on a thread of its own, then 200. SIGTERM starts a drain: /ping turns 503, new requests are
+refused with 503, requests in flight finish, and the process exits before SageMaker's SIGKILL 30 s later.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from functools import partial
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, TypeVar
+
+import uvicorn
+from fastapi import FastAPI
+
+from pier.engine.core import EngineConfig
+from pier.engine.engine import Engine
+from pier.errors import PierError
+from pier.model.chat import ChatTemplate
+from pier.server.app import Lifespan, attach_model, create_app, create_handler_app
+from pier.server.model_location import ModelLocation, ModelNotFound, locate_model
+from pier.server.settings import ServerSettings, SettingsError
+from pier.server.state import ServerState
+
+if TYPE_CHECKING:
+    from pier.server.handler import HandlerService
+
+log = logging.getLogger("pier.server")
+T = TypeVar("T")
+
+MAX_SEQUENCES = 256  # llama.cpp's limit on sequence ids in one context
+SHUTDOWN_GRACE_S = 3.0  # after the drain, how long uvicorn waits for connections still open
+
+
+def serve_container(
+    model: str | None = None, port: int | None = None, *, host: str | None = None, threads: int | None = None,
+    parallel: int | None = None, env: Mapping[str, str] | None = None,
+) -> int:
+    """Serve until SIGTERM (0), or until the model fails to load or is missing (1, the reason logged).
+    Arguments win over the environment."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = ServerSettings.from_env(
+            env, model=model, port=port, host=host, threads=threads, parallel=parallel)
+        logging.getLogger().setLevel(settings.log_level.upper())
+        location = locate_model(settings.model)
+        app = build_app(settings, location)
+    except (SettingsError, ModelNotFound, PierError) as error:
+        log.error("cannot serve: %s", error)
+        return 1
+    server = DrainingServer(uvicorn.Config(
+        app, host=settings.host, port=settings.port, log_level=settings.log_level, lifespan="on",
+        timeout_graceful_shutdown=int(SHUTDOWN_GRACE_S), timeout_keep_alive=75,
+    ), app.state.pier)
+    log.info("serving %s on %s:%d", location.handler or location.gguf, settings.host, settings.port)
+    server.run()
+    state: ServerState = app.state.pier
+    return 1 if state.failure is not None else 0
+
+
+def build_app(settings: ServerSettings, location: ModelLocation) -> FastAPI:
+    if location.handler is not None:
+        from pier.server.handler import HandlerService  # bring-your-own-code mode only
+
+        service = HandlerService(location.model_dir, workers=settings.workers, timeout_s=settings.request_deadline_s)
+        return create_handler_app(settings, handler=service, lifespan=_handler_lifespan(service))
+    assert location.gguf is not None
+    return create_app(settings, lifespan=_engine_lifespan(settings, location.gguf))
+
+
+def start_engine(settings: ServerSettings, gguf: Path) -> Engine:
+    """Load the GGUF into llama.cpp and start the engine thread (slow: run it off the event loop)."""
+    from pier.engine.llama import LlamaRunner  # loads llama.cpp; not needed to build the app
+
+    runner = LlamaRunner(
+        gguf, n_ctx=settings.context_size, n_batch=settings.batch_tokens, n_threads=settings.threads,
+        # Finished prompts stay cached as prefixes under sequence ids of their own.
+        n_seq_max=min(MAX_SEQUENCES, settings.parallel + max(8, settings.parallel)),
+    )
+    try:
+        config = EngineConfig(
+            max_running=settings.parallel, step_tokens=settings.batch_tokens, prefix_cache=settings.prefix_cache)
+    except Exception:
+        runner.close()
+        raise
+    return Engine(runner, config).start()
+
+
+def _engine_lifespan(settings: ServerSettings, gguf: Path) -> Lifespan:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state: ServerState = app.state.pier
+        loading = asyncio.create_task(_load(app, settings, gguf))
+        try:
+            yield
+        finally:
+            loading.cancel()
+            if state.model is not None:
+                await asyncio.to_thread(state.model.engine.stop)
+
+    return lifespan
+
+
+async def _load(app: FastAPI, settings: ServerSettings, gguf: Path) -> None:
+    state: ServerState = app.state.pier
+    started = time.monotonic()
+    try:
+        engine = await _in_daemon_thread(lambda: start_engine(settings, gguf))
+        try:
+            chat = await _in_daemon_thread(lambda: ChatTemplate.for_model(engine.info))
+            model = attach_model(app, engine, chat)
+        except BaseException:
+            engine.stop()
+            raise
+    except Exception as error:
+        state.failure = f"{type(error).__name__}: {error}"
+        log.error("could not load %s: %s", gguf, state.failure)
+        return
+    log.info(
+        "%s ready in %.1f s: %d KV cells, %d parallel sequences, limits %s",
+        model.name, time.monotonic() - started, engine.runner.n_ctx, settings.parallel, model.limits,
+    )
+
+
+def _handler_lifespan(service: HandlerService) -> Lifespan:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state: ServerState = app.state.pier
+        starting = asyncio.create_task(_start_handler(state, service))
+        try:
+            yield
+        finally:
+            await service.stop()
+            starting.cancel()
+
+    return lifespan
+
+
+async def _start_handler(state: ServerState, service: HandlerService) -> None:
+    try:
+        await service.start()
+    except Exception as error:
+        state.failure = getattr(error, "message", None) or f"{type(error).__name__}: {error}"
+        log.error("could not start the model's inference.py: %s", state.failure)
+
+
+async def _in_daemon_thread(work: Callable[[], T]) -> T:
+    """Run blocking work on a daemon thread, so a SIGTERM during a long load does not wait for it."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def deliver(outcome: Callable[[], None]) -> None:
+        if not future.done():  # the awaiting task may have been cancelled meanwhile
+            outcome()
+
+    def run() -> None:
+        try:
+            result = work()
+        except BaseException as error:
+            loop.call_soon_threadsafe(deliver, partial(future.set_exception, error))
+        else:
+            loop.call_soon_threadsafe(deliver, partial(future.set_result, result))
+
+    threading.Thread(target=run, name="pier-load", daemon=True).start()
+    return await future
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn, but SIGTERM drains instead of closing the listener: SageMaker keeps polling /ping and
+    sending requests until it sees 503, and in-flight requests must be answered, not cut."""
+
+    def __init__(self, config: uvicorn.Config, state: ServerState) -> None:
+        super().__init__(config)
+        self.state = state
+        self._drain_deadline = 0.0
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.state.draining:  # a second signal: stop waiting
+            self.should_exit = True
+            self.force_exit = sig == signal.SIGINT
+            return
+        log.info("signal %d: draining %d request(s), then exiting", sig, self.state.admission.in_flight)
+        self.state.draining = True
+        self._drain_deadline = time.monotonic() + self.state.settings.drain_s
+
+    async def on_tick(self, counter: int) -> bool:
+        if self.state.failure is not None:
+            return True
+        if self.state.draining:
+            if self.state.admission.in_flight == 0:
+                return True
+            if time.monotonic() >= self._drain_deadline:
+                log.warning("drain time is up with %d request(s) in flight", self.state.admission.in_flight)
+                return True
+        return await super().on_tick(counter)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pier.server.container", description=__doc__)
+    parser.add_argument("--model", help="a model folder or a .gguf file (default: SM_MODEL_DIR or /opt/ml/model)")
+    parser.add_argument("--port", type=int, help="port to listen on (default: SAGEMAKER_BIND_TO_PORT or 8080)")
+    parser.add_argument("--host", help="address to listen on (default 0.0.0.0)")
+    parser.add_argument("--threads", type=int, help="CPU threads for the engine (default: the usable cores)")
+    parser.add_argument("--parallel", type=int, help="sequences decoding at once (default 8)")
+    args = parser.parse_args(argv)
+    return serve_container(args.model, args.port, host=args.host, threads=args.threads, parallel=args.parallel)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

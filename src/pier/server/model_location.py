@@ -1,0 +1,71 @@
+"""Where the model to serve is: a GGUF for pier's engine, or a folder that brings its own inference.py."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+_SHARD = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
+
+
+class ModelNotFound(FileNotFoundError):
+    """No servable model where the settings point; the message says where pier looked and what to do."""
+
+
+@dataclass(frozen=True)
+class ModelLocation:
+    model_dir: Path  # the model folder (a .gguf file's own folder when given a file)
+    gguf: Path | None = None  # served on pier's engine
+    handler: Path | None = None  # the user's code/inference.py, run instead of the engine
+
+    @property
+    def name(self) -> str:
+        return (self.gguf or self.model_dir).name
+
+
+def locate_model(source: str | Path) -> ModelLocation:
+    """A .gguf file is served as is. A folder with code/inference.py (or SAGEMAKER_PROGRAM) runs that
+    code, as a SageMaker container does; otherwise the folder's one GGUF is served."""
+    path = Path(source)
+    if path.is_file():
+        if path.suffix != ".gguf":
+            raise ModelNotFound(f"{path} is not a .gguf file: pass a GGUF model file or the folder holding one.")
+        return ModelLocation(model_dir=path.parent, gguf=path)
+    if not path.is_dir():
+        raise ModelNotFound(
+            f"No model at {path}: mount the model folder at /opt/ml/model, set SM_MODEL_DIR or HF_MODEL_ID "
+            "to a local folder, or pass --model with a folder or a .gguf file."
+        )
+    from pier.server.handler import find_handler  # only needed for folders; it has heavier imports
+
+    handler = find_handler(path)
+    if handler is not None:
+        return ModelLocation(model_dir=path, handler=handler)
+    return ModelLocation(model_dir=path, gguf=find_gguf(path))
+
+
+def find_gguf(folder: Path) -> Path:
+    """The folder's one model GGUF: split models count by their first shard; projector files
+    (mmproj-*.gguf, for images) are not models on their own."""
+    found = sorted(
+        p for p in folder.rglob("*.gguf")
+        if not p.name.startswith("mmproj") and _shard_index(p) in (None, 1)
+    )
+    if not found:
+        raise ModelNotFound(
+            f"No .gguf file in {folder}: put the model's GGUF there (or a code/inference.py to run your own "
+            "code), or pass --model with the .gguf file."
+        )
+    if len(found) > 1:
+        names = ", ".join(str(p.relative_to(folder)) for p in found)
+        raise ModelNotFound(
+            f"{folder} holds {len(found)} GGUF models ({names}); keep one there or pass --model with the file "
+            "to serve."
+        )
+    return found[0]
+
+
+def _shard_index(path: Path) -> int | None:
+    match = _SHARD.search(path.name)
+    return int(match.group(1)) if match else None
