@@ -1,0 +1,63 @@
+"""Where copies run. The control plane decides which copies should exist; a backend makes it so and
+reports what is actually running. `local` runs processes on this host; `ray` (next) runs actors on a cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class CopySpec:
+    """One copy the control plane wants running: one model server process for one model."""
+
+    copy_id: str  # unique and stable across gateway restarts, e.g. "<component>-<n>"
+    component: str  # the inference component (or "<endpoint>/<variant>") it serves
+    model_dir: Path  # a local folder holding the .gguf or code/inference.py, already fetched
+    environment: Mapping[str, str] = field(default_factory=dict)  # the model's Environment block
+    cores: tuple[int, ...] = ()  # CPU ids to pin the process to; threads = len(cores); () = no pinning
+    memory_mb: int = 0  # accounted, not enforced, on the local backend
+    accelerators: int = 0
+
+
+class CopyState(StrEnum):
+    STARTING = "Starting"  # launched, /ping not yet 200
+    READY = "Ready"  # /ping answers 200: it may take traffic
+    RESTARTING = "Restarting"  # died; waiting out its backoff before the next start
+    FAILED = "Failed"  # gave up (see message)
+    STOPPED = "Stopped"
+
+
+@dataclass(frozen=True)
+class CopyStatus:
+    copy_id: str
+    component: str
+    state: CopyState
+    url: str | None = None  # base URL of the copy's model server when it has one, e.g. http://127.0.0.1:41237
+    message: str = ""  # why it is not ready, in words a user can act on
+    restarts: int = 0
+    pid: int | None = None
+
+
+class Backend(Protocol):
+    name: str
+
+    async def start(self, spec: CopySpec) -> None:
+        """Launch the copy and keep it alive (health-check, restart with backoff) until stopped."""
+        ...
+
+    async def stop(self, copy_id: str) -> None:
+        """SIGTERM (the copy drains), then SIGKILL after a grace period; forget it."""
+        ...
+
+    def statuses(self) -> list[CopyStatus]: ...
+
+    def logs(self, copy_id: str, lines: int = 200) -> str: ...
+
+    async def close(self) -> None:
+        """Stop every copy (the gateway is exiting)."""
+        ...
