@@ -161,19 +161,14 @@ def test_chat_template_is_stored_and_renders(tiny: Any) -> None:
     # The environment Hugging Face's apply_chat_template uses.
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi!"}]
-    rendered = env.from_string(CHATML_TEMPLATE).render(
-        messages=messages, add_generation_prompt=True, bos_token="<s>"
-    )
+    rendered = env.from_string(CHATML_TEMPLATE).render(messages=messages, add_generation_prompt=True, bos_token="<s>")
     assert rendered == (
-        "<s><|im_start|>system\nBe brief.<|im_end|>\n"
-        "<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n"
+        "<s><|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n"
     )
 
 
 def test_llama_cpp_chat_completion_uses_template(tiny: Any) -> None:
-    reply = tiny.create_chat_completion(
-        messages=[{"role": "user", "content": "hello"}], max_tokens=4, temperature=0.0
-    )
+    reply = tiny.create_chat_completion(messages=[{"role": "user", "content": "hello"}], max_tokens=4, temperature=0.0)
     assert reply["usage"]["completion_tokens"] == 4
     assert reply["choices"][0]["message"]["content"]
 
@@ -222,9 +217,7 @@ def test_bad_quant_names_allowed_values(tmp_path: Path) -> None:
         ({"n_layer": 0}, "Q8_0", r"n_layer must be positive"),
     ],
 )
-def test_bad_shape_says_what_to_change(
-    tmp_path: Path, changes: dict[str, int], quant: str, message: str
-) -> None:
+def test_bad_shape_says_what_to_change(tmp_path: Path, changes: dict[str, int], quant: str, message: str) -> None:
     shape = dataclasses.replace(TINY, **changes)
     with pytest.raises(ValueError, match=message):
         build_gguf(tmp_path / "x.gguf", shape, quant)

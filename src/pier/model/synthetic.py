@@ -481,9 +481,7 @@ def _encoded_tensors(plan: list[_TensorSpec], qtype: GGMLQuantizationType, seed:
     threads give real parallelism; the bounded look-ahead caps memory.
     """
     workers = max(1, min(8, os.cpu_count() or 1))
-    jobs = (
-        (t, spec, k, rows) for t, spec in enumerate(plan) for k, rows in enumerate(_row_chunks(spec))
-    )
+    jobs = ((t, spec, k, rows) for t, spec in enumerate(plan) for k, rows in enumerate(_row_chunks(spec)))
     with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = _bounded_submit(pool, jobs, qtype, seed, lookahead=2 * workers)
         for t, spec in enumerate(plan):
