@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -37,6 +39,14 @@ class SlowRunner(FakeRunner):
 
 def start_engine(runner: FakeRunner) -> Engine:
     return Engine(runner, EngineConfig(max_running=4, step_tokens=64)).start()
+
+
+@pytest.fixture(scope="module")
+def model_dir(tiny_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SageMaker-style model folder holding a TINY GGUF (for tests that start real processes)."""
+    folder = tmp_path_factory.mktemp("opt-ml-model")
+    shutil.copy(tiny_gguf, folder / "model.gguf")
+    return folder
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -19,14 +18,6 @@ from tests.server.processes import ContainerProcess, metric
 pytestmark = pytest.mark.e2e
 
 LONG = 3000  # tokens: many seconds of generation, so a test can act while it runs
-
-
-@pytest.fixture(scope="module")
-def model_dir(tiny_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A SageMaker-style model folder holding the GGUF."""
-    folder = tmp_path_factory.mktemp("opt-ml-model")
-    shutil.copy(tiny_gguf, folder / "model.gguf")
-    return folder
 
 
 @pytest.fixture(scope="module")
