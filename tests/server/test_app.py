@@ -82,12 +82,14 @@ async def test_over_the_concurrency_limit_is_429_at_once() -> None:
             started = time.monotonic()
             refused = await client.post("/v1/chat/completions", json=CHAT)
             refused_tgi = await client.post("/generate", json={"inputs": "hello"})
+            described, listed = await client.get("/info"), await client.get("/v1/models")
             elapsed = time.monotonic() - started
             assert (await first).status_code == 200
         assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
         assert refused.json()["error"]["type"] == "rate_limit_error"
         assert "MAX_CONCURRENT_REQUESTS" in refused.json()["error"]["message"]
         assert refused_tgi.status_code == 429 and refused_tgi.json()["error_type"] == "overloaded"
+        assert described.status_code == 200 and listed.status_code == 200  # questions are not generation work
         assert elapsed < 0.3
         assert state.admission.in_flight == 0
     finally:

@@ -113,6 +113,23 @@ def test_bad_input_is_answered_clearly(server: ContainerProcess) -> None:
     assert big.status_code == 413
 
 
+def test_ping_stays_fast_while_a_huge_prompt_is_tokenized(server: ContainerProcess) -> None:
+    prompt = "the quick brown fox jumps over the lazy dog " * 140_000  # just under 6 MiB
+    answers: list[httpx.Response] = []
+    sender = threading.Thread(target=lambda: answers.append(httpx.post(
+        server.url + "/generate", json={"inputs": prompt, "parameters": {"max_new_tokens": 1}}, timeout=60)))
+    sender.start()
+    slowest = 0.0
+    while sender.is_alive():
+        started = time.monotonic()
+        assert httpx.get(server.url + "/ping", timeout=5).status_code == 200
+        slowest = max(slowest, time.monotonic() - started)
+        time.sleep(0.05)
+    sender.join()
+    assert answers[0].status_code == 422 and "`inputs` tokens + `max_new_tokens`" in answers[0].json()["error"]
+    assert slowest < 0.5
+
+
 def test_over_max_concurrent_requests_is_429_with_retry_after(model_dir: Path, tmp_path: Path) -> None:
     with ContainerProcess(model_dir, tmp_path / "log", MAX_CONCURRENT_REQUESTS="1") as server:
         server.wait_ready()

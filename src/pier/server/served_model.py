@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from typing import Any
@@ -15,6 +16,10 @@ from pier.server.generation import Completion
 from pier.server.limits import Limits
 from pier.server.metrics import ServerMetrics
 from pier.server.settings import ServerSettings
+
+# Past this many characters, tokenizing runs on a worker thread: a 6 MiB prompt takes seconds, and the
+# event loop must keep answering /ping within SageMaker's 2 s.
+INLINE_TOKENIZE_CHARS = 16_384
 
 
 class ServedModel:
@@ -38,13 +43,15 @@ class ServedModel:
 
     # -- text and tokens ---------------------------------------------------------------------------
 
-    def tokenize(self, text: str, *, add_bos: bool | None = None) -> list[int]:
+    async def tokenize(self, text: str, *, add_bos: bool | None = None) -> list[int]:
         """Text as the model sees it: the model's own BOS rule, and control tokens written in the text
         (like <|im_start|>) parsed as such, as llama.cpp's server and HF tokenizers do."""
         bos = self.info.add_bos if add_bos is None else add_bos
-        return self.engine.runner.tokenize(text, add_bos=bos, special=True)
+        if len(text) <= INLINE_TOKENIZE_CHARS:
+            return self.engine.runner.tokenize(text, add_bos=bos, special=True)
+        return await asyncio.to_thread(self.engine.runner.tokenize, text, add_bos=bos, special=True)
 
-    def render_chat(
+    async def render_chat(
         self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True,
         tools: Sequence[Mapping[str, Any]] | None = None, extra: Mapping[str, Any] | None = None,
     ) -> list[int]:
@@ -54,7 +61,7 @@ class ServedModel:
             messages, add_generation_prompt=add_generation_prompt, tools=tools, **(extra or {})
         )
         written = bool(self.chat.bos_token) and text.startswith(self.chat.bos_token)
-        return self.tokenize(text, add_bos=self.info.add_bos and not written)
+        return await self.tokenize(text, add_bos=self.info.add_bos and not written)
 
     def token_text(self, token: int) -> str:
         return self.engine.runner.piece(token).decode("utf-8", "replace")

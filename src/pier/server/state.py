@@ -56,12 +56,17 @@ class ServerState:
             return Status.LOADING
         return Status.READY if self.model.engine.alive else Status.FAILED
 
-    def admit(self) -> tuple[ServedModel, Ticket]:
-        """The model and a concurrency ticket for one generation; raises 503 or 429 errors otherwise."""
+    def loaded(self) -> ServedModel:
+        """The model, for questions about it (no generation); raises 503 errors while there is none."""
         self._check_open()
         if self.model is None or not self.model.engine.alive:
             raise NotReady(self.not_ready_message())
-        return self.model, self.admission.enter()
+        return self.model
+
+    def admit(self) -> tuple[ServedModel, Ticket]:
+        """The model and a concurrency ticket for one generation; raises 503 or 429 errors otherwise."""
+        model = self.loaded()
+        return model, self.admission.enter()
 
     def admit_invocation(self) -> tuple[InvocationHandler, Ticket]:
         """The user's handler and a concurrency ticket for one invocation (bring-your-own-code mode)."""

@@ -215,8 +215,7 @@ async def completions(body: CompletionRequest, http: Request, state: State) -> R
 
 @router.get("/v1/models")
 async def models(state: State) -> dict[str, Any]:
-    model, ticket = state.admit()
-    ticket.release()  # listing the model is not generation work
+    model = state.loaded()
     return {"object": "list", "data": [{
         "id": model.name, "object": "model", "created": model.created, "owned_by": "pier",
         "max_model_len": model.limits.max_total_tokens,
@@ -227,7 +226,7 @@ async def respond_chat(body: ChatCompletionRequest, http: Request, state: Server
     body.refuse_unsupported()
     model, ticket = state.admit()
     with ticket:
-        prompt = model.render_chat(
+        prompt = await model.render_chat(
             [m.for_template() for m in body.messages], add_generation_prompt=body.add_generation_prompt,
             tools=body.tools, extra=body.chat_template_kwargs,
         )
@@ -246,7 +245,7 @@ async def respond_completion(body: CompletionRequest, http: Request, state: Serv
     with ticket:
         given = body.single_prompt()
         # Token ids are used exactly as given (no BOS), as llama-server and vLLM do.
-        prompt = model.tokenize(given) if isinstance(given, str) else list(given)
+        prompt = await model.tokenize(given) if isinstance(given, str) else list(given)
         request = body.generate_request(model, prompt, body.max_tokens)
         model.check(request)
         echo = (given if isinstance(given, str) else model.detokenize(prompt)) if body.echo else ""

@@ -129,8 +129,7 @@ async def generate_stream(
 
 @router.get("/info")
 async def info(state: State) -> dict[str, Any]:
-    model, ticket = state.admit()
-    ticket.release()  # describing the model is not generation work
+    model = state.loaded()
     settings = state.settings
     return {
         "model_id": model.name, "model_sha": None, "model_dtype": "gguf", "model_device_type": "cpu",
@@ -163,7 +162,7 @@ async def respond(
         params.validate_for(model)
         if not body.inputs:
             raise InvalidRequest("`inputs` cannot be empty")
-        request, seed = _generate_request(model, body)
+        request, seed = await _generate_request(model, body)
         model.check(request)
         full_text = params.return_full_text if params.return_full_text is not None else full_text_default
         view = _View(
@@ -177,9 +176,9 @@ async def respond(
         return JSONResponse([answer] if as_list else answer, headers=_headers(done))
 
 
-def _generate_request(model: ServedModel, body: GenerateRequestBody) -> tuple[GenerateRequest, int | None]:
+async def _generate_request(model: ServedModel, body: GenerateRequestBody) -> tuple[GenerateRequest, int | None]:
     params = body.parameters
-    prompt = model.tokenize(body.inputs, add_bos=None if body.add_special_tokens else False)
+    prompt = await model.tokenize(body.inputs, add_bos=None if body.add_special_tokens else False)
     if params.truncate is not None:
         prompt = prompt[-params.truncate:]  # TGI keeps the end of an over-long input
     max_new = model.max_new_tokens(len(prompt), params.max_new_tokens)
