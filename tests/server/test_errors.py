@@ -10,9 +10,9 @@ from pier.errors import ContextLengthExceeded, EngineStopped, GenerationFailed, 
 from pier.server.errors import (
     DeadlineExceeded,
     Flavor,
+    HttpError,
     InputTooLong,
     NotReady,
-    PayloadTooLarge,
     error_body,
     error_event,
     error_response,
@@ -22,7 +22,8 @@ from pier.server.errors import (
 CASES = [
     # error, OpenAI status, OpenAI type, TGI status, TGI error_type
     (InvalidRequest("bad top_p", param="top_p"), 400, "invalid_request_error", 422, "validation"),
-    (PayloadTooLarge("too big"), 413, "invalid_request_error", 413, "payload_too_large"),
+    (HttpError(413, "too big"), 413, "invalid_request_error", 413, "payload_too_large"),
+    (HttpError(404, "no route"), 404, "invalid_request_error", 404, "not_found"),
     (Overloaded("busy"), 429, "rate_limit_error", 429, "overloaded"),
     (NotReady("loading"), 503, "service_unavailable_error", 503, "unavailable"),
     (EngineStopped("stopping"), 503, "service_unavailable_error", 503, "unavailable"),

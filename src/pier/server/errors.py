@@ -35,8 +35,14 @@ class Flavor(StrEnum):
     SAGEMAKER = "sagemaker"
 
 
-class PayloadTooLarge(InvalidRequest):
-    code = "request_too_large"
+class HttpError(PierError):
+    """An error with its own HTTP status: the router's (404, 405), the payload limit's (413)."""
+
+    code = "http_error"
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class InputTooLong(ContextLengthExceeded):
@@ -70,15 +76,19 @@ class _Kind:
     tgi_type: str
 
 
+_GENERIC_CODES = {"invalid_request", "http_error"}  # OpenAI sends code null for these
+_TGI_TYPES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
+
+
 def _kind(error: BaseException) -> _Kind:
-    """Most specific class first; an error that carries its own HTTP status (a bring-your-own handler's)
-    keeps it."""
+    """An error that carries its own HTTP status (HttpError, a bring-your-own handler's) keeps it in every
+    flavor; the others by class, most specific first."""
     status = getattr(error, "status", None)
     if isinstance(error, PierError) and isinstance(status, int) and 400 <= status <= 599:
-        return _Kind(status, status, "invalid_request_error" if status < 500 else "server_error",
-                     "validation" if status < 500 else "generation")
+        client = status < 500
+        tgi_type = _TGI_TYPES.get(status, "validation" if client else "generation")
+        return _Kind(status, status, "invalid_request_error" if client else "server_error", tgi_type)
     table: list[tuple[type[BaseException], _Kind]] = [
-        (PayloadTooLarge, _Kind(413, 413, "invalid_request_error", "payload_too_large")),
         (InvalidRequest, _Kind(400, 422, "invalid_request_error", "validation")),
         (Overloaded, _Kind(429, 429, "rate_limit_error", "overloaded")),
         (NotReady, _Kind(503, 503, "service_unavailable_error", "unavailable")),
@@ -111,7 +121,7 @@ def _tgi_message(error: BaseException) -> str:
             f"Input validation error: `inputs` tokens + `max_new_tokens` must be <= {error.limit}. "
             f"Given: {error.prompt_tokens} `inputs` tokens and {error.max_tokens} `max_new_tokens`"
         )
-    if isinstance(error, InvalidRequest) and not isinstance(error, PayloadTooLarge):
+    if isinstance(error, InvalidRequest):
         return f"Input validation error: {_message(error)}"
     return _message(error)
 
@@ -119,7 +129,7 @@ def _tgi_message(error: BaseException) -> str:
 def error_body(error: BaseException, flavor: Flavor) -> tuple[int, dict[str, Any]]:
     kind = _kind(error)
     if flavor is Flavor.OPENAI:
-        code = error.code if isinstance(error, PierError) and error.code not in {"invalid_request"} else None
+        code = error.code if isinstance(error, PierError) and error.code not in _GENERIC_CODES else None
         param = error.param if isinstance(error, PierError) else None
         body = {"error": {"message": _message(error), "type": kind.openai_type, "param": param, "code": code}}
         return kind.openai_status, body
@@ -145,22 +155,9 @@ def error_event(error: BaseException, flavor: Flavor) -> bytes:
     return f"data{separator}{json.dumps(body)}\n\n".encode()
 
 
-_HTTP_TGI_TYPES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
-
-
 def http_error(status: int, detail: str, flavor: Flavor) -> JSONResponse:
     """Errors the router raises itself (404, 405, 413) in the flavor's shape."""
-    if flavor is Flavor.OPENAI:
-        openai_type = "invalid_request_error" if status < 500 else "server_error"
-        body: dict[str, Any] = {
-            "error": {"message": detail, "type": openai_type, "param": None, "code": None}
-        }
-    elif flavor is Flavor.TGI:
-        tgi_type = _HTTP_TGI_TYPES.get(status, "internal" if status >= 500 else "validation")
-        body = {"error": detail, "error_type": tgi_type}
-    else:
-        body = {"code": status, "type": "HTTPError", "message": detail}
-    return JSONResponse(body, status_code=status, headers=_headers(status))
+    return error_response(HttpError(status, detail), flavor)
 
 
 def validation_error(errors: Sequence[Any], flavor: Flavor) -> JSONResponse:

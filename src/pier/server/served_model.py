@@ -17,6 +17,9 @@ from pier.server.limits import Limits
 from pier.server.metrics import ServerMetrics
 from pier.server.settings import ServerSettings
 
+# Clients send 64-bit seeds (TGI's are u64); llama.cpp's samplers take seeds below 2**32 - 1.
+SEED_MODULUS = 0xFFFFFFFF
+
 # Past this many characters, tokenizing runs on a worker thread: a 6 MiB prompt takes seconds, and the
 # event loop must keep answering /ping within SageMaker's 2 s.
 INLINE_TOKENIZE_CHARS = 16_384

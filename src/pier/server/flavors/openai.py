@@ -23,13 +23,12 @@ from pier.errors import InvalidRequest
 from pier.server import sse
 from pier.server.errors import Flavor, error_event
 from pier.server.generation import Completion, wait_for_disconnect
-from pier.server.served_model import ServedModel
+from pier.server.served_model import SEED_MODULUS, ServedModel
 from pier.server.state import ServerState, State
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["OpenAI"])
 
-SEED_MODULUS = 0xFFFFFFFF  # clients send 64-bit seeds; llama.cpp's samplers take 32 bits
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's (and vLLM's) default for the legacy completions API
 
 

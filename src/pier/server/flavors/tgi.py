@@ -23,13 +23,11 @@ from pier.errors import InvalidRequest
 from pier.server import sse
 from pier.server.errors import Flavor, error_event
 from pier.server.generation import Completion, wait_for_disconnect
-from pier.server.served_model import ServedModel
+from pier.server.served_model import SEED_MODULUS, ServedModel
 from pier.server.state import ServerState, State, Status
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["TGI"])
-
-SEED_MODULUS = 0xFFFFFFFF  # TGI seeds are u64; llama.cpp's samplers take 32 bits
 
 
 class GenerateParameters(BaseModel):
