@@ -195,3 +195,12 @@ def test_a_character_split_over_byte_tokens_is_emitted_whole() -> None:
     out = run(core, greedy("u", [1, 5, 6], n=4))
     assert [c.text for c in out.chunks["u"]] == ["", "", "中", "!"]
     assert [len(c.token_ids) for c in out.chunks["u"]] == [1, 1, 1, 1]
+
+
+def test_min_tokens_holds_back_stop_tokens_and_strings(core: EngineCore) -> None:
+    free = run(core, greedy("free", "hello world", n=12))
+    first, text = free.tokens("free")[0], free.text("free")
+    by_id = run(core, greedy("i", "hello world", n=12, stop_token_ids=[first], min_tokens=3))
+    assert first not in by_id.tokens("i")[:3] and len(by_id.tokens("i")) > 3
+    by_text = run(core, greedy("s", "hello world", n=12, stop=[text[:2]], min_tokens=3))
+    assert len(by_text.tokens("s")) > 3

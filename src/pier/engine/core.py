@@ -218,9 +218,11 @@ class EngineCore:
             self._accept(seq, seq.sampler.sample(self._row(seq, logits[row])))
 
     def _row(self, seq: Sequence, row: np.ndarray) -> np.ndarray:
-        if seq.n_generated < seq.request.min_tokens and len(self._eog):
+        """Before min_tokens, no token that would end the request may be sampled (as in vLLM)."""
+        if seq.n_generated < seq.request.min_tokens:
             row = row.copy()
             row[self._eog] = -np.inf
+            row[list(seq.request.stop_token_ids)] = -np.inf
         return row
 
     # -- output --------------------------------------------------------------------------------------
@@ -231,10 +233,11 @@ class EngineCore:
         if seq.first_token is None:
             seq.first_token = time.perf_counter()
         request = seq.request
-        if token in request.stop_token_ids or (not request.ignore_eos and self.runner.is_eog(token)):
+        may_stop = seq.n_generated > request.min_tokens
+        if may_stop and (token in request.stop_token_ids or (not request.ignore_eos and self.runner.is_eog(token))):
             self._end(seq, FinishReason.STOP, seq.text.flush(), (token,), stop_reason=token)
             return
-        delta = seq.text.push(self.runner.piece(token))
+        delta = seq.text.push(self.runner.piece(token), stops=may_stop)
         if delta.stop is not None:
             self._end(seq, FinishReason.STOP, delta.text, (token,), stop_reason=delta.stop)
         elif seq.n_generated >= seq.max_tokens:

@@ -27,9 +27,14 @@ class TextStream:
         self._longest_stop = max((len(s) for s in self._stops), default=0)
         self._held = ""
 
-    def push(self, piece: bytes) -> TextDelta:
-        """Add one token's bytes; return the text that is now safe to emit."""
-        return self._scan(self._held + self._decoder.decode(piece))
+    def push(self, piece: bytes, stops: bool = True) -> TextDelta:
+        """Add one token's bytes; return the text that is now safe to emit. With `stops` off (before
+        min_tokens) stop strings do not end the text and nothing is held for them."""
+        text = self._held + self._decoder.decode(piece)
+        if not stops:
+            self._held = ""
+            return TextDelta(text)
+        return self._scan(text)
 
     def flush(self) -> str:
         """End of generation: return whatever is held (an incomplete character becomes U+FFFD)."""

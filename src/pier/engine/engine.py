@@ -7,7 +7,7 @@ import asyncio
 import logging
 import queue
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pier.engine.core import EngineConfig, EngineCore, EngineStats
@@ -35,6 +35,35 @@ class _Stop:
 
 
 _Command = _Submit | _Abort | _Stop
+
+
+class RequestStream:
+    """The chunks of one submitted request, read on the event loop; the last one has a finish reason."""
+
+    def __init__(self, engine: Engine, request_id: str, mailbox: asyncio.Queue[GenerationChunk]) -> None:
+        self._engine, self.request_id, self._mailbox = engine, request_id, mailbox
+        self._done = False
+
+    def __aiter__(self) -> RequestStream:
+        return self
+
+    async def __anext__(self) -> GenerationChunk:
+        if self._done:
+            raise StopAsyncIteration
+        chunk = await self._mailbox.get()
+        self._done = chunk.finished
+        return chunk
+
+    async def aclose(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if not self._done:
+            self._done = True
+            self._engine.abort(self.request_id)
+
+    def __del__(self) -> None:
+        self.close()
 
 
 class Engine:
@@ -81,8 +110,10 @@ class Engine:
     def abort(self, request_id: str) -> None:
         self._inbox.put(_Abort(request_id))
 
-    async def generate(self, request: GenerateRequest) -> AsyncIterator[GenerationChunk]:
-        """Stream a request's chunks. Leaving the loop early (or being cancelled) aborts the request."""
+    def generate(self, request: GenerateRequest) -> RequestStream:
+        """Validate and submit now (raising InvalidRequest before any work, so a server can still answer
+        with a status code), then stream the chunks on the caller's event loop. Closing the stream early,
+        or dropping it, aborts the request and frees its KV."""
         loop = asyncio.get_running_loop()
         mailbox: asyncio.Queue[GenerationChunk] = asyncio.Queue()
 
@@ -93,15 +124,7 @@ class Engine:
                 self.abort(chunk.request_id)
 
         self.submit(request, emit)
-        finished = False
-        try:
-            while not finished:
-                chunk = await mailbox.get()
-                finished = chunk.finished
-                yield chunk
-        finally:
-            if not finished:
-                self.abort(request.request_id)
+        return RequestStream(self, request.request_id, mailbox)
 
     # -- the engine thread -----------------------------------------------------------------------
 

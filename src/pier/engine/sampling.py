@@ -89,7 +89,7 @@ def _samplers(p: SamplingParams, n_vocab: int, n_ctx: int) -> list[llama_cpp.lla
     if p.greedy:
         return [*samplers, llama_cpp.llama_sampler_init_greedy()]
     if p.top_k > 0:
-        samplers.append(llama_cpp.llama_sampler_init_top_k(p.top_k))
+        samplers.append(llama_cpp.llama_sampler_init_top_k(min(p.top_k, n_vocab)))
     if p.top_p < 1.0:
         samplers.append(llama_cpp.llama_sampler_init_top_p(p.top_p, 1))
     if p.min_p > 0.0:

@@ -41,7 +41,8 @@ def _prompt_tokens(request: GenerateRequest, runner: ModelRunner) -> list[int]:
     if isinstance(request.prompt, str):
         if not request.prompt:
             raise InvalidRequest("The prompt is empty: send at least one character of text.", param="prompt")
-        return runner.tokenize(request.prompt, add_bos=request.add_bos, special=request.parse_special)
+        add_bos = request.add_bos and runner.info.add_bos  # some models (e.g. Qwen) never take a BOS
+        return runner.tokenize(request.prompt, add_bos=add_bos, special=request.parse_special)
     tokens = list(request.prompt)
     if not tokens:
         raise InvalidRequest("The prompt is empty: send at least one token id.", param="prompt")
