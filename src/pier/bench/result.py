@@ -1,0 +1,79 @@
+"""What a benchmark produced: every run's requests and numbers, the A/B comparisons, and the files written."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pier.bench.calibration import PromptTokens
+from pier.bench.metrics import Metrics
+from pier.bench.options import Api, BenchOptions, Level
+from pier.bench.pricing import Price
+from pier.bench.record import RequestRecord
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    label: str
+    url: str
+    api: Api
+    model: str | None
+    tokens: PromptTokens
+    warmup_errors: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One load level against one target, once."""
+
+    target: TargetInfo
+    level: Level
+    repeat: int
+    started_at: float  # wall-clock epoch seconds, for the reader
+    started: float  # time.perf_counter() at the start, the origin of `start_s` in the per-request results
+    records: list[RequestRecord]
+    metrics: Metrics
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A metric over the repeats of a run: the median and the range."""
+
+    median: float
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class MetricComparison:
+    name: str
+    label: str
+    higher_is_better: bool
+    a: Spread
+    b: Spread
+
+    @property
+    def ratio(self) -> float | None:
+        """B over A, from the medians."""
+        return self.b.median / self.a.median if self.a.median else None
+
+
+@dataclass(frozen=True)
+class LevelComparison:
+    level: Level
+    metrics: list[MetricComparison]
+
+
+@dataclass
+class BenchResult:
+    options: BenchOptions
+    targets: list[TargetInfo]
+    runs: list[RunResult]
+    comparisons: list[LevelComparison]
+    price: Price | None
+    files: list[Path] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """At least one request of every run was answered."""
+        return bool(self.runs) and all(run.metrics.completed for run in self.runs)

@@ -1,0 +1,154 @@
+"""`pier bench`: resolve the targets, choose exact prompt tokens, warm up, run every load level (A/B/A/B when
+comparing), then summarize, compare, print and write. A target that fails is measured as errors, not a crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import httpx
+from rich.console import Console
+
+from pier.bench.calibration import choose_tokens
+from pier.bench.client import ClientSettings, StreamingClient, make_client
+from pier.bench.compare import MS, compare
+from pier.bench.load import Budget, Session, closed_loop, open_loop
+from pier.bench.metrics import Slo, summarize
+from pier.bench.options import Api, BenchOptions, Level
+from pier.bench.plots import write_plots
+from pier.bench.pricing import resolve_price
+from pier.bench.progress import LiveProgress, RunProgress
+from pier.bench.report import print_report, write_files
+from pier.bench.result import BenchResult, RunResult, TargetInfo
+from pier.bench.target import Target, resolve
+from pier.bench.workload import Workload
+
+MODELS_ROUTE = "/v1/models"
+OPENAI_APIS = (Api.OPENAI_COMPLETIONS, Api.OPENAI_CHAT)
+
+
+def run_bench(options: BenchOptions, console: Console | None = None) -> BenchResult:
+    """Run the whole benchmark and return its results; prints progress and tables on `console` (stderr by
+    default) and writes the files to `options.out` when set. Raises BenchError before any traffic when the
+    options cannot work; never because a server fails."""
+    return asyncio.run(Bench(options, console or Console(stderr=True)).run())
+
+
+@dataclass
+class Prepared:
+    info: TargetInfo
+    client: StreamingClient
+
+
+class Bench:
+    def __init__(self, options: BenchOptions, console: Console) -> None:
+        self.options = options
+        self.console = console
+        self.targets = self._targets()
+        self.price = resolve_price(options.price_per_hour, options.instance_type, options.instance_count)
+        self.slo = Slo(
+            *(None if v is None else v / MS for v in (options.slo_ttft_ms, options.slo_tpot_ms, options.slo_e2el_ms))
+        )
+
+    async def run(self) -> BenchResult:
+        o = self.options
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+        async with httpx.AsyncClient(timeout=httpx.Timeout(o.timeout_s), limits=limits) as http:
+            prepared = await self._prepare(http)
+            with LiveProgress(self.console, o.progress) as live:
+                prepared = [await self._warm_up(p, live) for p in prepared]
+                runs = await self._runs(prepared, live)
+        infos = [p.info for p in prepared]
+        comparisons = compare(runs, infos[0], infos[1], o.levels) if len(infos) > 1 else []
+        result = BenchResult(o, infos, runs, comparisons, self.price)
+        if o.out is not None:
+            result.files = write_files(result, o.out) + write_plots(result, o.out)
+        if o.progress:
+            print_report(result, self.console)
+        return result
+
+    def _targets(self) -> list[Target]:
+        o = self.options
+        given = [o.target] + ([o.compare] if o.compare else [])
+        names = [_short(t) for t in given]
+        labels = [f"{'AB'[i]}: {name}" for i, name in enumerate(names)] if o.compare else names
+        return [resolve(t, o.api, label=label, gateway=o.gateway) for t, label in zip(given, labels, strict=True)]
+
+    async def _prepare(self, http: httpx.AsyncClient) -> list[Prepared]:
+        """A client per target; prompt tokens are chosen through the first, so both get the same prompts."""
+        o = self.options
+        clients = []
+        for target in self.targets:
+            model = o.model or await discover_model(http, target)
+            settings = ClientSettings(model, o.temperature, o.timeout_s, o.api_key)
+            clients.append((target, model, make_client(http, target, settings, o.payload)))
+        first_target, _, first_client = clients[0]
+        tokens = await choose_tokens(o, first_client, http, first_target.base_url)
+        return [Prepared(TargetInfo(t.label, t.url, t.api, model, tokens), c) for t, model, c in clients]
+
+    async def _warm_up(self, prepared: Prepared, live: LiveProgress) -> Prepared:
+        """Requests nobody measures, so the first run does not pay for cold caches and connections."""
+        if not self.options.warmup:
+            return prepared
+        closed = [int(level.value) for level in self.options.levels if level.mode == "concurrency"]
+        users = min(self.options.warmup, max(closed, default=1))
+        progress = live.run(f"{prepared.info.label} warm-up", self.options.warmup)
+        session = self._session(prepared, "warmup", Budget.of(self.options.warmup, None), progress)
+        await closed_loop(session, users)
+        progress.close()
+        errors = dict(Counter(r.error_code for r in session.records if r.error_code is not None))
+        info = prepared.info
+        warmed = TargetInfo(info.label, info.url, info.api, info.model, info.tokens, errors)
+        return Prepared(warmed, prepared.client)
+
+    async def _runs(self, prepared: list[Prepared], live: LiveProgress) -> list[RunResult]:
+        runs = []
+        for level in self.options.levels:
+            for repeat in range(self.options.repeat_count):
+                for target in prepared:  # interleaved: A, B, A, B
+                    runs.append(await self._run(target, level, repeat, live))
+        return runs
+
+    async def _run(self, prepared: Prepared, level: Level, repeat: int, live: LiveProgress) -> RunResult:
+        o = self.options
+        seed = f"{o.seed}:{level.mode}:{level.value}:{repeat}"  # same prompts for A and B, fresh per repeat
+        suffix = f" #{repeat + 1}" if o.repeat_count > 1 else ""
+        progress = live.run(f"{prepared.info.label} {level.label}{suffix}", o.request_limit)
+        session = self._session(prepared, seed, Budget.of(o.request_limit, o.duration_s), progress)
+        started_at, started = time.time(), time.perf_counter()
+        if level.mode == "concurrency":
+            await closed_loop(session, int(level.value))
+        else:
+            await open_loop(session, level.value, random.Random(f"{seed}:arrivals"))
+        duration = time.perf_counter() - started
+        progress.close()
+        metrics = summarize(session.records, duration, self.slo)
+        return RunResult(prepared.info, level, repeat, started_at, started, session.records, metrics)
+
+    def _session(self, prepared: Prepared, seed: str, budget: Budget, progress: RunProgress) -> Session:
+        workload = Workload(self.options, prepared.info.tokens.pool, seed)
+        return Session(workload.conversations(), prepared.client.send, budget, progress.observe)
+
+
+async def discover_model(http: httpx.AsyncClient, target: Target) -> str | None:
+    """The first model the server lists (vLLM needs the name; pier and llama-server ignore it), or None."""
+    if target.api not in OPENAI_APIS:
+        return None
+    try:
+        response = await http.get(target.base_url + MODELS_ROUTE)
+        models = response.json().get("data") if response.status_code == httpx.codes.OK else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    if isinstance(models, list) and models and isinstance(models[0], dict):
+        return models[0].get("id")
+    return None
+
+
+def _short(target: str) -> str:
+    """A target's name in tables and plots: host:port for a URL, the endpoint name for a pier endpoint."""
+    return (urlsplit(target).netloc or target) if "://" in target else target
