@@ -1,0 +1,328 @@
+"""Request shapes of the SageMaker operations pier serves, validated server-side.
+
+Fields are named exactly as on the wire (PascalCase). Fields pier does not act on are kept (extra="allow")
+so Describe* echoes what was sent, as SageMaker does. Constraint failures read like AWS's own
+("1 validation error detected: Value 'x' at 'endpointName' failed to satisfy constraint: ...").
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeVar
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from pier.control.errors import ValidationError
+from pier.control.names import ENDPOINT_NAME, MODEL_NAME, NAME_HINT, NAME_MAX
+
+EndpointNameStr = Annotated[str, StringConstraints(pattern=ENDPOINT_NAME, max_length=NAME_MAX)]
+ModelNameStr = Annotated[str, StringConstraints(pattern=MODEL_NAME, max_length=NAME_MAX)]
+UrlStr = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+EnvMap = dict[Annotated[str, StringConstraints(max_length=1024)], Annotated[str, StringConstraints(max_length=1024)]]
+
+
+class Shape(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    def wire(self) -> dict[str, Any]:
+        """As SageMaker would echo it back: no nulls."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+# ---- models
+
+
+class S3ModelDataSource(Shape):
+    S3Uri: UrlStr
+    S3DataType: Literal["S3Prefix", "S3Object"] = "S3Prefix"
+    CompressionType: Literal["None", "Gzip"] = "None"
+
+
+class ModelDataSourceSpec(Shape):
+    S3DataSource: S3ModelDataSource | None = None
+
+
+class ContainerSpec(Shape):
+    Image: str | None = None
+    ModelDataUrl: UrlStr | None = None
+    ModelDataSource: ModelDataSourceSpec | None = None
+    Environment: EnvMap = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ContainerSpec:
+        if self.ModelDataUrl and self.ModelDataSource and self.ModelDataSource.S3DataSource:
+            raise ValueError("Give ModelDataUrl or ModelDataSource, not both.")
+        return self
+
+
+class CreateModelInput(Shape):
+    ModelName: ModelNameStr
+    PrimaryContainer: ContainerSpec | None = None
+    Containers: list[ContainerSpec] | None = None
+
+    @model_validator(mode="after")
+    def _one_container(self) -> CreateModelInput:
+        if self.PrimaryContainer is not None and self.Containers:
+            raise ValueError("Give PrimaryContainer or Containers, not both.")
+        if self.PrimaryContainer is None and not self.Containers:
+            raise ValueError("A model needs a PrimaryContainer with its ModelDataUrl (or Environment.HF_MODEL_ID).")
+        if self.Containers and len(self.Containers) > 1:
+            raise ValueError(
+                "pier serves one container per model, not an inference pipeline: give one PrimaryContainer."
+            )
+        return self
+
+    @property
+    def container(self) -> ContainerSpec:
+        container = self.PrimaryContainer or (self.Containers or [None])[0]
+        assert container is not None
+        return container
+
+
+# ---- endpoint configs and endpoints
+
+
+class VariantSpec(Shape):
+    VariantName: EndpointNameStr
+    ModelName: ModelNameStr | None = None
+    InstanceType: str | None = None
+    InitialInstanceCount: Annotated[int, Field(ge=1, le=1000)] | None = None
+    InitialVariantWeight: Annotated[float, Field(ge=0)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_serverless(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("ServerlessConfig"):
+            raise ValueError(
+                "pier has no serverless endpoints: remove ServerlessConfig and give InstanceType "
+                "(e.g. 'local' or 'ml.c7g.xlarge') and InitialInstanceCount."
+            )
+        return data
+
+    @model_validator(mode="after")
+    def _needs_instances(self) -> VariantSpec:
+        if self.InstanceType is None or self.InitialInstanceCount is None:
+            raise ValueError(
+                f"Variant {self.VariantName!r} needs InstanceType (e.g. 'local' or 'ml.c7g.xlarge') and "
+                "InitialInstanceCount."
+            )
+        return self
+
+    @property
+    def weight(self) -> float:
+        return 1.0 if self.InitialVariantWeight is None else self.InitialVariantWeight
+
+
+class CreateEndpointConfigInput(Shape):
+    EndpointConfigName: EndpointNameStr
+    ProductionVariants: Annotated[list[VariantSpec], Field(min_length=1, max_length=10)]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _real_time_only(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("AsyncInferenceConfig"):
+            raise ValueError("pier serves real-time endpoints only: remove AsyncInferenceConfig.")
+        return data
+
+    @model_validator(mode="after")
+    def _unique_variants(self) -> CreateEndpointConfigInput:
+        names = [v.VariantName for v in self.ProductionVariants]
+        if len(set(names)) != len(names):
+            raise ValueError(f"Variant names must be unique in an endpoint config; got {names}.")
+        with_model = {v.ModelName is not None for v in self.ProductionVariants}
+        if len(with_model) > 1:
+            raise ValueError(
+                "Either every variant names a ModelName (a classic endpoint) or none does (an endpoint for "
+                "inference components); this config mixes both."
+            )
+        return self
+
+    def variant(self, name: str) -> VariantSpec | None:
+        return next((v for v in self.ProductionVariants if v.VariantName == name), None)
+
+
+class CreateEndpointInput(Shape):
+    EndpointName: EndpointNameStr
+    EndpointConfigName: EndpointNameStr
+
+
+class UpdateEndpointInput(Shape):
+    EndpointName: EndpointNameStr
+    EndpointConfigName: EndpointNameStr
+
+
+class WeightAndCapacity(Shape):
+    VariantName: EndpointNameStr
+    DesiredWeight: Annotated[float, Field(ge=0)] | None = None
+    DesiredInstanceCount: Annotated[int, Field(ge=0, le=1000)] | None = None
+
+
+class UpdateEndpointWeightsAndCapacitiesInput(Shape):
+    EndpointName: EndpointNameStr
+    DesiredWeightsAndCapacities: Annotated[list[WeightAndCapacity], Field(min_length=1, max_length=10)]
+
+
+# ---- inference components
+
+
+class ResourceRequirements(Shape):
+    NumberOfCpuCoresRequired: Annotated[float, Field(ge=0.25)] | None = None
+    NumberOfAcceleratorDevicesRequired: Annotated[float, Field(ge=1)] | None = None
+    MinMemoryRequiredInMb: Annotated[int, Field(ge=128)]
+    MaxMemoryRequiredInMb: Annotated[int, Field(ge=128)] | None = None
+
+
+class ComponentContainerSpec(Shape):
+    Image: str | None = None
+    ArtifactUrl: UrlStr | None = None
+    Environment: EnvMap = Field(default_factory=dict)
+
+
+class ComponentSpec(Shape):
+    ModelName: ModelNameStr | None = None
+    Container: ComponentContainerSpec | None = None
+    ComputeResourceRequirements: ResourceRequirements | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_adapters(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("BaseInferenceComponentName"):
+            raise ValueError("pier does not serve adapter components yet: remove BaseInferenceComponentName.")
+        return data
+
+    @model_validator(mode="after")
+    def _needs_model_and_resources(self) -> ComponentSpec:
+        if self.ModelName is None and (self.Container is None or self.Container.ArtifactUrl is None):
+            raise ValueError("Specification needs a ModelName (or Container.ArtifactUrl) to serve.")
+        if self.ComputeResourceRequirements is None:
+            raise ValueError(
+                "Specification needs ComputeResourceRequirements (at least MinMemoryRequiredInMb) so pier "
+                "can place the copies."
+            )
+        return self
+
+    @property
+    def resources(self) -> ResourceRequirements:
+        assert self.ComputeResourceRequirements is not None
+        return self.ComputeResourceRequirements
+
+
+class RuntimeConfigSpec(Shape):
+    CopyCount: Annotated[int, Field(ge=0, le=1000)]
+
+
+class CreateInferenceComponentInput(Shape):
+    InferenceComponentName: ModelNameStr
+    EndpointName: EndpointNameStr
+    VariantName: EndpointNameStr | None = None
+    Specification: ComponentSpec
+    RuntimeConfig: RuntimeConfigSpec = RuntimeConfigSpec(CopyCount=1)
+
+
+class UpdateInferenceComponentInput(Shape):
+    InferenceComponentName: ModelNameStr
+    Specification: ComponentSpec | None = None
+    RuntimeConfig: RuntimeConfigSpec | None = None
+
+
+class UpdateInferenceComponentRuntimeConfigInput(Shape):
+    InferenceComponentName: ModelNameStr
+    DesiredRuntimeConfig: RuntimeConfigSpec
+
+
+# ---- by name, and listing
+
+
+class ModelNameInput(Shape):
+    ModelName: ModelNameStr
+
+
+class EndpointConfigNameInput(Shape):
+    EndpointConfigName: EndpointNameStr
+
+
+class EndpointNameInput(Shape):
+    EndpointName: EndpointNameStr
+
+
+class ComponentNameInput(Shape):
+    InferenceComponentName: ModelNameStr
+
+
+class ListInput(Shape):
+    SortBy: Literal["Name", "CreationTime", "Status"] = "CreationTime"
+    SortOrder: Literal["Ascending", "Descending"] = "Descending"
+    NextToken: str | None = None
+    MaxResults: Annotated[int, Field(ge=1, le=100)] = 10
+    NameContains: str | None = None
+    CreationTimeBefore: float | None = None
+    CreationTimeAfter: float | None = None
+    LastModifiedTimeBefore: float | None = None
+    LastModifiedTimeAfter: float | None = None
+    StatusEquals: str | None = None
+    EndpointNameEquals: str | None = None
+    VariantNameEquals: str | None = None
+
+
+S = TypeVar("S", bound=Shape)
+
+
+def parse(shape: type[S], body: dict[str, Any]) -> S:
+    """The request as `shape`, or a ValidationException worded as AWS words it."""
+    try:
+        return shape.model_validate(body)
+    except pydantic.ValidationError as error:
+        raise ValidationError(describe_errors(error)) from None
+
+
+def describe_errors(error: pydantic.ValidationError) -> str:
+    problems = error.errors(include_url=False)
+    lines = [_problem(p) for p in problems]
+    head = f"{len(lines)} validation error{'s' if len(lines) > 1 else ''} detected: "
+    names = any(p["type"] == "string_pattern_mismatch" for p in problems)
+    return head + "; ".join(lines) + (f". {NAME_HINT}" if names else "")
+
+
+def _problem(problem: Any) -> str:
+    kind = problem["type"]
+    if kind == "value_error":  # our own cross-field checks: already a sentence that says how to fix it
+        return str(problem["msg"]).removeprefix("Value error, ").rstrip(".")
+    where = _member_path(problem["loc"])
+    value = "null" if kind == "missing" else f"'{problem.get('input')}'"
+    constraint = _constraint(kind, problem.get("ctx") or {}, str(problem["msg"]))
+    return f"Value {value} at '{where}' failed to satisfy constraint: {constraint}"
+
+
+def _constraint(kind: str, ctx: dict[str, Any], message: str) -> str:
+    match kind:
+        case "missing":
+            return "Member must not be null"
+        case "string_pattern_mismatch":
+            return f"Member must satisfy regular expression pattern: {ctx.get('pattern')}"
+        case "string_too_long":
+            return f"Member must have length less than or equal to {ctx.get('max_length')}"
+        case "string_too_short":
+            return f"Member must have length greater than or equal to {ctx.get('min_length')}"
+        case "greater_than_equal" | "greater_than":
+            return f"Member must have value greater than or equal to {ctx.get('ge', ctx.get('gt'))}"
+        case "less_than_equal" | "less_than":
+            return f"Member must have value less than or equal to {ctx.get('le', ctx.get('lt'))}"
+        case "too_short":
+            return f"Member must have length greater than or equal to {ctx.get('min_length')}"
+        case "too_long":
+            return f"Member must have length less than or equal to {ctx.get('max_length')}"
+        case "literal_error":
+            return f"Member must satisfy enum value set: [{ctx.get('expected')}]"
+        case _:
+            return message
+
+
+def _member_path(loc: tuple[Any, ...]) -> str:
+    """('ProductionVariants', 0, 'VariantName') -> 'productionVariants.1.member.variantName', as AWS writes it."""
+    parts: list[str] = []
+    for part in loc:
+        if isinstance(part, int):
+            parts.append(f"{part + 1}.member")
+        else:
+            parts.append(part[:1].lower() + part[1:])
+    return ".".join(parts)
