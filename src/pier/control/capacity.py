@@ -1,0 +1,161 @@
+"""Packing copies onto a variant's instances: pure, so every case is a row in a table-driven test.
+
+Each copy gets whole vCPUs of one instance to itself (NumberOfCpuCoresRequired rounded up; 0 reserves none
+and shares the instance's cores), its memory and its accelerators. Copies of the same weights file map the
+same pages (llama.cpp mmaps the GGUF), so on an instance a file's size is counted once, however many copies
+use it; a copy's MinMemoryRequiredInMb is read as its whole need, weights included, as SageMaker reads it.
+Copies already placed keep their place, so changing one component never moves another's copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from pier.control.instance_types import InstanceType
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What every copy of one workload (an inference component, or a classic variant's model) needs."""
+
+    workload: str
+    copies: int
+    cores: int = 0  # whole vCPUs reserved per copy; 0 reserves none and shares the instance's
+    memory_mb: int = 0
+    accelerators: int = 0
+    weights: str = ""  # identity of the weights file the copies map ("" = none shared)
+    weights_mb: int = 0
+
+    @property
+    def private_mb(self) -> int:
+        return max(0, self.memory_mb - self.weights_mb) if self.weights else self.memory_mb
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where one copy runs: an instance of the variant and the vCPUs (and accelerators) it owns there."""
+
+    workload: str
+    ordinal: int
+    instance: int
+    vcpus: tuple[int, ...] = ()
+    accelerators: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    workload: str
+    missing: int  # copies that could not be placed
+    reason: str  # what is short, and how to make room
+
+
+@dataclass(frozen=True)
+class Packing:
+    slots: tuple[Slot, ...]
+    shortfalls: tuple[Shortfall, ...] = ()
+
+
+@dataclass
+class _Free:
+    """What is left on one instance while packing."""
+
+    index: int
+    vcpus: list[int]
+    memory_mb: int
+    accelerators: list[int]
+    weights: set[str] = field(default_factory=set)
+    copies: int = 0
+
+    def need_mb(self, demand: Demand) -> int:
+        shared = demand.weights_mb if demand.weights and demand.weights not in self.weights else 0
+        return demand.private_mb + shared
+
+    def fits(self, demand: Demand) -> bool:
+        return (len(self.vcpus) >= demand.cores and self.memory_mb >= self.need_mb(demand)
+                and len(self.accelerators) >= demand.accelerators)
+
+    def take(self, demand: Demand, ordinal: int) -> Slot:
+        cores, accelerators = demand.cores, demand.accelerators
+        vcpus, self.vcpus = self.vcpus[:cores], self.vcpus[cores:]
+        devices, self.accelerators = self.accelerators[:accelerators], self.accelerators[accelerators:]
+        return self._charge(demand, Slot(demand.workload, ordinal, self.index, tuple(vcpus), tuple(devices)))
+
+    def reclaim(self, demand: Demand, slot: Slot) -> Slot | None:
+        """Keep a copy where it already runs, if its resources there are still free."""
+        if len(slot.vcpus) != demand.cores or len(slot.accelerators) != demand.accelerators:
+            return None
+        if not (set(slot.vcpus) <= set(self.vcpus) and set(slot.accelerators) <= set(self.accelerators)):
+            return None
+        if self.memory_mb < self.need_mb(demand):
+            return None
+        self.vcpus = [v for v in self.vcpus if v not in slot.vcpus]
+        self.accelerators = [a for a in self.accelerators if a not in slot.accelerators]
+        return self._charge(demand, slot)
+
+    def _charge(self, demand: Demand, slot: Slot) -> Slot:
+        self.memory_mb -= self.need_mb(demand)
+        if demand.weights:
+            self.weights.add(demand.weights)
+        self.copies += 1
+        return slot
+
+
+def pack(itype: InstanceType, count: int, demands: Sequence[Demand], keep: Iterable[Slot] = ()) -> Packing:
+    """Place `copies` of every demand on `count` instances of `itype`, keeping the slots in `keep` that still
+    fit; new copies go to the least-loaded instance that fits (spread, as SageMaker spreads copies)."""
+    free = [_Free(i, list(range(itype.vcpus)), itype.memory_mb, list(range(itype.accelerators)))
+            for i in range(count)]
+    by_workload = {d.workload: d for d in demands}
+    placed: dict[tuple[str, int], Slot] = {}
+    for slot in sorted(keep, key=lambda s: (s.workload, s.ordinal)):
+        demand = by_workload.get(slot.workload)
+        if demand is None or slot.ordinal >= demand.copies or slot.instance >= count:
+            continue
+        kept = free[slot.instance].reclaim(demand, slot)
+        if kept is not None:
+            placed[(slot.workload, slot.ordinal)] = kept
+    shortfalls = [s for d in demands if (s := _place(d, free, placed, itype, count)) is not None]
+    slots = sorted(placed.values(), key=lambda s: (s.workload, s.ordinal))
+    return Packing(tuple(slots), tuple(shortfalls))
+
+
+def _place(demand: Demand, free: list[_Free], placed: dict[tuple[str, int], Slot],
+           itype: InstanceType, count: int) -> Shortfall | None:
+    wanted = [n for n in range(demand.copies) if (demand.workload, n) not in placed]
+    for done, ordinal in enumerate(wanted):
+        candidates = [f for f in free if f.fits(demand)]
+        if not candidates:
+            return Shortfall(demand.workload, len(wanted) - done, _why(demand, free, itype, count))
+        target = min(candidates, key=lambda f: (f.copies, f.index))
+        placed[(demand.workload, ordinal)] = target.take(demand, ordinal)
+    return None
+
+
+def _why(demand: Demand, free: list[_Free], itype: InstanceType, count: int) -> str:
+    """Name the resource that is short, with the most any instance has left of it."""
+    where = f"{count} x {itype.describe()}"
+    if not free:
+        return f"The variant has no instances ({where}): raise its count with UpdateEndpointWeightsAndCapacities."
+    short = []
+    if demand.cores > max(len(f.vcpus) for f in free):
+        short.append(f"{demand.cores} CPU cores (at most {max(len(f.vcpus) for f in free)} free on an instance)")
+    if not any(f.memory_mb >= f.need_mb(demand) for f in free):
+        short.append(f"{min(f.need_mb(demand) for f in free)} MiB of memory (at most "
+                     f"{max(f.memory_mb for f in free)} MiB free on an instance)")
+    if demand.accelerators > max(len(f.accelerators) for f in free):
+        short.append(f"{demand.accelerators} accelerators (at most {max(len(f.accelerators) for f in free)} free)")
+    if not short:  # each resource fits somewhere, but never all on the same instance
+        short.append(f"{demand.cores} CPU cores, {demand.memory_mb} MiB, {demand.accelerators} accelerators at once")
+    return (
+        f"Not enough capacity on {where} for another copy: it needs {' and '.join(short)}. Lower CopyCount or "
+        "ComputeResourceRequirements, delete other inference components, or give the variant more or larger "
+        "instances (UpdateEndpointWeightsAndCapacities or UpdateEndpoint)."
+    )
+
+
+def whole_instances(workload: str, itype: InstanceType, count: int) -> tuple[Slot, ...]:
+    """A classic variant (its model named in the endpoint config): one copy per instance, owning all of it."""
+    every = tuple(range(itype.vcpus))
+    accelerators = tuple(range(itype.accelerators))
+    return tuple(Slot(workload, i, i, every, accelerators) for i in range(count))

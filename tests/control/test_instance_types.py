@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pier.control.errors import ValidationError
+from pier.control.instance_types import (
+    InstanceType,
+    host_cores_for,
+    local_instance,
+    lookup,
+    oversize_warning,
+)
+
+
+@pytest.mark.parametrize(("name", "vcpus", "gib", "accelerators"), [
+    ("ml.c7g.large", 2, 4, 0),
+    ("ml.c7g.8xlarge", 32, 64, 0),  # the seed's Graviton endpoint: 32 vCPUs, 64 GB
+    ("ml.c7i.48xlarge", 192, 384, 0),
+    ("ml.m7g.xlarge", 4, 16, 0),
+    ("ml.g5.2xlarge", 8, 32, 1),
+    ("ml.g5.12xlarge", 48, 192, 4),
+    ("ml.g5.48xlarge", 192, 768, 8),
+    ("ml.p4d.24xlarge", 96, 1152, 8),  # 8 x A100: the seed's 8 replicas
+])
+def test_catalogue_has_the_seed_types(name: str, vcpus: int, gib: int, accelerators: int) -> None:
+    assert lookup(name) == InstanceType(name, vcpus, gib * 1024, accelerators)
+
+
+def test_local_is_this_host() -> None:
+    local = lookup("local")
+    assert local == local_instance()
+    assert local.vcpus == len(os.sched_getaffinity(0))
+    assert local.memory_mb > 0 and local.accelerators == 0
+
+
+def test_unknown_type_says_what_is_known() -> None:
+    with pytest.raises(ValidationError, match=r"Unknown InstanceType 'ml.z9.huge'.*'local'.*c7g"):
+        lookup("ml.z9.huge")
+
+
+@pytest.mark.parametrize(("instance", "vcpus", "host", "cores"), [
+    (0, (0, 1), (0, 1, 2, 3), (0, 1)),
+    (1, (0, 1), (0, 1, 2, 3, 4, 5, 6, 7), (4, 5)),  # instance 1 of a 4-vCPU type starts at vCPU 4
+    (0, (2, 3), (0, 1), (0, 1)),  # a 4-vCPU instance on 2 cores wraps around
+    (0, (0, 2), (0, 1), (0,)),  # two vCPUs on one core: one core, once
+    (0, (0, 1), (4, 6, 9, 11), (4, 6)),  # the cores this process may use, not 0..n
+])
+def test_vcpus_map_onto_host_cores(instance: int, vcpus: tuple[int, ...], host: tuple[int, ...],
+                                   cores: tuple[int, ...]) -> None:
+    assert host_cores_for(instance, vcpus, InstanceType("t", 4, 1024), host) == cores
+
+
+def test_oversize_instance_is_named_with_a_way_out() -> None:
+    warning = oversize_warning(lookup("ml.c7g.8xlarge"), (0, 1), 16384)
+    assert warning is not None
+    assert "32 vCPUs but this host gives pier 2 cores" in warning
+    assert "65536 MiB of memory but this host has 16384 MiB" in warning
+    assert "'local'" in warning
+    assert oversize_warning(lookup("ml.c7g.large"), (0, 1), 16384) is None
