@@ -1,0 +1,75 @@
+"""Model files on the Hugging Face Hub: `hf://org/repo[@revision][/path/file.gguf]`.
+
+pier serves GGUF files, so a repo without a named file contributes its one GGUF model (all shards of it)
+plus any `code/` folder (a bring-your-own inference.py); safetensors and the rest stay on the Hub.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+_SHARD = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
+
+
+class Hub(Protocol):
+    """The two calls pier makes; `huggingface_hub.HfApi` has both."""
+
+    def model_info(self, repo_id: str, *, revision: str | None = None, files_metadata: bool = False) -> Any: ...
+
+    def hf_hub_download(self, repo_id: str, filename: str, *, revision: str | None = None,
+                        local_dir: str | Path | None = None) -> str: ...
+
+
+@dataclass(frozen=True)
+class HfRef:
+    repo: str
+    revision: str | None = None
+    filename: str | None = None
+
+
+def parse(url: str) -> HfRef:
+    rest = url.removeprefix("hf://").strip("/")
+    parts = rest.split("/")
+    if len(parts) < 2 or not all(parts[:2]):
+        raise ValueError(f"{url!r} is not hf://org/repo[/file.gguf]: name the repo as org/name.")
+    name, _, revision = parts[1].partition("@")
+    filename = "/".join(parts[2:]) or None
+    return HfRef(f"{parts[0]}/{name}", revision or None, filename)
+
+
+def choose(ref: HfRef, info: Any) -> tuple[str, list[tuple[str, int]]]:
+    """The commit to fetch and the files (name, size) to fetch from it."""
+    files = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
+    wanted = [ref.filename] if ref.filename else _default_files(ref, files)
+    missing = [f for f in wanted if f not in files]
+    if missing:
+        ggufs = ", ".join(sorted(f for f in files if f.endswith(".gguf"))) or "none"
+        raise FileNotFoundError(f"{ref.repo} has no file {missing[0]!r}; its GGUF files: {ggufs}.")
+    wanted += [f for f in files if f.startswith("code/") and f not in wanted]
+    return str(info.sha), [(f, files[f]) for f in wanted]
+
+
+def _default_files(ref: HfRef, files: dict[str, int]) -> list[str]:
+    models = sorted(f for f in files if f.endswith(".gguf") and not f.split("/")[-1].startswith("mmproj"))
+    firsts = [f for f in models if (m := _SHARD.search(f)) is None or m.group(1) == "00001"]
+    if not firsts:
+        raise FileNotFoundError(
+            f"{ref.repo} has no GGUF file and pier serves GGUF models: use a GGUF repo (many have a -GGUF suffix) "
+            f"or convert the model with llama.cpp's convert_hf_to_gguf.py."
+        )
+    if len(firsts) > 1:
+        raise FileNotFoundError(
+            f"{ref.repo} holds {len(firsts)} GGUF models ({', '.join(firsts)}): name one, e.g. "
+            f"hf://{ref.repo}/{firsts[0]}."
+        )
+    stem = _SHARD.sub("", firsts[0])
+    return [f for f in models if f == firsts[0] or _SHARD.sub("", f) == stem]
+
+
+def default_hub() -> Hub:
+    from huggingface_hub import HfApi
+
+    return HfApi()

@@ -1,0 +1,66 @@
+"""Where a model's files come from, read from its container definition the way SageMaker reads it."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from urllib.parse import unquote, urlparse
+
+from pier.control.shapes import ContainerSpec
+
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
+SCHEMES = ("s3", "hf", "file")
+
+
+class NoModelData(ValueError):
+    """The container names no model files; the message says which field to set."""
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    url: str  # a local path, file://, s3:// or hf:// URL
+    archive: bool = False  # a tar (usually model.tar.gz) to unpack
+    prefix: bool = False  # every S3 object under the URL, as S3DataType S3Prefix with CompressionType None
+
+    @property
+    def scheme(self) -> str:
+        parsed = urlparse(self.url)
+        return parsed.scheme if parsed.scheme in SCHEMES else "file"
+
+    @property
+    def local_path(self) -> str:
+        """The path of a local or file:// source."""
+        parsed = urlparse(self.url)
+        return unquote(parsed.path) if parsed.scheme == "file" else os.path.expanduser(self.url)
+
+
+def source_of(container: ContainerSpec, artifact_url: str | None = None) -> ModelSource:
+    """An inference component's ArtifactUrl wins over its model's data; then ModelDataSource, ModelDataUrl, and
+    last Environment.HF_MODEL_ID (a local folder, or a Hugging Face repo id as TGI containers take it)."""
+    if artifact_url:
+        return from_url(artifact_url)
+    s3 = container.ModelDataSource.S3DataSource if container.ModelDataSource else None
+    if s3 is not None:
+        archive = s3.CompressionType == "Gzip"
+        return ModelSource(s3.S3Uri, archive=archive, prefix=not archive and s3.S3DataType == "S3Prefix")
+    if container.ModelDataUrl:
+        return from_url(container.ModelDataUrl)
+    hf_model = container.Environment.get("HF_MODEL_ID")
+    if hf_model:
+        return ModelSource(hf_model if os.path.exists(hf_model) else f"hf://{hf_model}")
+    raise NoModelData(
+        "The model has no files to serve: set PrimaryContainer.ModelDataUrl (a local path, file://, s3:// or "
+        "hf:// URL, or a model.tar.gz), ModelDataSource.S3DataSource, or Environment.HF_MODEL_ID."
+    )
+
+
+def from_url(url: str) -> ModelSource:
+    """A URL as given in ModelDataUrl: an archive by its name; an s3:// URL that is no archive is a prefix."""
+    scheme = urlparse(url).scheme
+    if "://" in url and scheme not in SCHEMES:
+        raise NoModelData(
+            f"pier cannot fetch {url!r}: use a local path, or a file://, s3:// or hf://org/repo[/file.gguf] URL."
+        )
+    archive = url.lower().endswith(ARCHIVE_SUFFIXES)
+    prefix = urlparse(url).scheme == "s3" and not archive and url.endswith("/")
+    return ModelSource(url, archive=archive, prefix=prefix)
