@@ -1,0 +1,129 @@
+"""The copies the stored state asks for: every variant's instances, what is packed on them, and the
+CopySpec of each copy, with its own host cores. Pure given its inputs (the weights' sizes come in as a
+function), so the reconciler's decisions can be tested without files or processes.
+
+A copy's id is its workload, its ordinal and a hash of everything that makes it what it is (model folder,
+environment, cores, memory), so it is the same after a gateway restart, and a changed spec means a new copy
+(started beside the old one, which keeps serving until the new one is ready).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pier.backends.base import CopySpec
+from pier.control import capacity
+from pier.control.capacity import Demand, Slot
+from pier.control.instance_types import InstanceType, host_cores_for
+from pier.control.records import ComponentRecord, EndpointRecord, VariantRecord
+
+WeightsMb = Callable[[Path], int]
+
+
+@dataclass(frozen=True)
+class Desired:
+    specs: tuple[CopySpec, ...] = ()
+    slots: tuple[Slot, ...] = ()  # where the copies went, to keep them there next time
+    problems: dict[str, str] = field(default_factory=dict)  # workload -> why some copies could not be placed
+
+
+def classic_workload(endpoint: str, variant: str) -> str:
+    """A classic variant's copies serve `<endpoint>/<variant>` (component names cannot hold a '/')."""
+    return f"{endpoint}/{variant}"
+
+
+def gguf_mb(folder: Path) -> int:
+    """The size of the GGUF files copies of this folder map (and so share) in memory."""
+    return sum(p.stat().st_size for p in folder.rglob("*.gguf") if p.is_file()) // 2**20
+
+
+def desired_copies(endpoints: Iterable[EndpointRecord], components: Iterable[ComponentRecord],
+                   keep: Sequence[Slot], host: tuple[int, ...], lookup: Callable[[str], InstanceType],
+                   weights_mb: WeightsMb = gguf_mb) -> Desired:
+    by_variant: dict[tuple[str, str], list[ComponentRecord]] = {}
+    for component in components:
+        if component.status != "Deleting":
+            by_variant.setdefault((component.endpoint.lower(), component.variant), []).append(component)
+    specs: list[CopySpec] = []
+    slots: list[Slot] = []
+    problems: dict[str, str] = {}
+    for endpoint in endpoints:
+        if endpoint.status == "Deleting":
+            continue
+        for variant in endpoint.variants:
+            itype = lookup(variant.instance_type)
+            if variant.model is not None:
+                placed = _classic(endpoint, variant, itype, host)
+            else:
+                hosted = by_variant.get((endpoint.name.lower(), variant.name), [])
+                placed = _components(hosted, variant, itype, keep, host, weights_mb)
+            specs += placed.specs
+            slots += placed.slots
+            problems.update(placed.problems)
+    return Desired(tuple(specs), tuple(slots), problems)
+
+
+def _classic(endpoint: EndpointRecord, variant: VariantRecord, itype: InstanceType,
+             host: tuple[int, ...]) -> Desired:
+    if variant.model_dir is None or variant.container is None:
+        return Desired()  # its model is still being fetched
+    workload = classic_workload(endpoint.name, variant.name)
+    slots = capacity.whole_instances(workload, itype, variant.instance_count)
+    environment = variant.container.Environment
+    specs = [_spec(s, itype, host, Path(variant.model_dir), environment, itype.memory_mb) for s in slots]
+    return Desired(tuple(specs), slots)
+
+
+def _components(hosted: list[ComponentRecord], variant: VariantRecord, itype: InstanceType, keep: Sequence[Slot],
+                host: tuple[int, ...], weights_mb: WeightsMb) -> Desired:
+    ready = [c for c in hosted if c.model_dir is not None]
+    demands = [_demand(c, weights_mb) for c in ready]
+    packing = capacity.pack(itype, variant.instance_count, demands, keep)
+    records = {c.name: c for c in ready}
+    specs = []
+    for slot in packing.slots:
+        component = records[slot.workload]
+        memory = component.specification.resources.MinMemoryRequiredInMb
+        model_dir = Path(component.model_dir or "")
+        specs.append(_spec(slot, itype, host, model_dir, component.container.Environment, memory))
+    problems = {s.workload: f"{s.missing} of {records[s.workload].copies} copies not placed. {s.reason}"
+                for s in packing.shortfalls}
+    return Desired(tuple(specs), packing.slots, problems)
+
+
+def _demand(component: ComponentRecord, weights_mb: WeightsMb) -> Demand:
+    resources = component.specification.resources
+    model_dir = Path(component.model_dir or "")
+    return Demand(
+        workload=component.name,
+        copies=component.copies,
+        cores=math.ceil(resources.NumberOfCpuCoresRequired or 0),
+        memory_mb=resources.MinMemoryRequiredInMb,
+        accelerators=math.ceil(resources.NumberOfAcceleratorDevicesRequired or 0),
+        weights=str(model_dir.resolve()),
+        weights_mb=weights_mb(model_dir),
+    )
+
+
+def _spec(slot: Slot, itype: InstanceType, host: tuple[int, ...], model_dir: Path,
+          environment: dict[str, str], memory_mb: int) -> CopySpec:
+    # A copy that reserved no cores shares all of its instance's.
+    vcpus = slot.vcpus or tuple(range(itype.vcpus))
+    cores = host_cores_for(slot.instance, vcpus, itype, host)
+    identity = json.dumps([slot.workload, str(model_dir), sorted(environment.items()), cores, memory_mb,
+                           len(slot.accelerators)])
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:8]
+    return CopySpec(
+        copy_id=f"{slot.workload.replace('/', '--')}-{slot.ordinal}-{digest}",
+        component=slot.workload,
+        model_dir=model_dir,
+        environment=dict(environment),
+        cores=cores,
+        memory_mb=memory_mb,
+        accelerators=len(slot.accelerators),
+    )

@@ -1,0 +1,248 @@
+"""Desired copies (from the state) against the backend's copies: start what is missing, stop what is no
+longer wanted, and move each endpoint's and component's status as SageMaker moves it.
+
+`plan()` and `next_status()` are the decisions, pure and table-tested; `Reconciler` gathers their inputs
+each tick (state, fetches, backend statuses) and applies the plan without ever waiting on a copy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from pier.backends.base import Backend, CopySpec, CopyState, CopyStatus
+from pier.control.capacity import Slot
+from pier.control.desired import Desired, classic_workload, desired_copies
+from pier.control.fetches import Fetches
+from pier.control.instance_types import InstanceType, host_cores, lookup
+from pier.control.model_source import ModelSource, source_of
+from pier.control.records import ComponentRecord, EndpointRecord
+from pier.control.state import State
+
+log = logging.getLogger("pier.control")
+
+TICK_S = 1.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    start: tuple[CopySpec, ...] = ()
+    stop: tuple[str, ...] = ()
+
+
+def plan(desired: Sequence[CopySpec], actual: Sequence[CopyStatus]) -> Plan:
+    """Start desired copies the backend does not run; stop running copies nobody wants, except that a
+    workload's old ready copies keep serving until every one of its desired copies is ready (an update
+    rolls, it never leaves the workload with nothing to answer)."""
+    running = {c.copy_id: c for c in actual if c.state is not CopyState.STOPPED}
+    wanted = {s.copy_id for s in desired}
+    start = tuple(s for s in desired if s.copy_id not in running)
+    settled = _settled(desired, running)
+    stop = tuple(
+        c.copy_id for c in running.values()
+        if c.copy_id not in wanted and (c.component in settled or c.state is not CopyState.READY)
+    )
+    return Plan(start, stop)
+
+
+def _settled(desired: Sequence[CopySpec], running: dict[str, CopyStatus]) -> set[str]:
+    """Workloads whose desired copies are all ready, and workloads nothing is desired of any more."""
+    components = {c.component for c in running.values()} | {s.component for s in desired}
+    unready = {s.component for s in desired
+               if s.copy_id not in running or running[s.copy_id].state is not CopyState.READY}
+    return components - unready
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far a workload (a component, or all of a classic endpoint's variants) has come."""
+
+    desired: int  # copies wanted
+    proven: int  # of those, copies that have been ready at least once
+    problem: str = ""  # why it cannot get there: a fetch failed, capacity is short, a copy gave up
+
+
+def next_status(current: str, progress: Progress) -> tuple[str, str]:
+    """(status, failure reason). InService stays InService while copies come and go (a dead copy being
+    restarted does not take the endpoint out of service); Creating and Updating end in InService once every
+    desired copy has been ready, or in Failed when something stands in the way; Failed heals the same way."""
+    if current in ("InService", "Deleting"):
+        return current, ""
+    if progress.problem:
+        return "Failed", progress.problem
+    if progress.proven >= progress.desired:
+        return "InService", ""
+    return current, ""
+
+
+class Reconciler:
+    def __init__(self, state: State, backend: Backend, fetches: Fetches, *, tick_s: float = TICK_S,
+                 host: tuple[int, ...] | None = None, instance_type: Callable[[str], InstanceType] = lookup,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.state = state
+        self.backend = backend
+        self.fetches = fetches
+        self.tick_s = tick_s
+        self.host = host or host_cores()
+        self.instance_type = instance_type
+        self.clock = clock
+        self._wake = asyncio.Event()
+        fetches.notify = self._wake.set  # a finished download is worth acting on at once
+        self._slots: tuple[Slot, ...] = ()
+        self._proven: set[str] = set()
+        self._busy: dict[str, asyncio.Task[None]] = {}  # copy id -> its start or stop in progress
+        self._problems: dict[str, str] = {}
+
+    def wake(self, *, retry_fetches: bool = False) -> None:
+        """Reconcile now (the state changed); `retry_fetches` lets failed model fetches run again."""
+        if retry_fetches:
+            self.fetches.forget_failures()
+        self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            self._wake.clear()  # before the tick: a change made during it wakes the next one at once
+            try:
+                await self.tick()
+            except Exception:
+                log.exception("reconcile failed; trying again in %.1f s", self.tick_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.tick_s)
+
+    async def tick(self) -> None:
+        self._resolve_models()
+        endpoints, components = self.state.endpoints.all(), self.state.components.all()
+        desired = desired_copies(endpoints, components, self._slots, self.host, self.instance_type)
+        self._slots = desired.slots
+        actual = self.backend.statuses()
+        self._proven = {c.copy_id for c in actual if c.state is CopyState.READY} | (
+            self._proven & {c.copy_id for c in actual})
+        self._apply(plan(desired.specs, actual))
+        self._update_statuses(endpoints, components, desired, actual)
+        self._finish_deletes(endpoints, components, actual)
+
+    def copies(self, workload: str) -> list[CopyStatus]:
+        """The copies serving `workload` (a component name, or `<endpoint>/<variant>`), as the router sees them."""
+        return [c for c in self.backend.statuses() if c.component == workload]
+
+    async def close(self) -> None:
+        self.fetches.close()
+        await asyncio.gather(*self._busy.values(), return_exceptions=True)
+
+    # ---- models
+
+    def _resolve_models(self) -> None:
+        """Record where each endpoint's and component's model files are, once fetched; note failures."""
+        self._problems = {}
+        for endpoint in self.state.endpoints.all():
+            self._resolve_endpoint(endpoint)
+        for component in self.state.components.all():
+            if component.model_dir is None or not Path(component.model_dir).is_dir():
+                fetched = self.fetches.get(_component_source(component))
+                if fetched.folder is not None:
+                    self.state.components.put(component.model_copy(update={"model_dir": str(fetched.folder)}))
+                elif fetched.error:
+                    self._problems[component.name] = fetched.error
+
+    def _resolve_endpoint(self, endpoint: EndpointRecord) -> None:
+        variants = list(endpoint.variants)
+        for i, variant in enumerate(variants):
+            if variant.container is None or (variant.model_dir and Path(variant.model_dir).is_dir()):
+                continue
+            fetched = self.fetches.get(source_of(variant.container))
+            if fetched.folder is not None:
+                variants[i] = variant.model_copy(update={"model_dir": str(fetched.folder)})
+            elif fetched.error:
+                self._problems[classic_workload(endpoint.name, variant.name)] = fetched.error
+        if tuple(variants) != endpoint.variants:
+            self.state.endpoints.put(endpoint.model_copy(update={"variants": tuple(variants)}))
+
+    # ---- copies
+
+    def _apply(self, todo: Plan) -> None:
+        for spec in todo.start:
+            self._run(spec.copy_id, partial(self.backend.start, spec), f"start {spec.copy_id} on cores {spec.cores}")
+        for copy_id in todo.stop:
+            self._run(copy_id, partial(self.backend.stop, copy_id), f"stop {copy_id}")
+
+    def _run(self, copy_id: str, action: Callable[[], Coroutine[Any, Any, None]], what: str) -> None:
+        """One start or stop at a time per copy, in the background (a stop waits out the copy's drain)."""
+        if copy_id in self._busy:
+            return
+        log.info("%s", what)
+        task = asyncio.ensure_future(action())
+        self._busy[copy_id] = task
+        task.add_done_callback(lambda done: self._done(copy_id, what, done))
+
+    def _done(self, copy_id: str, what: str, task: asyncio.Future[None]) -> None:
+        self._busy.pop(copy_id, None)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("could not %s: %s", what, task.exception())
+        self._wake.set()
+
+    # ---- statuses
+
+    def _update_statuses(self, endpoints: Iterable[EndpointRecord], components: Iterable[ComponentRecord],
+                         desired: Desired, actual: Sequence[CopyStatus]) -> None:
+        problems = {**desired.problems, **self._problems, **_gave_up(desired.specs, actual)}
+        for component in components:
+            progress = self._progress([component.name], component.copies, desired, problems)
+            status, reason = next_status(component.status, progress)
+            if (status, reason) != (component.status, component.failure_reason) and component.status != "Deleting":
+                self._log_status("inference component", component.name, status, reason)
+                self.state.components.put(component.model_copy(
+                    update={"status": status, "failure_reason": reason, "modified": self.clock()}))
+        for endpoint in endpoints:
+            workloads = [classic_workload(endpoint.name, v.name) for v in endpoint.variants if v.model]
+            wanted = sum(v.instance_count for v in endpoint.variants if v.model)
+            status, reason = next_status(endpoint.status, self._progress(workloads, wanted, desired, problems))
+            if (status, reason) != (endpoint.status, endpoint.failure_reason):
+                self._log_status("endpoint", endpoint.name, status, reason)
+                self.state.endpoints.put(endpoint.model_copy(
+                    update={"status": status, "failure_reason": reason, "modified": self.clock()}))
+
+    def _progress(self, workloads: list[str], wanted: int, desired: Desired, problems: dict[str, str]) -> Progress:
+        proven = sum(1 for s in desired.specs if s.component in workloads and s.copy_id in self._proven)
+        problem = next((problems[w] for w in workloads if w in problems), "")
+        return Progress(wanted, proven, problem)
+
+    @staticmethod
+    def _log_status(kind: str, name: str, status: str, reason: str) -> None:
+        log.info("%s %s is %s%s", kind, name, status, f": {reason}" if reason else "")
+
+    def _finish_deletes(self, endpoints: Iterable[EndpointRecord], components: Iterable[ComponentRecord],
+                        actual: Sequence[CopyStatus]) -> None:
+        """A deleting resource disappears once none of its copies runs any more."""
+        running = {c.component for c in actual if c.state is not CopyState.STOPPED}
+        for component in components:
+            if component.status == "Deleting" and component.name not in running:
+                self.state.components.delete(component.name)
+                log.info("inference component %s deleted", component.name)
+        for endpoint in endpoints:
+            mine = {classic_workload(endpoint.name, v.name) for v in endpoint.variants}
+            if endpoint.status == "Deleting" and not mine & running:
+                self.state.endpoints.delete(endpoint.name)
+                log.info("endpoint %s deleted", endpoint.name)
+
+
+def _gave_up(specs: Sequence[CopySpec], actual: Sequence[CopyStatus]) -> dict[str, str]:
+    """Workloads with a desired copy the backend gave up on, with the copy's own words."""
+    by_id = {c.copy_id: c for c in actual}
+    failed: dict[str, str] = {}
+    for spec in specs:
+        status = by_id.get(spec.copy_id)
+        if status is not None and status.state is CopyState.FAILED:
+            failed.setdefault(spec.component, f"Copy {spec.copy_id} failed: {status.message}")
+    return failed
+
+
+def _component_source(component: ComponentRecord) -> ModelSource:
+    container = component.specification.Container
+    return source_of(component.container, container.ArtifactUrl if container else None)
