@@ -1,0 +1,355 @@
+"""The SageMaker control-plane operations pier serves (JSON 1.1, `X-Amz-Target: SageMaker.<Operation>`).
+
+Each operation validates its request, changes the stored state, and wakes the reconciler, which does the
+slow part (fetching the model, starting copies) and moves the statuses. Errors carry SageMaker's `__type`
+and wording, so boto3 raises the same exceptions and its waiters decide the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pier.control import views
+from pier.control.errors import ResourceInUse, UnknownOperation, ValidationError, already_exists, not_found
+from pier.control.instance_types import lookup, warn_if_oversize
+from pier.control.listing import Row, page
+from pier.control.model_source import NoModelData, source_of
+from pier.control.names import arn
+from pier.control.records import ComponentRecord, ConfigRecord, EndpointRecord, ModelRecord, VariantRecord
+from pier.control.shapes import (
+    ComponentNameInput,
+    ComponentSpec,
+    ContainerSpec,
+    CreateEndpointConfigInput,
+    CreateEndpointInput,
+    CreateInferenceComponentInput,
+    CreateModelInput,
+    EndpointConfigNameInput,
+    EndpointNameInput,
+    ListInput,
+    ModelNameInput,
+    UpdateEndpointInput,
+    UpdateEndpointWeightsAndCapacitiesInput,
+    UpdateInferenceComponentInput,
+    UpdateInferenceComponentRuntimeConfigInput,
+    parse,
+)
+from pier.control.state import State
+
+log = logging.getLogger("pier.control")
+
+Body = dict[str, Any]
+IN_PROGRESS = ("Creating", "Updating", "Deleting", "SystemUpdating", "RollingBack")
+
+
+class ControlPlane:
+    def __init__(self, state: State, *, copies: views.Copies, wake: Callable[[], None] = lambda: None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.state = state
+        self.copies = copies
+        self.wake = wake
+        self.clock = clock
+        self.operations: dict[str, Callable[[Body, str], Body]] = {
+            name: getattr(self, _snake(name)) for name in OPERATIONS
+        }
+
+    def call(self, operation: str, body: Body, region: str) -> Body:
+        handler = self.operations.get(operation)
+        if handler is None:
+            raise UnknownOperation(
+                f"pier does not serve SageMaker.{operation}; it serves {', '.join(sorted(OPERATIONS))}."
+            )
+        return handler(body, region)
+
+    # ---- models
+
+    def create_model(self, body: Body, region: str) -> Body:
+        request = parse(CreateModelInput, body)
+        _check_source(request.container)
+        record = ModelRecord(name=request.ModelName, arn=arn("model", request.ModelName, region),
+                             created=self.clock(), request=request)
+        if not self.state.models.insert(record):
+            raise already_exists("model", record.arn)
+        return {"ModelArn": record.arn}
+
+    def describe_model(self, body: Body, region: str) -> Body:
+        return views.model(self._model(parse(ModelNameInput, body).ModelName, region))
+
+    def delete_model(self, body: Body, region: str) -> Body:
+        name = parse(ModelNameInput, body).ModelName
+        if not self.state.models.delete(name):
+            raise not_found("model", arn("model", name, region))
+        return {}
+
+    def list_models(self, body: Body, region: str) -> Body:
+        return self._list(body, "Models", [views.model_row(r) for r in self.state.models.all()])
+
+    # ---- endpoint configs
+
+    def create_endpoint_config(self, body: Body, region: str) -> Body:
+        request = parse(CreateEndpointConfigInput, body)
+        for variant in request.ProductionVariants:
+            warn_if_oversize(lookup(variant.InstanceType or ""))
+            if variant.ModelName is not None:
+                self._model(variant.ModelName, region)
+        record = ConfigRecord(name=request.EndpointConfigName, created=self.clock(), request=request,
+                              arn=arn("endpoint configuration", request.EndpointConfigName, region))
+        if not self.state.configs.insert(record):
+            raise already_exists("endpoint configuration", record.arn)
+        return {"EndpointConfigArn": record.arn}
+
+    def describe_endpoint_config(self, body: Body, region: str) -> Body:
+        return views.config(self._config(parse(EndpointConfigNameInput, body).EndpointConfigName))
+
+    def delete_endpoint_config(self, body: Body, region: str) -> Body:
+        name = parse(EndpointConfigNameInput, body).EndpointConfigName
+        if not self.state.configs.delete(name):
+            raise not_found("endpoint configuration", name)
+        return {}
+
+    def list_endpoint_configs(self, body: Body, region: str) -> Body:
+        return self._list(body, "EndpointConfigs", [views.config_row(r) for r in self.state.configs.all()])
+
+    # ---- endpoints
+
+    def create_endpoint(self, body: Body, region: str) -> Body:
+        request = parse(CreateEndpointInput, body)
+        now = self.clock()
+        record = EndpointRecord(
+            name=request.EndpointName, arn=arn("endpoint", request.EndpointName, region), created=now, modified=now,
+            config_name=request.EndpointConfigName, variants=self._variants(request.EndpointConfigName, region),
+        )
+        if not self.state.endpoints.insert(record):
+            raise already_exists("endpoint", record.arn)
+        self.wake()
+        return {"EndpointArn": record.arn}
+
+    def describe_endpoint(self, body: Body, region: str) -> Body:
+        return views.endpoint(self._endpoint(parse(EndpointNameInput, body).EndpointName), self.copies)
+
+    def delete_endpoint(self, body: Body, region: str) -> Body:
+        record = self._endpoint(parse(EndpointNameInput, body).EndpointName)
+        hosted = [c.name for c in self.state.components.all() if c.endpoint.lower() == record.name.lower()]
+        if hosted:
+            raise ResourceInUse(
+                f'Endpoint "{record.name}" still hosts inference components ({", ".join(hosted)}): delete them '
+                "with DeleteInferenceComponent and wait until they are gone, then delete the endpoint."
+            )
+        self._put_endpoint(record, status="Deleting")
+        return {}
+
+    def list_endpoints(self, body: Body, region: str) -> Body:
+        return self._list(body, "Endpoints", [views.endpoint_row(r) for r in self.state.endpoints.all()])
+
+    def update_endpoint(self, body: Body, region: str) -> Body:
+        request = parse(UpdateEndpointInput, body)
+        record = self._endpoint(request.EndpointName)
+        self._check_not_in_progress(record)
+        variants = self._variants(request.EndpointConfigName, region)
+        self._check_keeps_components(record, request.EndpointConfigName, variants)
+        self._put_endpoint(record, status="Updating", config_name=request.EndpointConfigName, variants=variants)
+        return {"EndpointArn": record.arn}
+
+    def update_endpoint_weights_and_capacities(self, body: Body, region: str) -> Body:
+        request = parse(UpdateEndpointWeightsAndCapacitiesInput, body)
+        record = self._endpoint(request.EndpointName)
+        self._check_not_in_progress(record)
+        variants = {v.name: v for v in record.variants}
+        unknown = [d.VariantName for d in request.DesiredWeightsAndCapacities if d.VariantName not in variants]
+        if unknown:
+            raise ValidationError(
+                f'The variant(s) "{unknown}" is/are not present in the endpoint "{record.name}"; its variants are '
+                f"{sorted(variants)}."
+            )
+        for desired in request.DesiredWeightsAndCapacities:
+            change: dict[str, Any] = {}
+            if desired.DesiredInstanceCount is not None:
+                change["instance_count"] = desired.DesiredInstanceCount
+            if desired.DesiredWeight is not None:
+                change["weight"] = desired.DesiredWeight
+            variants[desired.VariantName] = variants[desired.VariantName].model_copy(update=change)
+        self._put_endpoint(record, status="Updating", variants=tuple(variants.values()))
+        return {"EndpointArn": record.arn}
+
+    # ---- inference components
+
+    def create_inference_component(self, body: Body, region: str) -> Body:
+        request = parse(CreateInferenceComponentInput, body)
+        endpoint = self._endpoint(request.EndpointName)
+        if endpoint.status == "Deleting":
+            raise not_found("endpoint", request.EndpointName)
+        variant = self._component_variant(endpoint, request.VariantName)
+        now = self.clock()
+        record = ComponentRecord(
+            name=request.InferenceComponentName, created=now, modified=now,
+            arn=arn("inference component", request.InferenceComponentName, region),
+            endpoint=endpoint.name, variant=variant, specification=request.Specification,
+            container=self._component_container(request.Specification, region),
+            copies=request.RuntimeConfig.CopyCount,
+        )
+        if not self.state.components.insert(record):
+            raise already_exists("inference component", record.arn)
+        self.wake()
+        return {"InferenceComponentArn": record.arn}
+
+    def describe_inference_component(self, body: Body, region: str) -> Body:
+        return views.component(self._component(parse(ComponentNameInput, body).InferenceComponentName), self.copies)
+
+    def delete_inference_component(self, body: Body, region: str) -> Body:
+        record = self._component(parse(ComponentNameInput, body).InferenceComponentName)
+        self._put_component(record, status="Deleting")
+        return {}
+
+    def list_inference_components(self, body: Body, region: str) -> Body:
+        rows = [views.component_row(r) for r in self.state.components.all()]
+        return self._list(body, "InferenceComponents", rows)
+
+    def update_inference_component(self, body: Body, region: str) -> Body:
+        request = parse(UpdateInferenceComponentInput, body)
+        record = self._component(request.InferenceComponentName)
+        if record.status in IN_PROGRESS:
+            raise ValidationError(
+                f'Cannot update in-progress inference component "{record.arn}" ({record.status}): wait until it is '
+                "InService or Failed."
+            )
+        change: dict[str, Any] = {"status": "Updating"}
+        if request.Specification is not None:
+            change |= {"specification": request.Specification, "model_dir": None,
+                       "container": self._component_container(request.Specification, region)}
+        if request.RuntimeConfig is not None:
+            change["copies"] = request.RuntimeConfig.CopyCount
+        self._put_component(record, **change)
+        return {"InferenceComponentArn": record.arn}
+
+    def update_inference_component_runtime_config(self, body: Body, region: str) -> Body:
+        request = parse(UpdateInferenceComponentRuntimeConfigInput, body)
+        record = self._component(request.InferenceComponentName)
+        if record.status == "Deleting":
+            raise ValidationError(f'Inference component "{record.name}" is being deleted; it cannot be scaled.')
+        # Scaling a component that is still being created keeps it Creating; otherwise it updates.
+        status = "Creating" if record.status == "Creating" else "Updating"
+        self._put_component(record, status=status, copies=request.DesiredRuntimeConfig.CopyCount)
+        return {"InferenceComponentArn": record.arn}
+
+    # ---- helpers
+
+    def _model(self, name: str, region: str) -> ModelRecord:
+        record = self.state.models.get(name)
+        if record is None:
+            raise not_found("model", arn("model", name, region))
+        return record
+
+    def _config(self, name: str) -> ConfigRecord:
+        record = self.state.configs.get(name)
+        if record is None:
+            raise not_found("endpoint configuration", name)
+        return record
+
+    def _endpoint(self, name: str) -> EndpointRecord:
+        record = self.state.endpoints.get(name)
+        if record is None:
+            raise not_found("endpoint", name)
+        return record
+
+    def _component(self, name: str) -> ComponentRecord:
+        record = self.state.components.get(name)
+        if record is None:
+            raise not_found("inference component", name)
+        return record
+
+    def _variants(self, config_name: str, region: str) -> tuple[VariantRecord, ...]:
+        """The config's variants with a snapshot of each one's model, as the endpoint will keep them."""
+        variants = []
+        for variant in self._config(config_name).request.ProductionVariants:
+            container = None
+            if variant.ModelName is not None:
+                container = self._model(variant.ModelName, region).request.container
+            variants.append(VariantRecord(
+                name=variant.VariantName, instance_type=variant.InstanceType or "",
+                instance_count=variant.InitialInstanceCount or 1, weight=variant.weight, model=variant.ModelName,
+                container=container,
+            ))
+        return tuple(variants)
+
+    def _component_variant(self, endpoint: EndpointRecord, wanted: str | None) -> str:
+        if not endpoint.hosts_components:
+            raise ValidationError(
+                f'Endpoint "{endpoint.name}" serves a model directly (its endpoint config names a ModelName): '
+                "inference components need an endpoint whose config names no ModelName in its variants."
+            )
+        names = [v.name for v in endpoint.variants]
+        if wanted is None:
+            if len(names) > 1:
+                raise ValidationError(f'Endpoint "{endpoint.name}" has variants {names}: give VariantName.')
+            return names[0]
+        if wanted not in names:
+            raise ValidationError(f'Endpoint "{endpoint.name}" has no variant "{wanted}"; its variants: {names}.')
+        return wanted
+
+    def _component_container(self, spec: ComponentSpec, region: str) -> ContainerSpec:
+        """The model's container with the component's own Image and Environment over it."""
+        base = self._model(spec.ModelName, region).request.container if spec.ModelName else ContainerSpec()
+        own = spec.Container
+        if own is not None:
+            base = base.model_copy(update={
+                "Image": own.Image or base.Image, "Environment": {**base.Environment, **own.Environment},
+            })
+        _check_source(base, own.ArtifactUrl if own else None)
+        return base
+
+    def _check_keeps_components(self, record: EndpointRecord, config: str, variants: tuple[VariantRecord, ...]) -> None:
+        """An endpoint's new config must still be able to host the components it has."""
+        names = {v.name: v for v in variants}
+        for hosted in self.state.components.all():
+            if hosted.endpoint.lower() != record.name.lower():
+                continue
+            variant = names.get(hosted.variant)
+            if variant is None or variant.model is not None:
+                raise ValidationError(
+                    f'Inference component "{hosted.name}" runs on variant "{hosted.variant}", which endpoint config '
+                    f'"{config}" does not offer to components: keep that variant without a ModelName, or delete the '
+                    "component first."
+                )
+
+    def _check_not_in_progress(self, record: EndpointRecord) -> None:
+        if record.status in IN_PROGRESS:
+            raise ValidationError(
+                f'Cannot update in-progress endpoint "{record.arn}" ({record.status}): wait until it is InService, '
+                "e.g. with boto3's endpoint_in_service waiter."
+            )
+
+    def _put_endpoint(self, record: EndpointRecord, **change: Any) -> None:
+        self.state.endpoints.put(record.model_copy(update={**change, "modified": self.clock(), "failure_reason": ""}))
+        self.wake()
+
+    def _put_component(self, record: ComponentRecord, **change: Any) -> None:
+        self.state.components.put(record.model_copy(update={**change, "modified": self.clock(), "failure_reason": ""}))
+        self.wake()
+
+    def _list(self, body: Body, key: str, rows: list[Row]) -> Body:
+        items, token = page(rows, parse(ListInput, body))
+        return {key: items, **({"NextToken": token} if token else {})}
+
+
+def _check_source(container: ContainerSpec, artifact_url: str | None = None) -> None:
+    try:
+        source_of(container, artifact_url)
+    except NoModelData as error:
+        raise ValidationError(str(error)) from None
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
+
+
+OPERATIONS = (
+    "CreateModel", "DescribeModel", "DeleteModel", "ListModels",
+    "CreateEndpointConfig", "DescribeEndpointConfig", "DeleteEndpointConfig", "ListEndpointConfigs",
+    "CreateEndpoint", "DescribeEndpoint", "DeleteEndpoint", "ListEndpoints", "UpdateEndpoint",
+    "UpdateEndpointWeightsAndCapacities",
+    "CreateInferenceComponent", "DescribeInferenceComponent", "DeleteInferenceComponent", "ListInferenceComponents",
+    "UpdateInferenceComponent", "UpdateInferenceComponentRuntimeConfig",
+)

@@ -1,0 +1,140 @@
+"""What Describe* and List* return, shaped as botocore's output shapes want (required members always set,
+timestamps as epoch seconds)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pier.backends.base import CopyState, CopyStatus
+from pier.control.desired import classic_workload
+from pier.control.listing import Row
+from pier.control.names import arn
+from pier.control.records import (
+    ComponentRecord,
+    ConfigRecord,
+    EndpointRecord,
+    ModelRecord,
+    VariantRecord,
+)
+
+Copies = Callable[[str], list[CopyStatus]]
+
+
+def ready(copies: list[CopyStatus]) -> int:
+    return sum(1 for c in copies if c.state is CopyState.READY)
+
+
+def region(record_arn: str) -> str:
+    return record_arn.split(":")[3]
+
+
+def model(record: ModelRecord) -> dict[str, Any]:
+    return {**record.request.wire(), "ModelArn": record.arn, "CreationTime": record.created}
+
+
+def config(record: ConfigRecord) -> dict[str, Any]:
+    return {**record.request.wire(), "EndpointConfigArn": record.arn, "CreationTime": record.created}
+
+
+def endpoint(record: EndpointRecord, copies: Copies) -> dict[str, Any]:
+    described: dict[str, Any] = {
+        "EndpointName": record.name,
+        "EndpointArn": record.arn,
+        "EndpointConfigName": record.config_name,
+        "ProductionVariants": [_variant(record, v, copies) for v in record.variants],
+        "EndpointStatus": record.status,
+        "CreationTime": record.created,
+        "LastModifiedTime": record.modified,
+    }
+    if record.failure_reason:
+        described["FailureReason"] = record.failure_reason
+    return described
+
+
+def _variant(record: EndpointRecord, variant: VariantRecord, copies: Copies) -> dict[str, Any]:
+    if variant.model is not None:
+        current = ready(copies(classic_workload(record.name, variant.name)))
+    else:  # an endpoint for components: its instances are budgets on this host, there as soon as it exists
+        current = 0 if record.status == "Creating" else variant.instance_count
+    summary: dict[str, Any] = {
+        "VariantName": variant.name,
+        "CurrentWeight": variant.weight,
+        "DesiredWeight": variant.weight,
+        "CurrentInstanceCount": current,
+        "DesiredInstanceCount": variant.instance_count,
+    }
+    image = variant.container.Image if variant.container else None
+    if image:
+        summary["DeployedImages"] = [_deployed(image, record.created)]
+    return summary
+
+
+def _deployed(image: str, when: float) -> dict[str, Any]:
+    # pier runs its own model server for every image; the image is recorded as the user named it.
+    return {"SpecifiedImage": image, "ResolvedImage": image, "ResolutionTime": when}
+
+
+def component(record: ComponentRecord, copies: Copies) -> dict[str, Any]:
+    running = copies(record.name)
+    described: dict[str, Any] = {
+        "InferenceComponentName": record.name,
+        "InferenceComponentArn": record.arn,
+        "EndpointName": record.endpoint,
+        "EndpointArn": arn("endpoint", record.endpoint, region(record.arn)),
+        "VariantName": record.variant,
+        "Specification": _specification(record),
+        "RuntimeConfig": {"DesiredCopyCount": record.copies, "CurrentCopyCount": ready(running)},
+        "CreationTime": record.created,
+        "LastModifiedTime": record.modified,
+        "InferenceComponentStatus": record.status,
+    }
+    if record.failure_reason:
+        described["FailureReason"] = record.failure_reason
+    return described
+
+
+def _specification(record: ComponentRecord) -> dict[str, Any]:
+    given = record.specification.wire()
+    spec: dict[str, Any] = {k: v for k, v in given.items() if k != "Container"}
+    container = record.specification.Container
+    if container is not None:
+        summary: dict[str, Any] = {"Environment": container.Environment}
+        if container.ArtifactUrl:
+            summary["ArtifactUrl"] = container.ArtifactUrl
+        if container.Image:
+            summary["DeployedImage"] = _deployed(container.Image, record.created)
+        spec["Container"] = summary
+    return spec
+
+
+# ---- List* rows
+
+
+def model_row(record: ModelRecord) -> Row:
+    summary = {"ModelName": record.name, "ModelArn": record.arn, "CreationTime": record.created}
+    return Row(record.name, record.created, summary)
+
+
+def config_row(record: ConfigRecord) -> Row:
+    summary = {"EndpointConfigName": record.name, "EndpointConfigArn": record.arn, "CreationTime": record.created}
+    return Row(record.name, record.created, summary)
+
+
+def endpoint_row(record: EndpointRecord) -> Row:
+    summary = {
+        "EndpointName": record.name, "EndpointArn": record.arn, "CreationTime": record.created,
+        "LastModifiedTime": record.modified, "EndpointStatus": record.status,
+    }
+    return Row(record.name, record.created, summary, record.modified, record.status)
+
+
+def component_row(record: ComponentRecord) -> Row:
+    summary = {
+        "InferenceComponentName": record.name, "InferenceComponentArn": record.arn,
+        "EndpointName": record.endpoint, "EndpointArn": arn("endpoint", record.endpoint, region(record.arn)),
+        "VariantName": record.variant, "InferenceComponentStatus": record.status,
+        "CreationTime": record.created, "LastModifiedTime": record.modified,
+    }
+    labels = {"EndpointName": record.endpoint, "VariantName": record.variant}
+    return Row(record.name, record.created, summary, record.modified, record.status, labels)
