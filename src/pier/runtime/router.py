@@ -1,0 +1,145 @@
+"""Which copy answers a request: the least busy ready copy, unless one that recently served the same
+prompt prefix is nearly as free (its prefix cache then skips recomputing that prefix).
+
+`choose()` is the decision, pure over a snapshot. `Router` owns the state it decides on: outstanding
+requests per copy (counted around each request by a `Lease`), when each copy was last chosen (equal
+loads take turns), and the prefix blocks each copy served (a bounded LRU, dropped when its process changes).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+
+from pier.backends.base import CopyState, CopyStatus
+
+DEFAULT_SLACK = 4  # how many more outstanding requests a prefix-affine copy may have than the least busy one
+DEFAULT_REMEMBERED = 4096  # prefix blocks remembered per copy
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One copy as the router sees it at the moment of a decision."""
+
+    copy: CopyStatus
+    outstanding: int = 0
+    last_chosen: int = 0  # the router's pick counter when this copy was last chosen; 0 = never
+    cached: Collection[str] = ()  # prefix blocks this copy served (see pier.runtime.prefix)
+
+
+def choose(candidates: Sequence[Candidate], prefix: Sequence[str] = (), *, slack: int = DEFAULT_SLACK
+           ) -> CopyStatus | None:
+    """The ready copy to send a request to, or None when no copy is ready.
+
+    `prefix` is the request's cumulative prefix blocks, shortest first. Among ready copies at most `slack`
+    requests busier than the least busy, the one that served the longest run of those blocks wins; with no
+    such copy, the least busy. Ties go to the copy chosen longest ago, then to the lowest copy id."""
+    ready = [c for c in candidates if c.copy.state is CopyState.READY and c.copy.url]
+    if not ready:
+        return None
+    least = min(c.outstanding for c in ready)
+    matches = {c.copy.copy_id: matched_blocks(c.cached, prefix) for c in ready}
+    affine = [c for c in ready if c.outstanding <= least + slack and matches[c.copy.copy_id] > 0]
+    if affine:
+        longest = max(matches[c.copy.copy_id] for c in affine)
+        ready = [c for c in affine if matches[c.copy.copy_id] == longest]
+    return min(ready, key=lambda c: (c.outstanding, c.last_chosen, c.copy.copy_id)).copy
+
+
+def matched_blocks(cached: Collection[str], prefix: Sequence[str]) -> int:
+    """How many leading blocks of `prefix` the copy has served."""
+    count = 0
+    for block in prefix:
+        if block not in cached:
+            break
+        count += 1
+    return count
+
+
+@dataclass
+class _CopyLoad:
+    pid: int | None
+    outstanding: int = 0
+    last_chosen: int = 0
+    cached: OrderedDict[str, None] = field(default_factory=OrderedDict)
+
+
+class Lease:
+    """One request on one copy: counted as outstanding until released (releasing twice is harmless)."""
+
+    def __init__(self, copy: CopyStatus, load: _CopyLoad) -> None:
+        self.copy = copy
+        self._load: _CopyLoad | None = load
+
+    def release(self) -> None:
+        if self._load is not None:
+            self._load.outstanding -= 1
+            self._load = None
+
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release()
+
+
+class Router:
+    """Routing state for the copies of one component. Used from one event loop: no locks needed."""
+
+    def __init__(self, *, slack: int = DEFAULT_SLACK, remembered: int = DEFAULT_REMEMBERED) -> None:
+        self.slack = slack
+        self.remembered = remembered
+        self._loads: dict[str, _CopyLoad] = {}
+        self._picks = 0
+
+    def pick(self, copies: Sequence[CopyStatus], prefix: Sequence[str] = (), *, exclude: Collection[str] = ()
+             ) -> Lease | None:
+        """Choose a copy (skipping `exclude`d ids) and count the request on it until the lease is released."""
+        self._sync(copies)
+        candidates = [self._candidate(c) for c in copies if c.copy_id not in exclude]
+        chosen = choose(candidates, prefix, slack=self.slack)
+        if chosen is None:
+            return None
+        load = self._loads[chosen.copy_id]
+        self._picks += 1
+        load.last_chosen = self._picks
+        load.outstanding += 1
+        self._remember(load, prefix)
+        return Lease(chosen, load)
+
+    def outstanding(self, copy_id: str) -> int:
+        load = self._loads.get(copy_id)
+        return load.outstanding if load else 0
+
+    @property
+    def idle(self) -> bool:
+        return all(load.outstanding == 0 for load in self._loads.values())
+
+    def _sync(self, copies: Sequence[CopyStatus]) -> None:
+        """Track new copies, forget idle ones that are gone, and forget what a restarted process had cached."""
+        present = {c.copy_id: c for c in copies}
+        for copy_id in [i for i, load in self._loads.items() if i not in present and load.outstanding == 0]:
+            del self._loads[copy_id]
+        for copy_id, copy in present.items():
+            load = self._loads.setdefault(copy_id, _CopyLoad(pid=copy.pid))
+            if load.pid != copy.pid:
+                load.pid = copy.pid
+                load.cached.clear()
+
+    def _candidate(self, copy: CopyStatus) -> Candidate:
+        load = self._loads[copy.copy_id]
+        return Candidate(copy, load.outstanding, load.last_chosen, load.cached.keys())
+
+    def _remember(self, load: _CopyLoad, prefix: Sequence[str]) -> None:
+        # Remembered when chosen, not when answered: a request with the same prefix arriving meanwhile
+        # follows it, and the copy's engine lets it wait for the prefix instead of computing it twice.
+        # Shortest last, so it is the most recent: eviction takes the long tails of a chain first.
+        for block in reversed(prefix):
+            load.cached[block] = None
+            load.cached.move_to_end(block)
+        while len(load.cached) > self.remembered:
+            load.cached.popitem(last=False)

@@ -1,0 +1,130 @@
+from __future__ import annotations
+
+import pytest
+
+from pier.backends.base import CopyState, CopyStatus
+from pier.runtime.router import Candidate, Router, choose, matched_blocks
+
+
+def copy(copy_id: str, state: CopyState = CopyState.READY, pid: int | None = 1) -> CopyStatus:
+    return CopyStatus(copy_id, "ic", state, url=f"http://127.0.0.1/{copy_id}", pid=pid)
+
+
+def cand(copy_id: str, outstanding: int = 0, last: int = 0, cached: tuple[str, ...] = (),
+         state: CopyState = CopyState.READY) -> Candidate:
+    return Candidate(copy(copy_id, state), outstanding, last, frozenset(cached))
+
+
+CHOOSE_CASES = [
+    # (name, candidates, prefix, slack, expected)
+    ("none", [], (), 4, None),
+    ("none ready", [cand("a", state=CopyState.STARTING), cand("b", state=CopyState.RESTARTING)], (), 4, None),
+    ("only ready", [cand("a", state=CopyState.STARTING), cand("b", 9)], (), 4, "b"),
+    ("least outstanding", [cand("a", 3), cand("b", 1), cand("c", 2)], (), 4, "b"),
+    ("tie: chosen longest ago", [cand("a", 1, last=7), cand("b", 1, last=3)], (), 4, "b"),
+    ("tie: never chosen first", [cand("a", 0, last=1), cand("b", 0, last=0)], (), 4, "b"),
+    ("tie: lowest id", [cand("b"), cand("a")], (), 4, "a"),
+    ("affinity within slack", [cand("a", 0), cand("b", 4, cached=("p1",))], ("p1",), 4, "b"),
+    ("affinity past slack", [cand("a", 0), cand("b", 5, cached=("p1",))], ("p1",), 4, "a"),
+    ("no slack: affinity only at equal load", [cand("a", 0), cand("b", 1, cached=("p1",))], ("p1",), 0, "a"),
+    ("longest match wins", [cand("a", 0, cached=("p1",)), cand("b", 2, cached=("p1", "p2"))], ("p1", "p2"), 4, "b"),
+    ("equal match: least busy", [cand("a", 2, cached=("p1",)), cand("b", 1, cached=("p1",))], ("p1", "p2"), 4, "b"),
+    ("match must be leading", [cand("a", 1), cand("b", 0, cached=("p2",))], ("p1", "p2"), 4, "b"),
+    ("leading beats deeper-only", [cand("a", 1, cached=("p1",)), cand("b", 0, cached=("p2",))], ("p1", "p2"), 4, "a"),
+    ("affine copy not ready", [cand("a", 3), cand("b", 0, cached=("p1",), state=CopyState.STARTING)], ("p1",), 4, "a"),
+    ("no prefix: plain least busy", [cand("a", 1, cached=("p1",)), cand("b", 0)], (), 4, "b"),
+]
+
+
+@pytest.mark.parametrize(("candidates", "prefix", "slack", "expected"),
+                         [case[1:] for case in CHOOSE_CASES], ids=[case[0] for case in CHOOSE_CASES])
+def test_choose(candidates: list[Candidate], prefix: tuple[str, ...], slack: int, expected: str | None) -> None:
+    chosen = choose(candidates, prefix, slack=slack)
+    assert (chosen.copy_id if chosen else None) == expected
+
+
+def test_a_ready_copy_without_url_is_not_chosen() -> None:
+    assert choose([Candidate(CopyStatus("a", "ic", CopyState.READY, url=None))]) is None
+
+
+@pytest.mark.parametrize(
+    ("cached", "prefix", "expected"),
+    [((), (), 0), (("a",), (), 0), (("a", "b"), ("a", "b", "c"), 2), (("b", "c"), ("a", "b", "c"), 0),
+     (("a", "c"), ("a", "b", "c"), 1)],
+)
+def test_matched_blocks(cached: tuple[str, ...], prefix: tuple[str, ...], expected: int) -> None:
+    assert matched_blocks(set(cached), prefix) == expected
+
+
+def test_router_spreads_concurrent_requests_and_counts_them() -> None:
+    router, copies = Router(), [copy("a"), copy("b")]
+    leases = [router.pick(copies) for _ in range(4)]
+    assert [lease.copy.copy_id for lease in leases if lease] == ["a", "b", "a", "b"]
+    assert router.outstanding("a") == router.outstanding("b") == 2
+    for lease in leases:
+        assert lease is not None
+        lease.release()
+        lease.release()  # harmless
+    assert router.outstanding("a") == router.outstanding("b") == 0 and router.idle
+
+
+def test_router_takes_turns_when_requests_come_one_at_a_time() -> None:
+    router, copies = Router(), [copy("a"), copy("b"), copy("c")]
+    order = []
+    for _ in range(6):
+        with router.pick(copies) as lease:  # type: ignore[union-attr]
+            order.append(lease.copy.copy_id)
+    assert order == ["a", "b", "c", "a", "b", "c"]
+
+
+def test_router_follows_a_prefix_until_that_copy_is_much_busier() -> None:
+    router, copies = Router(slack=2), [copy("a"), copy("b")]
+    router.pick(copies, ("x",))  # to a, which then has 1 outstanding
+    chosen = []
+    for _ in range(5):
+        lease = router.pick(copies, ("p", "q"))
+        assert lease is not None
+        chosen.append(lease.copy.copy_id)
+    # b while it has at most 1 + 2 outstanding before the pick; then the prefix spills over to a.
+    assert chosen == ["b", "b", "b", "b", "a"]
+    assert router.outstanding("b") == 4 and router.outstanding("a") == 2
+
+
+def test_router_excludes_copies_already_tried() -> None:
+    router, copies = Router(), [copy("a"), copy("b")]
+    lease = router.pick(copies, exclude={"a"})
+    assert lease is not None and lease.copy.copy_id == "b"
+    assert router.pick(copies, exclude={"a", "b"}) is None
+
+
+def test_a_restarted_copy_forgets_its_prefixes() -> None:
+    router = Router()
+    with router.pick([copy("a", pid=1), copy("b", pid=2)], ("p",)) as first:  # type: ignore[union-attr]
+        assert first.copy.copy_id == "a"
+    with router.pick([copy("a", pid=1), copy("b", pid=2)], ("p",)) as again:  # type: ignore[union-attr]
+        assert again.copy.copy_id == "a"
+    with router.pick([copy("a", pid=9), copy("b", pid=2)], ("p",)) as after:  # type: ignore[union-attr]
+        assert after.copy.copy_id == "b"  # a's cache died with its process; b was chosen longest ago
+
+
+def test_remembered_prefixes_are_bounded_and_evict_long_tails_first() -> None:
+    router = Router(remembered=3)
+    copies = [copy("a")]
+    router.pick(copies, ("p1", "p2", "p3"))
+    router.pick(copies, ("q1", "q2"))
+    b = [copy("a"), copy("b")]
+    # a keeps q1, q2 and p1 (the shortest of the older chain); p2 and p3 are gone.
+    lease = router.pick(b, ("p1", "p2", "p3"))
+    assert lease is not None and lease.copy.copy_id == "a"
+
+
+def test_gone_idle_copies_are_forgotten_busy_ones_kept() -> None:
+    router = Router()
+    busy = router.pick([copy("a")])
+    router.pick([copy("b")])
+    router.pick([copy("c")])  # b is gone but still outstanding
+    assert busy is not None
+    assert router.outstanding("a") == 1
+    busy.release()
+    router.pick([copy("c")])
+    assert router.outstanding("a") == 0 and "a" not in router._loads
