@@ -1,0 +1,190 @@
+"""The errors an invocation can end with, and their wire shapes: SageMaker runtime and OpenAI.
+
+SageMaker clients (botocore's rest-json parser) read the code from the `x-amzn-ErrorType` header and the
+message from `message` in the JSON body; ModelError's extra members ride in the body under their
+modelled names. OpenAI clients read `{"error": {"message", "type", "param", "code"}}`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from fastapi.responses import JSONResponse
+
+from pier.errors import GenerationFailed, InvalidRequest, Overloaded, PierError
+
+REQUEST_ID = "x-amzn-RequestId"
+ERROR_TYPE = "x-amzn-ErrorType"
+RETRY_AFTER_S = 1
+
+
+class InvocationError(PierError):
+    """An invocation that ends before (or instead of) the model's answer."""
+
+    error_type: ClassVar[str] = "InternalFailure"  # SageMaker's x-amzn-ErrorType
+    status: ClassVar[int] = 500
+    openai_status: int = 500
+    openai_type: ClassVar[str] = "server_error"
+
+    def members(self) -> dict[str, Any]:
+        """Modelled members of the SageMaker error shape besides the message."""
+        return {}
+
+
+class InternalFailure(InvocationError):
+    code = "internal_error"
+
+
+class InvalidInvocation(InvocationError, InvalidRequest):
+    """SageMaker's ValidationError: retrying the same request fails again."""
+
+    error_type = "ValidationError"
+    status = 400
+    openai_status = 400
+    openai_type = "invalid_request_error"
+    code = "invalid_request"
+
+
+class PayloadTooLarge(InvalidInvocation):
+    status = 413
+    openai_status = 413
+    code = "request_too_large"
+
+
+class EndpointNotFound(InvalidInvocation):
+    openai_status = 404
+    code = "model_not_found"
+
+    def __init__(self, endpoint: str, account: str) -> None:
+        # boto3 users match on this exact sentence, as SageMaker words it.
+        super().__init__(f"Endpoint {endpoint} of account {account} not found.")
+
+
+class Throttled(InvocationError, Overloaded):
+    """Too many requests for this component right now. HTTP 400, as SageMaker sends it; boto3 retries it."""
+
+    error_type = "ThrottlingException"
+    status = 400
+    openai_status = 429
+    openai_type = "rate_limit_error"
+    code = "overloaded"
+
+
+class ModelNotReady(InvocationError):
+    """Copies exist but are still loading the model."""
+
+    error_type = "ModelNotReadyException"
+    status = 429
+    openai_status = 503
+    openai_type = "service_unavailable_error"
+    code = "model_not_ready"
+
+
+class ServiceUnavailable(InvocationError):
+    """No copy can take the request (none placed, all restarting or failed, or none reachable)."""
+
+    error_type = "ServiceUnavailable"
+    status = 503
+    openai_status = 503
+    openai_type = "service_unavailable_error"
+    code = "service_unavailable"
+
+
+class ModelError(InvocationError, GenerationFailed):
+    """The copy answered with an error status, ran past the deadline (original status 0, as SageMaker
+    reports a timeout) or dropped the connection."""
+
+    error_type = "ModelError"
+    status = 424
+    openai_status = 502
+    code = "model_error"
+
+    def __init__(self, message: str, *, original_status: int, original_message: str, log_stream_arn: str,
+                 openai_status: int | None = None) -> None:
+        super().__init__(message)
+        self.original_status = original_status
+        self.original_message = original_message
+        self.log_stream_arn = log_stream_arn
+        if openai_status is not None:
+            self.openai_status = openai_status
+
+    def members(self) -> dict[str, Any]:
+        return {
+            "OriginalStatusCode": self.original_status, "OriginalMessage": self.original_message,
+            "LogStreamArn": self.log_stream_arn,
+        }
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Which copy an answer came from, for ModelError's message and LogStreamArn."""
+
+    endpoint: str
+    variant: str
+    copy_id: str
+    region: str
+    account: str
+
+    @property
+    def log_stream_arn(self) -> str:
+        return (
+            f"arn:aws:logs:{self.region}:{self.account}:log-group:/aws/sagemaker/Endpoints/{self.endpoint}"
+            f":log-stream:{self.variant}/{self.copy_id}"
+        )
+
+    def _error(self, status: int, original: str, openai_status: int | None = None) -> ModelError:
+        kind = "client" if 400 <= status < 500 else "server"
+        message = (
+            f'Received {kind} error ({status}) from primary with message "{original}". See the log of copy '
+            f"{self.copy_id} of endpoint {self.endpoint} for more information."
+        )
+        return ModelError(message, original_status=status, original_message=original,
+                          log_stream_arn=self.log_stream_arn, openai_status=openai_status)
+
+    def answered(self, status: int, body: bytes) -> ModelError:
+        """The copy answered `status` with `body`."""
+        return self._error(status, body.decode("utf-8", "replace"))
+
+    def timed_out(self, deadline_s: float) -> ModelError:
+        # SageMaker reports a model that runs out of time as status 0.
+        return self._error(0, (
+            f"Your invocation timed out: the model did not answer within {deadline_s:.1f} s, and it was stopped "
+            "so that this error reaches you before your client gives up. Ask for fewer tokens, send a shorter "
+            "prompt, use the streaming route, or raise the endpoint's invocation deadline."
+        ), openai_status=424)
+
+    def broken(self, error: BaseException) -> ModelError:
+        return self._error(0, (
+            f"The connection to copy {self.copy_id} broke before its answer was complete ({type(error).__name__}: "
+            f"{error}); the copy may have crashed and is being restarted. Retry the request."
+        ))
+
+
+def as_invocation_error(error: BaseException) -> InvocationError:
+    if isinstance(error, InvocationError):
+        return error
+    return InternalFailure(
+        f"Internal error in the gateway ({type(error).__name__}: {error}); this is a pier bug, please report "
+        "it with the request. Retrying may work."
+    )
+
+
+def sagemaker_error(error: BaseException, request_id: str) -> JSONResponse:
+    failure = as_invocation_error(error)
+    headers = {ERROR_TYPE: failure.error_type, REQUEST_ID: request_id}
+    if failure.status in {429, 503}:
+        headers["Retry-After"] = str(RETRY_AFTER_S)
+    return JSONResponse({"message": failure.message, **failure.members()}, failure.status, headers)
+
+
+def openai_error(error: BaseException, request_id: str) -> JSONResponse:
+    failure = as_invocation_error(error)
+    headers = {"x-request-id": request_id}
+    if failure.openai_status in {429, 503}:
+        headers["Retry-After"] = str(RETRY_AFTER_S)
+    return JSONResponse(openai_error_body(failure), failure.openai_status, headers)
+
+
+def openai_error_body(failure: InvocationError) -> dict[str, Any]:
+    return {"error": {"message": failure.message, "type": failure.openai_type, "param": None, "code": failure.code}}
