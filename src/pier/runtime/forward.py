@@ -1,0 +1,145 @@
+"""One request to one copy: a turn (admission), a copy (router), the HTTP exchange, all under a deadline.
+
+A copy that cannot be reached is skipped for another; a request that reached a copy is never sent twice,
+since it may be running. Leaving the exchange closes the upstream request, which stops the copy's work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+
+import httpx
+
+from pier.runtime.admission import Admission, AdmissionLimits
+from pier.runtime.errors import ModelError, Origin, ServiceUnavailable
+from pier.runtime.eventstream import StreamErrorCode
+from pier.runtime.router import Router
+from pier.runtime.settings import RuntimeSettings
+from pier.runtime.target import Target
+from pier.runtime.upstream import CopyUnreachable, Upstream
+
+log = logging.getLogger(__name__)
+MAX_ROUTERS = 256  # idle routers of components beyond this many are dropped
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request on its way to a copy."""
+
+    endpoint: str
+    target: Target
+    path: str
+    body: bytes
+    headers: Mapping[str, str]
+    prefix: tuple[str, ...]  # see pier.runtime.prefix
+    deadline: float | None  # event-loop time; None leaves it to the copy's own deadline
+    deadline_s: float | None  # the same, as the number of seconds users configured
+
+
+@dataclass(frozen=True)
+class Exchange:
+    origin: Origin
+    response: httpx.Response  # status and headers arrived; the body is still to be read
+
+
+class StreamEnded(Exception):
+    """The copy's answer stopped short after it had begun: out of time, or the connection broke."""
+
+    def __init__(self, error: ModelError, code: StreamErrorCode) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.code = code
+
+
+class Forwarder:
+    def __init__(self, settings: RuntimeSettings, client: httpx.AsyncClient | None = None) -> None:
+        self.settings = settings
+        self.admission = Admission(AdmissionLimits(settings.queue, settings.queue_timeout_s))
+        self.upstream = Upstream(client, connect_timeout_s=settings.connect_timeout_s)
+        self._routers: dict[str, Router] = {}
+
+    async def aclose(self) -> None:
+        await self.upstream.aclose()
+
+    @asynccontextmanager
+    async def exchange(self, call: Call) -> AsyncIterator[Exchange]:
+        """A turn, a copy and its answer's status and headers, all held until the block ends."""
+        ready = call.target.ready()
+        if not ready:
+            raise call.target.unavailable(call.endpoint)
+        limit = len(ready) * self.settings.per_copy_concurrency
+        async with self.admission.slot(call.target.component, limit, self._wait_s(call)):
+            router = self.router(call.target.component)
+            tried: list[str] = []
+            while (lease := router.pick(call.target.copies, call.prefix, exclude=tried)) is not None:
+                with lease:
+                    origin = self._origin(call, lease.copy.copy_id)
+                    try:
+                        with model_errors(origin, call):
+                            async with asyncio.timeout_at(call.deadline):
+                                response = await self.upstream.send(lease.copy, call.path, call.body, call.headers)
+                    except CopyUnreachable as error:
+                        log.warning("%s; trying another copy", error)
+                        tried.append(lease.copy.copy_id)
+                        continue
+                    try:
+                        yield Exchange(origin, response)
+                    finally:
+                        await response.aclose()
+                    return
+            raise ServiceUnavailable(
+                f"No copy of {call.target.component} on endpoint {call.endpoint} accepted the connection (tried "
+                f"{', '.join(tried)}); they may be restarting. Retry shortly."
+            )
+
+    async def read(self, exchange: Exchange, call: Call) -> bytes:
+        """The whole body within the deadline."""
+        with model_errors(exchange.origin, call):
+            async with asyncio.timeout_at(call.deadline):
+                return await exchange.response.aread()
+
+    async def relay(self, exchange: Exchange, call: Call) -> AsyncIterator[bytes]:
+        """The body as it arrives; raises StreamEnded when it cannot finish."""
+        chunks = exchange.response.aiter_raw()
+        try:
+            while True:
+                # The timeout wraps the wait only, never a yield: the consumer's time is not the copy's.
+                async with asyncio.timeout_at(call.deadline):
+                    chunk = await anext(chunks, None)
+                if chunk is None:
+                    return
+                yield chunk
+        except TimeoutError:
+            raise StreamEnded(exchange.origin.timed_out(call.deadline_s or 0.0), StreamErrorCode.TIMEOUT) from None
+        except httpx.TransportError as error:
+            raise StreamEnded(exchange.origin.broken(error), StreamErrorCode.BROKEN) from None
+
+    def router(self, component: str) -> Router:
+        if len(self._routers) > MAX_ROUTERS:
+            for name in [n for n, r in self._routers.items() if r.idle and n != component]:
+                del self._routers[name]
+        return self._routers.setdefault(component, Router(slack=self.settings.affinity_slack))
+
+    def _wait_s(self, call: Call) -> float:
+        wait = self.settings.queue_timeout_s
+        if call.deadline is not None:
+            wait = min(wait, call.deadline - asyncio.get_running_loop().time())
+        return wait
+
+    def _origin(self, call: Call, copy_id: str) -> Origin:
+        return Origin(call.endpoint, call.target.variant, copy_id, self.settings.region, self.settings.account)
+
+
+@contextmanager
+def model_errors(origin: Origin, call: Call) -> Iterator[None]:
+    """A copy that runs out of time or drops the connection before its answer began is a ModelError."""
+    try:
+        yield
+    except TimeoutError:
+        raise origin.timed_out(call.deadline_s or 0.0) from None
+    except httpx.TransportError as error:
+        raise origin.broken(error) from None

@@ -1,0 +1,136 @@
+"""The SageMaker runtime over copies: InvokeEndpoint and InvokeEndpointWithResponseStream, plus OpenAI
+passthrough, as methods the gateway's routes call (pier.runtime.routes mounts them).
+
+SageMaker semantics: a copy's error status becomes ModelError 424 (with the copy's status and body); no
+ready copy is ModelNotReadyException 429 (loading) or ServiceUnavailable 503; a full queue is
+ThrottlingException. The deadline counts from the request's arrival, so its error reaches a client whose
+read timeout is the same number (boto3's 60 s) before that client retries the whole request. In a stream,
+an error after the 200 is the last event: a ModelStreamError or InternalStreamFailure frame.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncGenerator
+from contextlib import AsyncExitStack
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive
+
+from pier.runtime import eventstream, openai
+from pier.runtime.disconnect import CLIENT_CLOSED_REQUEST, ClientGone, unless_disconnected
+from pier.runtime.errors import REQUEST_ID, as_invocation_error, sagemaker_error
+from pier.runtime.forward import Call, Exchange, Forwarder, StreamEnded
+from pier.runtime.invocation import CUSTOM_ATTRIBUTES, INVOKED_VARIANT, STREAM_CONTENT_TYPE, Invocation
+from pier.runtime.prefix import request_prefix
+from pier.runtime.settings import RuntimeSettings
+from pier.runtime.streaming import ClosingStream
+from pier.runtime.target import Resolve, Target, resolve_target
+
+log = logging.getLogger(__name__)
+
+EVENT_STREAM = "application/vnd.amazon.eventstream"
+PART_BYTES = 64 * 1024  # the largest PayloadPart sent; bigger upstream chunks are split
+
+
+class RuntimeService:
+    """Owns the HTTP client to copies, the admission queues and the routers; one per gateway."""
+
+    def __init__(self, resolve: Resolve, settings: RuntimeSettings | None = None, *,
+                 client: httpx.AsyncClient | None = None) -> None:
+        self.resolve = resolve
+        self.settings = settings or RuntimeSettings()
+        self.forwarder = Forwarder(self.settings, client)
+
+    async def aclose(self) -> None:
+        await self.forwarder.aclose()
+
+    async def invoke(self, invocation: Invocation, receive: Receive | None = None) -> Response:
+        """InvokeEndpoint: the copy's answer, or a SageMaker error. Given `receive` (the ASGI channel, with the
+        body already read), a client that disconnects cancels the upstream request."""
+        try:
+            work = self._invoke(invocation)
+            return await (unless_disconnected(work, receive) if receive else work)
+        except ClientGone:
+            return Response(status_code=CLIENT_CLOSED_REQUEST)
+        except Exception as error:
+            return _error(error, invocation.request_id)
+
+    async def invoke_stream(self, invocation: Invocation, receive: Receive | None = None) -> Response:
+        """InvokeEndpointWithResponseStream: the copy's bytes as PayloadPart events, as they arrive. Given
+        `receive`, a client that disconnects while its request waits for a turn or a copy cancels it."""
+        resources = AsyncExitStack()
+        try:
+            work = self._open_stream(invocation, resources)
+            call, exchange = await (unless_disconnected(work, receive) if receive else work)
+        except BaseException as error:
+            await resources.aclose()
+            if isinstance(error, ClientGone):
+                return Response(status_code=CLIENT_CLOSED_REQUEST)
+            if not isinstance(error, Exception):
+                raise
+            return _error(error, invocation.request_id)
+        headers = _answer_headers(invocation, call.target, exchange.response)
+        headers[STREAM_CONTENT_TYPE] = exchange.response.headers.get("content-type", "application/octet-stream")
+        return ClosingStream(self._frames(exchange, call), resources.aclose, headers=headers, media_type=EVENT_STREAM)
+
+    async def _open_stream(self, invocation: Invocation, resources: AsyncExitStack) -> tuple[Call, Exchange]:
+        """A copy's successful answer, started; `resources` then hold its turn, lease and connection."""
+        call = await self._call(invocation)
+        exchange = await resources.enter_async_context(self.forwarder.exchange(call))
+        if not exchange.response.is_success:
+            body = await self.forwarder.read(exchange, call)
+            raise exchange.origin.answered(exchange.response.status_code, body)
+        return call, exchange
+
+    async def openai(self, request: Request, path: str, endpoint: str | None = None) -> Response:
+        """OpenAI passthrough of `path` (/v1/chat/completions or /v1/completions) to a copy of `endpoint`, or
+        of the endpoint the body's `model` names ("ENDPOINT" or "ENDPOINT/INFERENCE_COMPONENT")."""
+        return await openai.passthrough(self.forwarder, self.resolve, request, path, endpoint)
+
+    async def _invoke(self, invocation: Invocation) -> Response:
+        call = await self._call(invocation)
+        async with self.forwarder.exchange(call) as exchange:
+            body = await self.forwarder.read(exchange, call)
+            if not exchange.response.is_success:
+                raise exchange.origin.answered(exchange.response.status_code, body)
+            headers = _answer_headers(invocation, call.target, exchange.response)
+            if "content-type" in exchange.response.headers:  # as the copy wrote it: no charset added
+                headers["Content-Type"] = exchange.response.headers["content-type"]
+            return Response(body, headers=headers)
+
+    async def _call(self, invocation: Invocation) -> Call:
+        target = await resolve_target(self.resolve, invocation.endpoint, invocation.component, invocation.variant)
+        deadline_s = self.settings.deadline_s
+        return Call(
+            invocation.endpoint, target, "/invocations", invocation.body, invocation.upstream_headers(),
+            request_prefix(invocation.body), invocation.received_at + deadline_s, deadline_s,
+        )
+
+    async def _frames(self, exchange: Exchange, call: Call) -> AsyncGenerator[bytes, None]:
+        try:
+            async for chunk in self.forwarder.relay(exchange, call):
+                for start in range(0, len(chunk), PART_BYTES):
+                    yield eventstream.payload_part(chunk[start : start + PART_BYTES])
+        except StreamEnded as ended:
+            log.warning("stream from %s ended early: %s", exchange.origin.copy_id, ended)
+            yield eventstream.model_stream_error(ended.error.message, ended.code)
+        except Exception as error:
+            log.exception("stream from %s failed", exchange.origin.copy_id)
+            yield eventstream.internal_stream_failure(as_invocation_error(error).message)
+
+
+def _answer_headers(invocation: Invocation, target: Target, response: httpx.Response) -> dict[str, str]:
+    headers = {INVOKED_VARIANT: target.variant, REQUEST_ID: invocation.request_id}
+    if CUSTOM_ATTRIBUTES in response.headers:
+        headers[CUSTOM_ATTRIBUTES] = response.headers[CUSTOM_ATTRIBUTES]
+    return headers
+
+
+def _error(error: Exception, request_id: str) -> Response:
+    failure = as_invocation_error(error)
+    if failure is not error:
+        log.error("invocation %s failed unexpectedly", request_id, exc_info=error)
+    return sagemaker_error(failure, request_id)

@@ -1,0 +1,138 @@
+"""OpenAI passthrough: /v1/chat/completions and /v1/completions forwarded to a copy unchanged.
+
+The copy speaks OpenAI itself, so its answers, errors included, pass through as they are. Errors the
+gateway raises (no copy ready, a full queue, a broken stream) take OpenAI's shape; after a stream has
+begun, as its last `data:` event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncGenerator
+from contextlib import AsyncExitStack
+
+from pydantic import BaseModel, ConfigDict
+from pydantic import ValidationError as PydanticValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive
+
+from pier.runtime.disconnect import CLIENT_CLOSED_REQUEST, ClientGone, unless_disconnected
+from pier.runtime.errors import InvalidInvocation, as_invocation_error, openai_error, openai_error_body
+from pier.runtime.forward import Call, Exchange, Forwarder, StreamEnded
+from pier.runtime.invocation import (
+    COMPONENT_NAME,
+    ENDPOINT_NAME,
+    INFERENCE_COMPONENT,
+    TARGET_VARIANT,
+    check_member,
+    read_body,
+)
+from pier.runtime.prefix import request_prefix
+from pier.runtime.streaming import ClosingStream
+from pier.runtime.target import Resolve, resolve_target
+
+REQUEST_ID = "x-request-id"
+
+
+class OpenAIBody(BaseModel):
+    """What the gateway reads of the body; the copy validates the rest."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str | None = None
+    stream: bool = False
+
+
+async def passthrough(forwarder: Forwarder, resolve: Resolve, request: Request, path: str,
+                      endpoint: str | None = None) -> Response:
+    request_id = str(uuid.uuid4())
+    received = asyncio.get_running_loop().time()
+    try:
+        body = await read_body(request, forwarder.settings.max_payload_bytes)
+        parsed = _parse(body)
+        name, component = _address(endpoint, parsed.model, request.headers.get(INFERENCE_COMPONENT))
+        target = await resolve_target(resolve, name, component, request.headers.get(TARGET_VARIANT))
+        deadline_s = forwarder.settings.openai_deadline_s
+        headers = {"Content-Type": "application/json", "X-Request-Id": request_id}
+        call = Call(name, target, path, body, headers, request_prefix(body),
+                    None if deadline_s is None else received + deadline_s, deadline_s)
+        if parsed.stream:
+            return await _stream(forwarder, call, request_id, request.receive)
+        return await unless_disconnected(_whole(forwarder, call, request_id), request.receive)
+    except ClientGone:
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
+    except Exception as error:
+        return openai_error(error, request_id)
+
+
+def _parse(body: bytes) -> OpenAIBody:
+    try:
+        return OpenAIBody.model_validate_json(body)
+    except PydanticValidationError as error:
+        problem = error.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in problem["loc"]) or "body"
+        raise InvalidInvocation(
+            f"Invalid request body: `{where}`: {problem['msg']}. Send a JSON object with `model` set to the endpoint "
+            "name."
+        ) from None
+
+
+def _address(endpoint: str | None, model: str | None, component: str | None) -> tuple[str, str | None]:
+    """The endpoint and inference component a request is for: the URL's endpoint, else `model` as
+    "ENDPOINT" or "ENDPOINT/INFERENCE_COMPONENT"; the X-Amzn-SageMaker-Inference-Component header wins."""
+    if endpoint is None:
+        if not model:
+            raise InvalidInvocation(
+                "Set `model` to the name of the endpoint to call (or ENDPOINT/INFERENCE_COMPONENT)."
+            )
+        endpoint, _, named = model.partition("/")
+        component = component or named or None
+    check_member("endpointName", endpoint, ENDPOINT_NAME, 63)
+    if component is not None:
+        check_member("inferenceComponentName", component, COMPONENT_NAME, 63)
+    return endpoint, component
+
+
+async def _whole(forwarder: Forwarder, call: Call, request_id: str) -> Response:
+    async with forwarder.exchange(call) as exchange:
+        body = await forwarder.read(exchange, call)
+        return Response(body, exchange.response.status_code, _headers(exchange, request_id))
+
+
+async def _stream(forwarder: Forwarder, call: Call, request_id: str, receive: Receive) -> Response:
+    resources = AsyncExitStack()
+    try:
+        exchange = await unless_disconnected(resources.enter_async_context(forwarder.exchange(call)), receive)
+        if not exchange.response.is_success:
+            body = await forwarder.read(exchange, call)
+            await resources.aclose()
+            return Response(body, exchange.response.status_code, _headers(exchange, request_id))
+    except BaseException:
+        await resources.aclose()
+        raise
+    media_type = exchange.response.headers.get("content-type", "text/event-stream")
+    return ClosingStream(_events(forwarder, exchange, call), resources.aclose,
+                         headers=_headers(exchange, request_id), media_type=media_type)
+
+
+async def _events(forwarder: Forwarder, exchange: Exchange, call: Call) -> AsyncGenerator[bytes, None]:
+    tail = b"\n\n"
+    try:
+        async for chunk in forwarder.relay(exchange, call):
+            tail = (tail + chunk)[-2:]
+            yield chunk
+    except Exception as error:
+        failure = error.error if isinstance(error, StreamEnded) else as_invocation_error(error)
+        separator = b"" if tail == b"\n\n" else b"\n\n"  # never glue the error onto a cut-off event
+        yield separator + b"data: " + json.dumps(openai_error_body(failure)).encode() + b"\n\n"
+
+
+def _headers(exchange: Exchange, request_id: str) -> dict[str, str]:
+    headers = {REQUEST_ID: request_id}
+    if "content-type" in exchange.response.headers:
+        headers["Content-Type"] = exchange.response.headers["content-type"]
+    return headers
+

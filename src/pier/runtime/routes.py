@@ -1,0 +1,82 @@
+"""The runtime's HTTP routes, for the gateway app to mount:
+
+    service = RuntimeService(resolve)           # resolve(endpoint, component, variant) -> Target | [CopyStatus]
+    app.include_router(runtime_router(service))  # SageMaker runtime
+    app.include_router(openai_router(service))   # optional: OpenAI passthrough
+    ...
+    await service.aclose()                       # on shutdown
+
+Each route answers every error itself, in its API's shape: no exception handlers are needed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from pier.runtime.errors import sagemaker_error
+from pier.runtime.invocation import Invocation
+from pier.runtime.invoke import RuntimeService
+
+CHAT = "/v1/chat/completions"
+COMPLETIONS = "/v1/completions"
+
+
+def runtime_router(service: RuntimeService) -> APIRouter:
+    """POST /endpoints/{EndpointName}/invocations and /endpoints/{EndpointName}/invocations-response-stream."""
+    router = APIRouter(tags=["SageMaker runtime"])
+
+    @router.post("/endpoints/{endpoint_name}/invocations", response_model=None)
+    async def invoke_endpoint(endpoint_name: str, request: Request) -> Response:
+        invocation = await _invocation(service, endpoint_name, request, stream=False)
+        if isinstance(invocation, Response):
+            return invocation
+        return await service.invoke(invocation, request.receive)
+
+    @router.post("/endpoints/{endpoint_name}/invocations-response-stream", response_model=None)
+    async def invoke_endpoint_with_response_stream(endpoint_name: str, request: Request) -> Response:
+        invocation = await _invocation(service, endpoint_name, request, stream=True)
+        if isinstance(invocation, Response):
+            return invocation
+        return await service.invoke_stream(invocation, request.receive)
+
+    return router
+
+
+async def _invocation(service: RuntimeService, endpoint: str, request: Request, *, stream: bool
+                      ) -> Invocation | Response:
+    request_id = str(uuid.uuid4())
+    try:
+        return await Invocation.from_request(
+            endpoint, request, stream=stream, limit=service.settings.max_payload_bytes, request_id=request_id)
+    except Exception as error:
+        return sagemaker_error(error, request_id)
+
+
+def openai_router(service: RuntimeService) -> APIRouter:
+    """/v1/chat/completions and /v1/completions, the endpoint named by the body's `model`
+    ("ENDPOINT" or "ENDPOINT/INFERENCE_COMPONENT"), and the same under /endpoints/{EndpointName}/v1/,
+    where `model` is free (an OpenAI client's base_url then names the endpoint)."""
+    router = APIRouter(tags=["OpenAI"])
+    for path in (CHAT, COMPLETIONS):
+        router.add_api_route(path, _by_model(service, path), methods=["POST"], response_model=None)
+        router.add_api_route("/endpoints/{endpoint_name}" + path, _by_endpoint(service, path), methods=["POST"],
+                             response_model=None)
+    return router
+
+
+def _by_model(service: RuntimeService, path: str) -> Callable[[Request], Awaitable[Response]]:
+    async def route(request: Request) -> Response:
+        return await service.openai(request, path)
+
+    return route
+
+
+def _by_endpoint(service: RuntimeService, path: str) -> Callable[[str, Request], Awaitable[Response]]:
+    async def route(endpoint_name: str, request: Request) -> Response:
+        return await service.openai(request, path, endpoint_name)
+
+    return route

@@ -1,0 +1,93 @@
+"""OpenAI passthrough through the gateway, driven by the openai client, to pier's model server (fake engine)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import openai
+import pytest
+
+from pier.runtime.settings import RuntimeSettings
+from tests.runtime.servers import CopyServer, Gateway, SlowRunner, copy_server, gateway
+
+MESSAGES = [{"role": "user", "content": "hello world"}]
+
+
+@pytest.fixture(scope="module")
+def copy() -> Iterator[CopyServer]:
+    with copy_server() as server:
+        yield server
+
+
+@pytest.fixture
+def gw(copy: CopyServer) -> Iterator[Gateway]:
+    with gateway() as started:
+        started.route("llm", [copy.status("llm-1")])
+        yield started
+
+
+def client(base_url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=30)
+
+
+def test_chat_through_the_endpoint_url_matches_the_copy(gw: Gateway, copy: CopyServer) -> None:
+    direct = client(copy.url + "/v1").chat.completions.create(model="x", messages=MESSAGES, max_tokens=5, temperature=0)  # type: ignore[arg-type]
+    through = client(gw.url + "/endpoints/llm/v1").chat.completions.create(
+        model="anything", messages=MESSAGES, max_tokens=5, temperature=0)  # type: ignore[arg-type]
+    assert through.choices[0].message.content == direct.choices[0].message.content
+    chunks = list(client(gw.url + "/endpoints/llm/v1").chat.completions.create(
+        model="anything", messages=MESSAGES, max_tokens=5, temperature=0, stream=True,  # type: ignore[arg-type]
+        stream_options={"include_usage": True}))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == direct.choices[0].message.content
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == through.usage.completion_tokens  # type: ignore[union-attr]
+
+
+def test_completions_with_the_endpoint_as_model(gw: Gateway) -> None:
+    answer = client(gw.url + "/v1").completions.create(model="llm", prompt="hello", max_tokens=3, temperature=0)
+    assert answer.usage is not None and answer.usage.completion_tokens <= 3
+    streamed = client(gw.url + "/v1").completions.create(model="llm/ic", prompt="hello", max_tokens=3, temperature=0,
+                                                        stream=True)
+    assert "".join(c.choices[0].text for c in streamed) == answer.choices[0].text
+
+
+def test_a_copys_error_passes_through_unchanged(gw: Gateway, copy: CopyServer) -> None:
+    bad = {"model": "llm", "messages": MESSAGES, "max_tokens": -1}
+    direct = httpx.post(copy.url + "/v1/chat/completions", json=bad)
+    through = httpx.post(gw.url + "/v1/chat/completions", json=bad)
+    assert (through.status_code, through.json()) == (direct.status_code, direct.json())
+    with pytest.raises(openai.BadRequestError):
+        client(gw.url + "/v1").chat.completions.create(model="llm", messages=MESSAGES, max_tokens=-1, stream=True)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code", "words"),
+    [
+        ({"model": "missing", "prompt": "x"}, 404, "model_not_found", "Endpoint missing of account"),
+        ({"prompt": "x"}, 400, "invalid_request", "Set `model`"),
+        ({"model": "bad_name", "prompt": "x"}, 400, "invalid_request", "endpointName"),
+        ({"model": "llm", "prompt": "x", "stream": "maybe"}, 400, "invalid_request", "`stream`"),
+    ],
+)
+def test_gateway_errors_take_openais_shape(gw: Gateway, body: dict[str, object], status: int, code: str,
+                                           words: str) -> None:
+    answer = httpx.post(gw.url + "/v1/completions", json=body)
+    assert answer.status_code == status
+    error = answer.json()["error"]
+    assert error["code"] == code and words in error["message"] and error["type"]
+
+
+def test_invalid_json_is_a_400(gw: Gateway) -> None:
+    answer = httpx.post(gw.url + "/v1/completions", content=b"{nope")
+    assert answer.status_code == 400 and "Invalid request body" in answer.json()["error"]["message"]
+
+
+def test_a_stream_past_the_deadline_ends_with_an_error_event() -> None:
+    with copy_server(SlowRunner(0.05)) as slow, gateway(RuntimeSettings(openai_deadline_s=1.0)) as gw:
+        gw.route("llm", [slow.status("slow-1")])
+        stream = client(gw.url + "/v1").completions.create(model="llm", prompt="hello", max_tokens=500, stream=True)
+        texts = []
+        with pytest.raises(openai.APIError, match=r"did not answer within 1\.0 s"):
+            for chunk in stream:
+                texts.append(chunk.choices[0].text)
+        assert texts
