@@ -1,0 +1,97 @@
+"""The local backend: each copy is a model-server process on this host.
+
+    python -m pier.server.container --model MODEL_DIR --port PORT --host 127.0.0.1 --threads len(cores)
+
+pinned to its cores, with the model's Environment block, its output in `<state_dir>/copies/<copy_id>/copy.log`.
+Copies of one GGUF share its pages through mmap (llama.cpp's default), so N copies do not cost N times the
+weights. Copies die with the gateway (the kernel's parent-death signal), and a gateway that starts again
+kills any copy an earlier one left behind, recognised by pid and start time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import httpx
+
+from pier.backends.base import CopySpec, CopyState, CopyStatus
+from pier.backends.logfile import tail
+from pier.backends.supervisor import CopySupervisor, SupervisionSettings
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(self, state_dir: Path, settings: SupervisionSettings | None = None) -> None:
+        self.state_dir = Path(state_dir)
+        self.settings = settings or SupervisionSettings()
+        self._copies: dict[str, CopySupervisor] = {}
+        self._refused: dict[str, CopyStatus] = {}  # specs that cannot run at all, reported as FAILED
+        self._client: httpx.AsyncClient | None = None
+
+    async def start(self, spec: CopySpec) -> None:
+        """Launch the copy and keep it alive until stopped. Starting a running copy again with the same
+        spec does nothing."""
+        running = self._copies.get(spec.copy_id)
+        if running is not None:
+            if running.spec != spec:
+                raise ValueError(f"Copy {spec.copy_id} is already running with another spec; stop it first, or "
+                                 "give the new copy another id.")
+            return
+        self._refused.pop(spec.copy_id, None)
+        problem = _unrunnable(spec)
+        if problem:
+            self._refused[spec.copy_id] = CopyStatus(spec.copy_id, spec.component, CopyState.FAILED, message=problem)
+            return
+        if self._client is None:
+            self._client = httpx.AsyncClient(trust_env=False)
+        supervisor = CopySupervisor(spec, self._folder(spec.copy_id), self.settings, self._client)
+        self._copies[spec.copy_id] = supervisor
+        supervisor.start()
+
+    async def stop(self, copy_id: str) -> None:
+        """SIGTERM (the copy drains), SIGKILL after the grace period, then forget it. Unknown ids are ignored."""
+        self._refused.pop(copy_id, None)
+        supervisor = self._copies.pop(copy_id, None)
+        if supervisor is not None:
+            await supervisor.stop()
+
+    def statuses(self) -> list[CopyStatus]:
+        return [s.status() for s in self._copies.values()] + list(self._refused.values())
+
+    def logs(self, copy_id: str, lines: int = 200) -> str:
+        """The end of the copy's log, across its restarts; still there after it stopped."""
+        path = self._folder(copy_id) / "copy.log"
+        if not path.exists():
+            known = ", ".join(sorted(self._copies)) or "none"
+            raise KeyError(f"No log for copy {copy_id} under {self.state_dir}; copies running here: {known}.")
+        return tail(path, lines)
+
+    async def close(self) -> None:
+        """Stop every copy, all at once (the gateway is exiting)."""
+        copies = list(self._copies)
+        await asyncio.gather(*(self.stop(copy_id) for copy_id in copies))
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def _folder(self, copy_id: str) -> Path:
+        if not copy_id or "/" in copy_id or copy_id.startswith("."):
+            raise ValueError(f"Copy id {copy_id!r} cannot name a folder; use letters, digits and dashes.")
+        return self.state_dir / "copies" / copy_id
+
+
+def _unrunnable(spec: CopySpec) -> str:
+    """Why the copy could never start, so it fails at once instead of after a round of restarts."""
+    if not spec.model_dir.exists():
+        return f"The model folder {spec.model_dir} does not exist; fetch the model before starting the copy."
+    usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(spec.cores)
+    missing = sorted(set(spec.cores) - usable)
+    if missing:
+        return (f"Cores {missing} are not available to the gateway (it may use {sorted(usable)}); place the copy on "
+                "available cores.")
+    if spec.accelerators:
+        return f"The local backend has no accelerators to give ({spec.accelerators} requested); ask for 0."
+    return ""

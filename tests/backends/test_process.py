@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pier.backends.base import CopySpec
+from pier.backends.launch import parse_cores
+from pier.backends.process import PIER_ROOT, PidFile, command, describe_exit, environment
+
+SPEC = CopySpec("ic-1", "ic", Path("/models/m"), {"HF_MODEL_ID": "tiny", "PYTHONPATH": "/user/code"}, cores=(2, 3))
+
+
+@pytest.mark.parametrize(
+    ("code", "words"),
+    [(0, "exited with code 0"), (1, "exited with code 1"), (-9, "was killed by signal 9 (SIGKILL)"),
+     (-15, "was killed by signal 15 (SIGTERM)"), (-99, "was killed by signal 99")],
+)
+def test_describe_exit(code: int, words: str) -> None:
+    assert describe_exit(code) == words
+
+
+def test_the_command_is_the_model_server_behind_the_launcher() -> None:
+    argv = command("/py", SPEC, 4242)
+    assert argv[:7] == ["/py", "-m", "pier.backends.launch", "--parent", str(os.getpid()), "--cores", "2,3"]
+    assert argv[argv.index("--") + 1 :] == [
+        "/py", "-m", "pier.server.container", "--model", "/models/m", "--port", "4242", "--host", "127.0.0.1",
+        "--threads", "2",
+    ]
+
+
+def test_unpinned_copies_choose_their_own_threads() -> None:
+    argv = command("/py", CopySpec("c", "ic", Path("/m")), 1)
+    assert "--threads" not in argv and argv[argv.index("--cores") + 1] == ""
+
+
+def test_environment_is_the_models_with_pier_importable() -> None:
+    env = environment(SPEC)
+    assert env["HF_MODEL_ID"] == "tiny"
+    assert env["PYTHONPATH"].split(os.pathsep) == ["/user/code", PIER_ROOT]  # the model's own path first
+    assert env["PATH"] == os.environ["PATH"]
+
+
+@pytest.mark.parametrize(("text", "cores"), [("", set()), ("0", {0}), ("0,3, 5", {0, 3, 5})])
+def test_parse_cores(text: str, cores: set[int]) -> None:
+    assert parse_cores(text) == cores
+
+
+@pytest.mark.e2e
+def test_a_pid_file_kills_only_the_process_it_names(tmp_path: Path) -> None:
+    survivor = subprocess.Popen(["sleep", "60"])
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        named = PidFile(tmp_path / "pid")
+        named.write(survivor.pid)
+        assert named.kill_survivor() == survivor.pid
+        assert survivor.wait(5) == -signal.SIGKILL
+        assert not named.path.exists()
+        assert named.kill_survivor() is None  # nothing recorded
+        stale = PidFile(tmp_path / "stale")
+        stale.path.write_text(f"{bystander.pid} 1\n")  # the pid was reused by another process since
+        assert stale.kill_survivor() is None and bystander.poll() is None
+    finally:
+        for process in (survivor, bystander):
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.e2e
+def test_the_launcher_pins_then_becomes_the_command() -> None:
+    core = min(os.sched_getaffinity(0))
+    probe = "import os; print(os.getpid(), sorted(os.sched_getaffinity(0)))"
+    out = subprocess.run(
+        [sys.executable, "-m", "pier.backends.launch", "--parent", str(os.getpid()), "--cores", str(core), "--",
+         sys.executable, "-c", probe], capture_output=True, text=True, timeout=30, check=True)
+    assert out.stdout.split(" ", 1)[1].strip() == f"[{core}]"
+
+
+@pytest.mark.e2e
+def test_the_launcher_explains_cores_it_cannot_have() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "pier.backends.launch", "--parent", str(os.getpid()), "--cores", "4095", "--",
+         sys.executable, "-c", "pass"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 1 and "cannot pin the copy to cores [4095]" in out.stderr
+
+
+@pytest.mark.e2e
+def test_the_launcher_exits_when_its_parent_is_already_gone() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "pier.backends.launch", "--parent", "1", "--", sys.executable, "-c", "print('ran')"],
+        capture_output=True, text=True, timeout=30)
+    assert out.returncode == 70 and "ran" not in out.stdout
