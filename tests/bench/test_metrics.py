@@ -149,3 +149,8 @@ def test_cost_per_million_tokens(usd_per_hour: float, tokens_per_s: float, expec
 def test_empty_run_reports_zeros() -> None:
     m = summarize([], duration_s=0.0)
     assert (m.started, m.request_throughput, m.success_rate, m.ttft.count) == (0, 0.0, 0.0, 0)
+
+
+def test_slo_from_milliseconds() -> None:
+    assert Slo.from_ms(250, None, 2000) == Slo(ttft_s=0.25, tpot_s=None, e2el_s=2.0)
+    assert not Slo.from_ms(None, None, None).active

@@ -56,7 +56,7 @@ def result() -> BenchResult:
         for repeat in range(2)
         for t, step in ((a, 0.01 + repeat / 1000), (b, 0.02))
     ]
-    options = BenchOptions(target="http://A", compare="http://B", concurrency=(1, 4), rates=(2.0,))
+    options = BenchOptions(target="http://A", compare="http://B", concurrency=(1, 4), rates=(2.0,), slo_ttft_ms=100)
     return BenchResult(options, [a, b], runs, compare(runs, a, b, LEVELS), resolve_price(1.8, None, 1))
 
 
@@ -88,6 +88,7 @@ def test_report_prints_tables() -> None:
     text = console.export_text()
     assert "A/B over 2 interleaved repeats: median [min–max]" in text
     assert "500×1" in text and "B/A" in text
+    assert "goodput req/s" in text  # shown when an SLO is set
 
 
 def test_token_source() -> None:

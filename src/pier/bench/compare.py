@@ -7,7 +7,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pier.bench.metrics import Metrics
+from pier.bench.metrics import MS, Metrics
 from pier.bench.options import Level
 from pier.bench.result import LevelComparison, MetricComparison, RunResult, Spread, TargetInfo
 
@@ -20,7 +20,6 @@ class KeyMetric:
     value: Callable[[Metrics], float]
 
 
-MS = 1000.0
 KEY_METRICS: tuple[KeyMetric, ...] = (
     KeyMetric("output_throughput", "output tok/s", True, lambda m: m.output_throughput),
     KeyMetric("request_throughput", "requests/s", True, lambda m: m.request_throughput),

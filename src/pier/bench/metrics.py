@@ -23,6 +23,7 @@ import numpy as np
 from pier.bench.record import RequestRecord
 
 PERCENTILES = (25, 50, 75, 90, 95, 99)  # llmperf's quantiles, which include vLLM's default p99
+MS = 1000.0
 SECONDS_PER_HOUR = 3600
 TOKENS_PER_MILLION = 1_000_000
 
@@ -66,6 +67,11 @@ class Slo:
     ttft_s: float | None = None
     tpot_s: float | None = None
     e2el_s: float | None = None
+
+    @classmethod
+    def from_ms(cls, ttft_ms: float | None, tpot_ms: float | None, e2el_ms: float | None) -> Slo:
+        """From milliseconds, the unit of vLLM's --goodput and of pier bench's --slo-* options."""
+        return cls(*(None if limit is None else limit / MS for limit in (ttft_ms, tpot_ms, e2el_ms)))
 
     @property
     def active(self) -> bool:

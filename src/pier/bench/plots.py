@@ -13,8 +13,7 @@ from pathlib import Path
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from pier.bench.compare import MS
-from pier.bench.metrics import Metrics
+from pier.bench.metrics import MS, Metrics
 from pier.bench.result import BenchResult, RunResult
 
 THROUGHPUT_VS_CONCURRENCY = "throughput_vs_concurrency.png"
@@ -26,6 +25,9 @@ LOG_AXIS_SPAN = 4  # levels spanning this factor or more (1, 2, 4, 8, ...) read 
 REPEAT_ALPHA = 0.35
 GRID_ALPHA = 0.3
 LABEL_OFFSET_POINTS = (4, 4)  # a level's label sits just above and right of its point
+
+MODE_NAMES = {"concurrency": "", "rate": " (Poisson)"}
+MODE_MARKERS = {"concurrency": "o", "rate": "s"}
 
 Value = Callable[[Metrics], float]
 
@@ -74,12 +76,14 @@ def _latency_vs_throughput(runs: Sequence[RunResult], result: BenchResult) -> Fi
     figure = Figure(figsize=FIGURE_SIZE, layout="constrained")
     first, per_token = figure.subplots(1, 2)
     for ax, name, metric in ((first, "time to first token", "ttft"), (per_token, "time per output token", "tpot")):
-        for color, (label, group) in enumerate(_by_target(runs).items()):
-            for percentile, style in ((50, "-"), (99, "--")):
-                value = _percentile_ms(metric, percentile)
-                x = _output_throughput
-                _line(ax, group, x, value, f"{label} p{percentile}", color=f"C{color}", style=style)
-            _annotate_levels(ax, group, _percentile_ms(metric, 50))
+        for color, (label, by_target) in enumerate(_by_target(runs).items()):
+            for mode, group in _by_mode(by_target).items():
+                for percentile, style in ((50, "-"), (99, "--")):
+                    series = f"{label} p{percentile}{MODE_NAMES[mode]}"
+                    y = _percentile_ms(metric, percentile)
+                    marker = MODE_MARKERS[mode]
+                    _line(ax, group, _output_throughput, y, series, color=f"C{color}", style=style, marker=marker)
+                _annotate_levels(ax, group, _percentile_ms(metric, 50))
         ax.set(xlabel="output tokens/s", ylabel=f"{name}, ms", title=f"{name.capitalize()} (p50 solid, p99 dashed)")
         ax.set_ylim(bottom=0)
         ax.grid(alpha=GRID_ALPHA)
@@ -97,12 +101,13 @@ def _line(
     *,
     color: str,
     style: str = "-",
+    marker: str = "o",
 ) -> None:
     levels = sorted({r.level.value for r in runs})
     at = {level: [r for r in runs if r.level.value == level] for level in levels}
     xs = [statistics.median(x(r) for r in at[level]) for level in levels]
     ys = [statistics.median(y(r.metrics) for r in at[level]) for level in levels]
-    ax.plot(xs, ys, style, marker="o", color=color, label=label)
+    ax.plot(xs, ys, style, marker=marker, color=color, label=label)
     if any(len(group) > 1 for group in at.values()):
         ax.scatter([x(r) for r in runs], [y(r.metrics) for r in runs], color=color, alpha=REPEAT_ALPHA)
 
@@ -130,6 +135,14 @@ def _percentile_ms(metric: str, percentile: int) -> Value:
         return float(getattr(m, metric).percentiles[percentile] * MS)
 
     return value
+
+
+def _by_mode(runs: Sequence[RunResult]) -> dict[str, list[RunResult]]:
+    """Closed- and open-loop levels are different axes of load: never one line through both."""
+    groups: dict[str, list[RunResult]] = {}
+    for run in runs:
+        groups.setdefault(run.level.mode, []).append(run)
+    return groups
 
 
 def _by_target(runs: Sequence[RunResult]) -> dict[str, list[RunResult]]:

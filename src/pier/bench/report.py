@@ -14,8 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from pier import __version__
-from pier.bench.compare import MS
-from pier.bench.metrics import PERCENTILES, Distribution, Metrics, cost_per_million_tokens, tpot
+from pier.bench.metrics import MS, PERCENTILES, Distribution, Metrics, cost_per_million_tokens, tpot
 from pier.bench.pricing import Price
 from pier.bench.record import RequestRecord
 from pier.bench.result import BenchResult, LevelComparison, RunResult, Spread, TargetInfo
@@ -250,6 +249,8 @@ def summary_table(result: BenchResult) -> Table:
         "errors",
     ):
         table.add_column(column, justify="left" if column in ("target", "load", "errors") else "right")
+    if result.slo.active:
+        table.add_column("goodput req/s", justify="right")
     if priced:
         table.add_column("$/M out tok", justify="right")
     for run in result.runs:
@@ -272,6 +273,8 @@ def _row(run: RunResult, price: Price | None) -> list[str]:
         f"{m.e2el.median * MS:.1f}",
         errors,
     ]
+    if m.request_goodput is not None:
+        row.append(f"{m.request_goodput:.2f}")
     if price is not None:
         cost = cost_per_million_tokens(price.usd_per_hour, m.output_throughput)
         row.append("-" if cost is None else f"{cost:.2f}")

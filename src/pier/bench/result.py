@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pier.bench.calibration import PromptTokens
-from pier.bench.metrics import Metrics
+from pier.bench.metrics import Metrics, Slo
 from pier.bench.options import Api, BenchOptions, Level
 from pier.bench.pricing import Price
 from pier.bench.record import RequestRecord
@@ -72,6 +72,11 @@ class BenchResult:
     comparisons: list[LevelComparison]
     price: Price | None
     files: list[Path] = field(default_factory=list)
+
+    @property
+    def slo(self) -> Slo:
+        o = self.options
+        return Slo.from_ms(o.slo_ttft_ms, o.slo_tpot_ms, o.slo_e2el_ms)
 
     @property
     def ok(self) -> bool:

@@ -16,7 +16,7 @@ from rich.console import Console
 
 from pier.bench.calibration import choose_tokens
 from pier.bench.client import ClientSettings, StreamingClient, make_client
-from pier.bench.compare import MS, compare
+from pier.bench.compare import compare
 from pier.bench.load import Budget, Session, closed_loop, open_loop
 from pier.bench.metrics import Slo, summarize
 from pier.bench.options import Api, BenchOptions, Level
@@ -51,9 +51,7 @@ class Bench:
         self.console = console
         self.targets = self._targets()
         self.price = resolve_price(options.price_per_hour, options.instance_type, options.instance_count)
-        self.slo = Slo(
-            *(None if v is None else v / MS for v in (options.slo_ttft_ms, options.slo_tpot_ms, options.slo_e2el_ms))
-        )
+        self.slo = Slo.from_ms(options.slo_ttft_ms, options.slo_tpot_ms, options.slo_e2el_ms)
 
     async def run(self) -> BenchResult:
         o = self.options
