@@ -129,12 +129,14 @@ def test_summary_json_has_every_field(pier_server: str, tmp_path: Path) -> None:
         "pier_version",
         "name",
         "timestamp",
+        "interrupted",
         "options",
         "targets",
         "price",
         "runs",
         "comparisons",
     }
+    assert summary["interrupted"] is False
     assert summary["options"]["concurrency"] == [1, 2] and "api_key" not in summary["options"]
     (target,) = summary["targets"]
     assert target | {"url": None} == {

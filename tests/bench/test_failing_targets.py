@@ -3,12 +3,19 @@ its results."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
+from rich.console import Console
+
 from pier.bench import BenchOptions, run_bench
+from pier.bench.options import Level
+from pier.bench.progress import LiveProgress
 from pier.bench.report import REQUESTS_FILE, SUMMARY_FILE
+from pier.bench.result import RunResult
+from pier.bench.runner import Bench, Prepared
 from tests.bench.conftest import free_port, serving
 
 BODY = b'{"error": {"message": "the engine is on fire", "type": "server_error", "code": null}}'
@@ -89,3 +96,26 @@ def test_streams_cut_short_are_counted(tmp_path: Path) -> None:
         summary = bench(url, tmp_path)
     assert [run["results_error_code_frequency"] for run in summary["runs"]] == [{"stream_cut": 3}] * 2
     assert (tmp_path / "throughput_vs_concurrency.png").stat().st_size > 0
+
+
+class InterruptedAtLevelTwo(Bench):
+    async def _run(self, prepared: Prepared, level: Level, repeat: int, live: LiveProgress) -> RunResult:
+        if level.value == 2:
+            raise asyncio.CancelledError  # what Ctrl-C does to the running task
+        return await super()._run(prepared, level, repeat, live)
+
+
+def test_an_interrupted_benchmark_keeps_and_writes_the_runs_that_finished(tmp_path: Path) -> None:
+    options = BenchOptions(
+        target=f"http://127.0.0.1:{free_port()}",
+        concurrency=(1, 2),
+        requests=1,
+        warmup=0,
+        timeout_s=5,
+        out=tmp_path,
+        progress=False,
+    )
+    result = asyncio.run(InterruptedAtLevelTwo(options, Console()).run())
+    assert result.interrupted
+    assert [run.level.value for run in result.runs] == [1]
+    assert json.loads((tmp_path / SUMMARY_FILE).read_text())["interrupted"] is True

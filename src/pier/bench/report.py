@@ -34,6 +34,7 @@ def summary_json(result: BenchResult) -> dict[str, Any]:
         "pier_version": __version__,
         "name": _name(result),
         "timestamp": int(time.time()),
+        "interrupted": result.interrupted,
         "options": result.options.model_dump(mode="json", exclude={"api_key"}),  # never write a secret
         "targets": [_target_json(t) for t in result.targets],
         "price": None
@@ -323,5 +324,7 @@ def print_report(result: BenchResult, console: Console) -> None:
         )
     if result.price is not None:
         console.print(f"[dim]price: {result.price.usd_per_hour:g} USD/hour ({result.price.source})[/]")
+    if result.interrupted:
+        console.print("[yellow]Interrupted: only the runs that finished are reported.[/]")
     for path in result.files:
         console.print(f"[green]wrote[/] {path}")

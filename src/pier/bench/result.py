@@ -71,6 +71,7 @@ class BenchResult:
     runs: list[RunResult]
     comparisons: list[LevelComparison]
     price: Price | None
+    interrupted: bool = False  # stopped by Ctrl-C: only the runs that finished are here
     files: list[Path] = field(default_factory=list)
 
     @property

@@ -58,12 +58,12 @@ class Bench:
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
         async with httpx.AsyncClient(timeout=httpx.Timeout(o.timeout_s), limits=limits) as http:
             prepared = await self._prepare(http)
+            runs: list[RunResult] = []
             with LiveProgress(self.console, o.progress) as live:
-                prepared = [await self._warm_up(p, live) for p in prepared]
-                runs = await self._runs(prepared, live)
+                interrupted = await self._measure(prepared, live, runs)
         infos = [p.info for p in prepared]
         comparisons = compare(runs, infos[0], infos[1], o.levels) if len(infos) > 1 else []
-        result = BenchResult(o, infos, runs, comparisons, self.price)
+        result = BenchResult(o, infos, runs, comparisons, self.price, interrupted=interrupted)
         if o.out is not None:
             result.files = write_files(result, o.out) + write_plots(result, o.out)
         if o.progress:
@@ -104,13 +104,17 @@ class Bench:
         warmed = TargetInfo(info.label, info.url, info.api, info.model, info.tokens, errors)
         return Prepared(warmed, prepared.client)
 
-    async def _runs(self, prepared: list[Prepared], live: LiveProgress) -> list[RunResult]:
-        runs = []
-        for level in self.options.levels:
-            for repeat in range(self.options.repeat_count):
-                for target in prepared:  # interleaved: A, B, A, B
-                    runs.append(await self._run(target, level, repeat, live))
-        return runs
+    async def _measure(self, prepared: list[Prepared], live: LiveProgress, runs: list[RunResult]) -> bool:
+        """Warm up, then every run into `runs`; True when interrupted (Ctrl-C), keeping the runs that finished."""
+        try:
+            prepared[:] = [await self._warm_up(p, live) for p in prepared]
+            for level in self.options.levels:
+                for repeat in range(self.options.repeat_count):
+                    for target in prepared:  # interleaved: A, B, A, B
+                        runs.append(await self._run(target, level, repeat, live))
+        except asyncio.CancelledError:
+            return True
+        return False
 
     async def _run(self, prepared: Prepared, level: Level, repeat: int, live: LiveProgress) -> RunResult:
         o = self.options
