@@ -1,0 +1,89 @@
+"""A gateway over a fake backend, served by uvicorn on a loopback port, and clients for it."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+import httpx
+import pytest
+import uvicorn
+from botocore.config import Config
+
+from pier.gateway import create_gateway
+from tests.control.botocore_shapes import output_problems
+from tests.control.fakes import FakeBackend
+from tests.server.conftest import free_port
+
+
+@dataclass
+class Served:
+    url: str
+    backend: FakeBackend
+    state_dir: Path
+
+    def call(self, operation: str, body: dict[str, Any] | None = None, *, expect: int = 200) -> dict[str, Any]:
+        """One control-plane call as raw JSON 1.1, its answer checked against botocore's output shape."""
+        response = httpx.post(self.url, json=body or {}, headers={
+            "X-Amz-Target": f"SageMaker.{operation}", "Content-Type": "application/x-amz-json-1.1"})
+        assert response.status_code == expect, response.text
+        assert response.headers["x-amzn-RequestId"]
+        reply = response.json()
+        if expect == 200:
+            assert output_problems(operation, reply) == []
+        return reply
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    backend = FakeBackend()
+    app = create_gateway(tmp_path / "state", backend=backend, tick_s=0.05)
+    with serving(app) as url:
+        yield Served(url, backend, tmp_path / "state")
+
+
+@pytest.fixture
+def sagemaker(served: Served) -> Any:
+    return sagemaker_client(served.url)
+
+
+def sagemaker_client(url: str) -> Any:
+    return boto3.client(
+        "sagemaker", endpoint_url=url, region_name="eu-west-1", aws_access_key_id="pier",
+        aws_secret_access_key="pier", config=Config(retries={"max_attempts": 1}),
+    )
+
+
+@contextmanager
+def serving(app: Any) -> Iterator[str]:
+    """Run the app (lifespan included: the reconciler runs) under uvicorn on a thread."""
+    config = uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "the gateway did not start"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def wait_for(condition: Any, timeout: float = 5.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"not true within {timeout} s")

@@ -1,0 +1,49 @@
+"""A Backend that runs nothing: copies change state when a test says so (or at once, with `auto_ready`)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pier.backends.base import CopySpec, CopyState, CopyStatus
+
+
+class FakeBackend:
+    name = "fake"
+
+    def __init__(self, *, auto_ready: bool = True) -> None:
+        self.auto_ready = auto_ready
+        self.specs: dict[str, CopySpec] = {}
+        self.copies: dict[str, CopyStatus] = {}
+        self.started: list[str] = []
+        self.stopped: list[str] = []
+        self.closed = False
+
+    async def start(self, spec: CopySpec) -> None:
+        self.specs[spec.copy_id] = spec
+        self.started.append(spec.copy_id)
+        state = CopyState.READY if self.auto_ready else CopyState.STARTING
+        port = 40000 + len(self.started)
+        self.copies[spec.copy_id] = CopyStatus(spec.copy_id, spec.component, state, f"http://127.0.0.1:{port}",
+                                               pid=port)
+
+    async def stop(self, copy_id: str) -> None:
+        self.stopped.append(copy_id)
+        self.copies.pop(copy_id, None)
+        self.specs.pop(copy_id, None)
+
+    def statuses(self) -> list[CopyStatus]:
+        return list(self.copies.values())
+
+    def logs(self, copy_id: str, lines: int = 200) -> str:
+        return f"log of {copy_id}\n"
+
+    async def close(self) -> None:
+        self.closed = True
+        self.copies.clear()
+
+    def set_state(self, copy_id: str, state: CopyState, message: str = "") -> None:
+        self.copies[copy_id] = dataclasses.replace(self.copies[copy_id], state=state, message=message)
+
+    def ready_all(self) -> None:
+        for copy_id in self.copies:
+            self.set_state(copy_id, CopyState.READY)
