@@ -248,3 +248,10 @@ def test_compare_runs_interleaved_and_reports_ratios(pier_server: str, tmp_path:
     assert throughput.ratio == pytest.approx(throughput.b.median / throughput.a.median)
     summary = json.loads((tmp_path / SUMMARY_FILE).read_text())
     assert summary["comparisons"][0]["metrics"][0]["ratio_b_over_a"] == pytest.approx(throughput.ratio)
+
+
+def test_token_id_prompts_from_the_gguf_are_exact(pier_server: str, tiny_gguf: Path) -> None:
+    result = bench(pier_server, vocab=tiny_gguf, requests=2)
+    assert result.targets[0].tokens.pool.kind == "ids"
+    # ids are used as given: no BOS, so the server counts exactly the planned length
+    assert {(r.input_tokens, r.input_tokens_source) for r in result.runs[0].records} == {(INPUT_LEN, "usage")}

@@ -61,13 +61,14 @@ def test_a_server_without_usage_leaves_words_unverified() -> None:
     assert (words, overhead, verified) == (("a", "b"), None, False)
 
 
-def choose(options: BenchOptions, tokenize: httpx.Response | None) -> object:
+def choose(options: BenchOptions, tokenize: httpx.Response | None, ids: bool = True) -> object:
     def handler(request: httpx.Request) -> httpx.Response:
         return tokenize if tokenize is not None else httpx.Response(404)
 
     async def go() -> object:
         async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
-            return await choose_tokens(options, CountingServer(set()), http, "http://h")  # type: ignore[arg-type]
+            server = CountingServer(set())
+            return await choose_tokens(options, server, http, "http://h", ids_allowed=ids)  # type: ignore[arg-type]
 
     return asyncio.run(go())
 
@@ -80,6 +81,16 @@ def test_ids_from_the_servers_tokenizer_when_it_has_one() -> None:
 def test_words_when_the_server_has_no_tokenizer() -> None:
     tokens = choose(BenchOptions(target="http://h"), None)
     assert tokens.pool.kind == "words" and tokens.verified  # type: ignore[attr-defined]
+
+
+def test_words_when_a_target_takes_no_ids() -> None:
+    tokens = choose(BenchOptions(target="http://h"), httpx.Response(200, json={"tokens": [5]}), ids=False)
+    assert tokens.pool.kind == "words"  # type: ignore[attr-defined]
+
+
+def test_ids_asked_for_where_an_api_takes_none_says_how_to_fix() -> None:
+    with pytest.raises(BenchError, match="--prompt-format text"):
+        choose(BenchOptions(target="http://h", prompt_format="ids"), None, ids=False)  # type: ignore[arg-type]
 
 
 def test_ids_asked_for_without_a_vocabulary_says_how_to_fix() -> None:

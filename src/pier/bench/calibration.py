@@ -35,10 +35,15 @@ class PromptTokens:
 
 
 async def choose_tokens(
-    options: BenchOptions, client: StreamingClient, http: httpx.AsyncClient, base_url: str
+    options: BenchOptions, client: StreamingClient, http: httpx.AsyncClient, base_url: str, *, ids_allowed: bool
 ) -> PromptTokens:
     """Token ids when the API takes them and a vocabulary is at hand; else verified single-token words."""
-    if options.prompt_format is not PromptFormat.TEXT and client.accepts_token_ids:
+    if options.prompt_format is PromptFormat.IDS and not ids_allowed:
+        raise BenchError(
+            "Token-id prompts only fit the OpenAI completions API (for every target): use "
+            "--prompt-format text, or --api openai-completions."
+        )
+    if options.prompt_format is not PromptFormat.TEXT and ids_allowed:
         pool = await _id_pool(options, http, base_url)
         if pool is not None:
             return PromptTokens(pool, overhead=0, verified=True)

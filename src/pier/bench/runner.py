@@ -78,7 +78,8 @@ class Bench:
         return [resolve(t, o.api, label=label, gateway=o.gateway) for t, label in zip(given, labels, strict=True)]
 
     async def _prepare(self, http: httpx.AsyncClient) -> list[Prepared]:
-        """A client per target; prompt tokens are chosen through the first, so both get the same prompts."""
+        """A client per target; prompt tokens are chosen through the first, so both get the same prompts (token
+        ids only when every target's API takes them)."""
         o = self.options
         clients = []
         for target in self.targets:
@@ -86,7 +87,8 @@ class Bench:
             settings = ClientSettings(model, o.temperature, o.timeout_s, o.api_key)
             clients.append((target, model, make_client(http, target, settings, o.payload)))
         first_target, _, first_client = clients[0]
-        tokens = await choose_tokens(o, first_client, http, first_target.base_url)
+        ids = all(client.accepts_token_ids for _, _, client in clients)
+        tokens = await choose_tokens(o, first_client, http, first_target.base_url, ids_allowed=ids)
         return [Prepared(TargetInfo(t.label, t.url, t.api, model, tokens), c) for t, model, c in clients]
 
     async def _warm_up(self, prepared: Prepared, live: LiveProgress) -> Prepared:

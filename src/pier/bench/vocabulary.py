@@ -15,7 +15,7 @@ Two kinds of pool:
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -33,8 +33,8 @@ _TOKENIZE_ROUTE = "/tokenize"
 @dataclass(frozen=True)
 class TokenPool:
     kind: Literal["ids", "words"]
-    ids: tuple[int, ...] = ()
-    words: tuple[str, ...] = ()
+    ids: tuple[int, ...] = field(default=(), repr=False)
+    words: tuple[str, ...] = field(default=(), repr=False)
     source: str = ""
 
     def sample(self, rng: random.Random, count: int) -> Content:
