@@ -1,0 +1,90 @@
+"""`pier bench ENDPOINT --gateway URL` against a `pier up` gateway with one copy on a TINY GGUF: SageMaker's
+response stream (AWS event-stream frames) with each payload shape, the gateway's OpenAI routes, and an
+endpoint that does not exist (errors by code, no crash)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+
+from pier.bench import BenchOptions, BenchResult, run_bench
+from tests.bench.conftest import free_port
+from tests.e2e.gateway_process import GatewayProcess
+
+pytestmark = pytest.mark.e2e
+
+ENDPOINT = "bench-tiny"
+INPUT_LEN = 12
+OUTPUT_LEN = 4
+IN_SERVICE = {"Delay": 1, "MaxAttempts": 120}
+FAKE_AWS = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+@pytest.fixture(scope="module")
+def gateway(tiny_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    folder = tmp_path_factory.mktemp("bench-gateway")
+    (folder / "model").mkdir()
+    (folder / "model" / "model.gguf").symlink_to(tiny_gguf)
+    with GatewayProcess(folder / "state", free_port(), folder / "gateway.log", FAKE_AWS) as process:
+        process.wait_ready()
+        _deploy(process.url, folder / "model")
+        yield process.url
+
+
+def _deploy(url: str, model_dir: Path) -> None:
+    sagemaker = boto3.client(
+        "sagemaker", endpoint_url=url, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    sagemaker.create_model(
+        ModelName=ENDPOINT,
+        ExecutionRoleArn="arn:aws:iam::1:role/sagemaker",
+        PrimaryContainer={"Image": "pier", "ModelDataUrl": f"file://{model_dir}"},
+    )
+    sagemaker.create_endpoint_config(
+        EndpointConfigName=ENDPOINT,
+        ProductionVariants=[
+            {"VariantName": "AllTraffic", "ModelName": ENDPOINT, "InstanceType": "local", "InitialInstanceCount": 1}
+        ],
+    )
+    sagemaker.create_endpoint(EndpointName=ENDPOINT, EndpointConfigName=ENDPOINT)
+    sagemaker.get_waiter("endpoint_in_service").wait(EndpointName=ENDPOINT, WaiterConfig=IN_SERVICE)
+
+
+def bench(target: str, **fields: object) -> BenchResult:
+    return run_bench(
+        BenchOptions(
+            target=target,
+            requests=3,
+            input_len=INPUT_LEN,
+            output_len=OUTPUT_LEN,  # type: ignore[arg-type]
+            warmup=1,
+            timeout_s=30,
+            progress=False,
+            **fields,
+        )
+    )
+
+
+@pytest.mark.parametrize(("payload", "overhead"), [("openai-chat", 18), ("openai-completions", 1), ("tgi", 1)])
+def test_endpoint_response_stream(gateway: str, payload: str, overhead: int) -> None:
+    result = bench(ENDPOINT, gateway=gateway, payload=payload)
+    assert result.targets[0].url == f"{gateway}/endpoints/{ENDPOINT}/invocations-response-stream"
+    (run,) = result.runs
+    assert run.metrics.completed == 3, run.metrics.errors_by_code
+    assert {(r.input_tokens, r.output_tokens) for r in run.records} == {(INPUT_LEN + overhead, OUTPUT_LEN)}
+
+
+@pytest.mark.parametrize("route", ["/v1/completions", f"/endpoints/{ENDPOINT}/v1/chat/completions"])
+def test_gateway_openai_routes(gateway: str, route: str) -> None:
+    (run,) = bench(gateway + route).runs
+    assert run.metrics.completed == 3, run.metrics.errors_by_code
+
+
+def test_a_missing_endpoint_is_counted_as_errors(gateway: str) -> None:
+    (run,) = bench("no-such-endpoint", gateway=gateway).runs
+    assert run.metrics.completed == 0
+    (code,) = run.metrics.errors_by_code
+    assert code.startswith("4"), run.records[0].error_message
