@@ -1,0 +1,170 @@
+"""`pier deploy FILE.yaml`: one endpoint described in a few lines, turned into the SageMaker calls it takes.
+
+    endpoint: chat
+    instance_type: local            # or any ml.* type pier knows; default local (this host)
+    instance_count: 1
+    model:                          # a model on every instance (one copy per instance) ...
+      data: hf://Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_k_m.gguf
+      environment: {MAX_TOTAL_TOKENS: 4096}
+    components:                     # ... or inference components, each with its copies and resources
+      - name: qwen
+        model: {data: ./models/qwen.gguf}
+        copies: 2
+        cpus: 1
+        memory_mb: 1024
+
+Models and the endpoint config are named after their content (`<name>-<hash>`), so deploying the same file
+again changes nothing and a changed file makes new ones and updates the endpoint to them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import ValidationError as PydanticValidationError
+
+from pier.control.names import ENDPOINT_NAME, MODEL_NAME, NAME_MAX
+
+Name = Annotated[str, StringConstraints(pattern=ENDPOINT_NAME, max_length=NAME_MAX)]
+ComponentName = Annotated[str, StringConstraints(pattern=MODEL_NAME, max_length=NAME_MAX - 7)]
+VARIANT = "AllTraffic"  # what the SageMaker SDK names a single variant
+
+
+class DeployFileError(ValueError):
+    """The file cannot be deployed; the message names the file, the field and the fix."""
+
+
+class Block(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelBlock(Block):
+    data: Annotated[str, StringConstraints(min_length=1)]  # a local path, file://, s3:// or hf:// URL
+    image: str | None = None
+    environment: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("environment", mode="before")
+    @classmethod
+    def _as_text(cls, value: Any) -> Any:
+        """YAML reads MAX_TOTAL_TOKENS: 4096 as a number; an environment holds text."""
+        if isinstance(value, dict):
+            return {str(k): (json.dumps(v) if isinstance(v, bool) else str(v)) for k, v in value.items()}
+        return value
+
+    def container(self, base: Path) -> dict[str, Any]:
+        container: dict[str, Any] = {"ModelDataUrl": _resolve(self.data, base), "Environment": self.environment}
+        if self.image:
+            container["Image"] = self.image
+        return container
+
+
+class ComponentBlock(Block):
+    name: ComponentName
+    model: ModelBlock
+    copies: Annotated[int, Field(ge=0)] = 1
+    cpus: Annotated[float, Field(ge=0.25)] | None = None
+    memory_mb: Annotated[int, Field(ge=128)] = 1024
+    accelerators: Annotated[int, Field(ge=1)] | None = None
+
+    def requirements(self) -> dict[str, Any]:
+        wanted: dict[str, Any] = {"MinMemoryRequiredInMb": self.memory_mb}
+        if self.cpus is not None:
+            wanted["NumberOfCpuCoresRequired"] = self.cpus
+        if self.accelerators is not None:
+            wanted["NumberOfAcceleratorDevicesRequired"] = self.accelerators
+        return wanted
+
+
+class DeployFile(Block):
+    endpoint: Name
+    instance_type: str = "local"
+    instance_count: Annotated[int, Field(ge=1)] = 1
+    model: ModelBlock | None = None
+    components: list[ComponentBlock] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _model_or_components(self) -> DeployFile:
+        if (self.model is None) == (not self.components):
+            raise ValueError("give either `model` (served on every instance) or `components`, not both or neither")
+        names = [c.name for c in self.components]
+        if len(set(names)) != len(names):
+            raise ValueError(f"component names must be unique; got {names}")
+        return self
+
+
+class Calls(BaseModel):
+    """The SageMaker requests a deploy file makes, in the order they are made."""
+
+    models: list[dict[str, Any]]
+    config: dict[str, Any]
+    endpoint: dict[str, Any]
+    components: list[dict[str, Any]]
+
+
+def load(path: Path) -> DeployFile:
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as error:
+        raise DeployFileError(f"Cannot read {path}: {error.strerror}.") from None
+    except yaml.YAMLError as error:
+        raise DeployFileError(f"{path} is not valid YAML: {error}") from None
+    if not isinstance(raw, dict):
+        raise DeployFileError(f"{path} must hold a mapping with at least `endpoint` and `model` or `components`.")
+    try:
+        return DeployFile.model_validate(raw)
+    except PydanticValidationError as error:
+        raise DeployFileError(f"{path}: " + "; ".join(_problem(p) for p in error.errors(include_url=False))) from None
+
+
+def calls(file: DeployFile, base: Path) -> Calls:
+    """`base` is the folder relative model paths are read from (the deploy file's own)."""
+    classic = [_model_call(file.endpoint, file.model, base)] if file.model is not None else []
+    hosted = [_model_call(c.name, c.model, base) for c in file.components]
+    variant: dict[str, Any] = {"VariantName": VARIANT, "InstanceType": file.instance_type,
+                               "InitialInstanceCount": file.instance_count}
+    if classic:
+        variant["ModelName"] = classic[0]["ModelName"]
+    config_name = _named(file.endpoint, variant)
+    components = [{
+        "InferenceComponentName": c.name, "EndpointName": file.endpoint, "VariantName": VARIANT,
+        "Specification": {"ModelName": model["ModelName"], "ComputeResourceRequirements": c.requirements()},
+        "RuntimeConfig": {"CopyCount": c.copies},
+    } for c, model in zip(file.components, hosted, strict=True)]
+    return Calls(
+        models=classic + hosted,
+        config={"EndpointConfigName": config_name, "ProductionVariants": [variant]},
+        endpoint={"EndpointName": file.endpoint, "EndpointConfigName": config_name},
+        components=components,
+    )
+
+
+def _model_call(owner: str, block: ModelBlock, base: Path) -> dict[str, Any]:
+    container = block.container(base)
+    return {"ModelName": _named(owner, container), "PrimaryContainer": container}
+
+
+def _named(owner: str, content: dict[str, Any]) -> str:
+    """`owner-<hash of content>`: the same content gets the same name, so a redeploy finds it exists."""
+    digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:6]
+    return f"{owner[: NAME_MAX - 7]}-{digest}"
+
+
+def _resolve(data: str, base: Path) -> str:
+    """Relative paths are relative to the deploy file, not to wherever pier happens to run."""
+    if "://" in data:
+        return data
+    path = Path(data).expanduser()
+    return str(path if path.is_absolute() else (base / path).resolve())
+
+
+def _problem(problem: Any) -> str:
+    where = ".".join(str(part) for part in problem["loc"]) or "the file"
+    message = str(problem["msg"]).removeprefix("Value error, ")
+    if problem["type"] == "extra_forbidden":
+        message = "is not a field pier knows (check its spelling)"
+    return f"`{where}` {message}"
