@@ -256,3 +256,23 @@ def test_delete_everything(gateway: GatewayProcess) -> None:
     assert httpx.get(f"{gateway.url}/pier/copies").json()["copies"] == []
     with pytest.raises(runtime.exceptions.ValidationError, match="Endpoint llama-tiny of account"):
         invoke(runtime, "llama-tiny", GENERATE)
+
+
+def test_the_cli_client_deploys_chats_and_deletes(gateway: GatewayProcess, tiny_gguf: Path, tmp_path: Path) -> None:
+    from pier.control.client import PierClient
+    from pier.control.deploy_file import load
+
+    path = tmp_path / "pier.yaml"
+    path.write_text(f"endpoint: cli\ncomponents:\n  - {{name: cli-tiny, model: {{data: {tiny_gguf}}}, copies: 1, "
+                    "cpus: 1, memory_mb: 256}\n")
+    client = PierClient(gateway.url)
+    client.deploy(load(path), path.parent, timeout_s=120)
+    assert [(r.name, r.status, r.copies_ready) for r in client.endpoints()] == [("cli", "InService", 1)]
+    reply = "".join(client.chat("cli-tiny", [{"role": "user", "content": "hi"}], max_tokens=5))
+    assert reply
+    parts = b"".join(client.invoke_stream("cli", json.dumps({**GENERATE, "stream": True}), component="cli-tiny"))
+    assert parts.count(b"data:") == 8
+    [log] = client.logs("cli").values()
+    assert "ready in" in log  # the copy's own log, through the gateway
+    client.delete("cli")
+    assert client.endpoints() == []
