@@ -66,8 +66,7 @@ class Bench:
         result = BenchResult(o, infos, runs, comparisons, self.price, interrupted=interrupted)
         if o.out is not None:
             result.files = write_files(result, o.out) + write_plots(result, o.out)
-        if o.progress:
-            print_report(result, self.console)
+        print_report(result, self.console)  # --no-progress drops the live display, never the results
         return result
 
     def _targets(self) -> list[Target]:
