@@ -18,7 +18,14 @@ from pier.control.instance_types import lookup, warn_if_oversize
 from pier.control.listing import Row, page
 from pier.control.model_source import NoModelData, source_of
 from pier.control.names import arn
-from pier.control.records import ComponentRecord, ConfigRecord, EndpointRecord, ModelRecord, VariantRecord
+from pier.control.records import (
+    IN_PROGRESS,
+    ComponentRecord,
+    ConfigRecord,
+    EndpointRecord,
+    ModelRecord,
+    VariantRecord,
+)
 from pier.control.shapes import (
     ComponentNameInput,
     ComponentSpec,
@@ -42,7 +49,6 @@ from pier.control.state import State
 log = logging.getLogger("pier.control")
 
 Body = dict[str, Any]
-IN_PROGRESS = ("Creating", "Updating", "Deleting", "SystemUpdating", "RollingBack")
 
 
 class ControlPlane:

@@ -17,10 +17,10 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from pier.control.deploy_file import Calls, DeployFile, calls
+from pier.control.records import IN_PROGRESS
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 Say = Callable[[str], None]
-IN_PROGRESS = {"Creating", "Updating", "Deleting", "SystemUpdating", "RollingBack"}
 
 
 class PierClientError(RuntimeError):

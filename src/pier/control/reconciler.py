@@ -98,7 +98,6 @@ class Reconciler:
         self._slots: tuple[Slot, ...] = ()
         self._proven: set[str] = set()
         self._busy: dict[str, asyncio.Task[None]] = {}  # copy id -> its start or stop in progress
-        self._problems: dict[str, str] = {}
 
     def wake(self, *, retry_fetches: bool = False) -> None:
         """Reconcile now (the state changed); `retry_fetches` lets failed model fetches run again."""
@@ -117,7 +116,7 @@ class Reconciler:
                 await asyncio.wait_for(self._wake.wait(), self.tick_s)
 
     async def tick(self) -> None:
-        self._resolve_models()
+        fetch_problems = self._resolve_models()
         endpoints, components = self.state.endpoints.all(), self.state.components.all()
         desired = desired_copies(endpoints, components, self._slots, self.host, self.instance_type)
         self._slots = desired.slots
@@ -125,7 +124,7 @@ class Reconciler:
         self._proven = {c.copy_id for c in actual if c.state is CopyState.READY} | (
             self._proven & {c.copy_id for c in actual})
         self._apply(plan(desired.specs, actual))
-        self._update_statuses(endpoints, components, desired, actual)
+        self._update_statuses(endpoints, components, desired, actual, fetch_problems)
         self._finish_deletes(endpoints, components, actual)
 
     def copies(self, workload: str) -> list[CopyStatus]:
@@ -138,20 +137,25 @@ class Reconciler:
 
     # ---- models
 
-    def _resolve_models(self) -> None:
-        """Record where each endpoint's and component's model files are, once fetched; note failures."""
-        self._problems = {}
+    def _resolve_models(self) -> dict[str, str]:
+        """Record where each endpoint's and component's model files are, once fetched; return the workloads
+        whose fetch failed, with why."""
+        problems: dict[str, str] = {}
         for endpoint in self.state.endpoints.all():
-            self._resolve_endpoint(endpoint)
+            if endpoint.status != "Deleting":
+                problems |= self._resolve_endpoint(endpoint)
         for component in self.state.components.all():
-            if component.model_dir is None or not Path(component.model_dir).is_dir():
-                fetched = self.fetches.get(_component_source(component))
-                if fetched.folder is not None:
-                    self.state.components.put(component.model_copy(update={"model_dir": str(fetched.folder)}))
-                elif fetched.error:
-                    self._problems[component.name] = fetched.error
+            if component.status == "Deleting" or (component.model_dir and Path(component.model_dir).is_dir()):
+                continue
+            fetched = self.fetches.get(_component_source(component))
+            if fetched.folder is not None:
+                self.state.components.put(component.model_copy(update={"model_dir": str(fetched.folder)}))
+            elif fetched.error:
+                problems[component.name] = fetched.error
+        return problems
 
-    def _resolve_endpoint(self, endpoint: EndpointRecord) -> None:
+    def _resolve_endpoint(self, endpoint: EndpointRecord) -> dict[str, str]:
+        problems: dict[str, str] = {}
         variants = list(endpoint.variants)
         for i, variant in enumerate(variants):
             if variant.container is None or (variant.model_dir and Path(variant.model_dir).is_dir()):
@@ -160,9 +164,10 @@ class Reconciler:
             if fetched.folder is not None:
                 variants[i] = variant.model_copy(update={"model_dir": str(fetched.folder)})
             elif fetched.error:
-                self._problems[classic_workload(endpoint.name, variant.name)] = fetched.error
+                problems[classic_workload(endpoint.name, variant.name)] = fetched.error
         if tuple(variants) != endpoint.variants:
             self.state.endpoints.put(endpoint.model_copy(update={"variants": tuple(variants)}))
+        return problems
 
     # ---- copies
 
@@ -190,8 +195,8 @@ class Reconciler:
     # ---- statuses
 
     def _update_statuses(self, endpoints: Iterable[EndpointRecord], components: Iterable[ComponentRecord],
-                         desired: Desired, actual: Sequence[CopyStatus]) -> None:
-        problems = {**desired.problems, **self._problems, **_gave_up(desired.specs, actual)}
+                         desired: Desired, actual: Sequence[CopyStatus], fetch_problems: dict[str, str]) -> None:
+        problems = {**desired.problems, **fetch_problems, **_gave_up(desired.specs, actual)}
         for component in components:
             progress = self._progress([component.name], component.copies, desired, problems)
             status, reason = next_status(component.status, progress)

@@ -15,6 +15,7 @@ EndpointStatus = Literal[
     "UpdateRollbackFailed",
 ]
 ComponentStatus = Literal["InService", "Creating", "Updating", "Failed", "Deleting"]
+IN_PROGRESS = frozenset({"Creating", "Updating", "Deleting", "SystemUpdating", "RollingBack"})
 
 
 class Record(BaseModel):
