@@ -206,6 +206,17 @@ def test_too_little_capacity_fails_the_component_with_what_is_missing(sagemaker:
     wait_for(lambda: component_status(sagemaker, "ic") == "InService")
 
 
+def test_a_copy_bigger_than_an_instance_is_refused_at_once(sagemaker: Any, model_dir: Path) -> None:
+    sagemaker.create_model(ModelName="m", PrimaryContainer={"ModelDataUrl": str(model_dir)})
+    create_for_components(sagemaker, instance_type="ml.c7g.large")  # 2 vCPUs, 4 GiB
+    with pytest.raises(sagemaker.exceptions.ResourceLimitExceeded, match="needs 4 CPU cores, more than a whole"):
+        sagemaker.create_inference_component(
+            InferenceComponentName="ic", EndpointName="host",
+            Specification={"ModelName": "m", "ComputeResourceRequirements": {
+                "NumberOfCpuCoresRequired": 4, "MinMemoryRequiredInMb": 512}},
+            RuntimeConfig={"CopyCount": 1})
+
+
 def test_model_that_cannot_be_fetched_fails_the_endpoint_with_the_reason(sagemaker: Any, tmp_path: Path) -> None:
     create_classic(sagemaker, tmp_path / "missing")
     with pytest.raises(WaiterError) as failed:

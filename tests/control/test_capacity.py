@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from pier.control.capacity import Demand, Slot, pack, whole_instances
+from pier.control.capacity import Demand, Slot, pack, too_big, whole_instances
 from pier.control.instance_types import InstanceType
 
 C7G_XL = InstanceType("ml.c7g.xlarge", 4, 8192)
@@ -99,3 +99,14 @@ def test_shortfall_names_what_is_missing_and_how_to_fix_it() -> None:
 def test_classic_variant_gets_one_copy_per_instance_owning_it() -> None:
     slots = whole_instances("e/AllTraffic", C7G_XL, 2)
     assert [(s.ordinal, s.instance, s.vcpus) for s in slots] == [(0, 0, (0, 1, 2, 3)), (1, 1, (0, 1, 2, 3))]
+
+
+@pytest.mark.parametrize(("demand", "words"), [
+    (Demand("a", 1, cores=4, memory_mb=8192), ""),
+    (Demand("a", 1, cores=5, memory_mb=128), "needs 5 CPU cores, more than a whole ml.c7g.xlarge"),
+    (Demand("a", 1, memory_mb=9000), "needs 9000 MiB of memory"),
+    (Demand("a", 1, cores=8, memory_mb=9000, accelerators=1), "needs 8 CPU cores and 9000 MiB of memory and 1 acc"),
+])
+def test_a_copy_bigger_than_an_instance(demand: Demand, words: str) -> None:
+    reason = too_big(C7G_XL, demand)
+    assert (words in reason) if words else reason == ""

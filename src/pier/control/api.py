@@ -13,7 +13,16 @@ from collections.abc import Callable
 from typing import Any
 
 from pier.control import views
-from pier.control.errors import ResourceInUse, UnknownOperation, ValidationError, already_exists, not_found
+from pier.control.capacity import too_big
+from pier.control.desired import demand_of
+from pier.control.errors import (
+    ResourceInUse,
+    ResourceLimitExceeded,
+    UnknownOperation,
+    ValidationError,
+    already_exists,
+    not_found,
+)
 from pier.control.instance_types import lookup, warn_if_oversize
 from pier.control.listing import Row, page
 from pier.control.model_source import NoModelData, source_of
@@ -188,6 +197,7 @@ class ControlPlane:
         if endpoint.status == "Deleting":
             raise not_found("endpoint", request.EndpointName)
         variant = self._component_variant(endpoint, request.VariantName)
+        self._check_fits(endpoint, variant, request.InferenceComponentName, request.Specification)
         now = self.clock()
         record = ComponentRecord(
             name=request.InferenceComponentName, created=now, modified=now,
@@ -223,6 +233,8 @@ class ControlPlane:
             )
         change: dict[str, Any] = {"status": "Updating"}
         if request.Specification is not None:
+            endpoint = self._endpoint(record.endpoint)
+            self._check_fits(endpoint, record.variant, record.name, request.Specification)
             change |= {"specification": request.Specification, "model_dir": None,
                        "container": self._component_container(request.Specification, region)}
         if request.RuntimeConfig is not None:
@@ -319,6 +331,19 @@ class ControlPlane:
                     f'"{config}" does not offer to components: keep that variant without a ModelName, or delete the '
                     "component first."
                 )
+            self._check_fits_type(variant.instance_type, hosted.name, hosted.specification)
+
+    def _check_fits(self, endpoint: EndpointRecord, variant: str, name: str, spec: ComponentSpec) -> None:
+        found = endpoint.variant(variant)
+        assert found is not None  # checked by the caller
+        self._check_fits_type(found.instance_type, name, spec)
+
+    @staticmethod
+    def _check_fits_type(instance_type: str, name: str, spec: ComponentSpec) -> None:
+        """A copy bigger than a whole instance could never be placed: refused now, not Failed later."""
+        reason = too_big(lookup(instance_type), demand_of(name, spec.resources, 1))
+        if reason:
+            raise ResourceLimitExceeded(reason)
 
     def _check_not_in_progress(self, record: EndpointRecord) -> None:
         if record.status in IN_PROGRESS:

@@ -154,6 +154,18 @@ def _why(demand: Demand, free: list[_Free], itype: InstanceType, count: int) -> 
     )
 
 
+def too_big(itype: InstanceType, demand: Demand) -> str:
+    """Why one copy of `demand` could not fit even an empty instance of `itype` ("" when it fits)."""
+    packing = pack(itype, 1, [Demand(demand.workload, 1, demand.cores, demand.memory_mb, demand.accelerators)])
+    if not packing.shortfalls:
+        return ""
+    needs = [f"{n} {what}" for n, have, what in (
+        (demand.cores, itype.vcpus, "CPU cores"), (demand.memory_mb, itype.memory_mb, "MiB of memory"),
+        (demand.accelerators, itype.accelerators, "accelerators")) if n > have]
+    return (f"One copy of {demand.workload} needs {' and '.join(needs)}, more than a whole {itype.describe()} has. "
+            "Lower ComputeResourceRequirements or give the endpoint a larger InstanceType.")
+
+
 def whole_instances(workload: str, itype: InstanceType, count: int) -> tuple[Slot, ...]:
     """A classic variant (its model named in the endpoint config): one copy per instance, owning all of it."""
     every = tuple(range(itype.vcpus))

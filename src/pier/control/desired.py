@@ -21,6 +21,7 @@ from pier.control import capacity
 from pier.control.capacity import Demand, Slot
 from pier.control.instance_types import InstanceType, host_cores_for
 from pier.control.records import ComponentRecord, EndpointRecord, VariantRecord
+from pier.control.shapes import ResourceRequirements
 
 WeightsMb = Callable[[Path], int]
 
@@ -97,16 +98,22 @@ def _components(hosted: list[ComponentRecord], variant: VariantRecord, itype: In
 
 
 def _demand(component: ComponentRecord, weights_mb: WeightsMb) -> Demand:
-    resources = component.specification.resources
     model_dir = Path(component.model_dir or "")
+    return demand_of(component.name, component.specification.resources, component.copies,
+                     str(model_dir.resolve()), weights_mb(model_dir))
+
+
+def demand_of(workload: str, resources: ResourceRequirements, copies: int, weights: str = "",
+              weights_mb: int = 0) -> Demand:
+    """A component's requirements as packing reads them: whole cores and devices, rounded up."""
     return Demand(
-        workload=component.name,
-        copies=component.copies,
+        workload=workload,
+        copies=copies,
         cores=math.ceil(resources.NumberOfCpuCoresRequired or 0),
         memory_mb=resources.MinMemoryRequiredInMb,
         accelerators=math.ceil(resources.NumberOfAcceleratorDevicesRequired or 0),
-        weights=str(model_dir.resolve()),
-        weights_mb=weights_mb(model_dir),
+        weights=weights,
+        weights_mb=weights_mb,
     )
 
 
