@@ -86,7 +86,15 @@ def test_a_failed_deploy_says_why(client: PierClient, tmp_path: Path) -> None:
         deploy(client, path)
 
 
+def test_no_gateway_is_said_plainly() -> None:
+    from tests.server.conftest import free_port
+
+    with pytest.raises(PierClientError, match=r"No pier gateway answers at http://127.0.0.1:\d+ .*`pier up`"):
+        PierClient(f"http://127.0.0.1:{free_port()}").ping()
+
+
 def test_unknown_names(client: PierClient) -> None:
+    client.ping()
     with pytest.raises(PierClientError, match="No endpoint or inference component is called x"):
         client.describe("x")
     with pytest.raises(PierClientError, match="No endpoint is called x"):

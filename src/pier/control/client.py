@@ -49,6 +49,16 @@ class PierClient:
         self.runtime = boto3.client("sagemaker-runtime", **settings, config=config)
         self.http = httpx.Client(base_url=self.url, timeout=timeout_s, trust_env=False)
 
+    def ping(self) -> None:
+        """Raise PierClientError unless a gateway answers at the URL (call it first for a clear message)."""
+        try:
+            self.http.get("/ping", timeout=5).raise_for_status()
+        except httpx.HTTPError as error:
+            raise PierClientError(
+                f"No pier gateway answers at {self.url} ({type(error).__name__}): start one with `pier up`, or pass "
+                "the URL of the one you run."
+            ) from None
+
     # ---- deploy
 
     def deploy(self, file: DeployFile, base: Path, *, wait: bool = True, say: Say = lambda _: None,
