@@ -13,7 +13,7 @@ import pytest
 
 from pier.engine.core import EngineConfig, EngineCore
 from pier.engine.engine import Engine
-from pier.engine.llama import LlamaRunner
+from pier.engine.llama import KV_TYPES, LlamaRunner
 from pier.engine.request import FinishReason, GenerateRequest, SamplingParams
 
 from .conftest import run
@@ -44,8 +44,8 @@ def reference(llm: llama_cpp.Llama, prompt: list[int], n: int) -> tuple[list[int
 Outcome = tuple[list[int], list[int], np.ndarray]  # (engine tokens, oracle tokens, oracle logits)
 
 
-def batched_vs_reference(gguf: Path, n_out: int = 24, logits: bool = True) -> list[Outcome]:
-    runner = LlamaRunner(gguf, n_ctx=N_CTX, n_seq_max=32, n_batch=512, n_threads=2)
+def batched_vs_reference(gguf: Path, n_out: int = 24, logits: bool = True, kv_type: str = "f16") -> list[Outcome]:
+    runner = LlamaRunner(gguf, n_ctx=N_CTX, n_seq_max=32, n_batch=512, n_threads=2, kv_type=kv_type)
     try:
         prompts = [random_prompt(n, runner.info.n_vocab, seed=n) for n in PROMPT_LENGTHS]
         core = EngineCore(runner, EngineConfig(max_running=8, step_tokens=512, prefix_cache=False))
@@ -54,8 +54,9 @@ def batched_vs_reference(gguf: Path, n_out: int = 24, logits: bool = True) -> li
     finally:
         runner.close()
     # flash attention: the engine's default (auto) resolves to on for the CPU backend
+    ggml_kv = KV_TYPES[kv_type]
     llm = llama_cpp.Llama(str(gguf), n_ctx=N_CTX, n_batch=512, n_threads=2, flash_attn=True, logits_all=logits,
-                          verbose=False)
+                          type_k=ggml_kv, type_v=ggml_kv, verbose=False)
     return [(batched.tokens(r.request_id), *reference(llm, p, n_out)) for r, p in zip(reqs, prompts, strict=True)]
 
 
@@ -70,19 +71,9 @@ def runner(small_f32_gguf: Path) -> LlamaRunner:
 PROMPT_LENGTHS = (3, 17, 40, 64, 100, 150, 201, 260)  # 835 tokens: prompts are chunked across steps too
 
 
-def test_batched_greedy_matches_llama_one_at_a_time(small_f32_gguf: Path) -> None:
-    """F32 weights: no rounding step in the forward pass, so batching must not change a single token."""
-    for got, want, _ in batched_vs_reference(small_f32_gguf, logits=False):
-        assert got == want
-
-
-def test_quantized_model_differs_only_at_near_ties(small_gguf: Path) -> None:
-    """Q4_0 weights make llama.cpp round activations to 8 bits before each product. Batching changes the
-    summation order by ~1e-7, which now and then tips one activation to the next 8-bit step; with random
-    weights that moves logits by up to ~0.05 (measured). So a batched greedy run may pick the other of two
-    near-tied tokens. Bound: every divergence starts where the oracle's top two logits are < 0.1 apart
-    (the logits' spread is ~4), and most sequences (measured: 5-6 of 8 over 24 tokens) match fully."""
-    results = batched_vs_reference(small_gguf)
+def assert_divergences_at_near_ties(results: list[Outcome], max_gap: float, max_diverged: int) -> None:
+    """Each sequence matches the oracle token for token, or first differs where the oracle's two candidates
+    were within `max_gap` logits of each other (the logits' spread is ~4); at most `max_diverged` differ."""
     diverged = 0
     for got, want, logits in results:
         if got == want:
@@ -90,8 +81,25 @@ def test_quantized_model_differs_only_at_near_ties(small_gguf: Path) -> None:
         diverged += 1
         k = next(i for i, (a, b) in enumerate(zip(got, want, strict=True)) if a != b)
         gap = logits[k][want[k]] - logits[k][got[k]]
-        assert 0 <= gap < 0.1, f"diverged at token {k} where the oracle preferred its pick by {gap:.4f}"
-    assert diverged <= len(results) // 2
+        assert 0 <= gap < max_gap, f"diverged at token {k} where the oracle preferred its pick by {gap:.5f}"
+    assert diverged <= max_diverged, f"{diverged} of {len(results)} sequences diverged"
+
+
+def test_batched_greedy_matches_llama_one_at_a_time(small_f32_gguf: Path) -> None:
+    """F32 weights and KV cache, so no 8-bit or 16-bit rounding anywhere. Batching still changes which kernel
+    runs (a batch of 8 decodes goes through tiled matrix products, a single token through dot products) and
+    so the order of float additions: ~1e-7 relative, which this random 6-layer model amplifies to ~1e-3 in
+    the logits. Measured on 8 prompts x 24 tokens: 7 sequences identical, 1 differs from token 19 where the
+    oracle's top two were 0.0009 apart. Bound: divergence only at gaps under 0.005, in at most 1 of 8."""
+    assert_divergences_at_near_ties(batched_vs_reference(small_f32_gguf, kv_type="f32"), 0.005, 1)
+
+
+def test_quantized_model_differs_only_at_near_ties(small_gguf: Path) -> None:
+    """Q4_0 weights make llama.cpp round activations to 8 bits before each product, and the KV cache is F16.
+    Batching's ~1e-7 differences now and then tip a value to the next 8-bit step, which moves logits by up
+    to ~0.05 (measured). Bound: divergence only at gaps under 0.1, in at most half the sequences
+    (measured: 2-3 of 8 over 24 tokens)."""
+    assert_divergences_at_near_ties(batched_vs_reference(small_gguf), 0.1, len(PROMPT_LENGTHS) // 2)
 
 
 def test_shared_256_token_prefix_evaluates_only_the_suffix(runner: LlamaRunner) -> None:
