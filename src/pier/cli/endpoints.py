@@ -1,0 +1,214 @@
+"""`pier deploy / ls / describe / invoke / chat / logs / delete`: endpoints on a running gateway."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+from rich.table import Table
+
+from pier.cli.app import app, console
+
+if TYPE_CHECKING:
+    from pier.control.client import PierClient
+
+Url = Annotated[str, typer.Option(envvar="PIER_URL", help="The gateway (default http://127.0.0.1:8080).")]
+Json = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+
+def _client(url: str) -> PierClient:
+    from pier.control.client import PierClient, PierClientError
+
+    client = PierClient(url)
+    try:
+        client.ping()
+    except PierClientError as error:
+        _fail(str(error))
+    return client
+
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    console.print(f"[red]error:[/] {message}")
+    raise typer.Exit(code)
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")
+
+
+@app.command("deploy")
+def deploy(
+    file: Annotated[Path, typer.Argument(help="A deploy file (YAML): endpoint, instance type, model or components.")],
+    url: Url = DEFAULT_URL,
+    wait: Annotated[bool, typer.Option(help="Wait until the endpoint is InService.")] = True,
+) -> None:
+    """Create or update an endpoint from a deploy file (like the seeds' config.yaml); only what changed moves."""
+    from pier.control.client import PierClientError
+    from pier.control.deploy_file import DeployFileError, load
+
+    try:
+        spec = load(file)
+    except DeployFileError as error:
+        _fail(str(error), 2)
+    client = _client(url)
+    try:
+        client.deploy(spec, file.resolve().parent, wait=wait, say=lambda line: console.print(f"  {line}"))
+    except PierClientError as error:
+        _fail(str(error))
+    console.print(f"[green]{spec.endpoint}[/] deployed.")
+
+
+@app.command("ls")
+def ls(url: Url = DEFAULT_URL, as_json: Json = False) -> None:
+    """List endpoints with their status, instances and ready copies."""
+    rows = _client(url).endpoints()
+    if as_json:
+        _print_json([row.__dict__ for row in rows])
+        return
+    table = Table("endpoint", "status", "instance type", "instances", "serves", "copies ready", "reason")
+    for row in rows:
+        status = {"InService": "green", "Failed": "red"}.get(row.status, "yellow")
+        table.add_row(row.name, f"[{status}]{row.status}[/]", row.instance_type, str(row.instances), row.serves,
+                      f"{row.copies_ready}/{row.copies_wanted}", row.failure_reason)
+    console.print(table if rows else "No endpoints yet: `pier deploy FILE.yaml` or `pier serve MODEL` makes one.")
+
+
+@app.command("describe")
+def describe(name: str, url: Url = DEFAULT_URL, as_json: Json = False) -> None:
+    """An endpoint (or inference component), its components and its copies."""
+    from pier.control.client import PierClientError
+
+    try:
+        described = _client(url).describe(name)
+    except PierClientError as error:
+        _fail(str(error))
+    if as_json:
+        _print_json(described)
+        return
+    main = {k: v for k, v in (described.get("endpoint") or described.get("component") or {}).items()
+            if k != "ResponseMetadata"}
+    console.print_json(json.dumps(main, default=str))
+    for component in described.get("components", []):
+        console.print(f"[bold]component[/] {component['InferenceComponentName']}: "
+                      f"{component.get('InferenceComponentStatus')}")
+    table = Table("copy", "serves", "state", "url", "restarts", "message")
+    for copy in described.get("copies", []):
+        table.add_row(copy["copy_id"], copy["component"], copy["state"], copy.get("url") or "",
+                      str(copy.get("restarts", 0)), copy.get("message") or "")
+    console.print(table)
+
+
+@app.command("invoke")
+def invoke(
+    name: Annotated[str, typer.Argument(help="The endpoint.")],
+    prompt: Annotated[str | None, typer.Option(help="Send a TGI payload with this text.")] = None,
+    body: Annotated[str | None, typer.Option(help="The raw JSON body; @FILE reads a file, - reads stdin.")] = None,
+    max_new_tokens: Annotated[int, typer.Option(help="With --prompt: tokens to generate.")] = 64,
+    component: Annotated[str | None, typer.Option(help="The inference component to call.")] = None,
+    stream: Annotated[bool, typer.Option(help="Use InvokeEndpointWithResponseStream.")] = False,
+    content_type: Annotated[str, typer.Option(help="Content-Type of the body.")] = "application/json",
+    url: Url = DEFAULT_URL,
+) -> None:
+    """Call an endpoint through the SageMaker runtime API, as boto3 does; the reply goes to stdout."""
+    from pier.control.client import PierClientError
+
+    payload = _payload(prompt, body, max_new_tokens, stream)
+    client = _client(url)
+    try:
+        if stream:
+            for part in client.invoke_stream(name, payload, content_type=content_type, component=component):
+                sys.stdout.write(part.decode("utf-8", "replace"))
+                sys.stdout.flush()
+        else:
+            sys.stdout.write(client.invoke(name, payload, content_type=content_type, component=component)
+                             .decode("utf-8", "replace") + "\n")
+    except PierClientError as error:
+        _fail(str(error))
+    except Exception as error:  # botocore's ClientError carries SageMaker's own message
+        _fail(f"{type(error).__name__}: {error}")
+
+
+def _payload(prompt: str | None, body: str | None, max_new_tokens: int, stream: bool) -> str:
+    if (prompt is None) == (body is None):
+        _fail("give --prompt TEXT or --body JSON (one of them)", 2)
+    if prompt is not None:  # TGI's payload; the container streams only when the body asks for it
+        return json.dumps({"inputs": prompt, "parameters": {"max_new_tokens": max_new_tokens}, "stream": stream})
+    assert body is not None
+    if body == "-":
+        return sys.stdin.read()
+    return Path(body[1:]).read_text() if body.startswith("@") else body
+
+
+@app.command("chat")
+def chat(
+    name: Annotated[str, typer.Argument(help="The endpoint or inference component to talk to.")],
+    system: Annotated[str | None, typer.Option(help="A system prompt.")] = None,
+    max_tokens: Annotated[int, typer.Option(help="Most tokens per reply.")] = 256,
+    url: Url = DEFAULT_URL,
+) -> None:
+    """Talk to an endpoint in the terminal; replies stream as they are generated. Ctrl-D or `exit` ends it."""
+    from pier.control.client import PierClientError
+
+    client = _client(url)
+    messages = [{"role": "system", "content": system}] if system else []
+    console.print(f"Chatting with [bold]{name}[/]. Ctrl-D or `exit` to leave.")
+    while True:
+        try:
+            text = console.input("[bold cyan]you>[/] ")
+        except EOFError:
+            break
+        if text.strip() in {"exit", "quit"}:
+            break
+        messages.append({"role": "user", "content": text})
+        reply = []
+        console.print(f"[bold magenta]{name}>[/] ", end="")
+        try:
+            for piece in client.chat(name, messages, max_tokens=max_tokens):
+                reply.append(piece)
+                console.print(piece, end="", markup=False, highlight=False)
+        except PierClientError as error:
+            _fail(str(error))
+        console.print()
+        messages.append({"role": "assistant", "content": "".join(reply)})
+
+
+@app.command("logs")
+def logs(
+    name: str,
+    lines: Annotated[int, typer.Option(help="Lines from the end of each copy's log.")] = 200,
+    url: Url = DEFAULT_URL,
+) -> None:
+    """The end of the log of each copy serving an endpoint or inference component."""
+    from pier.control.client import PierClientError
+
+    try:
+        found = _client(url).logs(name, lines)
+    except PierClientError as error:
+        _fail(str(error))
+    if not found:
+        console.print(f"No copies serve {name} right now.")
+    for copy_id, text in found.items():
+        console.rule(copy_id)
+        sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+
+
+@app.command("delete")
+def delete(
+    name: str,
+    url: Url = DEFAULT_URL,
+    wait: Annotated[bool, typer.Option(help="Wait until it is gone.")] = True,
+) -> None:
+    """Delete an endpoint with its inference components, its config and the models nothing else uses."""
+    from pier.control.client import PierClientError
+
+    try:
+        _client(url).delete(name, wait=wait, say=lambda line: console.print(f"  {line}"))
+    except PierClientError as error:
+        _fail(str(error))
+    console.print(f"[green]{name}[/] deleted.")
+
+

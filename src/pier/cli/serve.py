@@ -1,0 +1,131 @@
+"""`pier container`, `pier up` and `pier serve`: running a copy, a gateway, or both at once."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from pier.cli.app import app, console
+from pier.cli.models import demo_model
+
+if TYPE_CHECKING:
+    from pier.control.client import PierClient
+
+Port = Annotated[int | None, typer.Option(help="Port to listen on (default 8080).")]
+Threads = Annotated[int | None, typer.Option(help="Engine threads (default: the cores the copy may use).")]
+Parallel = Annotated[int | None, typer.Option(help="Sequences decoding at once in each copy (default 8).")]
+StateDir = Annotated[Path | None, typer.Option(help="Where pier keeps models and state (default ~/.pier).")]
+Host = Annotated[str | None, typer.Option(help="Address to listen on (default 127.0.0.1).")]
+
+
+@app.command("container")
+def container(
+    model: Annotated[str | None, typer.Option(
+        help="Model folder or .gguf (default: SM_MODEL_DIR or /opt/ml/model).")] = None,
+    port: Port = None,
+    host: Annotated[str | None, typer.Option(help="Address to listen on (default 0.0.0.0).")] = None,
+    threads: Threads = None,
+    parallel: Parallel = None,
+) -> None:
+    """Run one model server exactly as a SageMaker inference container does (what `<image> serve` starts)."""
+    from pier.server.container import serve_container
+
+    raise typer.Exit(serve_container(model, port, host=host, threads=threads, parallel=parallel))
+
+
+@app.command("up")
+def up(port: Port = None, host: Host = None, state_dir: StateDir = None) -> None:
+    """Run the gateway: the SageMaker control plane and runtime, OpenAI routes, and the copies it supervises."""
+    from pier.gateway import DEFAULT_PORT, run_gateway
+
+    raise typer.Exit(run_gateway(port or DEFAULT_PORT, state_dir, host=host or "127.0.0.1"))
+
+
+@app.command("serve")
+def serve(
+    model: Annotated[str | None, typer.Argument(help=(
+        "A .gguf file, a model folder, or a file://, s3:// or hf:// URL. Omit it to run as a SageMaker container "
+        "(model from SM_MODEL_DIR or /opt/ml/model)."))] = None,
+    demo: Annotated[bool, typer.Option(help="Build a small model with RANDOM weights and serve it.")] = False,
+    name: Annotated[str | None, typer.Option(help="Endpoint name (default: from the model's file name).")] = None,
+    port: Port = None,
+    host: Host = None,
+    parallel: Parallel = None,
+    state_dir: StateDir = None,
+) -> None:
+    """One command: a gateway, an endpoint serving MODEL on this host, and the URLs to call it."""
+    if model is None and not demo:
+        container(None, port, None, None, parallel)  # `<image> serve`: SageMaker's container entry
+        return
+    if model is not None and demo:
+        raise typer.BadParameter("give a MODEL or --demo, not both", param_hint="--demo")
+    folder = (state_dir or Path.home() / ".pier").expanduser()
+    source = str(demo_model(folder)) if demo else model
+    assert source is not None
+    endpoint = name or ("demo" if demo else endpoint_name(source))
+    _deploy_when_up(endpoint, _local_source(source), port or 8080, parallel)
+    up(port, host, folder)
+
+
+def endpoint_name(source: str) -> str:
+    """A valid SageMaker endpoint name from a model path or URL: `qwen2.5-0.5b.Q4_0.gguf` -> `qwen2-5-0-5b-Q4-0`."""
+    stem = Path(source.rstrip("/")).name.removesuffix(".gguf") or "model"
+    cleaned = re.sub(r"-+", "-", re.sub(r"[^a-zA-Z0-9]", "-", stem)).strip("-")[:63].strip("-")
+    return cleaned or "model"
+
+
+def _local_source(source: str) -> str:
+    return source if "://" in source else str(Path(source).expanduser().resolve())
+
+
+def _deploy_when_up(endpoint: str, source: str, port: int, parallel: int | None) -> None:
+    """Once the gateway answers, create the endpoint through its own API and print where to call it."""
+    from pier.control.client import PierClient, PierClientError
+    from pier.control.deploy_file import DeployFile, ModelBlock
+
+    environment = {"PIER_PARALLEL": str(parallel)} if parallel else {}
+    file = DeployFile(endpoint=endpoint, model=ModelBlock(data=source, environment=environment))
+    url = f"http://127.0.0.1:{port}"
+
+    def deploy() -> None:
+        client = PierClient(url)
+        try:
+            _wait_for_gateway(client)
+            client.deploy(file, Path.cwd(), say=lambda line: console.print(f"  {line}"))
+            _print_urls(url, endpoint)
+        except (PierClientError, OSError) as error:
+            console.print(f"[red]Could not deploy {endpoint}:[/] {error}")
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=deploy, name="pier-serve-deploy", daemon=True).start()
+
+
+def _wait_for_gateway(client: PierClient, timeout_s: float = 60.0) -> None:
+    from pier.control.client import PierClientError
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            client.ping()
+            return
+        except PierClientError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def _print_urls(url: str, endpoint: str) -> None:
+    console.print(f"\n[bold green]Endpoint {endpoint} is InService[/] at {url}")
+    console.print(f"  OpenAI:     OpenAI(base_url=\"{url}/v1\", api_key=\"unused\"), model=\"{endpoint}\"")
+    console.print(f"  SageMaker:  AWS_ENDPOINT_URL={url}  boto3 invoke_endpoint(EndpointName=\"{endpoint}\", ...)")
+    console.print(f"  HTTP:       POST {url}/endpoints/{endpoint}/invocations  (TGI, Messages or completion JSON)")
+    console.print(f"  CLI:        pier chat {endpoint}   pier invoke {endpoint} --prompt 'Hello'   pier ls   "
+                  f"pier logs {endpoint}")
+    console.print("  Stop with Ctrl-C (the copies stop with the gateway).\n")
