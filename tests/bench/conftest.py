@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -17,16 +16,13 @@ import httpx
 import pytest
 
 import pier
+from tests.sockets import free_port
 
 SRC = str(Path(pier.__file__).resolve().parent.parent)
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,8 @@ from pier.bench.progress import LiveProgress
 from pier.bench.report import REQUESTS_FILE, SUMMARY_FILE
 from pier.bench.result import RunResult
 from pier.bench.runner import Bench, Prepared
-from tests.bench.conftest import free_port, serving
+from tests.bench.conftest import serving
+from tests.sockets import free_port
 
 BODY = b'{"error": {"message": "the engine is on fire", "type": "server_error", "code": null}}'
 TOKEN = b'data: {"choices": [{"index": 0, "text": " a", "finish_reason": null}]}\n\n'

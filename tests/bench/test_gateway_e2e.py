@@ -11,8 +11,8 @@ import boto3
 import pytest
 
 from pier.bench import BenchOptions, BenchResult, run_bench
-from tests.bench.conftest import free_port
 from tests.e2e.gateway_process import GatewayProcess
+from tests.sockets import free_port
 
 pytestmark = pytest.mark.e2e
 

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,13 +11,12 @@ from typing import Any
 import boto3
 import httpx
 import pytest
-import uvicorn
 from botocore.config import Config
 
 from pier.gateway import create_gateway
 from tests.control.botocore_shapes import output_problems
 from tests.control.fakes import FakeBackend
-from tests.server.conftest import free_port
+from tests.sockets import serving
 
 
 @dataclass
@@ -45,7 +41,7 @@ class Served:
 def served(tmp_path: Path) -> Iterator[Served]:
     backend = FakeBackend()
     app = create_gateway(tmp_path / "state", backend=backend, tick_s=0.05)
-    with serving(app) as url:
+    with serving(app, lifespan="on") as url:
         yield Served(url, backend, tmp_path / "state")
 
 
@@ -59,24 +55,6 @@ def sagemaker_client(url: str) -> Any:
         "sagemaker", endpoint_url=url, region_name="eu-west-1", aws_access_key_id="pier",
         aws_secret_access_key="pier", config=Config(retries={"max_attempts": 1}),
     )
-
-
-@contextmanager
-def serving(app: Any) -> Iterator[str]:
-    """Run the app (lifespan included: the reconciler runs) under uvicorn on a thread."""
-    config = uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "the gateway did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{config.port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 def wait_for(condition: Any, timeout: float = 5.0) -> Any:

@@ -259,7 +259,7 @@ def test_a_restarted_gateway_brings_back_every_endpoint(tmp_path: Path, model_di
     from pier.gateway import create_gateway
 
     first = FakeBackend()
-    with serving(create_gateway(tmp_path / "state", backend=first, tick_s=0.05)) as url:
+    with serving(create_gateway(tmp_path / "state", backend=first, tick_s=0.05), lifespan="on") as url:
         client = sagemaker_client(url)
         create_classic(client, model_dir)
         client.create_model(ModelName="m", PrimaryContainer={"ModelDataUrl": str(model_dir)})
@@ -273,7 +273,7 @@ def test_a_restarted_gateway_brings_back_every_endpoint(tmp_path: Path, model_di
     assert first.closed
 
     second = FakeBackend(auto_ready=False)
-    with serving(create_gateway(tmp_path / "state", backend=second, tick_s=0.05)) as url:
+    with serving(create_gateway(tmp_path / "state", backend=second, tick_s=0.05), lifespan="on") as url:
         client = sagemaker_client(url)
         wait_for(lambda: sorted(second.copies) == before)  # the same copies, by the same ids
         assert client.describe_endpoint(EndpointName="llm")["EndpointStatus"] == "InService"

@@ -87,7 +87,7 @@ def test_a_failed_deploy_says_why(client: PierClient, tmp_path: Path) -> None:
 
 
 def test_no_gateway_is_said_plainly() -> None:
-    from tests.server.conftest import free_port
+    from tests.sockets import free_port
 
     with pytest.raises(PierClientError, match=r"No pier gateway answers at http://127.0.0.1:\d+ .*`pier up`"):
         PierClient(f"http://127.0.0.1:{free_port()}").ping()

@@ -15,8 +15,8 @@ import boto3
 import pytest
 from openai import OpenAI
 
-from tests.server.conftest import free_port
 from tests.server.processes import SRC
+from tests.sockets import free_port
 
 pytestmark = pytest.mark.e2e
 

@@ -21,8 +21,8 @@ import pytest
 from botocore.config import Config
 
 from tests.e2e.gateway_process import GatewayProcess
-from tests.server.conftest import free_port
 from tests.server.processes import metric
+from tests.sockets import free_port
 
 pytestmark = pytest.mark.e2e
 

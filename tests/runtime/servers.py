@@ -13,7 +13,6 @@ from typing import Any
 
 import boto3
 import numpy as np
-import uvicorn
 from botocore.config import Config
 from fastapi import FastAPI, Request
 from starlette.responses import Response, StreamingResponse
@@ -30,6 +29,7 @@ from pier.runtime.settings import RuntimeSettings
 from pier.runtime.target import Target
 from pier.server.app import create_app
 from pier.server.settings import ServerSettings
+from tests.sockets import serving
 
 
 class SlowRunner(FakeRunner):
@@ -44,29 +44,6 @@ class SlowRunner(FakeRunner):
         return super().decode(batch)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextmanager
-def serving(app: FastAPI) -> Iterator[str]:
-    """`app` under a real uvicorn on a loopback port, in a thread."""
-    config = uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning", lifespan="off")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        assert thread.is_alive(), "uvicorn exited"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{config.port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 @dataclass

@@ -26,8 +26,8 @@ from pier.runtime.invoke import RuntimeService
 from pier.runtime.routes import runtime_router
 from pier.runtime.target import Target
 from tests.backends.conftest import Running, backend_running, spec
-from tests.runtime.servers import free_port
 from tests.runtime.servers import runtime_client as client
+from tests.sockets import free_port
 
 pytestmark = pytest.mark.e2e
 

@@ -21,7 +21,6 @@ from tests.runtime.servers import (
     SlowRunner,
     copy_server,
     echo_app,
-    free_port,
     gateway,
     hanging_up_server,
     headers_of,
@@ -29,6 +28,7 @@ from tests.runtime.servers import (
     wait_until,
 )
 from tests.runtime.servers import runtime_client as client
+from tests.sockets import free_port
 
 GENERATE = {"inputs": "hello world", "parameters": {"max_new_tokens": 4}}
 

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import shutil
-import socket
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
-import uvicorn
 from fastapi import FastAPI
 
 from pier.engine.core import EngineConfig
@@ -94,31 +90,6 @@ async def app_client(
             yield client
     finally:
         engine.stop()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextmanager
-def serving(app: FastAPI) -> Iterator[str]:
-    """Run `app` under a real uvicorn on a loopback port (a thread), for what only sockets show:
-    clients that hang up, true streaming."""
-    config = uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning", lifespan="off")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{config.port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 2.0) -> bool:

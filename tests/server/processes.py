@@ -13,7 +13,7 @@ from types import TracebackType
 import httpx
 
 import pier
-from tests.server.conftest import free_port
+from tests.sockets import free_port
 
 SRC = str(Path(pier.__file__).resolve().parent.parent)
 

@@ -13,7 +13,8 @@ from pier.engine.fake import FakeRunner
 from pier.engine.runner import Batch
 from pier.server.app import create_app
 from pier.server.settings import ServerSettings
-from tests.server.conftest import SlowRunner, app_client, serving, sse_data, start_engine, wait_until
+from tests.server.conftest import SlowRunner, app_client, sse_data, start_engine, wait_until
+from tests.sockets import serving
 
 LONG = {"prompt": "hello world", "max_tokens": 400, "ignore_eos": True}
 
