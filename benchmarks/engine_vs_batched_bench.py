@@ -24,25 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-PEERS_SCRIPT = ROOT.parent / "shared" / "tools" / "build-llama-server.sh"
-MODEL_CACHE = Path.home() / ".cache" / "pier" / "models"
-
-
-def bench_model() -> Path:
-    from pier.model.synthetic import BENCH_360M, build_gguf
-
-    path = MODEL_CACHE / "bench-360m-q4_0.gguf"
-    if not path.exists():
-        MODEL_CACHE.mkdir(parents=True, exist_ok=True)
-        print(f"building {path} (random weights) ...", file=sys.stderr)
-        build_gguf(path, BENCH_360M, quant="Q4_0")
-    return path
-
-
-def peers_dir() -> Path:
-    out = subprocess.run(["bash", str(PEERS_SCRIPT)], check=True, capture_output=True, text=True)
-    return Path(out.stdout.strip().splitlines()[-1])
+from common import bench_model, peers_dir
 
 
 def run_batched_bench(binary: Path, model: Path, args: argparse.Namespace, batch: int) -> float:
@@ -112,13 +94,16 @@ def compare(args: argparse.Namespace) -> None:
                   f"pier {results[b]['pier'][-1]:.2f} t/s", file=sys.stderr)
     print(f"\nmodel {model.name}, PP {args.pp}, TG {args.tg}, ctx {args.ctx}, threads {args.threads}, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}, {args.repeats} repeats\n")
-    print("| B | llama-batched-bench S_TG t/s (median, min-max) | pier S_TG t/s (median, min-max) | ratio |")
-    print("|---|---|---|---|")
+    print("| B | llama-batched-bench S_TG t/s (median, min-max) | pier S_TG t/s (median, min-max) | "
+          "ratio of medians | median of paired ratios (min-max) |")
+    print("|---|---|---|---|---|")
     for b in batches:
         llama, pier = results[b]["llama"], results[b]["pier"]
-        ratio = statistics.median(pier) / statistics.median(llama)
+        paired = [p / q for p, q in zip(pier, llama, strict=True)]  # each pair ran back to back
         print(f"| {b} | {statistics.median(llama):.2f} ({min(llama):.2f}-{max(llama):.2f}) | "
-              f"{statistics.median(pier):.2f} ({min(pier):.2f}-{max(pier):.2f}) | {ratio:.3f} |")
+              f"{statistics.median(pier):.2f} ({min(pier):.2f}-{max(pier):.2f}) | "
+              f"{statistics.median(pier) / statistics.median(llama):.3f} | "
+              f"{statistics.median(paired):.3f} ({min(paired):.2f}-{max(paired):.2f}) |")
 
 
 def main() -> None:
