@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 import httpx
 
@@ -18,42 +19,33 @@ from tests.sockets import free_port
 SRC = str(Path(pier.__file__).resolve().parent.parent)
 
 
-class ContainerProcess:
-    def __init__(self, model: Path, log: Path, **env: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+class ServerProcess:
+    """A pier process on a loopback port with its output in a log file; stopped with SIGTERM on exit."""
+
+    what = "server"
+
+    def __init__(self, argv: list[str], port: int, log: Path, environment: dict[str, str]) -> None:
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
         self.log = log
-        environment = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]),
-            "SAGEMAKER_BIND_TO_PORT": str(self.port),
-            "PIER_HOST": "127.0.0.1",
-            "PIER_THREADS": "1",
-            "OMP_WAIT_POLICY": "passive",  # the test client shares these two cores
-            "PIER_LOG_LEVEL": "info",
-            **env,
-        }
-        with log.open("w") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "pier.server.container", "--model", str(model)],
-                env=environment, stdout=out, stderr=subprocess.STDOUT,
-            )
+        with log.open("a") as out:
+            self.process = subprocess.Popen(argv, env=environment, stdout=out, stderr=subprocess.STDOUT)
 
     def output(self) -> str:
         return self.log.read_text()
 
-    def wait_ready(self, timeout: float = 60.0) -> ContainerProcess:
+    def wait_ready(self, timeout: float = 60.0) -> Self:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise AssertionError(f"the server exited with {self.process.returncode}:\n{self.output()}")
+                raise AssertionError(f"the {self.what} exited with {self.process.returncode}:\n{self.output()}")
             try:
                 if httpx.get(self.url + "/ping", timeout=1).status_code == 200:
                     return self
             except httpx.TransportError:
                 pass
             time.sleep(0.05)
-        raise AssertionError(f"the server was not ready within {timeout} s:\n{self.output()}")
+        raise AssertionError(f"the {self.what} was not ready within {timeout} s:\n{self.output()}")
 
     def terminate(self) -> None:
         self.process.send_signal(signal.SIGTERM)
@@ -61,19 +53,44 @@ class ContainerProcess:
     def wait(self, timeout: float) -> int:
         return self.process.wait(timeout)
 
-    def __enter__(self) -> ContainerProcess:
+    def stop(self, timeout: float = 60.0) -> int:
+        """SIGTERM (the process drains), then SIGKILL if it is still there after `timeout`."""
+        if self.process.poll() is None:
+            self.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self.process.poll() is None:
-            self.terminate()
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        self.stop(30)
+
+
+def pier_environment(**env: str) -> dict[str, str]:
+    """This environment with pier importable from the checkout, and no AWS endpoint pointing elsewhere."""
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]), **env}
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SAGEMAKER", "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME"):
+        environment.pop(name, None)
+    return environment
+
+
+class ContainerProcess(ServerProcess):
+    def __init__(self, model: Path, log: Path, **env: str) -> None:
+        port = free_port()
+        environment = pier_environment(
+            SAGEMAKER_BIND_TO_PORT=str(port), PIER_HOST="127.0.0.1", PIER_THREADS="1",
+            OMP_WAIT_POLICY="passive",  # the test client shares these two cores
+            PIER_LOG_LEVEL="info", **env,
+        )
+        super().__init__([sys.executable, "-m", "pier.server.container", "--model", str(model)], port, log,
+                         environment)
 
 
 def metric(url: str, name: str, **labels: str) -> float:
