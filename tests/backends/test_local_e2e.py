@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -102,8 +103,7 @@ def test_a_copy_that_cannot_load_fails_after_its_retries(tmp_path: Path) -> None
 
 @pytest.mark.parametrize(
     ("change", "words"),
-    [({"model_dir": Path("/nonexistent/model")}, "does not exist"), ({"cores": (4095,)}, "Cores [4095] are not"),
-     ({"accelerators": 1}, "no accelerators")],
+    [({"model_dir": Path("/nonexistent/model")}, "does not exist"), ({"cores": (4095,)}, "Cores [4095] are not")],
 )
 def test_specs_that_cannot_run_fail_at_once(running: Running, model_dir: Path, change: dict[str, object],
                                             words: str) -> None:
@@ -112,6 +112,17 @@ def test_specs_that_cannot_run_fail_at_once(running: Running, model_dir: Path, c
     assert status.state is CopyState.FAILED and words in status.message
     running.loop.run(running.backend.stop("never"))
     assert running.backend.statuses() == []
+
+
+def test_a_copy_asking_for_accelerators_runs_on_the_cpu_with_a_warning(
+    running: Running, model_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Like an instance type bigger than this host: it runs on what the host has, and says so."""
+    with caplog.at_level(logging.WARNING, logger="pier.backends"):
+        running.loop.run(running.backend.start(replace(spec("gpu", model_dir), accelerators=1)))
+    running.wait_for(lambda: running.status("gpu").state is CopyState.READY, 60, "the copy to be ready")
+    assert "asks for 1 accelerator(s); this host has none to give" in caplog.text
+    running.loop.run(running.backend.stop("gpu"))
 
 
 GATEWAY = textwrap.dedent("""

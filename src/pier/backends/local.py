@@ -11,6 +11,7 @@ kills any copy an earlier one left behind, recognised by pid and start time.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from pathlib import Path
 
@@ -19,6 +20,8 @@ import httpx
 from pier.backends.base import CopySpec, CopyState, CopyStatus
 from pier.backends.logfile import tail
 from pier.backends.supervisor import CopySupervisor, SupervisionSettings
+
+log = logging.getLogger("pier.backends")
 
 
 class LocalBackend:
@@ -45,6 +48,10 @@ class LocalBackend:
         if problem:
             self._refused[spec.copy_id] = CopyStatus(spec.copy_id, spec.component, CopyState.FAILED, message=problem)
             return
+        if spec.accelerators:
+            # Like an instance type bigger than this host: it still runs, on what this host has.
+            log.warning("copy %s asks for %d accelerator(s); this host has none to give, so it runs on its %d CPU "
+                        "core(s) instead", spec.copy_id, spec.accelerators, len(spec.cores) or os.cpu_count() or 1)
         if self._client is None:
             self._client = httpx.AsyncClient(trust_env=False)
         supervisor = CopySupervisor(spec, self._folder(spec.copy_id), self.settings, self._client)
@@ -92,6 +99,4 @@ def _unrunnable(spec: CopySpec) -> str:
     if missing:
         return (f"Cores {missing} are not available to the gateway (it may use {sorted(usable)}); place the copy on "
                 "available cores.")
-    if spec.accelerators:
-        return f"The local backend has no accelerators to give ({spec.accelerators} requested); ask for 0."
     return ""
