@@ -7,7 +7,6 @@ import json
 import re
 import threading
 import time
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -31,19 +30,6 @@ from tests.runtime.servers import runtime_client as client
 from tests.sockets import free_port
 
 GENERATE = {"inputs": "hello world", "parameters": {"max_new_tokens": 4}}
-
-
-@pytest.fixture(scope="module")
-def copy() -> Iterator[CopyServer]:
-    with copy_server() as server:
-        yield server
-
-
-@pytest.fixture
-def gw(copy: CopyServer) -> Iterator[Gateway]:
-    with gateway() as started:
-        started.route("llm", [copy.status("llm-1")])
-        yield started
 
 
 def error_of(raised: pytest.ExceptionInfo[ClientError]) -> tuple[int, str, dict[str, object]]:

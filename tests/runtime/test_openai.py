@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
 import openai
 import pytest
@@ -12,19 +10,6 @@ from pier.runtime.settings import RuntimeSettings
 from tests.runtime.servers import CopyServer, Gateway, SlowRunner, copy_server, gateway
 
 MESSAGES = [{"role": "user", "content": "hello world"}]
-
-
-@pytest.fixture(scope="module")
-def copy() -> Iterator[CopyServer]:
-    with copy_server() as server:
-        yield server
-
-
-@pytest.fixture
-def gw(copy: CopyServer) -> Iterator[Gateway]:
-    with gateway() as started:
-        started.route("llm", [copy.status("llm-1")])
-        yield started
 
 
 def client(base_url: str) -> openai.OpenAI:
