@@ -99,9 +99,9 @@ class EngineCore:
         work = self._schedule()
         if not work:
             return
-        logits = self._decode(work)
-        if logits is not None:
-            self._sample(work, logits)
+        decoded = self._decode(work)
+        if decoded is not None:
+            self._sample(*decoded)
         self._totals["steps"] += 1
 
     def abort(self, request_id: str) -> bool:
@@ -188,14 +188,17 @@ class EngineCore:
         self.waiting.appendleft(seq)
         self._totals["preemptions"] += 1
 
-    def _decode(self, work: list[Work]) -> np.ndarray | None:
+    def _decode(self, work: list[Work]) -> tuple[np.ndarray, list[Sequence]] | None:
+        """One forward pass; returns the logits and, row by row, the sequences they belong to."""
         batch, now = Batch(), time.perf_counter()
+        chunks = []  # (sequence, the tokens it feeds this step)
         for w in work:
             seq = self.running[w.index]
             assert seq.slot is not None
             start = seq.n_computed
-            end = start + w.n_tokens
-            batch.add(seq.slot.seq_id, start, seq.tokens[start:end], want_logits=end == len(seq.tokens))
+            chunk = seq.tokens[start : start + w.n_tokens]
+            batch.add(seq.slot.seq_id, start, chunk, want_logits=start + w.n_tokens == len(seq.tokens))
+            chunks.append((seq, seq.slot, chunk))
             if seq.scheduled is None:
                 seq.scheduled = now
         try:
@@ -206,14 +209,11 @@ class EngineCore:
                 self._preempt(self.running[-1])
             self.prefix.clear()
             return None
-        for w in work:
-            seq = self.running[w.index]
-            assert seq.slot is not None
-            self.kv.extend(seq.slot, seq.tokens[seq.n_computed : seq.n_computed + w.n_tokens])
-        return logits
+        for _, slot, chunk in chunks:
+            self.kv.extend(slot, chunk)
+        return logits, [seq for seq, _, _ in chunks if seq.pending == 0]
 
-    def _sample(self, work: list[Work], logits: np.ndarray) -> None:
-        producing = [self.running[w.index] for w in work if self.running[w.index].pending == 0]
+    def _sample(self, logits: np.ndarray, producing: list[Sequence]) -> None:
         for row, seq in enumerate(producing):
             self._accept(seq, seq.sampler.sample(self._row(seq, logits[row])))
 

@@ -7,7 +7,6 @@ import asyncio
 import logging
 import queue
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from pier.engine.core import EngineConfig, EngineCore, EngineStats
@@ -74,7 +73,6 @@ class Engine:
         self._thread = threading.Thread(target=self._run, name="pier-engine", daemon=True)
         self._accepting = True
         self._stats = self.core.stats()
-        self.on_step: Callable[[EngineStats], None] | None = None
 
     @property
     def info(self) -> ModelInfo:
@@ -139,8 +137,6 @@ class Engine:
                 log.exception("engine step failed")
                 core.fail_all(f"The model failed during generation: {error}")
             self._stats = core.stats()
-            if self.on_step is not None:
-                self.on_step(self._stats)
         core.fail_all("The engine stopped before this request finished; retry it.")
 
     def _drain(self, block: bool) -> bool:
