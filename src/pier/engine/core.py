@@ -17,6 +17,7 @@ from pier.engine.detok import TextStream
 from pier.engine.kv_cache import KvCache
 from pier.engine.prefix_cache import NO_MATCH, PrefixCache, PrefixMatch, common_prefix
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk
+from pier.engine.retention import RetentionBudget
 from pier.engine.runner import Batch, KvCacheFull, ModelRunner
 from pier.engine.sampling import TokenSampler
 from pier.engine.scheduler import Work, plan
@@ -30,6 +31,7 @@ class EngineConfig:
     max_running: int = 8  # sequences decoding at once (llama-server's --parallel)
     step_tokens: int = 512  # most tokens in one llama_decode (n_batch)
     prefix_cache: bool = True
+    prefix_floor_cells: int | None = None  # cells idle prefixes may always keep; None = a sixteenth of the cache
 
     def __post_init__(self) -> None:
         if self.max_running < 1 or self.step_tokens < self.max_running:
@@ -51,6 +53,7 @@ class EngineStats:
     generated_tokens: int
     preemptions: int
     steps: int
+    prefix_budget_cells: int  # cells idle prefixes may keep now (0 with the prefix cache off)
 
     @property
     def prefix_hit_rate(self) -> float:
@@ -63,12 +66,18 @@ class EngineCore:
         self.config = config or EngineConfig()
         self.step_tokens = min(self.config.step_tokens, runner.n_batch)  # llama_decode refuses more
         self.kv = KvCache(runner)
-        self.prefix = PrefixCache(self.kv, self.config.prefix_cache)
+        self.prefix = PrefixCache(self.kv, self._retention_budget())
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self._by_id: dict[str, Sequence] = {}
         self._eog = np.array([t for t in range(runner.info.n_vocab) if runner.is_eog(t)], dtype=np.int64)
         self._totals = {"prompt": 0, "cached": 0, "generated": 0, "preemptions": 0, "steps": 0}
+
+    def _retention_budget(self) -> RetentionBudget | None:
+        if not self.config.prefix_cache:
+            return None
+        floor = self.config.prefix_floor_cells
+        return RetentionBudget(floor=self.kv.n_cells // 16 if floor is None else floor, ceiling=self.kv.n_cells)
 
     # -- intake (any thread: it only reads the vocabulary) ------------------------------------------
 
@@ -128,6 +137,7 @@ class EngineCore:
             kv_cells_total=self.kv.n_cells, cached_prefixes=self.prefix.idle_count,
             prompt_tokens=t["prompt"], cached_prompt_tokens=t["cached"], generated_tokens=t["generated"],
             preemptions=t["preemptions"], steps=t["steps"],
+            prefix_budget_cells=self.prefix.budget.cells if self.prefix.budget else 0,
         )
 
     # -- admission -----------------------------------------------------------------------------------
@@ -161,7 +171,7 @@ class EngineCore:
 
     def _start(self, seq: Sequence, match: PrefixMatch) -> None:
         seq.slot = self.kv.open()
-        self.prefix.adopt(match, seq.slot)
+        self.prefix.adopt(match, seq.slot, seq.tokens if seq.scheduled is None else None)
         if seq.scheduled is None:  # count the cache hit once, not again after a preemption
             seq.cached_n = match.length
             self._totals["prompt"] += seq.prompt_len

@@ -21,6 +21,7 @@ class KvSlot:
     cells: list[int] = field(default_factory=list)
     busy: bool = True  # False: a finished sequence kept only as a cached prefix
     last_used: int = 0
+    proven: int = 0  # leading tokens a later prompt reused, or would have: kept regardless of the retention budget
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -80,6 +81,12 @@ class KvCache:
         slot.tokens, slot.cells = [], []
         del self.slots[slot.seq_id]
         self._free_ids.append(slot.seq_id)
+
+    def truncate(self, slot: KvSlot, length: int) -> None:
+        """Keep only the first `length` positions of `slot`; cells no other sequence holds are freed."""
+        self.runner.remove(slot.seq_id, length)
+        self._unref(slot.cells[length:])
+        del slot.tokens[length:], slot.cells[length:]
 
     def exclusive_cells(self, slot: KvSlot) -> int:
         """Cells that releasing `slot` would free."""

@@ -104,6 +104,8 @@ class _EngineCollector(Collector):
             "pier_kv_usage_ratio": ("Fraction of KV cells in use.", kv_ratio),
             "pier_prefix_cache_entries": ("Finished sequences kept as reusable prefixes.",
                                           stats.cached_prefixes),
+            "pier_prefix_cache_budget_cells": ("KV cells finished prompts may keep as prefixes (grows when "
+                                               "evicted ones are asked for again).", stats.prefix_budget_cells),
             "pier_prefix_cache_hit_ratio": ("Prompt tokens served from the prefix cache / all prompt tokens.",
                                             stats.prefix_hit_rate),
         }
