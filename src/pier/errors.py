@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+# A model server's answer carries this header (value: the error code) when it refused the request before doing
+# any of its work (loading, shutting down, full), so the gateway may send it to another copy instead.
+REFUSED_HEADER = "X-Pier-Refused"
+
 
 class PierError(Exception):
     """Base of every error pier raises on purpose. `message` is written for the user: it says how to fix it."""

@@ -204,6 +204,28 @@ def test_a_broken_connection_mid_stream_is_a_cut_stream() -> None:
     assert len(record.token_times) == 1
 
 
+@pytest.mark.parametrize("closed", [httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError])
+def test_a_kept_alive_connection_closed_before_any_answer_is_sent_once_more(closed: type[httpx.HTTPError]) -> None:
+    answers = iter([closed("Server disconnected without sending a response.")])
+
+    def first_closed(request: httpx.Request) -> httpx.Response:
+        if (failure := next(answers, None)) is not None:
+            raise failure
+        return httpx.Response(200, headers=SSE, content=sse(completion(" a", "length"), "[DONE]"))
+
+    record, seen = send(first_closed)
+    assert record.ok and len(seen) == 2 and seen[0].content == seen[1].content
+
+
+def test_a_server_that_closes_every_connection_unanswered_is_an_error_code() -> None:
+    def always_closed(request: httpx.Request) -> httpx.Response:
+        raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+
+    record, seen = send(always_closed)
+    assert (record.ok, record.error_code, len(seen)) == (False, "connection_closed", 2)
+    assert "without answering" in record.error_message
+
+
 def test_a_slow_answer_times_out() -> None:
     async def body() -> AsyncIterator[bytes]:
         yield sse(completion(" a"))

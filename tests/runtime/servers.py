@@ -50,6 +50,11 @@ class SlowRunner(FakeRunner):
 class CopyServer:
     url: str
     engine: Engine
+    app: FastAPI
+
+    def shut_down(self) -> None:
+        """What SIGTERM does to a copy: it finishes what it has and refuses new requests."""
+        self.app.state.pier.draining = True
 
     def status(self, copy_id: str, component: str = "ic", state: CopyState = CopyState.READY) -> CopyStatus:
         return CopyStatus(copy_id, component, state, url=self.url, pid=1)
@@ -60,8 +65,9 @@ def copy_server(runner: FakeRunner | None = None) -> Iterator[CopyServer]:
     """pier's model server over a fake engine: a copy, minus the process."""
     engine = Engine(runner or FakeRunner(n_ctx=4096), EngineConfig(max_running=4, step_tokens=64)).start()
     try:
-        with serving(create_app(ServerSettings(model_name="fake-model"), engine=engine)) as url:
-            yield CopyServer(url, engine)
+        app = create_app(ServerSettings(model_name="fake-model"), engine=engine)
+        with serving(app) as url:
+            yield CopyServer(url, engine, app)
     finally:
         engine.stop()
 

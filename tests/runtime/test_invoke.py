@@ -127,6 +127,26 @@ def test_a_copy_that_refuses_connections_is_skipped_for_another(gw: Gateway, cop
     assert "tried dead" in raised.value.response["Error"]["Message"]
 
 
+def test_a_copy_shutting_down_passes_its_requests_to_another() -> None:
+    with copy_server() as leaving, copy_server() as staying, gateway() as gw:
+        leaving.shut_down()
+        # "a-..." sorts first, so the router tries the copy that is shutting down first.
+        gw.route("llm", [leaving.status("a-leaving"), staying.status("b-staying")])
+        for _ in range(3):
+            answer = client(gw.url).invoke_endpoint(EndpointName="llm", Body=json.dumps(GENERATE))
+            assert json.loads(answer["Body"].read())[0]["generated_text"]
+            streamed = client(gw.url).invoke_endpoint_with_response_stream(
+                EndpointName="llm", Body=json.dumps({**GENERATE, "stream": True}))
+            assert b"".join(e["PayloadPart"]["Bytes"] for e in streamed["Body"])
+        assert leaving.engine.stats().prompt_tokens == 0 and staying.engine.stats().prompt_tokens > 0
+        gw.route("llm", [leaving.status("a-leaving")])  # the last copy: its refusal is the answer, as before
+        with pytest.raises(ClientError) as raised:
+            client(gw.url).invoke_endpoint(EndpointName="llm", Body=json.dumps(GENERATE))
+        status, code, response = error_of(raised)
+        assert (status, code, response["OriginalStatusCode"]) == (424, "ModelError", 503)
+        assert "shutting down" in response["OriginalMessage"]
+
+
 def test_stream_route_frames_decode_with_botocore(gw: Gateway, copy: CopyServer) -> None:
     body = {**GENERATE, "stream": True}
     direct = httpx.post(copy.url + "/invocations", json=body).text

@@ -105,8 +105,8 @@ class StreamingClient(ABC):
         return record
 
     async def _exchange(self, prompt: Prompt, stream: Stream) -> None:
-        request = self.http.stream("POST", self.target.url, json=self.body(prompt), headers=self.headers())
-        async with request as response:
+        response = await self._answer(prompt)
+        try:
             if response.is_error:
                 await response.aread()
                 raise RequestFailed(str(response.status_code), error_text(response))
@@ -117,6 +117,26 @@ class StreamingClient(ABC):
                     self.read_event(data, stream)
             for data in decoder.close():
                 self.read_event(data, stream)
+        finally:
+            await response.aclose()
+
+    async def _answer(self, prompt: Prompt) -> httpx.Response:
+        """The response, once its status and headers arrived. A pooled keep-alive connection that the server
+        closed just as the request went out fails before any answer (llama-server's HTTP library closes them
+        after a few requests, or when idle); nothing was answered, so the request goes once more on a fresh
+        connection, as urllib3 and browsers do, instead of counting the server's housekeeping as its error."""
+        request = self.http.build_request("POST", self.target.url, json=self.body(prompt), headers=self.headers())
+        closed = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+        try:
+            return await self.http.send(request, stream=True)
+        except closed:
+            pass
+        try:
+            return await self.http.send(request, stream=True)
+        except closed as error:
+            raise RequestFailed(
+                "connection_closed", f"the server closed the connection without answering, twice ({error})"
+            ) from None
 
     def _sampling(self, prompt: Prompt) -> dict[str, Any]:
         """What every OpenAI-shaped body carries: a fixed output length (`ignore_eos`) and the server's usage."""

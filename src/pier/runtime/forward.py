@@ -1,6 +1,7 @@
 """One request to one copy: a turn (admission), a copy (router), the HTTP exchange, all under a deadline.
 
-A copy that cannot be reached is skipped for another; a request that reached a copy is never sent twice,
+A copy that cannot be reached, or that refused the request before any work (it is shutting down, loading or
+full: its answer says so), is skipped for another; any other request that reached a copy is never sent twice,
 since it may be running. Leaving the exchange closes the upstream request, which stops the copy's work.
 """
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from pier.errors import REFUSED_HEADER
 from pier.runtime.admission import Admission, AdmissionLimits
 from pier.runtime.errors import ModelError, Origin, ServiceUnavailable
 from pier.runtime.eventstream import StreamErrorCode
@@ -77,14 +79,22 @@ class Forwarder:
             tried: list[str] = []
             while (lease := router.pick(call.target.copies, call.prefix, exclude=tried)) is not None:
                 with lease:
-                    origin = self._origin(call, lease.copy.copy_id)
+                    copy_id = lease.copy.copy_id
+                    origin = self._origin(call, copy_id)
                     try:
                         with model_errors(origin, call):
                             async with asyncio.timeout_at(call.deadline):
                                 response = await self.upstream.send(lease.copy, call.path, call.body, call.headers)
                     except CopyUnreachable as error:
                         log.warning("%s; trying another copy", error)
-                        tried.append(lease.copy.copy_id)
+                        tried.append(copy_id)
+                        continue
+                    tried.append(copy_id)
+                    if REFUSED_HEADER in response.headers and _untried(call, tried):
+                        # Refused before any work (shutting down, loading, full): safe to run elsewhere.
+                        log.info("copy %s refused the request (%s); trying another copy", copy_id,
+                                 response.headers[REFUSED_HEADER])
+                        await response.aclose()
                         continue
                     try:
                         yield Exchange(origin, response)
@@ -92,8 +102,8 @@ class Forwarder:
                         await response.aclose()
                     return
             raise ServiceUnavailable(
-                f"No copy of {call.target.component} on endpoint {call.endpoint} accepted the connection (tried "
-                f"{', '.join(tried)}); they may be restarting. Retry shortly."
+                f"No copy of {call.target.component} on endpoint {call.endpoint} could take the request (tried "
+                f"{', '.join(tried)}); they may be restarting or shutting down. Retry shortly."
             )
 
     async def read(self, exchange: Exchange, call: Call) -> bytes:
@@ -132,6 +142,10 @@ class Forwarder:
 
     def _origin(self, call: Call, copy_id: str) -> Origin:
         return Origin(call.endpoint, call.target.variant, copy_id, self.settings.region, self.settings.account)
+
+
+def _untried(call: Call, tried: list[str]) -> bool:
+    return any(copy.copy_id not in tried for copy in call.target.ready())
 
 
 @contextmanager

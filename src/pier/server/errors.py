@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.requests import HTTPConnection
 
 from pier.errors import (
+    REFUSED_HEADER,
     ContextLengthExceeded,
     EngineStopped,
     GenerationFailed,
@@ -139,13 +140,16 @@ def error_body(error: BaseException, flavor: Flavor) -> tuple[int, dict[str, Any
     return status, {"code": status, "type": type(error).__name__, "message": _message(error)}
 
 
-def _headers(status: int) -> dict[str, str] | None:
-    return {"Retry-After": str(RETRY_AFTER_S)} if status in {429, 503} else None
+def _headers(status: int, error: BaseException) -> dict[str, str]:
+    headers = {"Retry-After": str(RETRY_AFTER_S)} if status in {429, 503} else {}
+    if isinstance(error, NotReady | ShuttingDown | Overloaded):  # raised before any work on the request
+        headers[REFUSED_HEADER] = error.code
+    return headers
 
 
 def error_response(error: BaseException, flavor: Flavor) -> JSONResponse:
     status, body = error_body(error, flavor)
-    return JSONResponse(body, status_code=status, headers=_headers(status))
+    return JSONResponse(body, status_code=status, headers=_headers(status, error))
 
 
 def error_event(error: BaseException, flavor: Flavor) -> bytes:
