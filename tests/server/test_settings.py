@@ -28,6 +28,7 @@ def test_container_environment(tmp_path: Path) -> None:
         "MESSAGES_API_ENABLED": "true",
         "PIER_THREADS": "2",
         "PIER_PARALLEL": "3",
+        "PIER_PREFIX_CACHE_FLOOR_CELLS": "0",
         "SAGEMAKER_MODEL_SERVER_TIMEOUT": "30",
         "SAGEMAKER_MODEL_SERVER_WORKERS": "2",
     }
@@ -35,7 +36,7 @@ def test_container_environment(tmp_path: Path) -> None:
     assert settings.port == 9000 and settings.model == str(tmp_path) and settings.model_name == str(tmp_path)
     assert (settings.max_input_tokens, settings.max_total_tokens, settings.context_size) == (1024, 2048, 8192)
     assert settings.max_concurrent_requests == 4 and settings.threads == 2 and settings.parallel == 3
-    assert settings.timeout_s == 30 and settings.workers == 2
+    assert settings.timeout_s == 30 and settings.workers == 2 and settings.prefix_floor_cells == 0
 
 
 def test_a_hub_id_is_only_a_name() -> None:

@@ -90,7 +90,8 @@ class PrefixCache:
 
     def _trim(self, budget: RetentionBudget) -> None:
         """Cut idle prefixes back to their proven part, least recently used first, until the speculative
-        cells fit the budget. The newest is kept whole: the likeliest to come back (a chat's next turn)."""
+        cells fit the budget. The most recently used is kept whole: the likeliest to come back (a chat's next
+        turn, or a single user's next request)."""
         over = self.speculative_cells - budget.cells
         for slot in self._idle_lru(None)[:-1]:
             if over <= 0:

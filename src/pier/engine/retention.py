@@ -2,13 +2,13 @@
 
 Idle prefixes are not free in llama.cpp's unified cache: every decode attends over all cells up to the
 highest one in use, masked or not, so cells kept for prompts that never come back slow down every running
-sequence (benchmarks/idle_kv_cost.py: 2,560 idle cells make a decode step 10-15% slower at batch 1 to 8).
+sequence (benchmarks/decode_cost.py: 2,560 idle cells make a decode step about 10% slower at batch 1 to 8).
 So the prefix cache keeps two kinds of cells. Proven ones, the leading tokens of a prefix that a later prompt
 reused (a shared system prompt, a chat's history), stay until their room is needed. Speculative ones, the rest
 of every finished prompt, are held to this budget: a floor, plus the recent regret, fading by 1/`horizon` per
 finished request. Regret is the tokens a prompt would have reused had an evicted prefix been kept. Unique
 prompts keep the budget at its floor; a workload whose prompts come back raises it after its first misses.
-(The prefix cache also always keeps the newest finished prompt whole.)
+(The prefix cache also keeps the most recently used prefix whole, whatever the budget.)
 """
 
 from __future__ import annotations

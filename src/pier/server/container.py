@@ -89,7 +89,8 @@ def start_engine(settings: ServerSettings, gguf: Path) -> Engine:
     )
     try:
         config = EngineConfig(
-            max_running=settings.parallel, step_tokens=settings.batch_tokens, prefix_cache=settings.prefix_cache)
+            max_running=settings.parallel, step_tokens=settings.batch_tokens, prefix_cache=settings.prefix_cache,
+            prefix_floor_cells=settings.prefix_floor_cells)
     except Exception:
         runner.close()
         raise

@@ -37,6 +37,7 @@ class ServerSettings:
     parallel: int = 8  # sequences decoding at once
     batch_tokens: int = 512  # most tokens in one forward pass
     prefix_cache: bool = True
+    prefix_floor_cells: int | None = None  # KV cells finished prompts always may keep; None = 1/16 of the cache
     # SageMaker's container contract
     timeout_s: float = 60.0
     workers: int = 1
@@ -64,6 +65,7 @@ class ServerSettings:
             parallel=read.integer("PIER_PARALLEL", "MAX_BATCH_SIZE", default=8),
             batch_tokens=read.integer("PIER_BATCH_TOKENS", "MAX_BATCH_PREFILL_TOKENS", default=512),
             prefix_cache=read.boolean("PIER_PREFIX_CACHE", default=True),
+            prefix_floor_cells=read.integer("PIER_PREFIX_CACHE_FLOOR_CELLS", low=0),
             timeout_s=read.number("SAGEMAKER_MODEL_SERVER_TIMEOUT", default=60.0),
             workers=read.integer("SAGEMAKER_MODEL_SERVER_WORKERS", default=1),
             drain_s=read.number("PIER_DRAIN_SECONDS", default=25.0, low=0.0),
