@@ -449,10 +449,10 @@ def completions(server: Server | str) -> str:
     return (server.url if isinstance(server, Server) else server) + "/v1/completions"
 
 
-def baseline(catalog: Catalog, fleet: Fleet, measurer: Measurer) -> Section:
+def baseline(catalog: Catalog, fleet: Fleet, measurer: Measurer, levels: list[int]) -> Section:
     off, on = catalog.pier("pier (cache off)", cache=False), catalog.pier("pier (cache on)", cache=True)
     llama = catalog.llama("llama-server (cache off)", cache=False)
-    levels, shape = [1, 4, 8, 16], Shape()
+    shape = Shape()
     with running(fleet, [off, on, llama]):
         arms = [Arm(s.label, completions(s)) for s in (off, on, llama)]
         runs = measurer.interleaved(arms, shape, levels)
@@ -461,7 +461,7 @@ def baseline(catalog: Catalog, fleet: Fleet, measurer: Measurer) -> Section:
                       "prompts share nothing, so it can only cost).",
                       [s.shown() for s in (off, on, llama)], arms, levels, shape, runs,
                       [(off.label, llama.label), (on.label, llama.label)])
-    for c in (1, 4, 8):
+    for c in (c for c in (1, 4, 8) if c in levels):
         toks, ttft = ratio(runs, off.label, llama.label, c, TOKS), ratio(runs, off.label, llama.label, c, TTFT)
         section.checks += [
             Check(f"c={c}: output tok/s ≥ 1.0x llama-server", f"{toks:.2f}x", toks >= 1.0),
@@ -594,7 +594,7 @@ def run(args: argparse.Namespace) -> None:
         logs.mkdir(parents=True, exist_ok=True)
         fleet = Fleet(logs)
         steps: dict[str, Callable[[], Section]] = {
-            "baseline": lambda: baseline(catalog, fleet, measurer),
+            "baseline": lambda: baseline(catalog, fleet, measurer, args.levels),
             "prefix": lambda: prefix(catalog, fleet, measurer),
             "llamacpp": lambda: llamacpp(catalog, fleet, measurer),
             "gateway": lambda: gateway(catalog, fleet, measurer, Path(scratch) / "gateway"),
@@ -622,11 +622,13 @@ def main() -> None:
     parser.add_argument("--model", help="GGUF to serve (default: the 360M-class Q4_0 model, built once)")
     parser.add_argument("--requests", type=int, default=16, help="requests per run (at least 2 per user)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--levels", default="1,4,8,16", help="concurrency levels of the baseline comparison")
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated, from {', '.join(SECTIONS)}")
     parser.add_argument("--out", help="also write the markdown report to this file")
     parser.add_argument("--logs", help="keep the servers' logs in this folder (default: a temporary one)")
     args = parser.parse_args()
     args.only = [name.strip() for name in args.only.split(",") if name.strip()]
+    args.levels = [int(level) for level in args.levels.split(",")]
     if unknown := [name for name in args.only if name not in SECTIONS]:
         parser.error(f"--only: unknown {unknown}; choose from {', '.join(SECTIONS)}")
     raise_on_sigterm()

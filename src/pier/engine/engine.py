@@ -73,6 +73,7 @@ class Engine:
         self._thread = threading.Thread(target=self._run, name="pier-engine", daemon=True)
         self._accepting = True
         self._stats = self.core.stats()
+        self._outbox: list[tuple[asyncio.AbstractEventLoop, asyncio.Queue[GenerationChunk], GenerationChunk]] = []
 
     @property
     def info(self) -> ModelInfo:
@@ -115,14 +116,28 @@ class Engine:
         loop = asyncio.get_running_loop()
         mailbox: asyncio.Queue[GenerationChunk] = asyncio.Queue()
 
-        def emit(chunk: GenerationChunk) -> None:
-            try:
-                loop.call_soon_threadsafe(mailbox.put_nowait, chunk)
-            except RuntimeError:  # the caller's loop is closed: nobody is listening any more
-                self.abort(chunk.request_id)
+        def emit(chunk: GenerationChunk) -> None:  # on the engine thread: delivered after the step
+            self._outbox.append((loop, mailbox, chunk))
 
         self.submit(request, emit)
         return RequestStream(self, request.request_id, mailbox)
+
+    def _deliver(self) -> None:
+        """Hand the chunks of the step just done to their event loops, one wake-up per loop. Sent after the
+        step, the serving work (SSE, sockets) runs while the next forward pass computes with the GIL released,
+        instead of taking the GIL from the engine thread between its Python calls inside the step."""
+        if not self._outbox:
+            return
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Queue[GenerationChunk], GenerationChunk]]] = {}
+        for loop, mailbox, chunk in self._outbox:
+            by_loop.setdefault(loop, []).append((mailbox, chunk))
+        self._outbox.clear()
+        for loop, items in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_put_all, items)
+            except RuntimeError:  # the caller's loop is closed: nobody is listening any more
+                for _, chunk in items:
+                    self.abort(chunk.request_id)
 
     # -- the engine thread -----------------------------------------------------------------------
 
@@ -136,8 +151,10 @@ class Engine:
             except Exception as error:  # a failed forward pass must not take the process down
                 log.exception("engine step failed")
                 core.fail_all(f"The model failed during generation: {error}")
+            self._deliver()
             self._stats = core.stats()
         core.fail_all("The engine stopped before this request finished; retry it.")
+        self._deliver()
 
     def _drain(self, block: bool) -> bool:
         """Apply queued commands; False once told to stop."""
@@ -163,3 +180,8 @@ class Engine:
                     command.seq.request_id, "", (), finish_reason=FinishReason.ERROR, error=str(error)))
         else:
             self.core.abort(command.request_id)
+
+
+def _put_all(items: list[tuple[asyncio.Queue[GenerationChunk], GenerationChunk]]) -> None:
+    for mailbox, chunk in items:
+        mailbox.put_nowait(chunk)
