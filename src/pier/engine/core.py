@@ -171,8 +171,9 @@ class EngineCore:
 
     def _start(self, seq: Sequence, match: PrefixMatch) -> None:
         seq.slot = self.kv.open()
-        self.prefix.adopt(match, seq.slot, seq.tokens if seq.scheduled is None else None)
-        if seq.scheduled is None:  # count the cache hit once, not again after a preemption
+        first = seq.scheduled is None  # not a re-admission after a preemption: count the cache hit once
+        self.prefix.adopt(match, seq.slot, seq.tokens if first else None)
+        if first:
             seq.cached_n = match.length
             self._totals["prompt"] += seq.prompt_len
             self._totals["cached"] += min(match.length, seq.prompt_len)

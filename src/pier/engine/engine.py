@@ -73,7 +73,7 @@ class Engine:
         self._thread = threading.Thread(target=self._run, name="pier-engine", daemon=True)
         self._accepting = True
         self._stats = self.core.stats()
-        self._outbox: list[tuple[asyncio.AbstractEventLoop, asyncio.Queue[GenerationChunk], GenerationChunk]] = []
+        self._outbox: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Queue[GenerationChunk], GenerationChunk]]] = {}
 
     @property
     def info(self) -> ModelInfo:
@@ -117,7 +117,7 @@ class Engine:
         mailbox: asyncio.Queue[GenerationChunk] = asyncio.Queue()
 
         def emit(chunk: GenerationChunk) -> None:  # on the engine thread: delivered after the step
-            self._outbox.append((loop, mailbox, chunk))
+            self._outbox.setdefault(loop, []).append((mailbox, chunk))
 
         self.submit(request, emit)
         return RequestStream(self, request.request_id, mailbox)
@@ -126,13 +126,8 @@ class Engine:
         """Hand the chunks of the step just done to their event loops, one wake-up per loop. Sent after the
         step, the serving work (SSE, sockets) runs while the next forward pass computes with the GIL released,
         instead of taking the GIL from the engine thread between its Python calls inside the step."""
-        if not self._outbox:
-            return
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Queue[GenerationChunk], GenerationChunk]]] = {}
-        for loop, mailbox, chunk in self._outbox:
-            by_loop.setdefault(loop, []).append((mailbox, chunk))
-        self._outbox.clear()
-        for loop, items in by_loop.items():
+        outbox, self._outbox = self._outbox, {}
+        for loop, items in outbox.items():
             try:
                 loop.call_soon_threadsafe(_put_all, items)
             except RuntimeError:  # the caller's loop is closed: nobody is listening any more

@@ -88,10 +88,6 @@ class KvCache:
         self._unref(slot.cells[length:])
         del slot.tokens[length:], slot.cells[length:]
 
-    def exclusive_cells(self, slot: KvSlot) -> int:
-        """Cells that releasing `slot` would free."""
-        return sum(1 for cell in slot.cells if self._refs[cell] == 1)
-
     def _unref(self, cells: list[int]) -> None:
         refs = self._refs
         for cell in cells:

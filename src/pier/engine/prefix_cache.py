@@ -66,7 +66,7 @@ class PrefixCache:
         """Give `into` the matched prefix. An idle prefix wholly contained in the new sequence is
         dropped: the new sequence holds the same cells, so nothing is lost. `prompt`, on a request's first
         admission, tells the retention budget whether an earlier eviction cost it."""
-        regret = self.budget.admitted(prompt, match.length) if self.budget and prompt is not None else 0
+        regret = self.budget.admitted(prompt, match.length) if self.budget is not None and prompt is not None else 0
         into.proven = match.length + regret  # content a prompt came back for: worth keeping when this one ends
         source = match.slot
         if source is None or match.length == 0:

@@ -27,7 +27,10 @@ class RetentionBudget:
     horizon: int = 64  # finished requests over which regret fades to 1/e
     remembered: int = 64  # evicted prefixes remembered (their tokens only) to notice regret
     regret: float = 0.0
-    evicted_prompts: deque[list[int]] = field(default_factory=deque)
+    evicted_prompts: deque[list[int]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.evicted_prompts = deque(maxlen=self.remembered)
 
     @property
     def cells(self) -> int:
@@ -36,8 +39,6 @@ class RetentionBudget:
     def evicted(self, tokens: list[int]) -> None:
         """Speculative cells were dropped to stay within the budget: remember the tokens they held."""
         self.evicted_prompts.append(list(tokens))
-        while len(self.evicted_prompts) > self.remembered:
-            self.evicted_prompts.popleft()
 
     def admitted(self, prompt: Sequence[int], reused: int) -> int:
         """A prompt reused `reused` cached tokens. Returns how many more an evicted prefix would have given

@@ -80,6 +80,7 @@ class Forwarder:
             while (lease := router.pick(call.target.copies, call.prefix, exclude=tried)) is not None:
                 with lease:
                     copy_id = lease.copy.copy_id
+                    tried.append(copy_id)
                     origin = self._origin(call, copy_id)
                     try:
                         with model_errors(origin, call):
@@ -87,9 +88,7 @@ class Forwarder:
                                 response = await self.upstream.send(lease.copy, call.path, call.body, call.headers)
                     except CopyUnreachable as error:
                         log.warning("%s; trying another copy", error)
-                        tried.append(copy_id)
                         continue
-                    tried.append(copy_id)
                     if REFUSED_HEADER in response.headers and _untried(call, tried):
                         # Refused before any work (shutting down, loading, full): safe to run elsewhere.
                         log.info("copy %s refused the request (%s); trying another copy", copy_id,
