@@ -9,20 +9,20 @@ import pytest
 
 @pytest.fixture(scope="session")
 def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from pier.model.synthetic import TINY, build_gguf
+    from pier.synthetic.builder import TINY, build_gguf
 
     return build_gguf(tmp_path_factory.mktemp("models") / "tiny-q8_0.gguf", TINY, quant="Q8_0")
 
 
 @pytest.fixture(scope="session")
 def small_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from pier.model.synthetic import SMALL, build_gguf
+    from pier.synthetic.builder import SMALL, build_gguf
 
     return build_gguf(tmp_path_factory.mktemp("models") / "small-q4_0.gguf", SMALL, quant="Q4_0")
 
 
 @pytest.fixture(scope="session")
 def small_f32_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from pier.model.synthetic import SMALL, build_gguf
+    from pier.synthetic.builder import SMALL, build_gguf
 
     return build_gguf(tmp_path_factory.mktemp("models") / "small-f32.gguf", SMALL, quant="F32")

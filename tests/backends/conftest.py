@@ -25,7 +25,7 @@ FAST = SupervisionSettings(poll_s=0.1, health_interval_s=0.5, backoff_initial_s=
 @pytest.fixture(scope="session")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A SageMaker-style model folder with a TINY GGUF in it, built in place (copies share it, never copy it)."""
-    from pier.model.synthetic import TINY, build_gguf
+    from pier.synthetic.builder import TINY, build_gguf
 
     folder = tmp_path_factory.mktemp("opt-ml-model")
     build_gguf(folder / "model.gguf", TINY, quant="Q8_0")

@@ -11,7 +11,7 @@ import pytest
 from botocore.exceptions import ClientError, WaiterError
 
 from pier.control.instance_types import host_cores
-from tests.control.conftest import Served, sagemaker_client, serving, wait_for
+from tests.gateway.served import Served, sagemaker_client, serving, wait_for
 from tests.control.fakes import FakeBackend
 
 FAST = {"Delay": 0.05, "MaxAttempts": 200}
@@ -256,7 +256,7 @@ def test_instance_count_and_endpoint_config_updates(served: Served, sagemaker: A
 
 
 def test_a_restarted_gateway_brings_back_every_endpoint(tmp_path: Path, model_dir: Path) -> None:
-    from pier.gateway import create_gateway
+    from pier.gateway.app import create_gateway
 
     first = FakeBackend()
     with serving(create_gateway(tmp_path / "state", backend=first, tick_s=0.05), lifespan="on") as url:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from pier.control.capacity import Demand, Slot, pack, too_big, whole_instances
+from pier.control.capacity import Demand, Placement, pack, too_big, whole_instances
 from pier.control.instance_types import InstanceType
 
 C7G_XL = InstanceType("ml.c7g.xlarge", 4, 8192)
@@ -10,10 +10,10 @@ G5_12XL = InstanceType("ml.g5.12xlarge", 48, 196608, 4)
 
 
 def placed(packing) -> list[tuple[str, int, int, tuple[int, ...]]]:
-    return [(s.workload, s.ordinal, s.instance, s.vcpus) for s in packing.slots]
+    return [(s.workload, s.ordinal, s.instance, s.vcpus) for s in packing.placements]
 
 
-@pytest.mark.parametrize(("name", "itype", "count", "demands", "slots", "missing"), [
+@pytest.mark.parametrize(("name", "itype", "count", "demands", "placements", "missing"), [
     ("two copies of one core each share an instance, each with its own vCPU",
      C7G_XL, 1, [Demand("a", 2, cores=1, memory_mb=1024)],
      [("a", 0, 0, (0,)), ("a", 1, 0, (1,))], {}),
@@ -54,33 +54,33 @@ def placed(packing) -> list[tuple[str, int, int, tuple[int, ...]]]:
      C7G_XL, 1, [Demand("a", 0, memory_mb=128)], [], {}),
 ])
 def test_pack(name: str, itype: InstanceType, count: int, demands: list[Demand],
-              slots: list[tuple[str, int, int, tuple[int, ...]]], missing: dict[str, int]) -> None:
+              placements: list[tuple[str, int, int, tuple[int, ...]]], missing: dict[str, int]) -> None:
     packing = pack(itype, count, demands)
-    assert placed(packing) == sorted(slots), name
+    assert placed(packing) == sorted(placements), name
     assert {s.workload: s.missing for s in packing.shortfalls} == missing, name
 
 
-@pytest.mark.parametrize(("name", "keep", "demands", "slots"), [
+@pytest.mark.parametrize(("name", "keep", "demands", "placements"), [
     ("kept copies stay on their vCPUs; new ones take the free ones",
-     [Slot("a", 0, 0, (2,))], [Demand("a", 2, cores=1, memory_mb=128)],
+     [Placement("a", 0, 0, (2,))], [Demand("a", 2, cores=1, memory_mb=128)],
      [("a", 0, 0, (2,)), ("a", 1, 0, (0,))]),
     ("another component shrinking does not move this one",
-     [Slot("a", 0, 0, (0,)), Slot("b", 0, 0, (1,)), Slot("b", 1, 0, (2,))],
+     [Placement("a", 0, 0, (0,)), Placement("b", 0, 0, (1,)), Placement("b", 1, 0, (2,))],
      [Demand("a", 1, cores=1, memory_mb=128), Demand("b", 2, cores=1, memory_mb=128)],
      [("a", 0, 0, (0,)), ("b", 0, 0, (1,)), ("b", 1, 0, (2,))]),
     ("shrinking drops the highest ordinals",
-     [Slot("a", 0, 0, (0,)), Slot("a", 1, 0, (1,))], [Demand("a", 1, cores=1, memory_mb=128)],
+     [Placement("a", 0, 0, (0,)), Placement("a", 1, 0, (1,))], [Demand("a", 1, cores=1, memory_mb=128)],
      [("a", 0, 0, (0,))]),
-    ("a slot whose size no longer matches the demand is placed again",
-     [Slot("a", 0, 0, (3,))], [Demand("a", 1, cores=2, memory_mb=128)],
+    ("a placement whose size no longer matches the demand is placed again",
+     [Placement("a", 0, 0, (3,))], [Demand("a", 1, cores=2, memory_mb=128)],
      [("a", 0, 0, (0, 1))]),
-    ("slots of deleted components are forgotten",
-     [Slot("gone", 0, 0, (0,))], [Demand("a", 1, cores=1, memory_mb=128)],
+    ("placements of deleted components are forgotten",
+     [Placement("gone", 0, 0, (0,))], [Demand("a", 1, cores=1, memory_mb=128)],
      [("a", 0, 0, (0,))]),
 ])
-def test_pack_keeps_placed_copies(name: str, keep: list[Slot], demands: list[Demand],
-                                  slots: list[tuple[str, int, int, tuple[int, ...]]]) -> None:
-    assert placed(pack(C7G_XL, 1, demands, keep)) == sorted(slots), name
+def test_pack_keeps_placed_copies(name: str, keep: list[Placement], demands: list[Demand],
+                                  placements: list[tuple[str, int, int, tuple[int, ...]]]) -> None:
+    assert placed(pack(C7G_XL, 1, demands, keep)) == sorted(placements), name
 
 
 def test_shortfall_names_what_is_missing_and_how_to_fix_it() -> None:
@@ -97,8 +97,8 @@ def test_shortfall_names_what_is_missing_and_how_to_fix_it() -> None:
 
 
 def test_classic_variant_gets_one_copy_per_instance_owning_it() -> None:
-    slots = whole_instances("e/AllTraffic", C7G_XL, 2)
-    assert [(s.ordinal, s.instance, s.vcpus) for s in slots] == [(0, 0, (0, 1, 2, 3)), (1, 1, (0, 1, 2, 3))]
+    placements = whole_instances("e/AllTraffic", C7G_XL, 2)
+    assert [(s.ordinal, s.instance, s.vcpus) for s in placements] == [(0, 0, (0, 1, 2, 3)), (1, 1, (0, 1, 2, 3))]
 
 
 @pytest.mark.parametrize(("demand", "words"), [

@@ -14,8 +14,8 @@ from rich.console import Console
 
 from pier.backends.base import CopyState
 from pier.control.api import ControlPlane
-from pier.control.fetches import Fetches
-from pier.control.model_store import ModelStore
+from pier.control.fetch.fetches import Fetches
+from pier.control.fetch.store import ModelStore
 from pier.control.reconciler import Reconciler
 from pier.control.state import State
 from tests.control.fakes import FakeBackend

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.anyio
 
 async def hold(admission: Admission, component: str, limit: int, entered: list[str], name: str,
                release: asyncio.Event, timeout_s: float | None = None) -> None:
-    async with admission.slot(component, limit, timeout_s):
+    async with admission.turn(component, limit, timeout_s):
         entered.append(name)
         await release.wait()
 
@@ -52,7 +52,7 @@ async def test_waiting_is_bounded_by_the_timeout() -> None:
     admission, entered, release = Admission(), [], asyncio.Event()
     first = asyncio.create_task(hold(admission, "ic", 1, entered, "first", release))
     await settle()
-    with pytest.raises(Throttled, match=r"no slot freed up within 0\.1 s"):
+    with pytest.raises(Throttled, match=r"no turn freed up within 0\.1 s"):
         await hold(admission, "ic", 1, entered, "late", release, timeout_s=0.05 * 2)
     assert admission.waiting("ic") == 0
     release.set()
@@ -74,7 +74,7 @@ async def test_a_cancelled_waiter_leaves_the_queue_and_its_turn_passes_on() -> N
     assert entered == ["first", "last"] and admission.in_use("ic") == 0
 
 
-async def test_a_waiter_cancelled_just_as_its_slot_is_handed_over_gives_it_back() -> None:
+async def test_a_waiter_cancelled_just_as_its_turn_is_handed_over_gives_it_back() -> None:
     admission, entered = Admission(), []
     release_first, release_rest = asyncio.Event(), asyncio.Event()
     first = asyncio.create_task(hold(admission, "ic", 1, entered, "first", release_first))
@@ -82,7 +82,7 @@ async def test_a_waiter_cancelled_just_as_its_slot_is_handed_over_gives_it_back(
     third = asyncio.create_task(hold(admission, "ic", 1, entered, "third", release_rest))
     await settle()
     release_first.set()
-    await first  # the slot is handed to `second`, which has not run yet
+    await first  # the turn is handed to `second`, which has not run yet
     second.cancel()
     release_rest.set()
     await asyncio.gather(second, third, return_exceptions=True)
@@ -110,9 +110,9 @@ async def test_components_are_independent() -> None:
     await asyncio.gather(*tasks)
 
 
-async def test_an_error_inside_the_block_frees_the_slot() -> None:
+async def test_an_error_inside_the_block_frees_the_turn() -> None:
     admission = Admission()
     with pytest.raises(ValueError, match="boom"):
-        async with admission.slot("ic", 1):
+        async with admission.turn("ic", 1):
             raise ValueError("boom")
     assert admission.in_use("ic") == 0

@@ -23,7 +23,7 @@ def test_refuses_past_the_limit_and_releases_once() -> None:
     assert admission.in_flight == 0
 
 
-def test_hand_off_moves_the_slot_out_of_the_block() -> None:
+def test_hand_off_moves_the_turn_out_of_the_block() -> None:
     admission = Admission(1)
     with admission.enter() as ticket:
         stream_ticket = ticket.hand_off()

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from pier.server.app import create_handler_app
-from pier.server.handler import HandlerService
+from pier.server.byoc.pool import HandlerService
 from pier.server.settings import ServerSettings
 from tests.server.processes import ContainerProcess
 

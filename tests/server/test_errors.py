@@ -6,13 +6,12 @@ import json
 
 import pytest
 
-from pier.errors import ContextLengthExceeded, EngineStopped, GenerationFailed, InvalidRequest, Overloaded
+from pier.errors import ContextLengthExceeded, EngineStopped, GenerationFailed, InvalidRequest, NotReady, Overloaded
 from pier.server.errors import (
     DeadlineExceeded,
     Flavor,
     HttpError,
     InputTooLong,
-    NotReady,
     error_body,
     error_event,
     error_response,

@@ -251,8 +251,9 @@ def make_client(http: httpx.AsyncClient, target: Target, settings: ClientSetting
 def render_completion(prompt: Prompt) -> str | list[int]:
     """Token ids stay ids (exact length, no BOS added by the server); anything else becomes one text."""
     parts = _parts(prompt)
-    if all(isinstance(part, tuple) for part in parts):
-        return [token for part in parts for token in part]  # type: ignore[union-attr]
+    ids = [part for part in parts if isinstance(part, tuple)]
+    if len(ids) == len(parts):
+        return [token for part in ids for token in part]
     return render_text(prompt)
 
 

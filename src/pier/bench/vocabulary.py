@@ -22,7 +22,7 @@ from typing import Literal
 import httpx
 
 from pier.bench.options import BenchError
-from pier.model.vocab_words import WORDS
+from pier.synthetic.words import WORDS
 
 Content = str | tuple[int, ...]
 LEAD = "a"

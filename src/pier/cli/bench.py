@@ -60,7 +60,8 @@ def bench(
     from pier.bench.options import parse_numbers
 
     try:
-        options = BenchOptions(
+        # Validated (choices included) by the model, whose errors name the option at fault.
+        options = BenchOptions.model_validate(dict(
             target=target, api=api, model=model, compare=compare, gateway=gateway, api_key=api_key,
             concurrency=parse_numbers(concurrency, int, "--concurrency") if concurrency else (),
             rates=parse_numbers(rate, float, "--rate") if rate else (), requests=requests, duration_s=duration,
@@ -70,7 +71,7 @@ def bench(
             temperature=temperature, slo_ttft_ms=slo_ttft, slo_tpot_ms=slo_tpot, slo_e2el_ms=slo_e2el,
             price_per_hour=price_per_hour, instance_type=instance_type, instance_count=instance_count, out=out,
             progress=progress,
-        )
+        ))
         result = run_bench(options)
     except BenchError as error:
         console.print(f"[red]error:[/] {error.message}")

@@ -13,7 +13,7 @@ from rich.table import Table
 from pier.cli.app import app, console
 
 if TYPE_CHECKING:
-    from pier.control.client import PierClient
+    from pier.client.client import PierClient
 
 Url = Annotated[str, typer.Option(envvar="PIER_URL", help="The gateway (default http://127.0.0.1:8080).")]
 Json = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
@@ -21,7 +21,7 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 
 
 def _client(url: str) -> PierClient:
-    from pier.control.client import PierClient, PierClientError
+    from pier.client.client import PierClient, PierClientError
 
     client = PierClient(url)
     try:
@@ -47,8 +47,8 @@ def deploy(
     wait: Annotated[bool, typer.Option(help="Wait until the endpoint is InService.")] = True,
 ) -> None:
     """Create or update an endpoint from a deploy file (like the seeds' config.yaml); only what changed moves."""
-    from pier.control.client import PierClientError
-    from pier.control.deploy_file import DeployFileError, load
+    from pier.client.client import PierClientError
+    from pier.client.deploy_file import DeployFileError, load
 
     try:
         spec = load(file)
@@ -80,7 +80,7 @@ def ls(url: Url = DEFAULT_URL, as_json: Json = False) -> None:
 @app.command("describe")
 def describe(name: str, url: Url = DEFAULT_URL, as_json: Json = False) -> None:
     """An endpoint (or inference component), its components and its copies."""
-    from pier.control.client import PierClientError
+    from pier.client.client import PierClientError
 
     try:
         described = _client(url).describe(name)
@@ -114,7 +114,7 @@ def invoke(
     url: Url = DEFAULT_URL,
 ) -> None:
     """Call an endpoint through the SageMaker runtime API, as boto3 does; the reply goes to stdout."""
-    from pier.control.client import PierClientError
+    from pier.client.client import PierClientError
 
     payload = _payload(prompt, body, max_new_tokens, stream)
     client = _client(url)
@@ -151,7 +151,7 @@ def chat(
     url: Url = DEFAULT_URL,
 ) -> None:
     """Talk to an endpoint in the terminal; replies stream as they are generated. Ctrl-D or `exit` ends it."""
-    from pier.control.client import PierClientError
+    from pier.client.client import PierClientError
 
     client = _client(url)
     messages = [{"role": "system", "content": system}] if system else []
@@ -183,7 +183,7 @@ def logs(
     url: Url = DEFAULT_URL,
 ) -> None:
     """The end of the log of each copy serving an endpoint or inference component."""
-    from pier.control.client import PierClientError
+    from pier.client.client import PierClientError
 
     try:
         found = _client(url).logs(name, lines)
@@ -203,7 +203,7 @@ def delete(
     wait: Annotated[bool, typer.Option(help="Wait until it is gone.")] = True,
 ) -> None:
     """Delete an endpoint with its inference components, its config and the models nothing else uses."""
-    from pier.control.client import PierClientError
+    from pier.client.client import PierClientError
 
     try:
         _client(url).delete(name, wait=wait, say=lambda line: console.print(f"  {line}"))

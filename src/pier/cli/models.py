@@ -20,7 +20,7 @@ def build_model(
     seed: Annotated[int, typer.Option(help="Random seed for the weights.")] = 0,
 ) -> None:
     """Write a llama-architecture GGUF with RANDOM weights (for tests, demos and benchmarks; it talks nonsense)."""
-    from pier.model import synthetic
+    from pier.synthetic import builder as synthetic
 
     shapes = {"tiny": synthetic.TINY, "small": synthetic.SMALL, "bench-360m": synthetic.BENCH_360M}
     if shape not in shapes:
@@ -32,7 +32,7 @@ def build_model(
 
 def demo_model(state_dir: Path) -> Path:
     """The small random-weights model `--demo` serves, built once under the state folder."""
-    from pier.model import synthetic
+    from pier.synthetic import builder as synthetic
 
     path = state_dir / "models" / "demo-small-q4_0.gguf"
     if not path.exists():

@@ -16,7 +16,7 @@ from pier.cli.app import app, console
 from pier.cli.models import demo_model
 
 if TYPE_CHECKING:
-    from pier.control.client import PierClient
+    from pier.client.client import PierClient
 
 Port = Annotated[int | None, typer.Option(help="Port to listen on (default 8080).")]
 Threads = Annotated[int | None, typer.Option(help="Engine threads (default: the cores the copy may use).")]
@@ -43,7 +43,7 @@ def container(
 @app.command("up")
 def up(port: Port = None, host: Host = None, state_dir: StateDir = None) -> None:
     """Run the gateway: the SageMaker control plane and runtime, OpenAI routes, and the copies it supervises."""
-    from pier.gateway import DEFAULT_PORT, run_gateway
+    from pier.gateway.run import DEFAULT_PORT, run_gateway
 
     raise typer.Exit(run_gateway(port or DEFAULT_PORT, state_dir, host=host or "127.0.0.1"))
 
@@ -87,8 +87,8 @@ def _local_source(source: str) -> str:
 
 def _deploy_when_up(endpoint: str, source: str, port: int, parallel: int | None) -> None:
     """Once the gateway answers, create the endpoint through its own API and print where to call it."""
-    from pier.control.client import PierClient, PierClientError
-    from pier.control.deploy_file import DeployFile, ModelBlock
+    from pier.client.client import PierClient, PierClientError
+    from pier.client.deploy_file import DeployFile, ModelBlock
 
     environment = {"PIER_PARALLEL": str(parallel)} if parallel else {}
     file = DeployFile(endpoint=endpoint, model=ModelBlock(data=source, environment=environment))
@@ -108,7 +108,7 @@ def _deploy_when_up(endpoint: str, source: str, port: int, parallel: int | None)
 
 
 def _wait_for_gateway(client: PierClient, timeout_s: float = 60.0) -> None:
-    from pier.control.client import PierClientError
+    from pier.client.client import PierClientError
 
     deadline = time.monotonic() + timeout_s
     while True:

@@ -23,9 +23,9 @@ from pier.control.errors import (
     already_exists,
     not_found,
 )
+from pier.control.fetch.source import NoModelData, source_of
 from pier.control.instance_types import lookup, warn_if_oversize
 from pier.control.listing import Row, page
-from pier.control.model_source import NoModelData, source_of
 from pier.control.names import arn
 from pier.control.records import (
     IN_PROGRESS,
@@ -54,6 +54,7 @@ from pier.control.shapes import (
     parse,
 )
 from pier.control.state import State
+from pier.control.workload import Workload
 
 log = logging.getLogger("pier.control")
 
@@ -341,7 +342,7 @@ class ControlPlane:
     @staticmethod
     def _check_fits_type(instance_type: str, name: str, spec: ComponentSpec) -> None:
         """A copy bigger than a whole instance could never be placed: refused now, not Failed later."""
-        reason = too_big(lookup(instance_type), demand_of(name, spec.resources, 1))
+        reason = too_big(lookup(instance_type), demand_of(Workload.of_component(name), spec.resources, 1))
         if reason:
             raise ResourceLimitExceeded(reason)
 

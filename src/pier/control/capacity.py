@@ -13,13 +13,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from pier.control.instance_types import InstanceType
+from pier.control.workload import Workload
 
 
 @dataclass(frozen=True)
 class Demand:
     """What every copy of one workload (an inference component, or a classic variant's model) needs."""
 
-    workload: str
+    workload: Workload
     copies: int
     cores: int = 0  # whole vCPUs reserved per copy; 0 reserves none and shares the instance's
     memory_mb: int = 0
@@ -33,10 +34,10 @@ class Demand:
 
 
 @dataclass(frozen=True)
-class Slot:
+class Placement:
     """Where one copy runs: an instance of the variant and the vCPUs (and accelerators) it owns there."""
 
-    workload: str
+    workload: Workload
     ordinal: int
     instance: int
     vcpus: tuple[int, ...] = ()
@@ -45,14 +46,14 @@ class Slot:
 
 @dataclass(frozen=True)
 class Shortfall:
-    workload: str
+    workload: Workload
     missing: int  # copies that could not be placed
     reason: str  # what is short, and how to make room
 
 
 @dataclass(frozen=True)
 class Packing:
-    slots: tuple[Slot, ...]
+    placements: tuple[Placement, ...]
     shortfalls: tuple[Shortfall, ...] = ()
 
 
@@ -75,52 +76,52 @@ class _Free:
         return (len(self.vcpus) >= demand.cores and self.memory_mb >= self.need_mb(demand)
                 and len(self.accelerators) >= demand.accelerators)
 
-    def take(self, demand: Demand, ordinal: int) -> Slot:
+    def take(self, demand: Demand, ordinal: int) -> Placement:
         cores, accelerators = demand.cores, demand.accelerators
         vcpus, self.vcpus = self.vcpus[:cores], self.vcpus[cores:]
         devices, self.accelerators = self.accelerators[:accelerators], self.accelerators[accelerators:]
-        return self._charge(demand, Slot(demand.workload, ordinal, self.index, tuple(vcpus), tuple(devices)))
+        return self._charge(demand, Placement(demand.workload, ordinal, self.index, tuple(vcpus), tuple(devices)))
 
-    def reclaim(self, demand: Demand, slot: Slot) -> Slot | None:
+    def reclaim(self, demand: Demand, placement: Placement) -> Placement | None:
         """Keep a copy where it already runs, if its resources there are still free."""
-        if len(slot.vcpus) != demand.cores or len(slot.accelerators) != demand.accelerators:
+        if len(placement.vcpus) != demand.cores or len(placement.accelerators) != demand.accelerators:
             return None
-        if not (set(slot.vcpus) <= set(self.vcpus) and set(slot.accelerators) <= set(self.accelerators)):
+        if not (set(placement.vcpus) <= set(self.vcpus) and set(placement.accelerators) <= set(self.accelerators)):
             return None
         if self.memory_mb < self.need_mb(demand):
             return None
-        self.vcpus = [v for v in self.vcpus if v not in slot.vcpus]
-        self.accelerators = [a for a in self.accelerators if a not in slot.accelerators]
-        return self._charge(demand, slot)
+        self.vcpus = [v for v in self.vcpus if v not in placement.vcpus]
+        self.accelerators = [a for a in self.accelerators if a not in placement.accelerators]
+        return self._charge(demand, placement)
 
-    def _charge(self, demand: Demand, slot: Slot) -> Slot:
+    def _charge(self, demand: Demand, placement: Placement) -> Placement:
         self.memory_mb -= self.need_mb(demand)
         if demand.weights:
             self.weights.add(demand.weights)
         self.copies += 1
-        return slot
+        return placement
 
 
-def pack(itype: InstanceType, count: int, demands: Sequence[Demand], keep: Iterable[Slot] = ()) -> Packing:
-    """Place `copies` of every demand on `count` instances of `itype`, keeping the slots in `keep` that still
+def pack(itype: InstanceType, count: int, demands: Sequence[Demand], keep: Iterable[Placement] = ()) -> Packing:
+    """Place `copies` of every demand on `count` instances of `itype`, keeping the placements in `keep` that still
     fit; new copies go to the least-loaded instance that fits (spread, as SageMaker spreads copies)."""
     free = [_Free(i, list(range(itype.vcpus)), itype.memory_mb, list(range(itype.accelerators)))
             for i in range(count)]
     by_workload = {d.workload: d for d in demands}
-    placed: dict[tuple[str, int], Slot] = {}
-    for slot in sorted(keep, key=lambda s: (s.workload, s.ordinal)):
-        demand = by_workload.get(slot.workload)
-        if demand is None or slot.ordinal >= demand.copies or slot.instance >= count:
+    placed: dict[tuple[str, int], Placement] = {}
+    for placement in sorted(keep, key=lambda s: (s.workload, s.ordinal)):
+        demand = by_workload.get(placement.workload)
+        if demand is None or placement.ordinal >= demand.copies or placement.instance >= count:
             continue
-        kept = free[slot.instance].reclaim(demand, slot)
+        kept = free[placement.instance].reclaim(demand, placement)
         if kept is not None:
-            placed[(slot.workload, slot.ordinal)] = kept
+            placed[(placement.workload, placement.ordinal)] = kept
     shortfalls = [s for d in demands if (s := _place(d, free, placed, itype, count)) is not None]
-    slots = sorted(placed.values(), key=lambda s: (s.workload, s.ordinal))
-    return Packing(tuple(slots), tuple(shortfalls))
+    placements = sorted(placed.values(), key=lambda s: (s.workload, s.ordinal))
+    return Packing(tuple(placements), tuple(shortfalls))
 
 
-def _place(demand: Demand, free: list[_Free], placed: dict[tuple[str, int], Slot],
+def _place(demand: Demand, free: list[_Free], placed: dict[tuple[str, int], Placement],
            itype: InstanceType, count: int) -> Shortfall | None:
     wanted = [n for n in range(demand.copies) if (demand.workload, n) not in placed]
     for done, ordinal in enumerate(wanted):
@@ -166,8 +167,8 @@ def too_big(itype: InstanceType, demand: Demand) -> str:
             "Lower ComputeResourceRequirements or give the endpoint a larger InstanceType.")
 
 
-def whole_instances(workload: str, itype: InstanceType, count: int) -> tuple[Slot, ...]:
+def whole_instances(workload: Workload, itype: InstanceType, count: int) -> tuple[Placement, ...]:
     """A classic variant (its model named in the endpoint config): one copy per instance, owning all of it."""
     every = tuple(range(itype.vcpus))
     accelerators = tuple(range(itype.accelerators))
-    return tuple(Slot(workload, i, i, every, accelerators) for i in range(count))
+    return tuple(Placement(workload, i, i, every, accelerators) for i in range(count))

@@ -18,10 +18,11 @@ from pathlib import Path
 
 from pier.backends.base import CopySpec
 from pier.control import capacity
-from pier.control.capacity import Demand, Slot
+from pier.control.capacity import Demand, Placement
 from pier.control.instance_types import InstanceType, host_cores_for
 from pier.control.records import ComponentRecord, EndpointRecord, VariantRecord
 from pier.control.shapes import ResourceRequirements
+from pier.control.workload import Workload
 
 WeightsMb = Callable[[Path], int]
 
@@ -29,13 +30,8 @@ WeightsMb = Callable[[Path], int]
 @dataclass(frozen=True)
 class Desired:
     specs: tuple[CopySpec, ...] = ()
-    slots: tuple[Slot, ...] = ()  # where the copies went, to keep them there next time
-    problems: dict[str, str] = field(default_factory=dict)  # workload -> why some copies could not be placed
-
-
-def classic_workload(endpoint: str, variant: str) -> str:
-    """A classic variant's copies serve `<endpoint>/<variant>` (component names cannot hold a '/')."""
-    return f"{endpoint}/{variant}"
+    placements: tuple[Placement, ...] = ()  # where the copies went, to keep them there next time
+    problems: dict[Workload, str] = field(default_factory=dict)  # workload -> why some copies could not be placed
 
 
 def gguf_mb(folder: Path) -> int:
@@ -44,15 +40,15 @@ def gguf_mb(folder: Path) -> int:
 
 
 def desired_copies(endpoints: Iterable[EndpointRecord], components: Iterable[ComponentRecord],
-                   keep: Sequence[Slot], host: tuple[int, ...], lookup: Callable[[str], InstanceType],
+                   keep: Sequence[Placement], host: tuple[int, ...], lookup: Callable[[str], InstanceType],
                    weights_mb: WeightsMb = gguf_mb) -> Desired:
     by_variant: dict[tuple[str, str], list[ComponentRecord]] = {}
     for component in components:
         if component.status != "Deleting":
             by_variant.setdefault((component.endpoint.lower(), component.variant), []).append(component)
     specs: list[CopySpec] = []
-    slots: list[Slot] = []
-    problems: dict[str, str] = {}
+    placements: list[Placement] = []
+    problems: dict[Workload, str] = {}
     for endpoint in endpoints:
         if endpoint.status == "Deleting":
             continue
@@ -64,46 +60,46 @@ def desired_copies(endpoints: Iterable[EndpointRecord], components: Iterable[Com
                 hosted = by_variant.get((endpoint.name.lower(), variant.name), [])
                 placed = _components(hosted, variant, itype, keep, host, weights_mb)
             specs += placed.specs
-            slots += placed.slots
+            placements += placed.placements
             problems.update(placed.problems)
-    return Desired(tuple(specs), tuple(slots), problems)
+    return Desired(tuple(specs), tuple(placements), problems)
 
 
 def _classic(endpoint: EndpointRecord, variant: VariantRecord, itype: InstanceType,
              host: tuple[int, ...]) -> Desired:
     if variant.model_dir is None or variant.container is None:
         return Desired()  # its model is still being fetched
-    workload = classic_workload(endpoint.name, variant.name)
-    slots = capacity.whole_instances(workload, itype, variant.instance_count)
+    workload = Workload.of_variant(endpoint.name, variant.name)
+    placements = capacity.whole_instances(workload, itype, variant.instance_count)
     environment = variant.container.Environment
-    specs = [_spec(s, itype, host, Path(variant.model_dir), environment, itype.memory_mb) for s in slots]
-    return Desired(tuple(specs), slots)
+    specs = [_spec(s, itype, host, Path(variant.model_dir), environment, itype.memory_mb) for s in placements]
+    return Desired(tuple(specs), placements)
 
 
-def _components(hosted: list[ComponentRecord], variant: VariantRecord, itype: InstanceType, keep: Sequence[Slot],
+def _components(hosted: list[ComponentRecord], variant: VariantRecord, itype: InstanceType, keep: Sequence[Placement],
                 host: tuple[int, ...], weights_mb: WeightsMb) -> Desired:
     ready = [c for c in hosted if c.model_dir is not None]
     demands = [_demand(c, weights_mb) for c in ready]
     packing = capacity.pack(itype, variant.instance_count, demands, keep)
-    records = {c.name: c for c in ready}
+    records = {Workload.of_component(c.name): c for c in ready}
     specs = []
-    for slot in packing.slots:
-        component = records[slot.workload]
+    for placement in packing.placements:
+        component = records[placement.workload]
         memory = component.specification.resources.MinMemoryRequiredInMb
         model_dir = Path(component.model_dir or "")
-        specs.append(_spec(slot, itype, host, model_dir, component.container.Environment, memory))
+        specs.append(_spec(placement, itype, host, model_dir, component.container.Environment, memory))
     problems = {s.workload: f"{s.missing} of {records[s.workload].copies} copies not placed. {s.reason}"
                 for s in packing.shortfalls}
-    return Desired(tuple(specs), packing.slots, problems)
+    return Desired(tuple(specs), packing.placements, problems)
 
 
 def _demand(component: ComponentRecord, weights_mb: WeightsMb) -> Demand:
     model_dir = Path(component.model_dir or "")
-    return demand_of(component.name, component.specification.resources, component.copies,
+    return demand_of(Workload.of_component(component.name), component.specification.resources, component.copies,
                      str(model_dir.resolve()), weights_mb(model_dir))
 
 
-def demand_of(workload: str, resources: ResourceRequirements, copies: int, weights: str = "",
+def demand_of(workload: Workload, resources: ResourceRequirements, copies: int, weights: str = "",
               weights_mb: int = 0) -> Demand:
     """A component's requirements as packing reads them: whole cores and devices, rounded up."""
     return Demand(
@@ -117,20 +113,20 @@ def demand_of(workload: str, resources: ResourceRequirements, copies: int, weigh
     )
 
 
-def _spec(slot: Slot, itype: InstanceType, host: tuple[int, ...], model_dir: Path,
+def _spec(placement: Placement, itype: InstanceType, host: tuple[int, ...], model_dir: Path,
           environment: dict[str, str], memory_mb: int) -> CopySpec:
     # A copy that reserved no cores shares all of its instance's.
-    vcpus = slot.vcpus or tuple(range(itype.vcpus))
-    cores = host_cores_for(slot.instance, vcpus, itype, host)
-    identity = json.dumps([slot.workload, str(model_dir), sorted(environment.items()), cores, memory_mb,
-                           len(slot.accelerators)])
+    vcpus = placement.vcpus or tuple(range(itype.vcpus))
+    cores = host_cores_for(placement.instance, vcpus, itype, host)
+    identity = json.dumps([placement.workload, str(model_dir), sorted(environment.items()), cores, memory_mb,
+                           len(placement.accelerators)])
     digest = hashlib.sha256(identity.encode()).hexdigest()[:8]
     return CopySpec(
-        copy_id=f"{slot.workload.replace('/', '--')}-{slot.ordinal}-{digest}",
-        component=slot.workload,
+        copy_id=f"{placement.workload.slug}-{placement.ordinal}-{digest}",
+        component=placement.workload,
         model_dir=model_dir,
         environment=dict(environment),
         cores=cores,
         memory_mb=memory_mb,
-        accelerators=len(slot.accelerators),
+        accelerators=len(placement.accelerators),
     )

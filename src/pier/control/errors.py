@@ -3,14 +3,18 @@ exception classes (and its waiters decide the same way) against pier as against 
 
 from __future__ import annotations
 
-from pier.errors import PierError
+from pier.errors import PierError, Wire
+
+
+def _aws(code: str) -> Wire:
+    """SageMaker's control plane answers every modelled error with HTTP 400 and its `__type`."""
+    return Wire(400, "invalid_request_error", 400, "validation", 400, code)
 
 
 class ControlError(PierError):
-    """Answered as HTTP 400 with `{"__type": aws_type, "message": message}`."""
+    """Answered as HTTP 400 with `{"__type": wire.sagemaker_code, "message": message}`."""
 
-    aws_type = "ValidationException"
-    status = 400
+    wire = _aws("ValidationException")
 
 
 class ValidationError(ControlError):
@@ -20,32 +24,32 @@ class ValidationError(ControlError):
 
 
 class ResourceLimitExceeded(ControlError):
-    aws_type = "ResourceLimitExceeded"
+    wire = _aws("ResourceLimitExceeded")
     code = "resource_limit_exceeded"
 
 
 class ResourceInUse(ControlError):
-    aws_type = "ResourceInUse"
+    wire = _aws("ResourceInUse")
     code = "resource_in_use"
 
 
 class ResourceNotFound(ControlError):
-    aws_type = "ResourceNotFound"
+    wire = _aws("ResourceNotFound")
     code = "resource_not_found"
 
 
 class ConflictError(ControlError):
-    aws_type = "ConflictException"
+    wire = _aws("ConflictException")
     code = "conflict"
 
 
 class UnknownOperation(ControlError):
-    aws_type = "UnknownOperationException"
+    wire = _aws("UnknownOperationException")
     code = "unknown_operation"
 
 
 class SerializationError(ControlError):
-    aws_type = "SerializationException"
+    wire = _aws("SerializationException")
     code = "serialization"
 
 

@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from pier.backends.base import Backend, CopySpec, CopyState, CopyStatus
-from pier.control.capacity import Slot
-from pier.control.desired import Desired, classic_workload, desired_copies
-from pier.control.fetches import Fetches
+from pier.control.capacity import Placement
+from pier.control.desired import Desired, desired_copies
+from pier.control.fetch.fetches import Fetches
+from pier.control.fetch.source import ModelSource, source_of
 from pier.control.instance_types import InstanceType, host_cores, lookup
-from pier.control.model_source import ModelSource, source_of
 from pier.control.records import ComponentRecord, EndpointRecord
 from pier.control.state import State
+from pier.control.workload import Workload
 
 log = logging.getLogger("pier.control")
 
@@ -95,7 +96,7 @@ class Reconciler:
         self.clock = clock
         self._wake = asyncio.Event()
         fetches.notify = self._wake.set  # a finished download is worth acting on at once
-        self._slots: tuple[Slot, ...] = ()
+        self._placements: tuple[Placement, ...] = ()
         self._proven: set[str] = set()
         self._busy: dict[str, asyncio.Task[None]] = {}  # copy id -> its start or stop in progress
 
@@ -118,8 +119,8 @@ class Reconciler:
     async def tick(self) -> None:
         fetch_problems = self._resolve_models()
         endpoints, components = self.state.endpoints.all(), self.state.components.all()
-        desired = desired_copies(endpoints, components, self._slots, self.host, self.instance_type)
-        self._slots = desired.slots
+        desired = desired_copies(endpoints, components, self._placements, self.host, self.instance_type)
+        self._placements = desired.placements
         actual = self.backend.statuses()
         self._proven = {c.copy_id for c in actual if c.state is CopyState.READY} | (
             self._proven & {c.copy_id for c in actual})
@@ -127,8 +128,8 @@ class Reconciler:
         self._update_statuses(endpoints, components, desired, actual, fetch_problems)
         self._finish_deletes(endpoints, components, actual)
 
-    def copies(self, workload: str) -> list[CopyStatus]:
-        """The copies serving `workload` (a component name, or `<endpoint>/<variant>`), as the router sees them."""
+    def copies(self, workload: Workload) -> list[CopyStatus]:
+        """The copies serving `workload`, as the router sees them (a backend labels each copy with it)."""
         return [c for c in self.backend.statuses() if c.component == workload]
 
     async def close(self) -> None:
@@ -137,10 +138,10 @@ class Reconciler:
 
     # ---- models
 
-    def _resolve_models(self) -> dict[str, str]:
+    def _resolve_models(self) -> dict[Workload, str]:
         """Record where each endpoint's and component's model files are, once fetched; return the workloads
         whose fetch failed, with why."""
-        problems: dict[str, str] = {}
+        problems: dict[Workload, str] = {}
         for endpoint in self.state.endpoints.all():
             if endpoint.status != "Deleting":
                 problems |= self._resolve_endpoint(endpoint)
@@ -151,11 +152,11 @@ class Reconciler:
             if fetched.folder is not None:
                 self.state.components.put(component.model_copy(update={"model_dir": str(fetched.folder)}))
             elif fetched.error:
-                problems[component.name] = fetched.error
+                problems[Workload.of_component(component.name)] = fetched.error
         return problems
 
-    def _resolve_endpoint(self, endpoint: EndpointRecord) -> dict[str, str]:
-        problems: dict[str, str] = {}
+    def _resolve_endpoint(self, endpoint: EndpointRecord) -> dict[Workload, str]:
+        problems: dict[Workload, str] = {}
         variants = list(endpoint.variants)
         for i, variant in enumerate(variants):
             if variant.container is None or (variant.model_dir and Path(variant.model_dir).is_dir()):
@@ -164,7 +165,7 @@ class Reconciler:
             if fetched.folder is not None:
                 variants[i] = variant.model_copy(update={"model_dir": str(fetched.folder)})
             elif fetched.error:
-                problems[classic_workload(endpoint.name, variant.name)] = fetched.error
+                problems[Workload.of_variant(endpoint.name, variant.name)] = fetched.error
         if tuple(variants) != endpoint.variants:
             self.state.endpoints.put(endpoint.model_copy(update={"variants": tuple(variants)}))
         return problems
@@ -195,17 +196,17 @@ class Reconciler:
     # ---- statuses
 
     def _update_statuses(self, endpoints: Iterable[EndpointRecord], components: Iterable[ComponentRecord],
-                         desired: Desired, actual: Sequence[CopyStatus], fetch_problems: dict[str, str]) -> None:
+                         desired: Desired, actual: Sequence[CopyStatus], fetch_problems: dict[Workload, str]) -> None:
         problems = {**desired.problems, **fetch_problems, **_gave_up(desired.specs, actual)}
         for component in components:
-            progress = self._progress([component.name], component.copies, desired, problems)
+            progress = self._progress([Workload.of_component(component.name)], component.copies, desired, problems)
             status, reason = next_status(component.status, progress)
             if (status, reason) != (component.status, component.failure_reason) and component.status != "Deleting":
                 self._log_status("inference component", component.name, status, reason)
                 self.state.components.put(component.model_copy(
                     update={"status": status, "failure_reason": reason, "modified": self.clock()}))
         for endpoint in endpoints:
-            workloads = [classic_workload(endpoint.name, v.name) for v in endpoint.variants if v.model]
+            workloads = [Workload.of_variant(endpoint.name, v.name) for v in endpoint.variants if v.model]
             wanted = sum(v.instance_count for v in endpoint.variants if v.model)
             status, reason = next_status(endpoint.status, self._progress(workloads, wanted, desired, problems))
             if (status, reason) != (endpoint.status, endpoint.failure_reason):
@@ -213,7 +214,8 @@ class Reconciler:
                 self.state.endpoints.put(endpoint.model_copy(
                     update={"status": status, "failure_reason": reason, "modified": self.clock()}))
 
-    def _progress(self, workloads: list[str], wanted: int, desired: Desired, problems: dict[str, str]) -> Progress:
+    def _progress(self, workloads: list[Workload], wanted: int, desired: Desired,
+                  problems: dict[Workload, str]) -> Progress:
         proven = sum(1 for s in desired.specs if s.component in workloads and s.copy_id in self._proven)
         problem = next((problems[w] for w in workloads if w in problems), "")
         return Progress(wanted, proven, problem)
@@ -231,20 +233,20 @@ class Reconciler:
                 self.state.components.delete(component.name)
                 log.info("inference component %s deleted", component.name)
         for endpoint in endpoints:
-            mine = {classic_workload(endpoint.name, v.name) for v in endpoint.variants}
+            mine = {Workload.of_variant(endpoint.name, v.name) for v in endpoint.variants}
             if endpoint.status == "Deleting" and not mine & running:
                 self.state.endpoints.delete(endpoint.name)
                 log.info("endpoint %s deleted", endpoint.name)
 
 
-def _gave_up(specs: Sequence[CopySpec], actual: Sequence[CopyStatus]) -> dict[str, str]:
+def _gave_up(specs: Sequence[CopySpec], actual: Sequence[CopyStatus]) -> dict[Workload, str]:
     """Workloads with a desired copy the backend gave up on, with the copy's own words."""
     by_id = {c.copy_id: c for c in actual}
-    failed: dict[str, str] = {}
+    failed: dict[Workload, str] = {}
     for spec in specs:
         status = by_id.get(spec.copy_id)
         if status is not None and status.state is CopyState.FAILED:
-            failed.setdefault(spec.component, f"Copy {spec.copy_id} failed: {status.message}")
+            failed.setdefault(Workload(spec.component), f"Copy {spec.copy_id} failed: {status.message}")
     return failed
 
 

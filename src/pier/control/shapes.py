@@ -74,7 +74,7 @@ class CreateModelInput(Shape):
 
     @property
     def container(self) -> ContainerSpec:
-        container = self.PrimaryContainer or (self.Containers or [None])[0]
+        container = self.PrimaryContainer or (self.Containers[0] if self.Containers else None)
         assert container is not None
         return container
 

@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import Any
 
 from pier.backends.base import CopyState, CopyStatus
-from pier.control.desired import classic_workload
 from pier.control.listing import Row
 from pier.control.names import arn
 from pier.control.records import (
@@ -17,8 +16,9 @@ from pier.control.records import (
     ModelRecord,
     VariantRecord,
 )
+from pier.control.workload import Workload
 
-Copies = Callable[[str], list[CopyStatus]]
+Copies = Callable[[Workload], list[CopyStatus]]
 
 
 def ready(copies: list[CopyStatus]) -> int:
@@ -54,7 +54,7 @@ def endpoint(record: EndpointRecord, copies: Copies) -> dict[str, Any]:
 
 def _variant(record: EndpointRecord, variant: VariantRecord, copies: Copies) -> dict[str, Any]:
     if variant.model is not None:
-        current = ready(copies(classic_workload(record.name, variant.name)))
+        current = ready(copies(Workload.of_variant(record.name, variant.name)))
     else:  # an endpoint for components: its instances are budgets on this host, there as soon as it exists
         current = 0 if record.status == "Creating" else variant.instance_count
     summary: dict[str, Any] = {
@@ -76,7 +76,7 @@ def _deployed(image: str, when: float) -> dict[str, Any]:
 
 
 def component(record: ComponentRecord, copies: Copies) -> dict[str, Any]:
-    running = copies(record.name)
+    running = copies(Workload.of_component(record.name))
     described: dict[str, Any] = {
         "InferenceComponentName": record.name,
         "InferenceComponentArn": record.arn,

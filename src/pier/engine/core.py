@@ -22,7 +22,7 @@ from pier.engine.runner import Batch, KvCacheFull, ModelRunner
 from pier.engine.sampling import TokenSampler
 from pier.engine.scheduler import Work, plan
 from pier.engine.sequence import Emit, Sequence
-from pier.engine.validate import check_request
+from pier.engine.validate import CheckedRequest, checked
 from pier.errors import InvalidRequest
 
 
@@ -81,14 +81,15 @@ class EngineCore:
 
     # -- intake (any thread: it only reads the vocabulary) ------------------------------------------
 
-    def prepare(self, request: GenerateRequest, emit: Emit) -> Sequence:
-        """Validate and tokenize; raises InvalidRequest / ContextLengthExceeded before any work."""
-        checked = check_request(request, self.runner)
-        sampler = TokenSampler(request.sampling, self.runner.info.n_vocab, self.runner.n_ctx)
-        sampler.remember(checked.prompt_tokens)
+    def prepare(self, request: GenerateRequest | CheckedRequest, emit: Emit) -> Sequence:
+        """Validate and tokenize (unless already checked); raises InvalidRequest / ContextLengthExceeded
+        before any work."""
+        ok = checked(request, self.runner)
+        sampler = TokenSampler(ok.request.sampling, self.runner.info.n_vocab, self.runner.n_ctx)
+        sampler.remember(ok.prompt_tokens)
         return Sequence(
-            request=request, tokens=list(checked.prompt_tokens), prompt_len=len(checked.prompt_tokens),
-            max_tokens=checked.max_tokens, sampler=sampler, text=TextStream(request.stop), emit=emit,
+            request=ok.request, tokens=list(ok.prompt_tokens), prompt_len=len(ok.prompt_tokens),
+            max_tokens=ok.max_tokens, sampler=sampler, text=TextStream(ok.request.stop), emit=emit,
         )
 
     # -- engine thread -------------------------------------------------------------------------------

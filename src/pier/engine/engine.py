@@ -13,6 +13,7 @@ from pier.engine.core import EngineConfig, EngineCore, EngineStats
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk
 from pier.engine.runner import ModelInfo, ModelRunner
 from pier.engine.sequence import Emit, Sequence
+from pier.engine.validate import CheckedRequest, checked
 from pier.errors import EngineStopped
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,11 @@ class Engine:
 
     # -- submitting ------------------------------------------------------------------------------
 
-    def submit(self, request: GenerateRequest, emit: Emit) -> None:
+    def check(self, request: GenerateRequest) -> CheckedRequest:
+        """Validate and tokenize now (any thread), raising InvalidRequest before any work; submit the result."""
+        return checked(request, self.core.runner)
+
+    def submit(self, request: GenerateRequest | CheckedRequest, emit: Emit) -> None:
         """Validate (raising before any work) and queue the request. `emit` is called on the engine
         thread with each chunk; the last chunk has a finish reason."""
         if not self._accepting or not self._thread.is_alive():
@@ -109,7 +114,7 @@ class Engine:
     def abort(self, request_id: str) -> None:
         self._inbox.put(_Abort(request_id))
 
-    def generate(self, request: GenerateRequest) -> RequestStream:
+    def generate(self, request: GenerateRequest | CheckedRequest) -> RequestStream:
         """Validate and submit now (raising InvalidRequest before any work, so a server can still answer
         with a status code), then stream the chunks on the caller's event loop. Closing the stream early,
         or dropping it, aborts the request and frees its KV."""
@@ -119,8 +124,9 @@ class Engine:
         def emit(chunk: GenerationChunk) -> None:  # on the engine thread: delivered after the step
             self._outbox.setdefault(loop, []).append((mailbox, chunk))
 
-        self.submit(request, emit)
-        return RequestStream(self, request.request_id, mailbox)
+        ok = checked(request, self.core.runner)
+        self.submit(ok, emit)
+        return RequestStream(self, ok.request.request_id, mailbox)
 
     def _deliver(self) -> None:
         """Hand the chunks of the step just done to their event loops, one wake-up per loop. Sent after the

@@ -190,9 +190,8 @@ class LlamaRunner:
         llama_cpp.llama_memory_clear(self._memory, True)
 
     def close(self) -> None:
-        if getattr(self, "_ctx", None):
-            llama_cpp.llama_free(self._ctx)
-            self._ctx = None
-        if getattr(self, "_model", None):
-            llama_cpp.llama_model_free(self._model)
-            self._model = None
+        # Each handle is freed once, even if close() runs again or __init__ stopped half way.
+        if ctx := self.__dict__.pop("_ctx", None):
+            llama_cpp.llama_free(ctx)
+        if model := self.__dict__.pop("_model", None):
+            llama_cpp.llama_model_free(model)

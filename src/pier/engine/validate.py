@@ -13,8 +13,16 @@ from pier.errors import ContextLengthExceeded, InvalidRequest
 
 @dataclass(frozen=True)
 class CheckedRequest:
+    """A request that passed `check_request`, with its prompt tokenized: the engine takes it as is, so a
+    server that checked a request before answering never checks (or tokenizes) it twice."""
+
+    request: GenerateRequest
     prompt_tokens: list[int]
     max_tokens: int
+
+
+def checked(request: GenerateRequest | CheckedRequest, runner: ModelRunner) -> CheckedRequest:
+    return request if isinstance(request, CheckedRequest) else check_request(request, runner)
 
 
 def check_request(request: GenerateRequest, runner: ModelRunner) -> CheckedRequest:
@@ -34,7 +42,7 @@ def check_request(request: GenerateRequest, runner: ModelRunner) -> CheckedReque
             param="min_tokens",
         )
     _check_stops(request, n_vocab)
-    return CheckedRequest(prompt, max_tokens)
+    return CheckedRequest(request, prompt, max_tokens)
 
 
 def _prompt_tokens(request: GenerateRequest, runner: ModelRunner) -> list[int]:
@@ -62,12 +70,7 @@ def _max_tokens(request: GenerateRequest, n_prompt: int, n_ctx: int) -> int:
     if request.max_tokens < 1:
         raise InvalidRequest(f"max_tokens must be at least 1; got {request.max_tokens}.", param="max_tokens")
     if request.max_tokens > room:
-        raise ContextLengthExceeded(
-            f"This model's maximum context length is {n_ctx} tokens. However, you requested "
-            f"{n_prompt + request.max_tokens} tokens ({n_prompt} in the prompt, {request.max_tokens} in the "
-            f"completion). Please reduce the prompt or the completion length (max_tokens <= {room}).",
-            prompt_tokens=n_prompt, max_tokens=request.max_tokens, limit=n_ctx,
-        )
+        raise ContextLengthExceeded.requested(n_ctx, n_prompt, request.max_tokens)
     return request.max_tokens
 
 

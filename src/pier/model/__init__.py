@@ -1,0 +1,1 @@
+"""What serving needs to know about a model beyond its weights: its chat template."""

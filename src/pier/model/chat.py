@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import jinja2
 from jinja2 import nodes
@@ -43,7 +43,7 @@ class _GenerationBlock(Extension):
     """`{% generation %}...{% endgeneration %}` marks assistant text for training masks; rendering keeps
     only the body, as transformers does when no mask is asked for."""
 
-    tags: ClassVar[set[str]] = {"generation"}
+    tags = {"generation"}  # noqa: RUF012 (jinja2 declares it on Extension)
 
     def parse(self, parser: Parser) -> list[nodes.Node]:
         next(parser.stream)

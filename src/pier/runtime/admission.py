@@ -31,7 +31,7 @@ class _Gate:
         self.waiters: deque[asyncio.Future[None]] = deque()
 
     def wake(self) -> None:
-        """Hand free slots to the oldest waiters; a slot handed over is already counted as in use."""
+        """Hand free turns to the oldest waiters; a turn handed over is already counted as in use."""
         while self.waiters and self.in_use < self.limit:
             waiter = self.waiters.popleft()
             if not waiter.done():
@@ -57,8 +57,8 @@ class Admission:
         return len(gate.waiters) if gate else 0
 
     @asynccontextmanager
-    async def slot(self, component: str, limit: int, timeout_s: float | None = None) -> AsyncIterator[None]:
-        """Hold one of `component`'s `limit` slots for the block. Waits at most `timeout_s` (default: the
+    async def turn(self, component: str, limit: int, timeout_s: float | None = None) -> AsyncIterator[None]:
+        """Hold one of `component`'s `limit` turns for the block. Waits at most `timeout_s` (default: the
         configured timeout) behind earlier requests; raises Throttled when the queue is full or time is up."""
         timeout_s = max(0.0, self.limits.timeout_s if timeout_s is None else timeout_s)
         gate = self._gates.setdefault(component, _Gate())
@@ -93,15 +93,15 @@ class Admission:
             self._abandon(gate, waiter)
             if isinstance(error, TimeoutError):
                 raise Throttled(
-                    f"Inference component {component} stayed busy: no slot freed up within {timeout_s:.1f} s "
+                    f"Inference component {component} stayed busy: no turn freed up within {timeout_s:.1f} s "
                     f"({gate.in_use} requests running). Retry with backoff or add copies."
                 ) from None
             raise
 
     @staticmethod
     def _abandon(gate: _Gate, waiter: asyncio.Future[None]) -> None:
-        """A waiter that gives up (timeout or cancellation) leaves the queue; if a slot was handed to it
-        at the same moment, the slot goes to the next in line."""
+        """A waiter that gives up (timeout or cancellation) leaves the queue; if a turn was handed to it
+        at the same moment, the turn goes to the next in line."""
         if waiter.done() and not waiter.cancelled():
             gate.release()
         else:

@@ -8,24 +8,28 @@ modelled names. OpenAI clients read `{"error": {"message", "type", "param", "cod
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from fastapi.responses import JSONResponse
 
-from pier.errors import GenerationFailed, InvalidRequest, Overloaded, PierError
+from pier.errors import (
+    RETRY_AFTER_S,
+    RETRY_STATUSES,
+    GenerationFailed,
+    InvalidRequest,
+    NotReady,
+    Overloaded,
+    PierError,
+    Wire,
+    openai_error_body,
+)
 
 REQUEST_ID = "x-amzn-RequestId"
 ERROR_TYPE = "x-amzn-ErrorType"
-RETRY_AFTER_S = 1
 
 
 class InvocationError(PierError):
     """An invocation that ends before (or instead of) the model's answer."""
-
-    error_type: ClassVar[str] = "InternalFailure"  # SageMaker's x-amzn-ErrorType
-    status: ClassVar[int] = 500
-    openai_status: int = 500
-    openai_type: ClassVar[str] = "server_error"
 
     def members(self) -> dict[str, Any]:
         """Modelled members of the SageMaker error shape besides the message."""
@@ -39,22 +43,17 @@ class InternalFailure(InvocationError):
 class InvalidInvocation(InvocationError, InvalidRequest):
     """SageMaker's ValidationError: retrying the same request fails again."""
 
-    error_type = "ValidationError"
-    status = 400
-    openai_status = 400
-    openai_type = "invalid_request_error"
-    code = "invalid_request"
+    wire = InvalidRequest.wire
 
 
 class PayloadTooLarge(InvalidInvocation):
-    status = 413
-    openai_status = 413
     code = "request_too_large"
+    wire = Wire.of_status(413)
 
 
 class EndpointNotFound(InvalidInvocation):
-    openai_status = 404
     code = "model_not_found"
+    wire = InvalidRequest.wire.with_status(404)
 
     def __init__(self, endpoint: str, account: str) -> None:
         # boto3 users match on this exact sentence, as SageMaker words it.
@@ -64,41 +63,28 @@ class EndpointNotFound(InvalidInvocation):
 class Throttled(InvocationError, Overloaded):
     """Too many requests for this component right now. HTTP 400, as SageMaker sends it; boto3 retries it."""
 
-    error_type = "ThrottlingException"
-    status = 400
-    openai_status = 429
-    openai_type = "rate_limit_error"
-    code = "overloaded"
+    wire = Overloaded.wire
 
 
-class ModelNotReady(InvocationError):
+class ModelNotReady(InvocationError, NotReady):
     """Copies exist but are still loading the model."""
 
-    error_type = "ModelNotReadyException"
-    status = 429
-    openai_status = 503
-    openai_type = "service_unavailable_error"
-    code = "model_not_ready"
+    wire = NotReady.wire
 
 
 class ServiceUnavailable(InvocationError):
     """No copy can take the request (none placed, all restarting or failed, or none reachable)."""
 
-    error_type = "ServiceUnavailable"
-    status = 503
-    openai_status = 503
-    openai_type = "service_unavailable_error"
     code = "service_unavailable"
+    wire = Wire(503, "service_unavailable_error", 503, "unavailable", 503, "ServiceUnavailable")
 
 
 class ModelError(InvocationError, GenerationFailed):
     """The copy answered with an error status, ran past the deadline (original status 0, as SageMaker
     reports a timeout) or dropped the connection."""
 
-    error_type = "ModelError"
-    status = 424
-    openai_status = 502
     code = "model_error"
+    wire = GenerationFailed.wire.with_status(502)
 
     def __init__(self, message: str, *, original_status: int, original_message: str, log_stream_arn: str,
                  openai_status: int | None = None) -> None:
@@ -107,7 +93,7 @@ class ModelError(InvocationError, GenerationFailed):
         self.original_message = original_message
         self.log_stream_arn = log_stream_arn
         if openai_status is not None:
-            self.openai_status = openai_status
+            self.wire = self.wire.with_status(openai_status)
 
     def members(self) -> dict[str, Any]:
         return {
@@ -172,19 +158,16 @@ def as_invocation_error(error: BaseException) -> InvocationError:
 
 def sagemaker_error(error: BaseException, request_id: str) -> JSONResponse:
     failure = as_invocation_error(error)
-    headers = {ERROR_TYPE: failure.error_type, REQUEST_ID: request_id}
-    if failure.status in {429, 503}:
+    wire = failure.wire
+    headers = {ERROR_TYPE: wire.sagemaker_code, REQUEST_ID: request_id}
+    if wire.sagemaker_status in RETRY_STATUSES:
         headers["Retry-After"] = str(RETRY_AFTER_S)
-    return JSONResponse({"message": failure.message, **failure.members()}, failure.status, headers)
+    return JSONResponse({"message": failure.message, **failure.members()}, wire.sagemaker_status, headers)
 
 
 def openai_error(error: BaseException, request_id: str) -> JSONResponse:
     failure = as_invocation_error(error)
     headers = {"x-request-id": request_id}
-    if failure.openai_status in {429, 503}:
+    if failure.wire.status in RETRY_STATUSES:
         headers["Retry-After"] = str(RETRY_AFTER_S)
-    return JSONResponse(openai_error_body(failure), failure.openai_status, headers)
-
-
-def openai_error_body(failure: InvocationError) -> dict[str, Any]:
-    return {"error": {"message": failure.message, "type": failure.openai_type, "param": None, "code": failure.code}}
+    return JSONResponse(openai_error_body(failure), failure.wire.status, headers)

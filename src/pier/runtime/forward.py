@@ -74,7 +74,7 @@ class Forwarder:
         if not ready:
             raise call.target.unavailable(call.endpoint)
         limit = len(ready) * self.settings.per_copy_concurrency
-        async with self.admission.slot(call.target.component, limit, self._wait_s(call)):
+        async with self.admission.turn(call.target.component, limit, self._wait_s(call)):
             router = self.router(call.target.component)
             tried: list[str] = []
             while (lease := router.pick(call.target.copies, call.prefix, exclude=tried)) is not None:

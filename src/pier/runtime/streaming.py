@@ -1,5 +1,5 @@
 """A streaming response that always releases what its stream holds (the copy's connection, the router's
-lease, the admission slot), however it ends: finished, failed, the client gone, or never started."""
+lease, the admission turn), however it ends: finished, failed, the client gone, or never started."""
 
 from __future__ import annotations
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from types import TracebackType
 
-from pier.errors import Overloaded
-from pier.server.errors import RETRY_AFTER_S
+from pier.errors import RETRY_AFTER_S, Overloaded
 
 
 class Admission:
@@ -40,7 +39,7 @@ class Ticket:
             self._admission = None
 
     def hand_off(self) -> Ticket:
-        """Move the slot to a new ticket (a stream that outlives the route), so leaving this one's
+        """Move the turn to a new ticket (a stream that outlives the route), so leaving this one's
         `with` block does not release it."""
         successor = Ticket.__new__(Ticket)
         successor._admission, self._admission = self._admission, None

@@ -33,7 +33,7 @@ from pier.server.settings import ServerSettings, SettingsError
 from pier.server.state import ServerState
 
 if TYPE_CHECKING:
-    from pier.server.handler import HandlerService
+    from pier.server.byoc.pool import HandlerService
 
 log = logging.getLogger("pier.server")
 T = TypeVar("T")
@@ -70,7 +70,7 @@ def serve_container(
 
 def build_app(settings: ServerSettings, location: ModelLocation) -> FastAPI:
     if location.handler is not None:
-        from pier.server.handler import HandlerService  # bring-your-own-code mode only
+        from pier.server.byoc.pool import HandlerService  # bring-your-own-code mode only
 
         service = HandlerService(location.model_dir, workers=settings.workers, timeout_s=settings.request_deadline_s)
         return create_handler_app(settings, handler=service, lifespan=_handler_lifespan(service))

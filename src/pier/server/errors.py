@@ -1,4 +1,4 @@
-"""The one place where pier's errors become each API's wire shape and status.
+"""How a copy answers errors: each flavor renders an error's wire fields (`pier.errors.Wire`) in its shape.
 
 OpenAI clients read `{"error": {"message", "type", "param", "code"}}`, TGI clients `{"error", "error_type"}`,
 and SageMaker's inference toolkit (bring-your-own-code mode) `{"code", "type", "message"}`. A request keeps
@@ -9,25 +9,29 @@ before the response starts (a status and a body) or after (an SSE event).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar
 
 from fastapi.responses import JSONResponse
 from starlette.requests import HTTPConnection
 
 from pier.errors import (
     REFUSED_HEADER,
+    RETRY_AFTER_S,
+    RETRY_STATUSES,
     ContextLengthExceeded,
     EngineStopped,
     GenerationFailed,
     InvalidRequest,
+    NotReady,
     Overloaded,
     PierError,
+    Wire,
+    message_of,
+    openai_error_body,
+    wire_of,
 )
-
-RETRY_AFTER_S = 1
 
 
 class Flavor(StrEnum):
@@ -39,19 +43,17 @@ class Flavor(StrEnum):
 class HttpError(PierError):
     """An error with its own HTTP status: the router's (404, 405), the payload limit's (413)."""
 
-    code = "http_error"
+    _CODES: ClassVar[dict[int, str]] = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+        self.wire = Wire.of_status(status)
+        self.code = self._CODES.get(status, "http_error")
 
 
 class InputTooLong(ContextLengthExceeded):
     """The prompt alone is over MAX_INPUT_TOKENS (TGI's max_input_tokens)."""
-
-
-class NotReady(PierError):
-    code = "model_not_ready"
 
 
 class ShuttingDown(EngineStopped):
@@ -60,6 +62,7 @@ class ShuttingDown(EngineStopped):
 
 class DeadlineExceeded(GenerationFailed):
     code = "timeout"
+    wire = Wire(424, "timeout_error", 424, "generation", 424, "ModelError")
 
 
 class ClientDisconnected(Exception):
@@ -67,47 +70,6 @@ class ClientDisconnected(Exception):
 
 
 CLIENT_CLOSED_REQUEST = 499  # nginx's status for a client that hung up; it only shows in metrics and logs
-
-
-@dataclass(frozen=True)
-class _Kind:
-    openai_status: int
-    tgi_status: int
-    openai_type: str
-    tgi_type: str
-
-
-_GENERIC_CODES = {"invalid_request", "http_error"}  # OpenAI sends code null for these
-_TGI_TYPES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
-
-
-def _kind(error: BaseException) -> _Kind:
-    """An error that carries its own HTTP status (HttpError, a bring-your-own handler's) keeps it in every
-    flavor; the others by class, most specific first."""
-    status = getattr(error, "status", None)
-    if isinstance(error, PierError) and isinstance(status, int) and 400 <= status <= 599:
-        client = status < 500
-        tgi_type = _TGI_TYPES.get(status, "validation" if client else "generation")
-        return _Kind(status, status, "invalid_request_error" if client else "server_error", tgi_type)
-    table: list[tuple[type[BaseException], _Kind]] = [
-        (InvalidRequest, _Kind(400, 422, "invalid_request_error", "validation")),
-        (Overloaded, _Kind(429, 429, "rate_limit_error", "overloaded")),
-        (NotReady, _Kind(503, 503, "service_unavailable_error", "unavailable")),
-        (EngineStopped, _Kind(503, 503, "service_unavailable_error", "unavailable")),
-        (DeadlineExceeded, _Kind(424, 424, "timeout_error", "generation")),
-        (GenerationFailed, _Kind(500, 424, "server_error", "generation")),
-    ]
-    unexpected = _Kind(500, 500, "server_error", "internal")
-    return next((kind for cls, kind in table if isinstance(error, cls)), unexpected)
-
-
-def _message(error: BaseException) -> str:
-    if isinstance(error, PierError):
-        return error.message
-    return (
-        f"Internal error ({type(error).__name__}: {error}); this is a pier bug, "
-        "please report it with the request."
-    )
 
 
 def _tgi_message(error: BaseException) -> str:
@@ -123,25 +85,22 @@ def _tgi_message(error: BaseException) -> str:
             f"Given: {error.prompt_tokens} `inputs` tokens and {error.max_tokens} `max_new_tokens`"
         )
     if isinstance(error, InvalidRequest):
-        return f"Input validation error: {_message(error)}"
-    return _message(error)
+        return f"Input validation error: {message_of(error)}"
+    return message_of(error)
 
 
 def error_body(error: BaseException, flavor: Flavor) -> tuple[int, dict[str, Any]]:
-    kind = _kind(error)
+    wire = wire_of(error)
     if flavor is Flavor.OPENAI:
-        code = error.code if isinstance(error, PierError) and error.code not in _GENERIC_CODES else None
-        param = error.param if isinstance(error, PierError) else None
-        body = {"error": {"message": _message(error), "type": kind.openai_type, "param": param, "code": code}}
-        return kind.openai_status, body
+        return wire.status, openai_error_body(error)
     if flavor is Flavor.TGI:
-        return kind.tgi_status, {"error": _tgi_message(error), "error_type": kind.tgi_type}
-    status = kind.openai_status
-    return status, {"code": status, "type": type(error).__name__, "message": _message(error)}
+        return wire.tgi_status, {"error": _tgi_message(error), "error_type": wire.tgi_type}
+    # The inference toolkit's shape, for bring-your-own-code copies.
+    return wire.status, {"code": wire.status, "type": type(error).__name__, "message": message_of(error)}
 
 
 def _headers(status: int, error: BaseException) -> dict[str, str]:
-    headers = {"Retry-After": str(RETRY_AFTER_S)} if status in {429, 503} else {}
+    headers = {"Retry-After": str(RETRY_AFTER_S)} if status in RETRY_STATUSES else {}
     if isinstance(error, NotReady | ShuttingDown | Overloaded):  # raised before any work on the request
         headers[REFUSED_HEADER] = error.code
     return headers
@@ -171,7 +130,7 @@ def validation_error(errors: Sequence[Any], flavor: Flavor) -> JSONResponse:
 
 
 def describe_validation(errors: Sequence[Any]) -> tuple[str, str | None]:
-    first = dict(errors[0]) if errors else {"msg": "invalid body", "loc": ()}
+    first: dict[str, Any] = dict(errors[0]) if errors else {"msg": "invalid body", "loc": ()}
     loc = [str(part) for part in first.get("loc", ()) if part != "body"]
     if first.get("type") == "json_invalid":
         reason = (first.get("ctx") or {}).get("error", "malformed JSON")
@@ -187,7 +146,7 @@ def describe_validation(errors: Sequence[Any]) -> tuple[str, str | None]:
     return f"Invalid request body: `{path}`: {problem}{more}. Fix it and retry.", path
 
 
-def flavor_of(connection: HTTPConnection | dict[str, Any]) -> Flavor:
+def flavor_of(connection: HTTPConnection | Mapping[str, Any]) -> Flavor:
     """The error shape for a request: the app's only one (bring-your-own-code mode), what /invocations
     detected, else its route's."""
     scope = connection.scope if isinstance(connection, HTTPConnection) else connection

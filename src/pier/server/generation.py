@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from starlette.types import Receive
 
 from pier.engine.engine import Engine
-from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk, RequestTimings
+from pier.engine.request import FinishReason, GenerationChunk, RequestTimings
+from pier.engine.validate import CheckedRequest
 from pier.errors import GenerationFailed, PierError
 from pier.server.errors import ClientDisconnected, DeadlineExceeded
 from pier.server.metrics import GenerationTrace
@@ -42,7 +43,7 @@ class Completion:
 
 
 async def stream(
-    engine: Engine, request: GenerateRequest, deadline_s: float, trace: GenerationTrace
+    engine: Engine, request: CheckedRequest, deadline_s: float, trace: GenerationTrace
 ) -> AsyncIterator[GenerationChunk]:
     """The request's chunks, up to and including the finished one. Raises DeadlineExceeded when the
     deadline passes and GenerationFailed when the engine fails; leaving early aborts the request."""
@@ -78,7 +79,7 @@ async def stream(
 
 
 async def complete(
-    engine: Engine, request: GenerateRequest, deadline_s: float, trace: GenerationTrace,
+    engine: Engine, request: CheckedRequest, deadline_s: float, trace: GenerationTrace,
     disconnected: Awaitable[None],
 ) -> Completion:
     """Run the request to its end; raises ClientDisconnected (after aborting it) if the client leaves first."""

@@ -38,13 +38,7 @@ class Limits:
     def check(self, n_prompt: int, max_new_tokens: int) -> None:
         """Raise in TGI's order: the total first, then the input alone."""
         if n_prompt + max_new_tokens > self.max_total_tokens:
-            raise ContextLengthExceeded(
-                f"This model's maximum context length is {self.max_total_tokens} tokens. However, you "
-                f"requested {n_prompt + max_new_tokens} tokens ({n_prompt} in the prompt, {max_new_tokens} in the "
-                f"completion). Please reduce the prompt or the completion length "
-                f"(max_tokens <= {max(self.max_total_tokens - n_prompt, 0)} for this prompt).",
-                prompt_tokens=n_prompt, max_tokens=max_new_tokens, limit=self.max_total_tokens,
-            )
+            raise ContextLengthExceeded.requested(self.max_total_tokens, n_prompt, max_new_tokens)
         if n_prompt > self.max_input_tokens:
             raise InputTooLong(
                 f"This model's maximum input length is {self.max_input_tokens} tokens. However, your prompt "

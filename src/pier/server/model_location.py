@@ -37,7 +37,7 @@ def locate_model(source: str | Path) -> ModelLocation:
             f"No model at {path}: mount the model folder at /opt/ml/model, set SM_MODEL_DIR or HF_MODEL_ID "
             "to a local folder, or pass --model with a folder or a .gguf file."
         )
-    from pier.server.handler import find_handler  # only needed for folders; it has heavier imports
+    from pier.server.byoc.location import find_handler  # only needed for folders; it has heavier imports
 
     handler = find_handler(path)
     if handler is not None:

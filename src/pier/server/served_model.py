@@ -9,7 +9,7 @@ from typing import Any
 
 from pier.engine.engine import Engine
 from pier.engine.request import GenerateRequest, GenerationChunk
-from pier.engine.validate import check_request
+from pier.engine.validate import CheckedRequest
 from pier.model.chat import ChatTemplate
 from pier.server import generation
 from pier.server.generation import Completion
@@ -83,13 +83,14 @@ class ServedModel:
         self.limits.check(n_prompt, max_new)
         return max_new
 
-    def check(self, request: GenerateRequest) -> None:
-        """Validate now, so a bad request is answered with a status code rather than inside a 200 stream."""
-        check_request(request, self.engine.runner)
+    def check(self, request: GenerateRequest) -> CheckedRequest:
+        """Validate now, so a bad request is answered with a status code rather than inside a 200 stream;
+        the engine takes the checked request as it is."""
+        return self.engine.check(request)
 
-    def stream(self, request: GenerateRequest) -> AsyncIterator[GenerationChunk]:
+    def stream(self, request: CheckedRequest) -> AsyncIterator[GenerationChunk]:
         return generation.stream(self.engine, request, self.deadline_s, self._metrics.trace())
 
-    async def complete(self, request: GenerateRequest, disconnected: Awaitable[None]) -> Completion:
+    async def complete(self, request: CheckedRequest, disconnected: Awaitable[None]) -> Completion:
         trace = self._metrics.trace()
         return await generation.complete(self.engine, request, self.deadline_s, trace, disconnected)

@@ -9,8 +9,9 @@ from typing import Annotated, Protocol
 from fastapi import Depends, Request
 
 from pier.engine.core import EngineStats
+from pier.errors import NotReady
 from pier.server.admission import Admission, Ticket
-from pier.server.errors import NotReady, ShuttingDown
+from pier.server.errors import ShuttingDown
 from pier.server.metrics import ServerMetrics
 from pier.server.served_model import ServedModel
 from pier.server.settings import ServerSettings
@@ -24,7 +25,7 @@ class Status(StrEnum):
 
 
 class InvocationHandler(Protocol):
-    """What the server needs of pier.server.handler.HandlerService (imported only when a model has code)."""
+    """What the server needs of pier.server.byoc.pool.HandlerService (imported only when a model has code)."""
 
     @property
     def ready(self) -> bool: ...

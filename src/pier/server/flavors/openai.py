@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pier import __version__
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk, SamplingParams
+from pier.engine.validate import CheckedRequest
 from pier.errors import InvalidRequest
 from pier.server import sse
 from pier.server.errors import Flavor, error_event
@@ -193,7 +194,7 @@ class CompletionRequest(_OpenAIRequest):
                     f"Send one prompt per request; got {len(prompt)}. Send them as separate (concurrent) "
                     "requests: the engine batches them anyway.", param="prompt",
                 )
-            return prompt[0]  # type: ignore[return-value]
+            return prompt[0]
         return prompt  # type: ignore[return-value]
 
 
@@ -231,11 +232,11 @@ async def respond_chat(body: ChatCompletionRequest, http: Request, state: Server
         )
         max_tokens = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
         request = body.generate_request(model, prompt, max_tokens)
-        model.check(request)
+        checked = model.check(request)
         view = _View(model.name, chat=True, include_usage=body.include_usage)
         if body.stream:
-            return sse.EventStream(_events(model, request, view), ticket.hand_off())
-        return JSONResponse(view.response(await model.complete(request, wait_for_disconnect(http.receive))))
+            return sse.EventStream(_events(model, checked, view), ticket.hand_off())
+        return JSONResponse(view.response(await model.complete(checked, wait_for_disconnect(http.receive))))
 
 
 async def respond_completion(body: CompletionRequest, http: Request, state: ServerState) -> Response:
@@ -246,12 +247,12 @@ async def respond_completion(body: CompletionRequest, http: Request, state: Serv
         # Token ids are used exactly as given (no BOS), as llama-server and vLLM do.
         prompt = await model.tokenize(given) if isinstance(given, str) else list(given)
         request = body.generate_request(model, prompt, body.max_tokens)
-        model.check(request)
+        checked = model.check(request)
         echo = (given if isinstance(given, str) else model.detokenize(prompt)) if body.echo else ""
         view = _View(model.name, chat=False, include_usage=body.include_usage, echo=echo)
         if body.stream:
-            return sse.EventStream(_events(model, request, view), ticket.hand_off())
-        return JSONResponse(view.response(await model.complete(request, wait_for_disconnect(http.receive))))
+            return sse.EventStream(_events(model, checked, view), ticket.hand_off())
+        return JSONResponse(view.response(await model.complete(checked, wait_for_disconnect(http.receive))))
 
 
 # -- responses ---------------------------------------------------------------------------------------
@@ -324,16 +325,16 @@ def _usage(prompt: int, completion: int) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
-async def _events(model: ServedModel, request: GenerateRequest, view: _View) -> AsyncGenerator[bytes, None]:
+async def _events(model: ServedModel, checked: CheckedRequest, view: _View) -> AsyncGenerator[bytes, None]:
     try:
         for event in view.opening():
             yield sse.event(event)
-        async for chunk in model.stream(request):
+        async for chunk in model.stream(checked):
             for event in view.chunk(chunk):
                 yield sse.event(event)
     except Exception as error:  # after the 200 an error can only be an event; never cut the stream silently
         if not isinstance(error, InvalidRequest):
-            log.warning("stream %s failed: %s", request.request_id, error)
+            log.warning("stream %s failed: %s", checked.request.request_id, error)
         yield error_event(error, Flavor.OPENAI)
     yield sse.event("[DONE]")
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pier import __version__
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk, SamplingParams
+from pier.engine.validate import CheckedRequest
 from pier.errors import InvalidRequest
 from pier.server import sse
 from pier.server.errors import Flavor, error_event
@@ -161,15 +162,15 @@ async def respond(
         if not body.inputs:
             raise InvalidRequest("`inputs` cannot be empty")
         request, seed = await _generate_request(model, body)
-        model.check(request)
+        checked = model.check(request)
         full_text = params.return_full_text if params.return_full_text is not None else full_text_default
         view = _View(
             model, request, seed=seed, prefix=body.inputs if full_text else "", details=params.details,
             prefill=params.details or params.decoder_input_details,
         )
         if streaming:
-            return sse.EventStream(_events(model, request, view), ticket.hand_off())
-        done = await model.complete(request, wait_for_disconnect(http.receive))
+            return sse.EventStream(_events(model, checked, view), ticket.hand_off())
+        done = await model.complete(checked, wait_for_disconnect(http.receive))
         answer = view.response(done)
         return JSONResponse([answer] if as_list else answer, headers=_headers(done))
 
@@ -276,12 +277,12 @@ def _headers(done: Completion) -> dict[str, str]:
     return headers
 
 
-async def _events(model: ServedModel, request: GenerateRequest, view: _View) -> AsyncGenerator[bytes, None]:
+async def _events(model: ServedModel, checked: CheckedRequest, view: _View) -> AsyncGenerator[bytes, None]:
     try:
-        async for chunk in model.stream(request):
+        async for chunk in model.stream(checked):
             for event in view.events(chunk):
                 yield sse.event(event, tgi=True)
     except Exception as error:  # after the 200 an error can only be an event; never cut the stream silently
-        log.warning("stream %s failed: %s", request.request_id, error)
+        log.warning("stream %s failed: %s", checked.request.request_id, error)
         yield error_event(error, Flavor.TGI)
 

@@ -1,0 +1,77 @@
+"""Model fetches in the background: the reconciler asks each tick and never waits for a download."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pier.control.fetch.source import ModelSource
+from pier.control.fetch.store import ModelDataError, ModelStore
+
+
+@dataclass(frozen=True)
+class Fetched:
+    folder: Path | None = None  # set when the files are ready
+    error: str = ""  # set when fetching failed, in words for a FailureReason
+
+
+class Fetches:
+    def __init__(self, store: ModelStore) -> None:
+        self.store = store
+        self.notify: Callable[[], None] = lambda: None  # called on the event loop when a fetch ends
+        self._tasks: dict[ModelSource, asyncio.Future[Path]] = {}
+
+    def get(self, source: ModelSource) -> Fetched:
+        """Where the fetch of `source` stands, starting it if nothing is known about it."""
+        task = self._tasks.get(source)
+        if task is None:
+            self._tasks[source] = self._start(source)
+            return Fetched()
+        if not task.done():
+            return Fetched()
+        error = task.exception()
+        if error is None:
+            return Fetched(folder=task.result())
+        if isinstance(error, ModelDataError):
+            return Fetched(error=error.message)
+        return Fetched(error=f"Fetching {source.url} failed: {type(error).__name__}: {error}")
+
+    def forget_failures(self) -> None:
+        """Let failed fetches run again (the user changed something; the source may be fixed now)."""
+        for source, task in list(self._tasks.items()):
+            if task.done() and task.exception() is not None:
+                del self._tasks[source]
+
+    def close(self) -> None:
+        for task in self._tasks.values():
+            task.cancel()
+
+    def _start(self, source: ModelSource) -> asyncio.Future[Path]:
+        """Fetch on a daemon thread: a download in progress must not hold up the gateway's exit."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Path] = loop.create_future()
+
+        def settle(result: Path | None, error: BaseException | None) -> None:
+            if future.done():
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                assert result is not None
+                future.set_result(result)
+            self.notify()
+
+        def work() -> None:
+            try:
+                result, error = self.store.fetch(source), None
+            except Exception as failure:
+                result, error = None, failure
+            with contextlib.suppress(RuntimeError):  # the loop closed while we worked
+                loop.call_soon_threadsafe(settle, result, error)
+
+        threading.Thread(target=work, name=f"fetch {source.url}", daemon=True).start()
+        return future

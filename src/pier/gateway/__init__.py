@@ -1,0 +1,2 @@
+"""The gateway (`pier up`): the SageMaker control plane, runtime and OpenAI routes on one port, wired to the
+reconciler, the router and a backend."""

@@ -1,0 +1,5 @@
+"""`python -m pier.gateway`: what `pier up` runs."""
+
+from pier.gateway.run import main
+
+raise SystemExit(main())

@@ -1,0 +1,82 @@
+"""The `pier up` app: one port that speaks the SageMaker control plane (`POST /` with
+`X-Amz-Target: SageMaker.<Operation>`), the SageMaker runtime (`/endpoints/{name}/invocations[-response-stream]`)
+and OpenAI (`/v1/chat/completions`, `/v1/completions`, `/v1/models`), so code written for SageMaker works
+with only `AWS_ENDPOINT_URL` changed.
+
+Everything the gateway knows lives in `<state_dir>/state.sqlite3`; model files in `<state_dir>/models`.
+A restarted gateway reads its state and the reconciler starts every copy again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+
+from pier.backends.base import Backend
+from pier.control.api import ControlPlane
+from pier.control.fetch.fetches import Fetches
+from pier.control.fetch.store import ModelStore
+from pier.control.reconciler import Reconciler
+from pier.control.state import State
+from pier.gateway import pier_routes
+from pier.gateway.control_route import control_route
+from pier.gateway.parts import Gateway
+from pier.gateway.targets import Targets
+from pier.runtime.invoke import RuntimeService
+from pier.runtime.routes import openai_router, runtime_router
+
+
+def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: float = 1.0,
+                   store: ModelStore | None = None) -> FastAPI:
+    """The gateway app over the state in `state_dir`; its lifespan runs the reconciler and, on the way out,
+    stops every copy."""
+    gateway = _assemble(state_dir, backend or _local_backend(state_dir), tick_s, store)
+    app = FastAPI(title="pier gateway", lifespan=_lifespan(gateway))
+    app.state.gateway = gateway
+    app.add_api_route("/", control_route, methods=["POST"], response_model=None, include_in_schema=False)
+    app.add_api_route("/ping", pier_routes.ping, methods=["GET"], response_model=None)
+    app.add_api_route("/v1/models", pier_routes.openai_models, methods=["GET"], response_model=None)
+    app.add_api_route("/pier/copies", pier_routes.copies, methods=["GET"], response_model=None)
+    app.add_api_route("/pier/copies/{copy_id}/logs", pier_routes.copy_logs, methods=["GET"], response_model=None)
+    app.include_router(runtime_router(gateway.runtime))
+    app.include_router(openai_router(gateway.runtime))
+    return app
+
+
+def _lifespan(gateway: Gateway) -> Callable[[FastAPI], Any]:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        loop = asyncio.create_task(gateway.reconciler.run(), name="reconciler")
+        try:
+            yield
+        finally:
+            loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop
+            await gateway.reconciler.close()
+            await gateway.backend.close()
+            await gateway.runtime.aclose()
+            gateway.state.close()
+
+    return lifespan
+
+
+def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStore | None) -> Gateway:
+    state = State.open(state_dir)
+    fetches = Fetches(store or ModelStore(state_dir / "models"))
+    reconciler = Reconciler(state, backend, fetches, tick_s=tick_s)
+    control = ControlPlane(state, copies=reconciler.copies, wake=lambda: reconciler.wake(retry_fetches=True))
+    targets = Targets(state, reconciler.copies)
+    return Gateway(state, backend, reconciler, control, targets, RuntimeService(targets.resolve))
+
+
+def _local_backend(state_dir: Path) -> Backend:
+    from pier.backends.local import LocalBackend
+
+    return LocalBackend(state_dir)

@@ -1,0 +1,60 @@
+"""The SageMaker control plane's one route: `POST /` with `X-Amz-Target: SageMaker.<Operation>` and a JSON 1.1
+body, answered in AWS JSON 1.1 with `x-amzn-RequestId` (errors as `{"__type", "message"}`)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response
+
+from pier.control.errors import ControlError, SerializationError, UnknownOperation
+from pier.control.names import region_of
+from pier.gateway.parts import gateway_of
+
+log = logging.getLogger("pier.gateway")
+
+AMZ_JSON = "application/x-amz-json-1.1"
+REQUEST_ID = "x-amzn-RequestId"
+
+
+async def control_route(request: Request) -> Response:
+    request_id = str(uuid.uuid4())
+    try:
+        operation = _operation(request.headers.get("x-amz-target", ""))
+        body = _json_object(await request.body())
+        reply = gateway_of(request).control.call(operation, body, region_of(request.headers.get("authorization")))
+        return JSONResponse(reply, headers={REQUEST_ID: request_id}, media_type=AMZ_JSON)
+    except ControlError as error:
+        return _control_error(error.wire.sagemaker_code, error.message, error.wire.sagemaker_status, request_id)
+    except Exception as error:
+        log.exception("control plane request failed")
+        message = f"Internal error in pier ({type(error).__name__}: {error}); please report it. Retrying may work."
+        return _control_error("InternalFailure", message, 500, request_id)
+
+
+def _operation(target: str) -> str:
+    service, _, operation = target.partition(".")
+    if service != "SageMaker" or not operation:
+        raise UnknownOperation(
+            f"pier serves the SageMaker API at POST / with X-Amz-Target: SageMaker.<Operation>; got {target!r}."
+        )
+    return operation
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(raw or b"{}")
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise SerializationError(f"The request body is not JSON ({error}); send a JSON object.") from None
+    if not isinstance(body, dict):
+        raise SerializationError("The request body must be a JSON object.")
+    return body
+
+
+def _control_error(kind: str, message: str, status: int, request_id: str) -> JSONResponse:
+    return JSONResponse({"__type": kind, "message": message}, status, headers={REQUEST_ID: request_id},
+                        media_type=AMZ_JSON)

@@ -1,0 +1,29 @@
+"""The parts of a running gateway, kept on `app.state.gateway` so routes reach them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from pier.backends.base import Backend
+from pier.control.api import ControlPlane
+from pier.control.reconciler import Reconciler
+from pier.control.state import State
+from pier.gateway.targets import Targets
+from pier.runtime.invoke import RuntimeService
+
+
+@dataclass
+class Gateway:
+    state: State
+    backend: Backend
+    reconciler: Reconciler
+    control: ControlPlane
+    targets: Targets
+    runtime: RuntimeService
+
+
+def gateway_of(request: Request) -> Gateway:
+    gateway: Gateway = request.app.state.gateway
+    return gateway

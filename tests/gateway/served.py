@@ -1,0 +1,68 @@
+"""A gateway over a fake backend, served by uvicorn on a loopback port, and clients for it: fixtures that the
+control-plane, gateway and client tests share (their conftest files import them)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+import httpx
+import pytest
+from botocore.config import Config
+
+from pier.gateway.app import create_gateway
+from tests.control.botocore_shapes import output_problems
+from tests.control.fakes import FakeBackend
+from tests.sockets import serving
+
+
+@dataclass
+class Served:
+    url: str
+    backend: FakeBackend
+    state_dir: Path
+
+    def call(self, operation: str, body: dict[str, Any] | None = None, *, expect: int = 200) -> dict[str, Any]:
+        """One control-plane call as raw JSON 1.1, its answer checked against botocore's output shape."""
+        response = httpx.post(self.url, json=body or {}, headers={
+            "X-Amz-Target": f"SageMaker.{operation}", "Content-Type": "application/x-amz-json-1.1"})
+        assert response.status_code == expect, response.text
+        assert response.headers["x-amzn-RequestId"]
+        reply = response.json()
+        if expect == 200:
+            assert output_problems(operation, reply) == []
+        return reply
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    backend = FakeBackend()
+    app = create_gateway(tmp_path / "state", backend=backend, tick_s=0.05)
+    with serving(app, lifespan="on") as url:
+        yield Served(url, backend, tmp_path / "state")
+
+
+@pytest.fixture
+def sagemaker(served: Served) -> Any:
+    return sagemaker_client(served.url)
+
+
+def sagemaker_client(url: str) -> Any:
+    return boto3.client(
+        "sagemaker", endpoint_url=url, region_name="eu-west-1", aws_access_key_id="pier",
+        aws_secret_access_key="pier", config=Config(retries={"max_attempts": 1}),
+    )
+
+
+def wait_for(condition: Any, timeout: float = 5.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"not true within {timeout} s")

@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pier.backends.base import CopyState, CopyStatus
+from pier.control.records import ComponentRecord, EndpointRecord, VariantRecord
+from pier.control.shapes import ComponentSpec, ContainerSpec
+from pier.control.state import State
+from pier.gateway.targets import Targets
+from pier.runtime.errors import EndpointNotFound, InvalidInvocation
+
+SPEC = ComponentSpec.model_validate({"ModelName": "m", "ComputeResourceRequirements": {"MinMemoryRequiredInMb": 256}})
+
+
+def endpoint(name: str, *variants: tuple[str, str | None, float], status: str = "InService") -> EndpointRecord:
+    return EndpointRecord(name=name, arn=f"arn:{name}", created=1, modified=1, config_name="c", status=status,
+                          variants=tuple(VariantRecord(name=v, instance_type="local", instance_count=1, weight=w,
+                                                       model=m) for v, m, w in variants))
+
+
+def component(name: str, on: str, status: str = "InService") -> ComponentRecord:
+    return ComponentRecord(name=name, arn=f"arn:{name}", created=1, modified=1, endpoint=on, variant="AllTraffic",
+                           status=status, specification=SPEC, container=ContainerSpec(), copies=1)
+
+
+@pytest.fixture
+def targets(tmp_path: Path) -> Targets:
+    state = State.open(tmp_path)
+    state.endpoints.put(endpoint("classic", ("AllTraffic", "m", 1.0)))
+    state.endpoints.put(endpoint("ab", ("a", "m", 1.0), ("b", "m", 0.0)))
+    state.endpoints.put(endpoint("host", ("AllTraffic", None, 1.0)))
+    state.endpoints.put(endpoint("two", ("AllTraffic", None, 1.0)))
+    state.endpoints.put(endpoint("going", ("AllTraffic", "m", 1.0), status="Deleting"))
+    state.components.put(component("chat", "host"))
+    state.components.put(component("x", "two"))
+    state.components.put(component("y", "two"))
+    state.components.put(component("old", "two", status="Deleting"))
+
+    def copies(workload: str) -> list[CopyStatus]:
+        return [CopyStatus(f"{workload}-0", workload, CopyState.READY, "http://127.0.0.1:1")]
+
+    return Targets(state, copies, pick=lambda weights: weights.index(max(weights)))
+
+
+@pytest.mark.parametrize(("endpoint_name", "component_name", "variant", "expected"), [
+    ("classic", None, None, ("classic/AllTraffic", "AllTraffic")),
+    ("classic", None, "AllTraffic", ("classic/AllTraffic", "AllTraffic")),
+    ("ab", None, None, ("ab/a", "a")),  # by weight (b has 0)
+    ("ab", None, "b", ("ab/b", "b")),  # an explicit target variant wins over weights
+    ("host", None, None, ("chat", "AllTraffic")),  # the only component: no header needed
+    ("host", "chat", None, ("chat", "AllTraffic")),
+    ("two", "y", None, ("y", "AllTraffic")),
+    ("chat", None, None, ("chat", "AllTraffic")),  # an OpenAI `model` naming a component
+])
+def test_resolve(targets: Targets, endpoint_name: str, component_name: str | None, variant: str | None,
+                 expected: tuple[str, str]) -> None:
+    target = targets.resolve(endpoint_name, component_name, variant)
+    assert (target.component, target.variant) == expected
+    assert [c.component for c in target.copies] == [expected[0]]
+
+
+@pytest.mark.parametrize(("endpoint_name", "component_name", "variant", "error", "words"), [
+    ("nope", None, None, EndpointNotFound, "Endpoint nope of account 000000000000 not found."),
+    ("going", None, None, EndpointNotFound, "Endpoint going of account"),
+    ("two", None, None, InvalidInvocation, "Inference Component Name header is required"),
+    ("two", "old", None, InvalidInvocation, "Inference component old is not on endpoint two"),
+    ("classic", "chat", None, InvalidInvocation, "has no inference components: drop the InferenceComponentName"),
+    ("ab", None, "c", InvalidInvocation, "Endpoint ab has no variant c; its variants: a, b."),
+])
+def test_resolve_errors(targets: Targets, endpoint_name: str, component_name: str | None, variant: str | None,
+                        error: type[Exception], words: str) -> None:
+    with pytest.raises(error, match=words):
+        targets.resolve(endpoint_name, component_name, variant)
