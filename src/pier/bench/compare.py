@@ -38,6 +38,18 @@ def spread(values: Sequence[float]) -> Spread:
     return Spread(statistics.median(values), min(values), max(values))
 
 
+def ratio_of_medians(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """a's median over b's, each over its repeats; None when b's median is 0."""
+    below = statistics.median(b)
+    return statistics.median(a) / below if below else None
+
+
+def paired_ratios(a: Sequence[float], b: Sequence[float]) -> list[float]:
+    """a[i] / b[i] for each repeat i. The two runs of a pair were measured side by side, under the same noise, so
+    these ratios swing less than the values do; a pair whose b is 0 is left out."""
+    return [x / y for x, y in zip(a, b, strict=True) if y]
+
+
 def compare(runs: Sequence[RunResult], a: TargetInfo, b: TargetInfo, levels: Sequence[Level]) -> list[LevelComparison]:
     return [LevelComparison(level, _metrics(runs, a, b, level)) for level in levels if _has(runs, a, b, level)]
 
