@@ -2,34 +2,69 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import socket
-import subprocess
 import sys
+import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-PEERS_SCRIPT = ROOT.parent / "shared" / "tools" / "build-llama-server.sh"
-MODEL_CACHE = Path.home() / ".cache" / "pier" / "models"
+PEERS_ENV = "PIER_PEERS_DIR"
+MODEL_CACHE_ENV = "PIER_BENCH_MODEL_CACHE"
+PEERS_HELP = (
+    "Build llama.cpp's `llama-server` and `llama-batched-bench` from the sources that llama-cpp-python ships "
+    "(its sdist's vendor/llama.cpp: `cmake -B build -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF && cmake --build "
+    "build --target llama-server llama-batched-bench`; they land in build/bin), or, in the developers' checkout, run "
+    "`bash ../shared/tools/build-llama-server.sh`, which builds them once and prints their folder."
+)
+
+
+def model_cache() -> Path:
+    """Where the benchmark model is kept: $PIER_BENCH_MODEL_CACHE, else ~/.cache/pier/models."""
+    given = os.environ.get(MODEL_CACHE_ENV)
+    return Path(given).expanduser() if given else Path.home() / ".cache" / "pier" / "models"
 
 
 def bench_model() -> Path:
     """The 360M-class Q4_0 model with random weights (speed does not depend on the values), built once."""
-    from pier.model.synthetic import BENCH_360M, build_gguf
+    from pier.synthetic.builder import BENCH_360M, build_gguf
 
-    path = MODEL_CACHE / "bench-360m-q4_0.gguf"
+    cache = model_cache()
+    path = cache / "bench-360m-q4_0.gguf"
     if not path.exists():
-        MODEL_CACHE.mkdir(parents=True, exist_ok=True)
+        cache.mkdir(parents=True, exist_ok=True)
         print(f"building {path} (random weights) ...", file=sys.stderr)
         build_gguf(path, BENCH_360M, quant="Q4_0")
     return path
 
 
-def peers_dir() -> Path:
-    """The folder of llama.cpp's binaries built from the sources llama-cpp-python ships (built once, then cached)."""
-    out = subprocess.run(["bash", str(PEERS_SCRIPT)], check=True, capture_output=True, text=True)
-    return Path(out.stdout.strip().splitlines()[-1])
+def add_peers_dir(parser: argparse.ArgumentParser) -> None:
+    """The --peers-dir flag, for a script that runs llama.cpp's own programs."""
+    parser.add_argument(
+        "--peers-dir",
+        help=f"folder holding llama.cpp's llama-server and llama-batched-bench (default: ${PEERS_ENV})",
+    )
+
+
+def peers_dir(given: str | Path | None = None) -> Path:
+    """The folder of llama.cpp's binaries built from the sources llama-cpp-python ships: `given` (a script's
+    --peers-dir), else $PIER_PEERS_DIR; exits with how to build them when neither names a folder."""
+    value = given or os.environ.get(PEERS_ENV)
+    if not value:
+        raise SystemExit(f"llama.cpp's programs are needed: pass --peers-dir FOLDER or set {PEERS_ENV}.\n{PEERS_HELP}")
+    folder = Path(value).expanduser()
+    if not folder.is_dir():
+        raise SystemExit(f"{folder} (from {'--peers-dir' if given else PEERS_ENV}) is not a folder.\n{PEERS_HELP}")
+    return folder
+
+
+def peer(name: str, given: str | Path | None = None) -> Path:
+    """One of llama.cpp's programs (`llama-server`, `llama-batched-bench`) in the peers' folder."""
+    path = peers_dir(given) / name
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise SystemExit(f"no program {name} in {path.parent}.\n{PEERS_HELP}")
+    return path
 
 
 def free_port() -> int:
@@ -50,3 +85,8 @@ def raise_on_sigterm() -> None:
 
 def omp_policy(env: dict[str, str] | None = None) -> str:
     return (os.environ if env is None else env).get("OMP_WAIT_POLICY", "(unset: OpenMP's default spin-then-sleep)")
+
+
+def log(message: str) -> None:
+    """A progress line on stderr, with the time of day (the report goes to stdout)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)

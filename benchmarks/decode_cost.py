@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import argparse
 import random
-import statistics
 import time
 
 from common import bench_model
 
+from pier.bench.compare import ratio_of_medians
+from pier.bench.metrics import Distribution
 from pier.engine.llama import LlamaRunner
 from pier.engine.runner import Batch
 
@@ -66,7 +67,7 @@ def tokens_per_step(model: str, sizes: list[int], repeats: int) -> None:
     print("| tokens in the step (one sequence) | step ms (median) | ms per token |")
     print("|---|---|---|")
     for n, samples in times.items():
-        median = statistics.median(samples)
+        median = Distribution.of(samples).median
         print(f"| {n} | {median * 1000:.1f} | {median / n * 1000:.2f} |")
     decoder.restart()
     for seq in range(9):
@@ -75,12 +76,15 @@ def tokens_per_step(model: str, sizes: list[int], repeats: int) -> None:
     for _ in range(40):
         spread.append(decoder.feed(dict.fromkeys(range(8), 1)))
         single.append(decoder.feed({8: 8}))
-    print(f"\n8 sequences x 1 token: {statistics.median(spread) * 1000:.1f} ms per step; "
-          f"1 sequence x 8 tokens: {statistics.median(single) * 1000:.1f} ms (medians of 40 alternating steps)\n")
+    print(
+        f"\n8 sequences x 1 token: {Distribution.of(spread).median * 1000:.1f} ms per step; "
+        f"1 sequence x 8 tokens: {Distribution.of(single).median * 1000:.1f} ms (medians of 40 alternating steps)\n"
+    )
     decoder.runner.close()
 
 
-def idle_cells(model: str, batch_size: int, idle_counts: list[int], steps: int) -> dict[int, float]:
+def idle_cells(model: str, batch_size: int, idle_counts: list[int], steps: int) -> dict[int, list[float]]:
+    """Seconds of every decode step, by idle cell count."""
     decoders = {}
     for idle in idle_counts:
         decoder = Decoder(model, seed=batch_size)
@@ -94,7 +98,7 @@ def idle_cells(model: str, batch_size: int, idle_counts: list[int], steps: int) 
             times[idle].append(decoder.feed(dict.fromkeys(range(batch_size), 1)))
     for decoder in decoders.values():
         decoder.runner.close()
-    return {idle: statistics.median(t) for idle, t in times.items()}
+    return times
 
 
 def main() -> None:
@@ -112,9 +116,13 @@ def main() -> None:
     print("| running sequences | idle cells | decode step ms (median) | vs no idle cells |")
     print("|---|---|---|---|")
     for b in (int(n) for n in args.batches.split(",")):
-        medians = idle_cells(model, b, idle_counts, args.steps)
-        for idle, median in medians.items():
-            print(f"| {b} | {idle} | {median * 1000:.1f} | {median / medians[idle_counts[0]]:.3f}x |")
+        times = idle_cells(model, b, idle_counts, args.steps)
+        for idle, samples in times.items():
+            slower = ratio_of_medians(samples, times[idle_counts[0]])
+            print(
+                f"| {b} | {idle} | {Distribution.of(samples).median * 1000:.1f} | "
+                f"{'n/a' if slower is None else f'{slower:.3f}x'} |"
+            )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
     python benchmarks/engine_vs_batched_bench.py                   # 360M-class Q4_0, B = 1,2,4,8
     python benchmarks/engine_vs_batched_bench.py --repeats 5 --tg 64
+    python benchmarks/engine_vs_batched_bench.py --peers-dir ~/llama.cpp/build/bin   # or set PIER_PEERS_DIR
 
 Both sides run as fresh processes, interleaved A/B per batch size and repeat, with the same threads,
 context, batch sizes and unified KV. Generation throughput is compared as llama-batched-bench defines
@@ -18,27 +19,63 @@ import asyncio
 import json
 import os
 import random
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from common import bench_model, peers_dir
+from common import add_peers_dir, bench_model, peer
+
+from pier.bench.compare import paired_ratios, ratio_of_medians, spread
 
 
 def run_batched_bench(binary: Path, model: Path, args: argparse.Namespace, batch: int) -> float:
-    cmd = [str(binary), "-m", str(model), "-c", str(args.ctx), "-b", "512", "-ub", "512", "-npp", str(args.pp),
-           "-ntg", str(args.tg), "-npl", str(batch), "-t", str(args.threads), "-tb", str(args.threads), "-kvu",
-           "--output-format", "jsonl"]
+    cmd = [
+        str(binary),
+        "-m",
+        str(model),
+        "-c",
+        str(args.ctx),
+        "-b",
+        "512",
+        "-ub",
+        "512",
+        "-npp",
+        str(args.pp),
+        "-ntg",
+        str(args.tg),
+        "-npl",
+        str(batch),
+        "-t",
+        str(args.threads),
+        "-tb",
+        str(args.threads),
+        "-kvu",
+        "--output-format",
+        "jsonl",
+    ]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
     rows = [json.loads(line) for line in (out.stdout + out.stderr).splitlines() if line.startswith("{")]
     return float(rows[-1]["speed_tg"])
 
 
 def run_pier(model: Path, args: argparse.Namespace, batch: int) -> float:
-    cmd = [sys.executable, __file__, "--worker", str(batch), "--model", str(model), "--ctx", str(args.ctx),
-           "--pp", str(args.pp), "--tg", str(args.tg), "--threads", str(args.threads)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--worker",
+        str(batch),
+        "--model",
+        str(model),
+        "--ctx",
+        str(args.ctx),
+        "--pp",
+        str(args.pp),
+        "--tg",
+        str(args.tg),
+        "--threads",
+        str(args.threads),
+    ]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
     return float(json.loads(out.stdout.strip().splitlines()[-1])["speed_tg"])
 
@@ -51,8 +88,7 @@ def worker(args: argparse.Namespace) -> None:
     from pier.engine.request import GenerateRequest, SamplingParams
 
     batch = args.worker
-    runner = LlamaRunner(args.model, n_ctx=args.ctx, n_seq_max=max(16, 2 * batch), n_batch=512,
-                         n_threads=args.threads)
+    runner = LlamaRunner(args.model, n_ctx=args.ctx, n_seq_max=max(16, 2 * batch), n_batch=512, n_threads=args.threads)
     engine = Engine(runner, EngineConfig(max_running=batch, step_tokens=512, prefix_cache=False)).start()
     rng = random.Random(batch)
     greedy = SamplingParams(temperature=0.0)
@@ -82,28 +118,38 @@ def worker(args: argparse.Namespace) -> None:
 
 
 def compare(args: argparse.Namespace) -> None:
+    binary = peer("llama-batched-bench", args.peers_dir)
     model = Path(args.model) if args.model else bench_model()
-    binary = peers_dir() / "llama-batched-bench"
     batches = [int(b) for b in args.batches.split(",")]
     results: dict[int, dict[str, list[float]]] = {b: {"pier": [], "llama": []} for b in batches}
     for repeat in range(args.repeats):
         for b in batches:
             results[b]["llama"].append(run_batched_bench(binary, model, args, b))
             results[b]["pier"].append(run_pier(model, args, b))
-            print(f"repeat {repeat + 1} B={b}: llama-batched-bench {results[b]['llama'][-1]:.2f} t/s, "
-                  f"pier {results[b]['pier'][-1]:.2f} t/s", file=sys.stderr)
-    print(f"\nmodel {model.name}, PP {args.pp}, TG {args.tg}, ctx {args.ctx}, threads {args.threads}, "
-          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}, {args.repeats} repeats\n")
-    print("| B | llama-batched-bench S_TG t/s (median, min-max) | pier S_TG t/s (median, min-max) | "
-          "ratio of medians | median of paired ratios (min-max) |")
+            print(
+                f"repeat {repeat + 1} B={b}: llama-batched-bench {results[b]['llama'][-1]:.2f} t/s, "
+                f"pier {results[b]['pier'][-1]:.2f} t/s",
+                file=sys.stderr,
+            )
+    print(
+        f"\nmodel {model.name}, PP {args.pp}, TG {args.tg}, ctx {args.ctx}, threads {args.threads}, "
+        f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}, {args.repeats} repeats\n"
+    )
+    print(
+        "| B | llama-batched-bench S_TG t/s (median, min-max) | pier S_TG t/s (median, min-max) | "
+        "ratio of medians | median of paired ratios (min-max) |"
+    )
     print("|---|---|---|---|---|")
     for b in batches:
-        llama, pier = results[b]["llama"], results[b]["pier"]
-        paired = [p / q for p, q in zip(pier, llama, strict=True)]  # each pair ran back to back
-        print(f"| {b} | {statistics.median(llama):.2f} ({min(llama):.2f}-{max(llama):.2f}) | "
-              f"{statistics.median(pier):.2f} ({min(pier):.2f}-{max(pier):.2f}) | "
-              f"{statistics.median(pier) / statistics.median(llama):.3f} | "
-              f"{statistics.median(paired):.3f} ({min(paired):.2f}-{max(paired):.2f}) |")
+        llama, pier = spread(results[b]["llama"]), spread(results[b]["pier"])
+        of_medians = ratio_of_medians(results[b]["pier"], results[b]["llama"])
+        paired = spread(paired_ratios(results[b]["pier"], results[b]["llama"]))  # each pair ran back to back
+        print(
+            f"| {b} | {llama.median:.2f} ({llama.low:.2f}-{llama.high:.2f}) | "
+            f"{pier.median:.2f} ({pier.low:.2f}-{pier.high:.2f}) | "
+            f"{'n/a' if of_medians is None else f'{of_medians:.3f}'} | "
+            f"{paired.median:.3f} ({paired.low:.2f}-{paired.high:.2f}) |"
+        )
 
 
 def main() -> None:
@@ -115,6 +161,7 @@ def main() -> None:
     parser.add_argument("--ctx", type=int, default=4096)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
+    add_peers_dir(parser)
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     worker(args) if args.worker else compare(args)
