@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from botocore.config import Config
 from tests.e2e.gateway_process import GatewayProcess
 from tests.server.processes import metric
 from tests.sockets import free_port
+from tests.waiting import until
 
 pytestmark = pytest.mark.e2e
 
@@ -74,16 +74,6 @@ def clients(url: str) -> tuple[Any, Any]:
 
 def copies(url: str, component: str) -> list[dict[str, Any]]:
     return [c for c in httpx.get(f"{url}/pier/copies").json()["copies"] if c["component"] == component]
-
-
-def until(condition: Callable[[], Any], timeout: float = 90.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"{what} not reached within {timeout} s")
 
 
 def invoke(runtime: Any, endpoint: str, payload: dict[str, Any], **extra: Any) -> Any:

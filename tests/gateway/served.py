@@ -3,7 +3,6 @@ control-plane, gateway and client tests share (their conftest files import them)
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from pier.gateway.app import create_gateway
 from tests.control.botocore_shapes import output_problems
 from tests.control.fakes import FakeBackend
 from tests.sockets import serving
+from tests.waiting import until
 
 
 @dataclass
@@ -59,10 +59,4 @@ def sagemaker_client(url: str) -> Any:
 
 
 def wait_for(condition: Any, timeout: float = 5.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"not true within {timeout} s")
+    return until(condition, timeout, interval=0.02)
