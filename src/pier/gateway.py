@@ -35,6 +35,11 @@ from pier.control.state import State
 from pier.control.targets import Targets
 from pier.runtime.invoke import RuntimeService
 from pier.runtime.routes import openai_router, runtime_router
+from pier.security.exposure import may_listen
+from pier.security.install import install_security
+from pier.security.keystore import StoredKey
+from pier.security.scope import endpoint_of_state
+from pier.security.settings import SecuritySettings
 
 log = logging.getLogger("pier.gateway")
 
@@ -57,9 +62,9 @@ class Gateway:
 
 
 def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: float = 1.0,
-                   store: ModelStore | None = None) -> FastAPI:
+                   store: ModelStore | None = None, security: SecuritySettings | None = None) -> FastAPI:
     """The gateway app over the state in `state_dir`; its lifespan runs the reconciler and, on the way out,
-    stops every copy."""
+    stops every copy. Every request passes pier.security's guard first (Host/Origin, keys, roles, audit)."""
     gateway = _assemble(state_dir, backend or _local_backend(state_dir), tick_s, store)
     app = FastAPI(title="pier gateway", lifespan=_lifespan(gateway))
     app.state.gateway = gateway
@@ -70,16 +75,24 @@ def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: f
     app.add_api_route("/pier/copies/{copy_id}/logs", _copy_logs, methods=["GET"], response_model=None)
     app.include_router(runtime_router(gateway.runtime))
     app.include_router(openai_router(gateway.runtime))
+    install_security(app, state_dir, security or SecuritySettings.from_env(),  # pier.security: see docs/security.md
+                     endpoint_of=endpoint_of_state(gateway.state),
+                     max_body_bytes=gateway.runtime.settings.max_payload_bytes)
     return app
 
 
 def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host: str = "127.0.0.1",
-                log_level: str = "info") -> int:
-    """Serve the gateway until SIGINT/SIGTERM; every copy is stopped on the way out."""
+                log_level: str = "info", allowed_hosts: tuple[str, ...] = (), insecure: bool = False,
+                session_keys: tuple[StoredKey, ...] = ()) -> int:
+    """Serve the gateway until SIGINT/SIGTERM; every copy is stopped on the way out. Refuses (2) to listen beyond
+    loopback without keys unless `insecure`."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per health check otherwise
     folder = (state_dir or DEFAULT_STATE_DIR).expanduser()
-    app = create_gateway(folder)
+    if not may_listen(folder, host, insecure):
+        return 2
+    security = SecuritySettings.from_env(allowed_hosts=allowed_hosts, bind_host=host, session_keys=session_keys)
+    app = create_gateway(folder, security=security)
     log.info("pier gateway on http://%s:%d (state in %s)", host, port, folder)
     uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
     return 0
@@ -206,8 +219,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--state-dir", type=Path, default=None, help=f"default {DEFAULT_STATE_DIR}")
     parser.add_argument("--log-level", default="info")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                        help="also answer requests for this Host name (repeatable; '*' = any)")
+    parser.add_argument("--insecure", action="store_true",
+                        help="listen beyond loopback even without keys (no authentication)")
     args = parser.parse_args(argv)
-    return run_gateway(args.port, args.state_dir, host=args.host, log_level=args.log_level)
+    return run_gateway(args.port, args.state_dir, host=args.host, log_level=args.log_level,
+                       allowed_hosts=tuple(args.allow_host), insecure=args.insecure)
 
 
 if __name__ == "__main__":
