@@ -12,13 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import openai
 import pytest
 from botocore.config import Config
+from openai.types.chat import ChatCompletion
 
 from pier.backends.base import CopySpec
 from pier.gateway import create_gateway
 from pier.security.keystore import IssuedKey, KeyStore
 from pier.security.principal import Role
+from tests.backends.conftest import model_dir  # noqa: F401  (the TINY model folder, for e2e tests)
 from tests.control.fakes import FakeBackend
 from tests.runtime.servers import CopyServer, copy_server
 from tests.sockets import serving
@@ -134,3 +137,9 @@ def wait_for(condition: Any, timeout: float = 5.0) -> Any:
             return value
         time.sleep(0.02)
     raise AssertionError(f"not true within {timeout} s")
+
+
+def chat(client: openai.OpenAI, model: str, max_tokens: int = 2) -> ChatCompletion:
+    """One chat completion through the openai client, as an application sends it."""
+    return client.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}],
+                                          max_tokens=max_tokens)

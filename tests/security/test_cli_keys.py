@@ -46,4 +46,4 @@ def test_refusals(tmp_path: Path) -> None:
     code, _, err = run("keys", "revoke", "nobody", "--state-dir", str(tmp_path))
     assert code == 1 and "No key is called nobody" in err
     assert run("keys", "revoke", "x", "--state-dir", str(tmp_path))[0] == 0
-    assert KeyStore.in_state_dir(tmp_path).keys() == ()
+    assert KeyStore.in_state_dir(tmp_path).saved() == ()

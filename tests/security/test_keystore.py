@@ -66,7 +66,7 @@ def test_revoke(tmp_path: Path) -> None:
     alice = store.create("alice", Role.ADMIN)
     store.create("bob", Role.INVOKE)
     assert store.revoke("alice").principal.name == "alice"
-    assert [k.principal.name for k in store.keys()] == ["bob"]
+    assert [k.principal.name for k in store.saved()] == ["bob"]
     assert store.by_api_key(alice.api_key) is None
     with pytest.raises(KeyStoreError, match="No key is called alice"):
         store.revoke("alice")
@@ -91,7 +91,7 @@ def test_concurrent_creates_lose_no_key(tmp_path: Path) -> None:
         thread.start()
     for thread in threads:
         thread.join()
-    assert len(KeyStore.in_state_dir(tmp_path).keys()) == 8
+    assert len(KeyStore.in_state_dir(tmp_path).saved()) == 8
 
 
 def test_session_keys_authenticate_but_do_not_turn_authentication_on(tmp_path: Path) -> None:

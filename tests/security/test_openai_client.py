@@ -7,7 +7,7 @@ import httpx
 import openai
 import pytest
 
-from tests.security.conftest import Secured
+from tests.security.conftest import Secured, chat
 
 CHAT = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
 
@@ -18,7 +18,7 @@ def client(secured: Secured, api_key: str) -> openai.OpenAI:
 
 def test_the_openai_client_works_with_an_api_key(secured: Secured) -> None:
     secured.deploy("chat")
-    reply = client(secured, secured.keys["invoker"].api_key).chat.completions.create(model="chat", **CHAT)
+    reply = chat(client(secured, secured.keys["invoker"].api_key), "chat", max_tokens=3)
     assert reply.usage is not None and reply.usage.completion_tokens == 3
     streamed = client(secured, secured.keys["admin"].api_key).completions.create(
         model="chat", prompt="the cat", max_tokens=3, stream=True)
@@ -28,7 +28,7 @@ def test_the_openai_client_works_with_an_api_key(secured: Secured) -> None:
 
 def test_a_wrong_api_key_is_401(secured: Secured) -> None:
     with pytest.raises(openai.AuthenticationError) as raised:
-        client(secured, "pier-not-a-key").chat.completions.create(model="chat", **CHAT)
+        chat(client(secured, "pier-not-a-key"), "chat")
     assert raised.value.status_code == 401
     assert raised.value.code == "invalid_api_key"
     assert "pier keys" in raised.value.message
@@ -46,10 +46,10 @@ def test_no_api_key_is_401_in_openais_shape(secured: Secured) -> None:
 def test_a_limited_key_is_403_for_another_endpoint(secured: Secured) -> None:
     secured.deploy("other")
     with pytest.raises(openai.PermissionDeniedError) as raised:
-        client(secured, secured.keys["limited"].api_key).chat.completions.create(model="other", **CHAT)
+        chat(client(secured, secured.keys["limited"].api_key), "other")
     assert raised.value.code == "insufficient_permissions"
     with pytest.raises(openai.PermissionDeniedError):  # an inference component is reached through its endpoint
-        client(secured, secured.keys["limited"].api_key).chat.completions.create(model="other/ic", **CHAT)
+        chat(client(secured, secured.keys["limited"].api_key), "other/ic")
 
 
 def test_an_api_key_is_not_an_admin_credential_unless_its_role_is(secured: Secured) -> None:

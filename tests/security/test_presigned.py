@@ -9,10 +9,8 @@ import httpx
 import openai
 import pytest
 
-from tests.security.conftest import Secured
+from tests.security.conftest import Secured, chat
 from tests.security.tokens import presigned_url, sagemaker_api_key
-
-CHAT = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
 
 
 def test_a_presigned_url_is_accepted_until_it_expires(secured: Secured) -> None:
@@ -47,7 +45,7 @@ def test_the_openai_client_works_with_a_sagemaker_api_key(secured: Secured) -> N
     key = secured.keys["invoker"]
     token = sagemaker_api_key(key.stored.access_key_id, key.secret_access_key)
     client = openai.OpenAI(base_url=f"{secured.url}/endpoints/chat/v1", api_key=token, max_retries=0)
-    assert client.chat.completions.create(model="any", **CHAT).choices[0].message is not None
+    assert chat(client, "any").choices[0].message is not None
 
 
 @pytest.mark.parametrize("problem", ["expired", "wrong secret", "unknown key", "not base64"])
@@ -63,4 +61,4 @@ def test_a_bad_sagemaker_api_key_is_401(secured: Secured, problem: str) -> None:
     }[problem]()
     client = openai.OpenAI(base_url=f"{secured.url}/v1", api_key=token, max_retries=0)
     with pytest.raises(openai.AuthenticationError):
-        client.chat.completions.create(model="chat", **CHAT)
+        chat(client, "chat")

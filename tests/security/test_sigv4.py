@@ -41,7 +41,7 @@ def check(request: HttpRequest, *, secret: str = SECRET, now: datetime = NOW) ->
 
 
 def with_header(request: HttpRequest, name: str, value: str) -> HttpRequest:
-    headers = tuple((k, v) for k, v in request.headers if k != name) + ((name, value),)
+    headers = (*((k, v) for k, v in request.headers if k != name), (name, value))
     return dataclasses.replace(request, headers=headers)
 
 
@@ -141,7 +141,7 @@ def test_a_presigned_request_lives_until_it_expires(signed_ago_s: int, ok: bool)
     if ok:
         verify(request, signature, SECRET, NOW)
     else:
-        with pytest.raises(InvalidSignature, match="Signature (expired|not yet current)"):
+        with pytest.raises(InvalidSignature, match=r"Signature (expired|not yet current)"):
             verify(request, signature, SECRET, NOW)
 
 

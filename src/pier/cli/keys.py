@@ -88,7 +88,7 @@ def ls(state_dir: StateDir = None, as_json: Json = False) -> None:
     from pier.security.keystore import KeyStoreError
 
     try:
-        keys = _store(state_dir).keys()
+        keys = _store(state_dir).saved()
     except KeyStoreError as error:
         _fail(str(error))
     rows = [{"name": k.principal.name, "role": k.principal.role.value, "endpoints": list(k.principal.endpoints),

@@ -147,7 +147,8 @@ def _wait_for_gateway(client: PierClient, timeout_s: float = 60.0) -> None:
 
 def _print_urls(url: str, endpoint: str) -> None:
     console.print(f"\n[bold green]Endpoint {endpoint} is InService[/] at {url}")
-    console.print(f"  OpenAI:     OpenAI(base_url=\"{url}/v1\", api_key=\"unused\"), model=\"{endpoint}\"")
+    console.print(f"  OpenAI:     OpenAI(base_url=\"{url}/v1\", api_key=\"<an API key from `pier keys create`, or "
+                  f"anything while there are no keys>\"), model=\"{endpoint}\"")
     console.print(f"  SageMaker:  AWS_ENDPOINT_URL={url}  boto3 invoke_endpoint(EndpointName=\"{endpoint}\", ...)")
     console.print(f"  HTTP:       POST {url}/endpoints/{endpoint}/invocations  (TGI, Messages or completion JSON)")
     console.print(f"  CLI:        pier chat {endpoint}   pier invoke {endpoint} --prompt 'Hello'   pier ls   "

@@ -32,7 +32,7 @@ def cli_credentials(url: str, env: Mapping[str, str] | None = None) -> tuple[str
 
 def _local_admin_key(state_dir: Path) -> tuple[str, str] | None:
     try:
-        keys = KeyStore.in_state_dir(state_dir).keys()
+        keys = KeyStore.in_state_dir(state_dir).saved()
     except (KeyStoreError, OSError):
         return None
     admins = [k for k in keys if k.principal.is_admin]

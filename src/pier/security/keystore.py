@@ -82,12 +82,13 @@ class KeyStore:
 
     # ---- reading (the gateway, on every request)
 
-    def keys(self) -> tuple[StoredKey, ...]:
+    def saved(self) -> tuple[StoredKey, ...]:
+        """The keys in the file (not the session keys)."""
         self._refresh()
         return self._keys
 
     def has_keys(self) -> bool:
-        return bool(self.keys())
+        return bool(self.saved())
 
     def by_access_key(self, access_key_id: str) -> StoredKey | None:
         return next((k for k in self._all() if k.access_key_id == access_key_id), None)
@@ -97,7 +98,7 @@ class KeyStore:
         return next((k for k in self._all() if same_secret(digest, k.api_key_sha256)), None)
 
     def _all(self) -> tuple[StoredKey, ...]:
-        return self.session_keys + self.keys()
+        return self.session_keys + self.saved()
 
     # ---- writing (`pier keys`)
 
