@@ -63,3 +63,11 @@ def test_it_starts_with_a_key_or_when_told_it_is_insecure(tmp_path: Path, how: s
         gateway.wait_ready()
         assert httpx.get(f"{gateway.url}/ping", headers={"Host": "evil.example"}).status_code == 403
         assert ("WITHOUT authentication" in gateway.output()) is (how == "--insecure")
+
+
+def test_a_damaged_key_file_stops_the_gateway_from_starting(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from pier.security.exposure import may_listen
+
+    (tmp_path / "keys.json").write_text("{not json")
+    assert not may_listen(tmp_path, "127.0.0.1", insecure=False)
+    assert "not a pier key file" in caplog.text

@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 
 from pier.security.hosts import is_loopback
-from pier.security.keystore import KeyStore
+from pier.security.keystore import KeyStore, KeyStoreError
 
 log = logging.getLogger("pier.gateway")
 
@@ -33,7 +33,11 @@ def exposure_warning(host: str, has_keys: bool, insecure: bool) -> str | None:
 
 def may_listen(state_dir: Path, host: str, insecure: bool) -> bool:
     """Log why not (an error) or the --insecure warning; for the gateway's entry point to call before it binds."""
-    has_keys = KeyStore.in_state_dir(state_dir).has_keys()
+    try:
+        has_keys = KeyStore.in_state_dir(state_dir).has_keys()
+    except KeyStoreError as error:
+        log.error("%s", error)
+        return False
     problem = exposure_problem(host, has_keys, insecure)
     if problem is not None:
         log.error("%s", problem)
