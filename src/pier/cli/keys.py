@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 keys_app = typer.Typer(help="Keys for the gateway: who may call it, with which role.", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
 
-StateDir = Annotated[Path | None, typer.Option(help="The gateway's state folder (default ~/.pier).")]
+StateDir = Annotated[Path | None, typer.Option(envvar="PIER_STATE_DIR",
+                                                help="The gateway's state folder (default ~/.pier).")]
 Json = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
 
 

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 Port = Annotated[int | None, typer.Option(help="Port to listen on (default 8080).")]
 Threads = Annotated[int | None, typer.Option(help="Engine threads (default: the cores the copy may use).")]
 Parallel = Annotated[int | None, typer.Option(help="Sequences decoding at once in each copy (default 8).")]
-StateDir = Annotated[Path | None, typer.Option(help="Where pier keeps models and state (default ~/.pier).")]
+StateDir = Annotated[Path | None, typer.Option(envvar="PIER_STATE_DIR",
+                                                help="Where pier keeps models and state (default ~/.pier).")]
 Host = Annotated[str | None, typer.Option(help=(
     "Address to listen on (default 127.0.0.1). Another address needs a key (`pier keys create`) or --insecure."))]
 AllowHost = Annotated[list[str] | None, typer.Option(help=(

@@ -105,12 +105,12 @@ class SecurityGuard:
         try:
             if not self.keys.has_keys():
                 return ANONYMOUS
-        except KeyStoreError as error:
+            credential = presented(call.http_request(None))
+            if credential.needs_body:
+                await body.read()
+            return principal_of(credential, call.http_request(body.data), self.keys, self.clock())
+        except KeyStoreError as error:  # fail closed
             raise KeysUnreadable(f"{error} Until then pier refuses every request.") from None
-        credential = presented(call.http_request(None))
-        if credential.needs_body:
-            await body.read()
-        return principal_of(credential, call.http_request(body.data), self.keys, self.clock())
 
     async def _authorize(self, call: Call, body: RequestBody, principal: Principal) -> None:
         if needs_body(principal, call.route):
