@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pier
 from pier.backends.base import CopySpec
+from pier.security.copy_secret import COPY_SECRET_ENV
 
 PIER_ROOT = str(Path(pier.__file__).resolve().parent.parent)
 
@@ -98,10 +99,13 @@ class CopyProcess:
         self._process = process
 
     @classmethod
-    def spawn(cls, spec: CopySpec, port: int, log: Path, *, python: str = sys.executable) -> CopyProcess:
+    def spawn(cls, spec: CopySpec, port: int, log: Path, *, python: str = sys.executable,
+              secret: str | None = None) -> CopyProcess:
+        """`secret`: the copy answers only requests that carry it (pier.security.copy_secret)."""
+        env = {**environment(spec), **({COPY_SECRET_ENV: secret} if secret else {})}
         with log.open("ab") as out:
             process = subprocess.Popen(
-                command(python, spec, port), env=environment(spec), cwd=log.parent, stdin=subprocess.DEVNULL,
+                command(python, spec, port), env=env, cwd=log.parent, stdin=subprocess.DEVNULL,
                 stdout=out, stderr=subprocess.STDOUT,
                 # Its own session: a Ctrl-C meant for the gateway must not reach the copy behind stop()'s back.
                 start_new_session=True,

@@ -30,12 +30,15 @@ from pier.gateway.parts import Gateway
 from pier.gateway.targets import Targets
 from pier.runtime.invoke import RuntimeService
 from pier.runtime.routes import openai_router, runtime_router
+from pier.security.install import install_security
+from pier.security.scope import endpoint_of_state
+from pier.security.settings import SecuritySettings
 
 
 def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: float = 1.0,
-                   store: ModelStore | None = None) -> FastAPI:
+                   store: ModelStore | None = None, security: SecuritySettings | None = None) -> FastAPI:
     """The gateway app over the state in `state_dir`; its lifespan runs the reconciler and, on the way out,
-    stops every copy."""
+    stops every copy. Every request passes pier.security's guard first (Host/Origin, keys, roles, audit)."""
     gateway = _assemble(state_dir, backend or _local_backend(state_dir), tick_s, store)
     app = FastAPI(title="pier gateway", lifespan=_lifespan(gateway))
     app.state.gateway = gateway
@@ -46,6 +49,9 @@ def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: f
     app.add_api_route("/pier/copies/{copy_id}/logs", pier_routes.copy_logs, methods=["GET"], response_model=None)
     app.include_router(runtime_router(gateway.runtime))
     app.include_router(openai_router(gateway.runtime))
+    install_security(app, state_dir, security or SecuritySettings.from_env(),  # pier.security: see docs/security.md
+                     endpoint_of=endpoint_of_state(gateway.state),
+                     max_body_bytes=gateway.runtime.settings.max_payload_bytes)
     return app
 
 

@@ -8,6 +8,9 @@ from pathlib import Path
 import uvicorn
 
 from pier.gateway.app import create_gateway
+from pier.security.exposure import may_listen
+from pier.security.keystore import StoredKey
+from pier.security.settings import SecuritySettings
 
 log = logging.getLogger("pier.gateway")
 
@@ -16,12 +19,17 @@ DEFAULT_PORT = 8080
 
 
 def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host: str = "127.0.0.1",
-                log_level: str = "info") -> int:
-    """Serve the gateway until SIGINT/SIGTERM; every copy is stopped on the way out."""
+                log_level: str = "info", allowed_hosts: tuple[str, ...] = (), insecure: bool = False,
+                session_keys: tuple[StoredKey, ...] = ()) -> int:
+    """Serve the gateway until SIGINT/SIGTERM; every copy is stopped on the way out. Refuses (2) to listen beyond
+    loopback without keys unless `insecure`."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per health check otherwise
     folder = (state_dir or DEFAULT_STATE_DIR).expanduser()
-    app = create_gateway(folder)
+    if not may_listen(folder, host, insecure):
+        return 2
+    security = SecuritySettings.from_env(allowed_hosts=allowed_hosts, bind_host=host, session_keys=session_keys)
+    app = create_gateway(folder, security=security)
     log.info("pier gateway on http://%s:%d (state in %s)", host, port, folder)
     uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
     return 0
@@ -39,5 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--state-dir", type=Path, default=None, help=f"default {DEFAULT_STATE_DIR}")
     parser.add_argument("--log-level", default="info")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                        help="also answer requests for this Host name (repeatable; '*' = any)")
+    parser.add_argument("--insecure", action="store_true",
+                        help="listen beyond loopback even without keys (no authentication)")
     args = parser.parse_args(argv)
-    return run_gateway(args.port, args.state_dir, host=args.host, log_level=args.log_level)
+    return run_gateway(args.port, args.state_dir, host=args.host, log_level=args.log_level,
+                       allowed_hosts=tuple(args.allow_host), insecure=args.insecure)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import threading
 import time
@@ -27,6 +28,7 @@ from pier.engine.core import EngineConfig
 from pier.engine.engine import Engine
 from pier.errors import PierError
 from pier.model.chat import ChatTemplate
+from pier.security.model_server_guard import guard_model_server
 from pier.server.app import Lifespan, attach_model, create_app, create_handler_app
 from pier.server.model_location import ModelLocation, ModelNotFound, locate_model
 from pier.server.settings import ServerSettings, SettingsError
@@ -55,6 +57,7 @@ def serve_container(
         logging.getLogger().setLevel(settings.log_level.upper())
         location = locate_model(settings.model)
         app = build_app(settings, location)
+        guard_model_server(app, os.environ if env is None else env)  # API_KEY, PIER_COPY_SECRET (pier.security)
     except (SettingsError, ModelNotFound, PierError) as error:
         log.error("cannot serve: %s", error)
         return 1
