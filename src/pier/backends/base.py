@@ -41,6 +41,9 @@ class CopyStatus:
     message: str = ""  # why it is not ready, in words a user can act on
     restarts: int = 0
     pid: int | None = None
+    # Requests it works on at once (pier.concurrency, from the environment it was started with); the gateway never
+    # sends it more. None: its backend does not know, and the gateway assumes the default copy's.
+    concurrency: int | None = None
 
 
 class Backend(Protocol):

@@ -7,7 +7,7 @@ modelled names. OpenAI clients read `{"error": {"message", "type", "param", "cod
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fastapi.responses import JSONResponse
@@ -61,9 +61,11 @@ class EndpointNotFound(InvalidInvocation):
 
 
 class Throttled(InvocationError, Overloaded):
-    """Too many requests for this component right now. HTTP 400, as SageMaker sends it; boto3 retries it."""
+    """Too many requests for this component right now: ThrottlingException with HTTP 429 on the SageMaker runtime
+    (botocore retries it by its status in legacy mode and by its code in standard mode, then raises a ClientError
+    whose Error.Code is ThrottlingException), 429 with Retry-After on OpenAI routes. Never reached a copy."""
 
-    wire = Overloaded.wire
+    wire = replace(Overloaded.wire, sagemaker_status=429)
 
 
 class ModelNotReady(InvocationError, NotReady):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pier.runtime.router import DEFAULT_SLACK
+from pier.runtime.router import DEFAULT_CONCURRENCY, DEFAULT_SLACK
 
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024  # 6,291,456: what SageMaker's InvokeEndpoint accepts
 BOTO3_READ_TIMEOUT_S = 60.0
@@ -17,9 +17,12 @@ class RuntimeSettings:
     deadline_s: float = BOTO3_READ_TIMEOUT_S - 2.0
     # OpenAI routes: None leaves the limit to the copy (its SAGEMAKER_MODEL_SERVER_TIMEOUT); clients wait longer.
     openai_deadline_s: float | None = None
-    per_copy_concurrency: int = 32  # requests one ready copy is sent at once; the rest wait in the gateway
-    queue: int = 512  # requests that may wait per component before ThrottlingException
-    queue_timeout_s: float = 30.0  # the longest a request waits for a turn (never past its deadline)
+    # Requests a copy is sent at once when its backend does not report its own concurrency (pier.concurrency:
+    # MAX_CONCURRENT_REQUESTS and the engine's parallel sequences, which the local backend reads from the
+    # environment each copy runs with). More wait in the gateway's queue for the first copy with room.
+    per_copy_concurrency: int = DEFAULT_CONCURRENCY
+    queue: int = 512  # requests that may wait per component; one more is a ThrottlingException (429) at once
+    queue_timeout_s: float = 30.0  # the longest a request waits for a copy with room (never past its deadline)
     max_payload_bytes: int = MAX_PAYLOAD_BYTES
     connect_timeout_s: float = 2.0  # a copy that does not accept within this is skipped for another
     affinity_slack: int = DEFAULT_SLACK
