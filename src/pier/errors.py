@@ -10,7 +10,7 @@ The tree (classes outside this module are named by their package)::
     │   ├── model.chat.TemplateError       the chat template could not render the messages
     │   └── runtime.InvalidInvocation      the gateway's ValidationError (PayloadTooLarge 413, EndpointNotFound 404)
     ├── Overloaded                         429 · ThrottlingException (HTTP 400 on SageMaker, boto3 retries it)
-    │   └── runtime.Throttled              a component's queue is full
+    │   └── runtime.Throttled              no copy has room, the queue is full: 429 on the SageMaker runtime too
     ├── EngineStopped                      503 · ServiceUnavailable
     │   └── server.ShuttingDown
     ├── NotReady                           503 · ModelNotReadyException (429 on SageMaker)

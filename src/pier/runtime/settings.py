@@ -1,8 +1,14 @@
-"""How the gateway forwards invocations: deadlines, concurrency, and what ends up in error messages."""
+"""How the gateway forwards invocations: deadlines, concurrency, and what ends up in error messages.
+
+A running gateway (`pier up`) reads its queue's bounds from PIER_QUEUE_SIZE (requests that may wait per
+inference component) and PIER_QUEUE_TIMEOUT_SECONDS (the longest one waits for a copy with room).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 from pier.runtime.router import DEFAULT_CONCURRENCY, DEFAULT_SLACK
 
@@ -28,3 +34,31 @@ class RuntimeSettings:
     affinity_slack: int = DEFAULT_SLACK
     region: str = "us-east-1"  # for the ARNs in error messages
     account: str = "000000000000"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> RuntimeSettings:
+        """The defaults, with the queue's bounds from the environment; a value that is not a number (or is
+        negative) is an error that names the variable."""
+        env = os.environ if env is None else env
+        settings = cls()
+        queue = _number(env, "PIER_QUEUE_SIZE", int)
+        timeout = _number(env, "PIER_QUEUE_TIMEOUT_SECONDS", float)
+        if queue is not None:
+            settings = replace(settings, queue=int(queue))
+        if timeout is not None:
+            settings = replace(settings, queue_timeout_s=float(timeout))
+        return settings
+
+
+def _number(env: Mapping[str, str], name: str, kind: type[int] | type[float]) -> int | float | None:
+    value = env.get(name, "").strip()
+    if not value:
+        return None
+    try:
+        number = kind(value)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise ValueError(f"{name} must be a number of {'requests' if kind is int else 'seconds'}, 0 or more; got "
+                         f"{value!r}. Fix it in the gateway's environment.")
+    return number
