@@ -61,21 +61,22 @@ class Admission:
         entry = self._components.get(component)
         return len(entry.waiters) if entry else 0
 
-    async def lease(self, component: str, copies: Sequence[CopyStatus], prefix: Sequence[str] = (), *,
+    async def lease(self, component: str, copies: Sequence[CopyStatus] | None, prefix: Sequence[str] = (), *,
                     exclude: Collection[str] = (), timeout_s: float | None = None) -> Lease | None:
         """A lease on a ready copy of `component` with room (none of `exclude`), waiting at most `timeout_s`
         (default: the configured bound) behind earlier requests. None when no copy outside `exclude` is ready at
         all, so there is nothing to wait for; raises Throttled when the queue is full or time is up.
 
-        `copies` is the caller's snapshot of the component's copies; the freshest one given is what waiting
-        requests are placed on."""
+        `copies` is a fresh snapshot of the component's copies (None: the latest one given, as for a request's
+        second try); the latest is what waiting requests are placed on."""
         timeout_s = max(0.0, self.limits.timeout_s if timeout_s is None else timeout_s)
         entry = self._component(component)
         router = entry.router
-        router.sync(copies)
+        if copies is not None:
+            router.sync(copies)
         self._dispatch(entry)  # earlier requests first: this snapshot may bring room they can use
         if router.room(exclude) > 0:  # what is left is room no earlier request can use
-            lease = router.pick(copies, prefix, exclude=exclude)
+            lease = router.pick(router.copies, prefix, exclude=exclude)
             if lease is not None:
                 return lease
         if not router.any_ready(exclude):

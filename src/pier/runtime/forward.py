@@ -79,8 +79,9 @@ class Forwarder:
         wait_until = loop.time() + self._wait_s(call)
         tried: list[str] = []
         full: list[str] = []  # copies that answered 429
+        # The target's copies were resolved just now; a second try takes the latest the router was given.
         while (lease := await self.admission.lease(
-                call.target.component, call.target.copies, call.prefix, exclude=tried,
+                call.target.component, None if tried else call.target.copies, call.prefix, exclude=tried,
                 timeout_s=wait_until - loop.time())) is not None:
             with lease:
                 copy_id = lease.copy.copy_id
