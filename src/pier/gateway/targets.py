@@ -16,7 +16,7 @@ from pier.control.names import ACCOUNT
 from pier.control.records import ComponentRecord, EndpointRecord, VariantRecord
 from pier.control.state import State
 from pier.control.workload import Workload
-from pier.runtime.errors import EndpointNotFound, InvalidInvocation
+from pier.runtime.errors import ComponentRequired, EndpointNotFound, InvalidInvocation
 from pier.runtime.target import Target
 
 Copies = Callable[[Workload], list[CopyStatus]]
@@ -60,7 +60,7 @@ class Targets:
             self._variant(record, variant)  # a variant the endpoint does not have is refused either way
         if record.hosts_components:
             if component is None:
-                raise InvalidInvocation(COMPONENT_REQUIRED)
+                raise ComponentRequired(COMPONENT_REQUIRED)
             return self._component_target(self._component(record, component))
         if component is not None:
             raise InvalidInvocation(COMPONENT_NOT_ALLOWED)

@@ -46,6 +46,10 @@ class InvalidInvocation(InvocationError, InvalidRequest):
     wire = InvalidRequest.wire
 
 
+class ComponentRequired(InvalidInvocation):
+    """An endpoint that hosts inference components, invoked without naming one."""
+
+
 class PayloadTooLarge(InvalidInvocation):
     code = "request_too_large"
     wire = Wire.of_status(413)

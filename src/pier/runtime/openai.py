@@ -30,7 +30,13 @@ from starlette.responses import Response
 from starlette.types import Receive
 
 from pier.runtime.disconnect import CLIENT_CLOSED_REQUEST, ClientGone, unless_disconnected
-from pier.runtime.errors import InvalidInvocation, as_invocation_error, openai_error, openai_error_body
+from pier.runtime.errors import (
+    ComponentRequired,
+    InvalidInvocation,
+    as_invocation_error,
+    openai_error,
+    openai_error_body,
+)
 from pier.runtime.forward import Call, Exchange, Forwarder, StreamEnded
 from pier.runtime.invocation import (
     COMPONENT,
@@ -80,7 +86,13 @@ async def passthrough(forwarder: Forwarder, resolve: Resolve, request: Request, 
         name, component = _address(endpoint, parsed.model, header)
         if variant is not None:
             check_member(VARIANT, variant)
-        target = await resolve_target(resolve, name, component, variant)
+        try:
+            target = await resolve_target(resolve, name, component, variant)
+        except ComponentRequired as error:
+            if endpoint is not None:
+                raise
+            raise InvalidInvocation(f"{error.message} On this route, name it in `model`: {name}/INFERENCE_COMPONENT "
+                                    "(ListInferenceComponents shows what the endpoint hosts).") from None
         deadline_s = forwarder.settings.openai_deadline_s
         headers = {"Content-Type": "application/json", "X-Request-Id": request_id}
         call = Call(name, target, path, body, headers, request_prefix(body),
