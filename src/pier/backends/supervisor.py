@@ -20,7 +20,8 @@ import httpx
 
 from pier.backends.base import CopySpec, CopyState, CopyStatus
 from pier.backends.logfile import rotate, tail
-from pier.backends.process import CopyProcess, PidFile, describe_exit, free_port
+from pier.backends.process import CopyProcess, PidFile, describe_exit, environment, free_port
+from pier.concurrency import copy_concurrency
 from pier.security.copy_secret import new_copy_secret
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,7 @@ class CopySupervisor:
         self.process: CopyProcess | None = None
         self._task: asyncio.Task[None] | None = None
         self.secret = new_copy_secret()  # the copy answers only requests that carry it (the gateway's)
+        self.concurrency = copy_concurrency(environment(spec))  # what the process will take, from what it is given
 
     def status(self) -> CopyStatus:
         """The copy as it is now: a process that has just died is reported before supervision notices."""
@@ -76,7 +78,7 @@ class CopySupervisor:
         pid = self.process.pid if alive and self.process else None
         url = self.url if alive else None
         return CopyStatus(self.spec.copy_id, self.spec.component, state, url, message, self.restarts, pid,
-                          secret=self.secret)
+                          concurrency=self.concurrency, secret=self.secret)
 
     def start(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)

@@ -30,6 +30,7 @@ from pier.gateway.parts import Gateway
 from pier.gateway.targets import Targets
 from pier.runtime.invoke import RuntimeService
 from pier.runtime.routes import openai_router, runtime_router
+from pier.runtime.settings import RuntimeSettings
 from pier.security.install import install_security
 from pier.security.scope import endpoint_of_state
 from pier.security.settings import SecuritySettings
@@ -79,7 +80,8 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
     reconciler = Reconciler(state, backend, fetches, tick_s=tick_s)
     control = ControlPlane(state, copies=reconciler.copies, wake=lambda: reconciler.wake(retry_fetches=True))
     targets = Targets(state, reconciler.copies)
-    return Gateway(state, backend, reconciler, control, targets, RuntimeService(targets.resolve))
+    return Gateway(state, backend, reconciler, control, targets,
+                   RuntimeService(targets.resolve, RuntimeSettings.from_env()))
 
 
 def _local_backend(state_dir: Path) -> Backend:

@@ -1,8 +1,11 @@
-"""One request to one copy: a turn (admission), a copy (router), the HTTP exchange, all under a deadline.
+"""One request to one copy: a copy with room (admission and router), the HTTP exchange, all under a deadline.
 
 A copy that cannot be reached, or that refused the request before any work (it is shutting down, loading or
 full: its answer says so), is skipped for another; any other request that reached a copy is never sent twice,
-since it may be running. Leaving the exchange closes the upstream request, which stops the copy's work.
+since it may be running. A copy that answers 429 (full after all: a race, or a limit lower than the gateway
+knew) did none of the work either: the request goes to another copy with room, waiting for one if need be, and
+when no other copy is ready it is Throttled, never a ModelError. Leaving the exchange closes the upstream
+request, which stops the copy's work.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import httpx
 
 from pier.errors import REFUSED_HEADER
 from pier.runtime.admission import Admission, AdmissionLimits
-from pier.runtime.errors import ModelError, Origin, ServiceUnavailable
+from pier.runtime.errors import ModelError, Origin, ServiceUnavailable, Throttled
 from pier.runtime.eventstream import StreamErrorCode
 from pier.runtime.router import Router
 from pier.runtime.settings import RuntimeSettings
@@ -25,7 +28,7 @@ from pier.runtime.target import Target
 from pier.runtime.upstream import CopyUnreachable, Upstream
 
 log = logging.getLogger(__name__)
-MAX_ROUTERS = 256  # idle routers of components beyond this many are dropped
+OVERLOADED = 429  # a copy's answer when it is already working on all it takes
 
 
 @dataclass(frozen=True)
@@ -60,50 +63,61 @@ class StreamEnded(Exception):
 class Forwarder:
     def __init__(self, settings: RuntimeSettings, client: httpx.AsyncClient | None = None) -> None:
         self.settings = settings
-        self.admission = Admission(AdmissionLimits(settings.queue, settings.queue_timeout_s))
+        self.admission = Admission(AdmissionLimits(
+            settings.queue, settings.queue_timeout_s, settings.affinity_slack, settings.per_copy_concurrency))
         self.upstream = Upstream(client, connect_timeout_s=settings.connect_timeout_s)
-        self._routers: dict[str, Router] = {}
 
     async def aclose(self) -> None:
         await self.upstream.aclose()
 
     @asynccontextmanager
     async def exchange(self, call: Call) -> AsyncIterator[Exchange]:
-        """A turn, a copy and its answer's status and headers, all held until the block ends."""
-        ready = call.target.ready()
-        if not ready:
+        """A copy with room and its answer's status and headers, both held until the block ends."""
+        if not call.target.ready():
             raise call.target.unavailable(call.endpoint)
-        limit = len(ready) * self.settings.per_copy_concurrency
-        async with self.admission.turn(call.target.component, limit, self._wait_s(call)):
-            router = self.router(call.target.component)
-            tried: list[str] = []
-            while (lease := router.pick(call.target.copies, call.prefix, exclude=tried)) is not None:
-                with lease:
-                    copy_id = lease.copy.copy_id
-                    tried.append(copy_id)
-                    origin = self._origin(call, copy_id)
-                    try:
-                        with model_errors(origin, call):
-                            async with asyncio.timeout_at(call.deadline):
-                                response = await self.upstream.send(lease.copy, call.path, call.body, call.headers)
-                    except CopyUnreachable as error:
-                        log.warning("%s; trying another copy", error)
-                        continue
-                    if REFUSED_HEADER in response.headers and _untried(call, tried):
-                        # Refused before any work (shutting down, loading, full): safe to run elsewhere.
-                        log.info("copy %s refused the request (%s); trying another copy", copy_id,
-                                 response.headers[REFUSED_HEADER])
-                        await response.aclose()
-                        continue
-                    try:
-                        yield Exchange(origin, response)
-                    finally:
-                        await response.aclose()
-                    return
-            raise ServiceUnavailable(
-                f"No copy of {call.target.component} on endpoint {call.endpoint} could take the request (tried "
-                f"{', '.join(tried)}); they may be restarting or shutting down. Retry shortly."
+        loop = asyncio.get_running_loop()
+        wait_until = loop.time() + self._wait_s(call)
+        tried: list[str] = []
+        full: list[str] = []  # copies that answered 429
+        # The target's copies were resolved just now; a second try takes the latest the router was given.
+        while (lease := await self.admission.lease(
+                call.target.component, None if tried else call.target.copies, call.prefix, exclude=tried,
+                timeout_s=wait_until - loop.time())) is not None:
+            with lease:
+                copy_id = lease.copy.copy_id
+                tried.append(copy_id)
+                origin = self._origin(call, copy_id)
+                try:
+                    with model_errors(origin, call):
+                        async with asyncio.timeout_at(call.deadline):
+                            response = await self.upstream.send(lease.copy, call.path, call.body, call.headers)
+                except CopyUnreachable as error:
+                    log.warning("%s; trying another copy", error)
+                    continue
+                if response.status_code == OVERLOADED or (REFUSED_HEADER in response.headers
+                                                          and _untried(call, tried)):
+                    # Refused before any work (full, shutting down, loading): safe to run elsewhere.
+                    log.info("copy %s refused the request (%s %s); trying another copy", copy_id,
+                             response.status_code, response.headers.get(REFUSED_HEADER, ""))
+                    if response.status_code == OVERLOADED:
+                        full.append(copy_id)
+                    await response.aclose()
+                    continue
+                try:
+                    yield Exchange(origin, response)
+                finally:
+                    await response.aclose()
+                return
+        if full:
+            raise Throttled(
+                f"Inference component {call.target.component} on endpoint {call.endpoint} is busy: copy "
+                f"{', '.join(full)} answered that it is working on all it takes, and no other copy could take the "
+                "request. Retry with backoff, or add copies."
             )
+        raise ServiceUnavailable(
+            f"No copy of {call.target.component} on endpoint {call.endpoint} could take the request (tried "
+            f"{', '.join(tried)}); they may be restarting or shutting down. Retry shortly."
+        )
 
     async def read(self, exchange: Exchange, call: Call) -> bytes:
         """The whole body within the deadline."""
@@ -128,10 +142,7 @@ class Forwarder:
             raise StreamEnded(exchange.origin.broken(error), StreamErrorCode.BROKEN) from None
 
     def router(self, component: str) -> Router:
-        if len(self._routers) > MAX_ROUTERS:
-            for name in [n for n, r in self._routers.items() if r.idle and n != component]:
-                del self._routers[name]
-        return self._routers.setdefault(component, Router(slack=self.settings.affinity_slack))
+        return self.admission.router(component)
 
     def _wait_s(self, call: Call) -> float:
         wait = self.settings.queue_timeout_s
