@@ -62,7 +62,8 @@ def serve_container(
         app, host=settings.host, port=settings.port, log_level=settings.log_level, lifespan="on",
         timeout_graceful_shutdown=int(SHUTDOWN_GRACE_S), timeout_keep_alive=75,
     ), app.state.pier)
-    log.info("serving %s on %s:%d", location.handler or location.gguf, settings.host, settings.port)
+    served = location.handler.path if location.handler else location.gguf
+    log.info("serving %s on %s:%d", served, settings.host, settings.port)
     server.run()
     state: ServerState = app.state.pier
     return 1 if state.failure is not None else 0
@@ -72,7 +73,8 @@ def build_app(settings: ServerSettings, location: ModelLocation) -> FastAPI:
     if location.handler is not None:
         from pier.server.byoc.pool import HandlerService  # bring-your-own-code mode only
 
-        service = HandlerService(location.model_dir, workers=settings.workers, timeout_s=settings.request_deadline_s)
+        service = HandlerService(location.model_dir, workers=settings.workers, timeout_s=settings.request_deadline_s,
+                                 script=location.handler)
         return create_handler_app(settings, handler=service, lifespan=_handler_lifespan(service))
     assert location.gguf is not None
     return create_app(settings, lifespan=_engine_lifespan(settings, location.gguf))
