@@ -39,6 +39,29 @@ class TemplateError(InvalidRequest):
     """The template refused the conversation (its own `raise_exception`) or failed while rendering it."""
 
 
+# What the renderer itself gives every template: request fields, the model's token texts, and the functions
+# templates call. `chat_template_kwargs` adds variables beside these; it cannot replace them.
+RENDERER_NAMES = {
+    "messages": "the request's `messages`", "tools": "the request's `tools`", "documents": "the request's documents",
+    "add_generation_prompt": "the request's `add_generation_prompt`", "bos_token": "the model's BOS text",
+    "eos_token": "the model's EOS text", "raise_exception": "a function templates call",
+    "strftime_now": "a function templates call",
+}
+
+
+def template_kwargs(extra: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A request's `chat_template_kwargs`, refused (400) when a key is one of the renderer's own names."""
+    clash = [name for name in (extra or {}) if name in RENDERER_NAMES]
+    if clash:
+        named = "; ".join(f"`{name}` is {RENDERER_NAMES[name]}" for name in clash)
+        raise TemplateError(
+            f"chat_template_kwargs cannot set {', '.join(clash)}: {named}. Send request fields at the top level "
+            "of the request, and only the template's own variables (like enable_thinking) in chat_template_kwargs.",
+            param="chat_template_kwargs",
+        )
+    return dict(extra or {})
+
+
 class _GenerationBlock(Extension):
     """`{% generation %}...{% endgeneration %}` marks assistant text for training masks; rendering keeps
     only the body, as transformers does when no mask is asked for."""

@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 
 from pier.errors import InvalidRequest
-from pier.server.errors import Flavor
+from pier.server.errors import Flavor, TooDeeplyNested
 from pier.server.flavors import openai, tgi
 from pier.server.state import State, Status
 
@@ -101,6 +101,8 @@ async def _json_object(http: Request) -> dict[str, Any]:
         payload = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise InvalidRequest(f"The request body is not valid JSON ({error}); send a JSON object.") from None
+    except RecursionError:
+        raise TooDeeplyNested() from None
     if not isinstance(payload, dict):
         raise InvalidRequest(f"The request body must be a JSON object, not {type(payload).__name__}.")
     return payload
