@@ -23,6 +23,7 @@ Threads = Annotated[int | None, typer.Option(help="Engine threads (default: the 
 Parallel = Annotated[int | None, typer.Option(help="Sequences decoding at once in each copy (default 8).")]
 StateDir = Annotated[Path | None, typer.Option(help="Where pier keeps models and state (default ~/.pier).")]
 Host = Annotated[str | None, typer.Option(help="Address to listen on (default 127.0.0.1).")]
+AccessLog = Annotated[bool, typer.Option("--access-log", help="Log a line for every HTTP call to the gateway.")]
 
 
 @app.command("container")
@@ -41,11 +42,11 @@ def container(
 
 
 @app.command("up")
-def up(port: Port = None, host: Host = None, state_dir: StateDir = None) -> None:
+def up(port: Port = None, host: Host = None, state_dir: StateDir = None, access_log: AccessLog = False) -> None:
     """Run the gateway: the SageMaker control plane and runtime, OpenAI routes, and the copies it supervises."""
     from pier.gateway.run import DEFAULT_PORT, run_gateway
 
-    raise typer.Exit(run_gateway(port or DEFAULT_PORT, state_dir, host=host or "127.0.0.1"))
+    raise typer.Exit(run_gateway(port or DEFAULT_PORT, state_dir, host=host or "127.0.0.1", access_log=access_log))
 
 
 @app.command("serve")
@@ -59,6 +60,7 @@ def serve(
     host: Host = None,
     parallel: Parallel = None,
     state_dir: StateDir = None,
+    access_log: AccessLog = False,
 ) -> None:
     """One command: a gateway, an endpoint serving MODEL on this host, and the URLs to call it."""
     if model is None and not demo:
@@ -71,7 +73,7 @@ def serve(
     assert source is not None
     endpoint = name or ("demo" if demo else endpoint_name(source))
     _deploy_when_up(endpoint, _local_source(source), port or 8080, parallel)
-    up(port, host, folder)
+    up(port, host, folder, access_log)
 
 
 def endpoint_name(source: str) -> str:

@@ -152,7 +152,7 @@ async def info(state: State) -> dict[str, Any]:
         "max_total_tokens": model.limits.max_total_tokens,
         "max_batch_total_tokens": model.engine.runner.n_ctx, "max_batch_size": settings.parallel,
         "validation_workers": 1, "max_client_batch_size": 1, "router": "pier", "version": __version__,
-        "sha": None, "docker_label": None,
+        "sha": None, "docker_label": None, "chat_template": model.chat.origin.as_dict(),
     }
 
 
