@@ -289,6 +289,8 @@ _FINISH = {FinishReason.STOP: "stop", FinishReason.LENGTH: "length"}
 class _View:
     """Shapes one request's output as a chat completion or a text completion, whole or in chunks."""
 
+    flavor = Flavor.OPENAI
+
     def __init__(self, model: str, *, chat: bool, include_usage: bool, echo: str = "") -> None:
         self.chat = chat
         self.include_usage = include_usage
@@ -337,8 +339,6 @@ class _View:
     @property
     def _object(self) -> str:
         return "chat.completion.chunk" if self.chat else "text_completion"
-
-    flavor = Flavor.OPENAI
 
     def frame(self, event: dict[str, Any]) -> bytes:
         return sse.event(event)
