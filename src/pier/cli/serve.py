@@ -30,6 +30,7 @@ AllowHost = Annotated[list[str] | None, typer.Option(help=(
     "Also answer requests whose Host is this name (repeatable; '*' = any). Loopback names and IP addresses are "
     "always answered; other names are refused against DNS rebinding. Also PIER_ALLOWED_HOSTS."))]
 Insecure = Annotated[bool, typer.Option(help="Listen beyond loopback even with no keys: NO authentication.")]
+AccessLog = Annotated[bool, typer.Option("--access-log", help="Log a line for every HTTP call to the gateway.")]
 
 
 @app.command("container")
@@ -49,17 +50,18 @@ def container(
 
 @app.command("up")
 def up(port: Port = None, host: Host = None, state_dir: StateDir = None, allow_host: AllowHost = None,
-       insecure: Insecure = False) -> None:
+       insecure: Insecure = False, access_log: AccessLog = False) -> None:
     """Run the gateway: the SageMaker control plane and runtime, OpenAI routes, and the copies it supervises."""
-    _run_gateway(port, host, state_dir, allow_host, insecure)
+    _run_gateway(port, host, state_dir, allow_host, insecure, access_log=access_log)
 
 
 def _run_gateway(port: int | None, host: str | None, state_dir: Path | None, allow_host: list[str] | None,
-                 insecure: bool, session_keys: tuple[StoredKey, ...] = ()) -> None:
+                 insecure: bool, session_keys: tuple[StoredKey, ...] = (), access_log: bool = False) -> None:
     from pier.gateway.run import DEFAULT_PORT, run_gateway
 
     raise typer.Exit(run_gateway(port or DEFAULT_PORT, state_dir, host=host or "127.0.0.1",
-                                 allowed_hosts=tuple(allow_host or ()), insecure=insecure, session_keys=session_keys))
+                                 allowed_hosts=tuple(allow_host or ()), insecure=insecure, session_keys=session_keys,
+                                 access_log=access_log))
 
 
 @app.command("serve")
@@ -75,6 +77,7 @@ def serve(
     state_dir: StateDir = None,
     allow_host: AllowHost = None,
     insecure: Insecure = False,
+    access_log: AccessLog = False,
 ) -> None:
     """One command: a gateway, an endpoint serving MODEL on this host, and the URLs to call it."""
     if model is None and not demo:
@@ -88,7 +91,7 @@ def serve(
     endpoint = name or ("demo" if demo else endpoint_name(source))
     session = session_key()  # this process's own deploy call, should the gateway have keys
     _deploy_when_up(endpoint, _local_source(source), port or 8080, parallel, session)
-    _run_gateway(port, host, folder, allow_host, insecure, (session.stored,))
+    _run_gateway(port, host, folder, allow_host, insecure, (session.stored,), access_log)
 
 
 def endpoint_name(source: str) -> str:

@@ -50,6 +50,9 @@ def _json_object(raw: bytes) -> dict[str, Any]:
         body = json.loads(raw or b"{}")
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise SerializationError(f"The request body is not JSON ({error}); send a JSON object.") from None
+    except RecursionError:
+        raise SerializationError("The request body nests JSON too deeply to be read (about 1,000 levels at most); "
+                                 "send a flatter body.") from None
     if not isinstance(body, dict):
         raise SerializationError("The request body must be a JSON object.")
     return body

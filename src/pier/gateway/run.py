@@ -20,9 +20,10 @@ DEFAULT_PORT = 8080
 
 def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host: str = "127.0.0.1",
                 log_level: str = "info", allowed_hosts: tuple[str, ...] = (), insecure: bool = False,
-                session_keys: tuple[StoredKey, ...] = ()) -> int:
+                session_keys: tuple[StoredKey, ...] = (), access_log: bool = False) -> int:
     """Serve the gateway until SIGINT/SIGTERM; every copy is stopped on the way out. Refuses (2) to listen beyond
-    loopback without keys unless `insecure`."""
+    loopback without keys unless `insecure`. Its log says what a user needs (where it listens, endpoints changing
+    status, copies failing); `access_log` adds a line per call."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per health check otherwise
     folder = (state_dir or DEFAULT_STATE_DIR).expanduser()
@@ -31,7 +32,7 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
     security = SecuritySettings.from_env(allowed_hosts=allowed_hosts, bind_host=host, session_keys=session_keys)
     app = create_gateway(folder, security=security)
     log.info("pier gateway on http://%s:%d (state in %s)", host, port, folder)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5, access_log=access_log)
     return 0
 
 
@@ -51,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="also answer requests for this Host name (repeatable; '*' = any)")
     parser.add_argument("--insecure", action="store_true",
                         help="listen beyond loopback even without keys (no authentication)")
+    parser.add_argument("--access-log", action="store_true", help="log a line for every HTTP call")
     args = parser.parse_args(argv)
     return run_gateway(args.port, args.state_dir, host=args.host, log_level=args.log_level,
-                       allowed_hosts=tuple(args.allow_host), insecure=args.insecure)
+                       allowed_hosts=tuple(args.allow_host), insecure=args.insecure, access_log=args.access_log)

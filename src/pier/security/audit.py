@@ -28,7 +28,7 @@ def resource_of(body: bytes | None) -> str:
     """The name in a control-plane body, or "-"."""
     try:
         document = json.loads(body or b"")
-    except ValueError:
+    except (ValueError, RecursionError):  # too deeply nested: the control plane answers it; the audit says "-"
         return "-"
     if not isinstance(document, dict):
         return "-"
