@@ -25,6 +25,7 @@ from pier.control.errors import (
 )
 from pier.control.fetch.source import NoModelData, source_of
 from pier.control.instance_types import lookup, warn_if_oversize
+from pier.control.limits import check_request
 from pier.control.listing import Row, page
 from pier.control.names import arn
 from pier.control.records import (
@@ -78,6 +79,7 @@ class ControlPlane:
             raise UnknownOperation(
                 f"pier does not serve SageMaker.{operation}; it serves {', '.join(sorted(OPERATIONS))}."
             )
+        check_request(operation, body)
         return handler(body, region)
 
     # ---- models
