@@ -162,3 +162,18 @@ async def test_a_deleted_model_does_not_touch_the_endpoints_made_from_it(world: 
     await world.until(lambda: len(world.backend.copies) == 1)
     world.backend.ready_all()
     await world.until(lambda: world.endpoint("e")[0] == "InService")
+
+
+async def test_an_unreadable_record_is_skipped_with_a_logged_reason(world: World,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    hosting(world, copies=2)
+    await world.until(lambda: len(world.backend.copies) == 2)
+    running = dict(world.backend.copies)
+    with world.state.transaction() as db:
+        db.execute("UPDATE inference_components SET body = '{\"copies\": \"two\"}' WHERE name = 'ic'")
+    for _ in range(3):
+        await world.reconciler.tick()
+    assert world.backend.copies == running and world.backend.stopped == []  # neither started nor stopped
+    assert caplog.text.count("skipping inference component ic: pier cannot read its stored record") == 1
+    world.call("DeleteInferenceComponent", InferenceComponentName="ic")  # the way out
+    await world.until(lambda: world.backend.copies == {})

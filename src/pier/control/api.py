@@ -54,7 +54,7 @@ from pier.control.shapes import (
     UpdateInferenceComponentRuntimeConfigInput,
     parse,
 )
-from pier.control.state import State
+from pier.control.state import BadRow, State, UnreadableRecord
 from pier.control.workload import Workload
 
 log = logging.getLogger("pier.control")
@@ -80,7 +80,8 @@ class ControlPlane:
                 f"pier does not serve SageMaker.{operation}; it serves {', '.join(sorted(OPERATIONS))}."
             )
         check_request(operation, body)
-        return handler(body, region)
+        with self.state.transaction():  # an operation's writes land together or not at all
+            return handler(body, region)
 
     # ---- models
 
@@ -103,7 +104,8 @@ class ControlPlane:
         return {}
 
     def list_models(self, body: Body, region: str) -> Body:
-        return self._list(body, "Models", [views.model_row(r) for r in self.state.models.all()])
+        records, unreadable = self.state.models.scan()
+        return self._list(body, "Models", [views.model_row(r) for r in records], unreadable, region)
 
     # ---- endpoint configs
 
@@ -129,7 +131,8 @@ class ControlPlane:
         return {}
 
     def list_endpoint_configs(self, body: Body, region: str) -> Body:
-        return self._list(body, "EndpointConfigs", [views.config_row(r) for r in self.state.configs.all()])
+        records, unreadable = self.state.configs.scan()
+        return self._list(body, "EndpointConfigs", [views.config_row(r) for r in records], unreadable, region)
 
     # ---- endpoints
 
@@ -146,21 +149,33 @@ class ControlPlane:
         return {"EndpointArn": record.arn}
 
     def describe_endpoint(self, body: Body, region: str) -> Body:
-        return views.endpoint(self._endpoint(parse(EndpointNameInput, body).EndpointName), self.copies)
+        try:
+            return views.endpoint(self._endpoint(parse(EndpointNameInput, body).EndpointName), self.copies)
+        except UnreadableRecord as unreadable:
+            return views.unreadable_endpoint(unreadable.row, region)
 
     def delete_endpoint(self, body: Body, region: str) -> Body:
-        record = self._endpoint(parse(EndpointNameInput, body).EndpointName)
-        hosted = [c.name for c in self.state.components.all() if c.endpoint.lower() == record.name.lower()]
+        name = parse(EndpointNameInput, body).EndpointName
+        try:
+            record = self._endpoint(name)
+        except UnreadableRecord as unreadable:
+            record = None
+            name = unreadable.row.name
+        hosted = [c.name for c in self.state.components.all() if c.endpoint.lower() == name.lower()]
         if hosted:
             raise ResourceInUse(
-                f'Endpoint "{record.name}" still hosts inference components ({", ".join(hosted)}): delete them '
+                f'Endpoint "{name}" still hosts inference components ({", ".join(hosted)}): delete them '
                 "with DeleteInferenceComponent and wait until they are gone, then delete the endpoint."
             )
-        self._put_endpoint(record, status="Deleting")
+        if record is None:  # nothing to wind down that pier can read: the row goes, and with it its copies
+            self._forget("endpoint", self.state.endpoints.delete, name)
+        else:
+            self._put_endpoint(record, status="Deleting")
         return {}
 
     def list_endpoints(self, body: Body, region: str) -> Body:
-        return self._list(body, "Endpoints", [views.endpoint_row(r) for r in self.state.endpoints.all()])
+        records, unreadable = self.state.endpoints.scan()
+        return self._list(body, "Endpoints", [views.endpoint_row(r) for r in records], unreadable, region)
 
     def update_endpoint(self, body: Body, region: str) -> Body:
         request = parse(UpdateEndpointInput, body)
@@ -215,16 +230,25 @@ class ControlPlane:
         return {"InferenceComponentArn": record.arn}
 
     def describe_inference_component(self, body: Body, region: str) -> Body:
-        return views.component(self._component(parse(ComponentNameInput, body).InferenceComponentName), self.copies)
+        try:
+            return views.component(self._component(parse(ComponentNameInput, body).InferenceComponentName),
+                                   self.copies)
+        except UnreadableRecord as unreadable:
+            return views.unreadable_component(unreadable.row, region)
 
     def delete_inference_component(self, body: Body, region: str) -> Body:
-        record = self._component(parse(ComponentNameInput, body).InferenceComponentName)
+        try:
+            record = self._component(parse(ComponentNameInput, body).InferenceComponentName)
+        except UnreadableRecord as unreadable:
+            self._forget("inference component", self.state.components.delete, unreadable.row.name)
+            return {}
         self._put_component(record, status="Deleting")
         return {}
 
     def list_inference_components(self, body: Body, region: str) -> Body:
-        rows = [views.component_row(r) for r in self.state.components.all()]
-        return self._list(body, "InferenceComponents", rows)
+        records, unreadable = self.state.components.scan()
+        rows = [views.component_row(r) for r in records]
+        return self._list(body, "InferenceComponents", rows, unreadable, region)
 
     def update_inference_component(self, body: Body, region: str) -> Body:
         request = parse(UpdateInferenceComponentInput, body)
@@ -363,7 +387,13 @@ class ControlPlane:
         self.state.components.put(record.model_copy(update={**change, "modified": self.clock(), "failure_reason": ""}))
         self.wake()
 
-    def _list(self, body: Body, key: str, rows: list[Row]) -> Body:
+    def _forget(self, kind: str, delete: Callable[[str], bool], name: str) -> None:
+        delete(name)
+        log.warning("%s %s deleted with its unreadable record", kind, name)
+        self.wake()
+
+    def _list(self, body: Body, key: str, rows: list[Row], unreadable: list[BadRow], region: str) -> Body:
+        rows = rows + [views.unreadable_row(row, region) for row in unreadable]
         items, token = page(rows, parse(ListInput, body))
         return {key: items, **({"NextToken": token} if token else {})}
 

@@ -7,12 +7,15 @@ from pathlib import Path
 
 import uvicorn
 
+from pier.control.backups import GatewayLock
+from pier.errors import PierError
 from pier.gateway.app import create_gateway
 
 log = logging.getLogger("pier.gateway")
 
 DEFAULT_STATE_DIR = Path.home() / ".pier"
 DEFAULT_PORT = 8080
+STATE_UNUSABLE = 3  # exit code when the gateway cannot start on its state folder (damaged, too new, in use)
 
 
 def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host: str = "127.0.0.1",
@@ -21,9 +24,20 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per health check otherwise
     folder = (state_dir or DEFAULT_STATE_DIR).expanduser()
-    app = create_gateway(folder)
+    lock = None
+    try:  # one gateway per state folder; a damaged state is refused, never replaced (`pier state` mends it)
+        lock = GatewayLock.take(folder)
+        app = create_gateway(folder)
+    except PierError as error:
+        if lock is not None:
+            lock.release()
+        log.error("%s", error.message)
+        return STATE_UNUSABLE
     log.info("pier gateway on http://%s:%d (state in %s)", host, port, folder)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
+    try:
+        uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
+    finally:
+        lock.release()
     return 0
 
 
