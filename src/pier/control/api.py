@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from pier.control import views
@@ -23,6 +24,7 @@ from pier.control.errors import (
     already_exists,
     not_found,
 )
+from pier.control.fetch.folders import whole_filesystem
 from pier.control.fetch.source import NoModelData, source_of
 from pier.control.instance_types import lookup, warn_if_oversize
 from pier.control.limits import check_request
@@ -262,7 +264,7 @@ class ControlPlane:
         if request.Specification is not None:
             endpoint = self._endpoint(record.endpoint)
             self._check_fits(endpoint, record.variant, record.name, request.Specification)
-            change |= {"specification": request.Specification, "model_dir": None,
+            change |= {"specification": request.Specification, "model_dir": None, "weights_mb": None,
                        "container": self._component_container(request.Specification, region)}
         if request.RuntimeConfig is not None:
             change["copies"] = request.RuntimeConfig.CopyCount
@@ -400,9 +402,13 @@ class ControlPlane:
 
 def _check_source(container: ContainerSpec, artifact_url: str | None = None) -> None:
     try:
-        source_of(container, artifact_url)
+        source = source_of(container, artifact_url)
     except NoModelData as error:
         raise ValidationError(str(error)) from None
+    if source.scheme == "file":
+        reason = whole_filesystem(Path(source.local_path))
+        if reason:
+            raise ValidationError(f"{reason}, not a model folder: give the folder that holds the model's files.")
 
 
 def _snake(name: str) -> str:

@@ -164,11 +164,13 @@ class Reconciler:
             if endpoint.status != "Deleting":
                 problems |= self._resolve_endpoint(endpoint)
         for component in self.state.components.all():
-            if component.status == "Deleting" or (component.model_dir and Path(component.model_dir).is_dir()):
+            if component.status == "Deleting" or (component.model_dir and component.weights_mb is not None
+                                                  and Path(component.model_dir).is_dir()):
                 continue
             fetched = self.fetches.get(_component_source(component))
             if fetched.folder is not None:
-                self.state.components.put(component.model_copy(update={"model_dir": str(fetched.folder)}))
+                self.state.components.put(component.model_copy(
+                    update={"model_dir": str(fetched.folder), "weights_mb": fetched.weights_mb}))
             elif fetched.error:
                 problems[Workload.of_component(component.name)] = fetched.error
         return problems
