@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from pier.control import views
-from pier.control.capacity import too_big
+from pier.control.capacity import CopyCap, host_copy_cap, too_big
 from pier.control.desired import demand_of
 from pier.control.errors import (
     ResourceInUse,
@@ -66,8 +66,9 @@ Body = dict[str, Any]
 
 class ControlPlane:
     def __init__(self, state: State, *, copies: views.Copies, wake: Callable[[], None] = lambda: None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, copy_cap: CopyCap | None = None) -> None:
         self.state = state
+        self.copy_cap = copy_cap or host_copy_cap()
         self.copies = copies
         self.wake = wake
         self.clock = clock
@@ -145,6 +146,7 @@ class ControlPlane:
             name=request.EndpointName, arn=arn("endpoint", request.EndpointName, region), created=now, modified=now,
             config_name=request.EndpointConfigName, variants=self._variants(request.EndpointConfigName, region),
         )
+        self._check_copy_cap(_classic_copies(record.variants))
         if not self.state.endpoints.insert(record):
             raise already_exists("endpoint", record.arn)
         self.wake()
@@ -185,6 +187,7 @@ class ControlPlane:
         self._check_not_in_progress(record)
         variants = self._variants(request.EndpointConfigName, region)
         self._check_keeps_components(record, request.EndpointConfigName, variants)
+        self._check_copy_cap(_classic_copies(variants) - _classic_copies(record.variants))
         self._put_endpoint(record, status="Updating", config_name=request.EndpointConfigName, variants=variants)
         return {"EndpointArn": record.arn}
 
@@ -206,6 +209,7 @@ class ControlPlane:
             if desired.DesiredWeight is not None:
                 change["weight"] = desired.DesiredWeight
             variants[desired.VariantName] = variants[desired.VariantName].model_copy(update=change)
+        self._check_copy_cap(_classic_copies(variants.values()) - _classic_copies(record.variants))
         self._put_endpoint(record, status="Updating", variants=tuple(variants.values()))
         return {"EndpointArn": record.arn}
 
@@ -218,6 +222,7 @@ class ControlPlane:
             raise not_found("endpoint", request.EndpointName)
         variant = self._component_variant(endpoint, request.VariantName)
         self._check_fits(endpoint, variant, request.InferenceComponentName, request.Specification)
+        self._check_copy_cap(request.RuntimeConfig.CopyCount)
         now = self.clock()
         record = ComponentRecord(
             name=request.InferenceComponentName, created=now, modified=now,
@@ -267,6 +272,7 @@ class ControlPlane:
             change |= {"specification": request.Specification, "model_dir": None, "weights_mb": None,
                        "container": self._component_container(request.Specification, region)}
         if request.RuntimeConfig is not None:
+            self._check_copy_cap(request.RuntimeConfig.CopyCount - record.copies)
             change["copies"] = request.RuntimeConfig.CopyCount
         self._put_component(record, **change)
         return {"InferenceComponentArn": record.arn}
@@ -278,6 +284,7 @@ class ControlPlane:
             raise ValidationError(f'Inference component "{record.name}" is being deleted; it cannot be scaled.')
         # Scaling a component that is still being created keeps it Creating; otherwise it updates.
         status = "Creating" if record.status == "Creating" else "Updating"
+        self._check_copy_cap(request.DesiredRuntimeConfig.CopyCount - record.copies)
         self._put_component(record, status=status, copies=request.DesiredRuntimeConfig.CopyCount)
         return {"InferenceComponentArn": record.arn}
 
@@ -374,6 +381,14 @@ class ControlPlane:
         if reason:
             raise ResourceLimitExceeded(reason)
 
+    def _check_copy_cap(self, delta: int) -> None:
+        """More copies than this host holds are refused now, when the request asks for them."""
+        wanted = sum(c.copies for c in self.state.components.all() if c.status != "Deleting")
+        wanted += sum(_classic_copies(e.variants) for e in self.state.endpoints.all() if e.status != "Deleting")
+        reason = self.copy_cap.refusal(wanted, delta)
+        if reason:
+            raise ResourceLimitExceeded(reason)
+
     def _check_not_in_progress(self, record: EndpointRecord) -> None:
         if record.status in IN_PROGRESS:
             raise ValidationError(
@@ -398,6 +413,11 @@ class ControlPlane:
         rows = rows + [views.unreadable_row(row, region) for row in unreadable]
         items, token = page(rows, parse(ListInput, body))
         return {key: items, **({"NextToken": token} if token else {})}
+
+
+def _classic_copies(variants: Iterable[VariantRecord]) -> int:
+    """A classic variant runs one copy per instance."""
+    return sum(v.instance_count for v in variants if v.model is not None)
 
 
 def _check_source(container: ContainerSpec, artifact_url: str | None = None) -> None:

@@ -12,13 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pier.backends.base import CopySpec
 from pier.control import capacity
-from pier.control.capacity import Demand, Placement
+from pier.control.capacity import CopyCap, Demand, Placement
 from pier.control.instance_types import InstanceType, host_cores_for
 from pier.control.records import ComponentRecord, EndpointRecord, VariantRecord
 from pier.control.shapes import ResourceRequirements
@@ -33,7 +33,31 @@ class Desired:
 
 
 def desired_copies(endpoints: Iterable[EndpointRecord], components: Iterable[ComponentRecord],
-                   keep: Sequence[Placement], host: tuple[int, ...], lookup: Callable[[str], InstanceType]) -> Desired:
+                   keep: Sequence[Placement], host: tuple[int, ...], lookup: Callable[[str], InstanceType],
+                   cap: CopyCap | None = None, running: Collection[str] = ()) -> Desired:
+    """Every copy the records ask for, at most `cap.copies` of them: copies in `running` first, then in the order
+    the endpoints and components were made (a newer workload never pushes an older one's copies out)."""
+    endpoints, components = list(endpoints), list(components)
+    wanted = _uncapped(endpoints, components, keep, host, lookup)
+    if cap is None or len(wanted.specs) <= cap.copies:
+        return wanted
+    made = {Workload.of_component(c.name): c.created for c in components}
+    made |= {Workload.of_variant(e.name, v.name): e.created for e in endpoints for v in e.variants}
+    pairs = sorted(zip(wanted.specs, wanted.placements, strict=True),
+                   key=lambda p: (p[0].copy_id not in running, made.get(Workload(p[0].component), 0.0)))
+    kept, dropped = pairs[: cap.copies], pairs[cap.copies :]
+    problems = dict(wanted.problems)
+    for workload in dict.fromkeys(spec.component for spec, _ in dropped):
+        missing = sum(1 for spec, _ in dropped if spec.component == workload)
+        total = sum(1 for spec in wanted.specs if spec.component == workload)
+        problems.setdefault(Workload(workload), cap.shortfall(missing, total))
+    order = {spec.copy_id: i for i, spec in enumerate(wanted.specs)}
+    kept.sort(key=lambda p: order[p[0].copy_id])
+    return Desired(tuple(s for s, _ in kept), tuple(p for _, p in kept), problems)
+
+
+def _uncapped(endpoints: Iterable[EndpointRecord], components: Iterable[ComponentRecord], keep: Sequence[Placement],
+              host: tuple[int, ...], lookup: Callable[[str], InstanceType]) -> Desired:
     by_variant: dict[tuple[str, str], list[ComponentRecord]] = {}
     for component in components:
         if component.status != "Deleting":

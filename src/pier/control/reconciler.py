@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pier.backends.base import Backend, CopySpec, CopyState, CopyStatus
-from pier.control.capacity import Placement
+from pier.control.capacity import CopyCap, Placement, host_copy_cap
 from pier.control.desired import Desired, desired_copies
 from pier.control.fetch.fetches import Fetches
 from pier.control.fetch.source import ModelSource, source_of
@@ -86,7 +86,7 @@ def next_status(current: str, progress: Progress) -> tuple[str, str]:
 class Reconciler:
     def __init__(self, state: State, backend: Backend, fetches: Fetches, *, tick_s: float = TICK_S,
                  host: tuple[int, ...] | None = None, instance_type: Callable[[str], InstanceType] = lookup,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, copy_cap: CopyCap | None = None) -> None:
         self.state = state
         self.backend = backend
         self.fetches = fetches
@@ -94,6 +94,7 @@ class Reconciler:
         self.host = host or host_cores()
         self.instance_type = instance_type
         self.clock = clock
+        self.copy_cap = copy_cap or host_copy_cap()
         self._wake = asyncio.Event()
         fetches.notify = self._wake.set  # a finished download is worth acting on at once
         self._placements: tuple[Placement, ...] = ()
@@ -122,9 +123,11 @@ class Reconciler:
         endpoints, bad_endpoints = self.state.endpoints.scan()
         components, bad_components = self.state.components.scan()
         untouchable = self._skip_unreadable(bad_endpoints + bad_components, components)
-        desired = desired_copies(endpoints, components, self._placements, self.host, self.instance_type)
-        self._placements = desired.placements
         actual = self.backend.statuses()
+        running = {c.copy_id for c in actual if c.state is not CopyState.STOPPED}
+        desired = desired_copies(endpoints, components, self._placements, self.host, self.instance_type,
+                                 self.copy_cap, running)
+        self._placements = desired.placements
         self._proven = {c.copy_id for c in actual if c.state is CopyState.READY} | (
             self._proven & {c.copy_id for c in actual})
         todo = plan(desired.specs, actual)
