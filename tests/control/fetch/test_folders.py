@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import os
+import shutil
+import tarfile
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
+from pier.control.fetch import archives
 from pier.control.fetch.folders import FolderRefused, check_folder, measure, whole_filesystem
 from pier.control.fetch.source import ModelSource
 from pier.control.fetch.store import ModelDataError, ModelStore
@@ -85,3 +89,27 @@ def test_the_store_refuses_a_whole_filesystem_and_measures_what_it_fetched(tmp_p
     assert store.measure(folder).weights_mb == 2
     with pytest.raises(ModelDataError, match="root of the filesystem"):
         store.measure(Path("/"))
+
+
+def test_an_archive_bigger_than_the_free_space_or_with_too_many_members_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    archive = tmp_path / "model.tar"
+    with tarfile.open(archive, "w") as tar:
+        for i in range(3):
+            data = b"x" * 1000
+            info = tarfile.TarInfo(f"part-{i}.gguf")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    dest = tmp_path / "out"
+    dest.mkdir()
+    monkeypatch.setattr(archives.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**6, 10**6, 2999))
+    with pytest.raises(archives.UnsafeArchive, match=r"unpacks to 0\.0 GB, more than the 0\.0 GB free"):
+        archives.extract(archive, dest)
+    assert list(dest.iterdir()) == []  # refused before anything was written
+    monkeypatch.setattr(archives.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**6, 10**6, 3000))
+    monkeypatch.setattr(archives, "MAX_MEMBERS", 2)
+    with pytest.raises(archives.UnsafeArchive, match="holds 3 members, more than any model"):
+        archives.extract(archive, dest)
+    monkeypatch.setattr(archives, "MAX_MEMBERS", 3)
+    archives.extract(archive, dest)
+    assert len(list(dest.iterdir())) == 3
