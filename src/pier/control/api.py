@@ -27,7 +27,7 @@ from pier.control.errors import (
 from pier.control.fetch.folders import whole_filesystem
 from pier.control.fetch.source import NoModelData, source_of
 from pier.control.instance_types import lookup, warn_if_oversize
-from pier.control.limits import check_request
+from pier.control.limits import check_request, load_model
 from pier.control.listing import Row, page
 from pier.control.names import arn
 from pier.control.records import (
@@ -72,6 +72,7 @@ class ControlPlane:
         self.copies = copies
         self.wake = wake
         self.clock = clock
+        load_model()  # before the gateway serves: the first request must not read botocore's model on the loop
         self.operations: dict[str, Callable[[Body, str], Body]] = {
             name: getattr(self, _snake(name)) for name in OPERATIONS
         }

@@ -149,6 +149,11 @@ def describe(lines: list[str], *, names: bool = False) -> str:
     return head + "; ".join(shown) + more + (f". {NAME_HINT}" if names else "")
 
 
+def load_model() -> None:
+    """Read botocore's model now (a fifth of a second), so the first request does not wait on it."""
+    _service()
+
+
 @cache
 def _service() -> Any:
     import botocore.session
