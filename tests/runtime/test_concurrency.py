@@ -47,11 +47,10 @@ def test_values_a_copy_refuses_to_start_with_count_as_unset(environment: dict[st
 
 def test_the_local_backend_reports_each_copys_concurrency(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PIER_PARALLEL", raising=False)
-    monkeypatch.setenv("MAX_CONCURRENT_REQUESTS", "99")  # the gateway's own environment reaches its copies too
+    monkeypatch.setenv("MAX_CONCURRENT_REQUESTS", "1")  # the gateway's own environment does not reach its copies
     spec = CopySpec("c-0", "c", tmp_path, environment={"PIER_PARALLEL": "3"})
     supervisor = CopySupervisor(spec, tmp_path / "c-0", SupervisionSettings(), httpx.AsyncClient())
     assert supervisor.status().concurrency == 3
-    monkeypatch.setenv("MAX_CONCURRENT_REQUESTS", "2")
-    spec = CopySpec("c-1", "c", tmp_path, environment={"PIER_PARALLEL": "3"})
+    spec = CopySpec("c-1", "c", tmp_path, environment={"PIER_PARALLEL": "3", "MAX_CONCURRENT_REQUESTS": "2"})
     supervisor = CopySupervisor(spec, tmp_path / "c-1", SupervisionSettings(), httpx.AsyncClient())
     assert supervisor.status().concurrency == 2

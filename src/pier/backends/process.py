@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,9 +38,33 @@ def command(python: str, spec: CopySpec, port: int) -> list[str]:
     return [python, "-m", "pier.backends.launch", "--parent", str(os.getpid()), "--cores", cores, "--", *server]
 
 
-def environment(spec: CopySpec) -> dict[str, str]:
-    """This process's environment plus the model's Environment block; pier stays importable in the copy."""
-    env = {**os.environ, **spec.environment}
+# What a copy takes from the gateway's environment: what any process needs (PATH, HOME, the locale, a temp folder,
+# Python's and the dynamic linker's paths), where caches live, how to reach a package index (a copy installs its
+# model's code/requirements.txt), and the settings of pier, OpenMP and ggml that the user set on purpose. Nothing
+# else: the gateway's credentials (AWS_*, HF_TOKEN, API keys, ...) stay in the gateway. A model that needs one
+# names it in its own Environment block, as on SageMaker.
+INHERITED = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "PYTHONPATH", "PYTHONHOME",
+    "LD_LIBRARY_PATH", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "XDG_CACHE_HOME",
+    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR",
+    "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "PIP_FIND_LINKS", "PIP_NO_INDEX", "PIP_CERT",
+})
+INHERITED_PREFIXES = ("LC_", "PIER_", "OMP_", "GGML_")
+SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIAL")  # never inherited through a prefix
+
+
+def inherited(name: str) -> bool:
+    """Whether a copy takes the gateway's variable `name` (the model's Environment is given on top, whatever)."""
+    if name in INHERITED:
+        return True
+    return name.startswith(INHERITED_PREFIXES) and not any(word in name.upper() for word in SECRET_WORDS)
+
+
+def environment(spec: CopySpec, parent: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What the copy's process runs with: the part of the gateway's environment a copy needs (`inherited`), then
+    the model's Environment block; pier stays importable in the copy."""
+    parent = os.environ if parent is None else parent
+    env = {**{k: v for k, v in parent.items() if inherited(k)}, **spec.environment}
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join([*paths, PIER_ROOT] if PIER_ROOT not in paths else paths)
     env["PYTHONUNBUFFERED"] = "1"  # its log is read while it runs

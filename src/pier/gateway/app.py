@@ -20,6 +20,7 @@ from fastapi import FastAPI
 
 from pier.backends.base import Backend
 from pier.control.api import ControlPlane
+from pier.control.backups import BackupPolicy, Backups
 from pier.control.fetch.fetches import Fetches
 from pier.control.fetch.store import ModelStore
 from pier.control.reconciler import Reconciler
@@ -37,11 +38,14 @@ from pier.security.settings import SecuritySettings
 
 
 def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: float = 1.0,
-                   store: ModelStore | None = None, security: SecuritySettings | None = None) -> FastAPI:
-    """The gateway app over the state in `state_dir`; its lifespan runs the reconciler and, on the way out,
-    stops every copy. Every request passes pier.security's guard first (Host/Origin, keys, roles, audit)."""
+                   store: ModelStore | None = None, security: SecuritySettings | None = None,
+                   backups: BackupPolicy | None = None) -> FastAPI:
+    """The gateway app over the state in `state_dir`; its lifespan runs the reconciler and the state's backups
+    and, on the way out, stops every copy. A damaged state file raises StateDamaged here (never replaced).
+    Every request passes pier.security's guard first (Host/Origin, keys, roles, audit)."""
     gateway = _assemble(state_dir, backend or _local_backend(state_dir), tick_s, store)
-    app = FastAPI(title="pier gateway", lifespan=_lifespan(gateway))
+    saver = Backups(gateway.state, backups or BackupPolicy.from_env())
+    app = FastAPI(title="pier gateway", lifespan=_lifespan(gateway, saver))
     app.state.gateway = gateway
     app.add_api_route("/", control_route, methods=["POST"], response_model=None, include_in_schema=False)
     app.add_api_route("/ping", pier_routes.ping, methods=["GET"], response_model=None)
@@ -56,19 +60,23 @@ def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: f
     return app
 
 
-def _lifespan(gateway: Gateway) -> Callable[[FastAPI], Any]:
+def _lifespan(gateway: Gateway, backups: Backups) -> Callable[[FastAPI], Any]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         loop = asyncio.create_task(gateway.reconciler.run(), name="reconciler")
+        saving = asyncio.create_task(backups.run(), name="state backups")
         try:
             yield
         finally:
             loop.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await loop
+            saving.cancel()
+            for task in (loop, saving):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             await gateway.reconciler.close()
             await gateway.backend.close()
             await gateway.runtime.aclose()
+            await asyncio.to_thread(backups.take)  # the last generation, on the way out
             gateway.state.close()
 
     return lifespan

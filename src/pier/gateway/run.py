@@ -7,6 +7,8 @@ from pathlib import Path
 
 import uvicorn
 
+from pier.control.backups import GatewayLock
+from pier.errors import PierError
 from pier.gateway.app import create_gateway
 from pier.security.exposure import may_listen
 from pier.security.keystore import StoredKey
@@ -16,6 +18,7 @@ log = logging.getLogger("pier.gateway")
 
 DEFAULT_STATE_DIR = Path.home() / ".pier"
 DEFAULT_PORT = 8080
+STATE_UNUSABLE = 3  # exit code when the gateway cannot start on its state folder (damaged, too new, in use)
 
 
 def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host: str = "127.0.0.1",
@@ -30,9 +33,20 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
     if not may_listen(folder, host, insecure):
         return 2
     security = SecuritySettings.from_env(allowed_hosts=allowed_hosts, bind_host=host, session_keys=session_keys)
-    app = create_gateway(folder, security=security)
+    lock = None
+    try:  # one gateway per state folder; a damaged state is refused, never replaced (`pier state` mends it)
+        lock = GatewayLock.take(folder)
+        app = create_gateway(folder, security=security)
+    except PierError as error:
+        if lock is not None:
+            lock.release()
+        log.error("%s", error.message)
+        return STATE_UNUSABLE
     log.info("pier gateway on http://%s:%d (state in %s)", host, port, folder)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5, access_log=access_log)
+    try:
+        uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5, access_log=access_log)
+    finally:
+        lock.release()
     return 0
 
 

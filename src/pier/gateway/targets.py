@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pier.backends.base import CopyStatus
 from pier.control.names import ACCOUNT
 from pier.control.records import ComponentRecord, EndpointRecord, VariantRecord
-from pier.control.state import State
+from pier.control.state import State, UnreadableRecord
 from pier.control.workload import Workload
 from pier.runtime.errors import ComponentRequired, EndpointNotFound, InvalidInvocation
 from pier.runtime.target import Target
@@ -49,6 +49,12 @@ class Targets:
         self.pick = pick or _weighted
 
     def resolve(self, endpoint: str, component: str | None, variant: str | None) -> Target:
+        try:
+            return self._resolve(endpoint, component, variant)
+        except UnreadableRecord as error:  # only that resource is unusable; say why, as Describe does
+            raise InvalidInvocation(error.message) from None
+
+    def _resolve(self, endpoint: str, component: str | None, variant: str | None) -> Target:
         record = self.state.endpoints.get(endpoint)
         if record is None or record.status == "Deleting":
             # An OpenAI `model` may name an inference component on its own (pier's /v1 routes only).

@@ -19,6 +19,7 @@ from urllib.parse import quote
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from pier.control.limits import MAX_BODY_BYTES as CONTROL_MAX_BODY_BYTES
 from pier.security.access import EndpointOf, authorize, needs_body
 from pier.security.audit import audit, resource_of
 from pier.security.authenticate import presented, principal_of
@@ -77,7 +78,8 @@ class SecurityGuard:
             await self.app(scope, receive, send)
             return
         call = Call.of(scope)
-        body = RequestBody(receive, self.max_body_bytes)
+        length = call.headers.get("content-length", "")
+        body = RequestBody(receive, self.max_body_bytes, int(length) if length.isdigit() else 0)
         principal: Principal | None = None
         try:
             principal = await self._authenticate(call, body)
@@ -100,8 +102,8 @@ class SecurityGuard:
             raise RequestRefused(refusal.message)
         if call.route.family is Family.OPEN:
             return ANONYMOUS
-        if call.route.family is Family.CONTROL:
-            await body.read()  # small JSON; the audit line names the resource in it
+        if call.route.family is Family.CONTROL and body.declared <= CONTROL_MAX_BODY_BYTES:
+            await body.read()  # small JSON; the audit line names the resource in it (a bigger one the API refuses)
         try:
             if not self.keys.has_keys():
                 return ANONYMOUS

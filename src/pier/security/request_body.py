@@ -13,14 +13,17 @@ class ClientGone(Exception):
 
 
 class RequestBody:
-    def __init__(self, receive: Receive, limit: int) -> None:
+    def __init__(self, receive: Receive, limit: int, declared: int = 0) -> None:
         self._receive = receive
         self.limit = limit
+        self.declared = declared  # the Content-Length the client announced (0 when none)
         self.data: bytes | None = None  # None until read
 
     async def read(self) -> bytes:
         if self.data is not None:
             return self.data
+        if self.declared > self.limit:  # refused now, not after waiting for bytes that may never come
+            raise BodyTooLarge(f"The request body is over {self.limit} bytes, the most a request may carry.")
         chunks: list[bytes] = []
         size = 0
         while True:
