@@ -134,3 +134,12 @@ def test_the_launcher_exits_when_its_parent_is_already_gone() -> None:
         [sys.executable, "-m", "pier.backends.launch", "--parent", "1", "--", sys.executable, "-c", "print('ran')"],
         capture_output=True, text=True, timeout=30)
     assert out.returncode == 70 and "ran" not in out.stdout
+
+
+def test_only_a_copy_that_fetches_its_code_from_s3_gets_the_way_to_s3(tmp_path: Path) -> None:
+    parent = {"PATH": "/bin", "AWS_SECRET_ACCESS_KEY": "s3cr3t", "AWS_ENDPOINT_URL_S3": "http://127.0.0.1:9000"}
+    plain = CopySpec("a-0", "a", tmp_path)
+    byoc = CopySpec("b-0", "b", tmp_path, environment={"SAGEMAKER_SUBMIT_DIRECTORY": "s3://bucket/sourcedir.tar.gz"})
+    assert "AWS_SECRET_ACCESS_KEY" not in environment(plain, parent)
+    fetching = environment(byoc, parent)
+    assert fetching["AWS_SECRET_ACCESS_KEY"] == "s3cr3t" and fetching["AWS_ENDPOINT_URL_S3"] == "http://127.0.0.1:9000"

@@ -60,11 +60,25 @@ def inherited(name: str) -> bool:
     return name.startswith(INHERITED_PREFIXES) and not any(word in name.upper() for word in SECRET_WORDS)
 
 
+# A copy whose code is a sourcedir.tar.gz on S3 (SAGEMAKER_SUBMIT_DIRECTORY=s3://..., as the `sagemaker` SDK
+# uploads it) fetches it itself, as a SageMaker container does with its execution role: it gets the gateway's way
+# to S3 (credentials, region, an S3-compatible store), and only such a copy does.
+S3_ACCESS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+             "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "AWS_REGION", "AWS_DEFAULT_REGION",
+             "AWS_ENDPOINT_URL_S3", "AWS_CA_BUNDLE")
+
+
+def fetches_code_from_s3(spec: CopySpec) -> bool:
+    return spec.environment.get("SAGEMAKER_SUBMIT_DIRECTORY", "").strip().startswith("s3://")
+
+
 def environment(spec: CopySpec, parent: Mapping[str, str] | None = None) -> dict[str, str]:
-    """What the copy's process runs with: the part of the gateway's environment a copy needs (`inherited`), then
-    the model's Environment block; pier stays importable in the copy."""
+    """What the copy's process runs with: the part of the gateway's environment a copy needs (`inherited`, plus
+    the way to S3 for a copy that fetches its own code), then the model's Environment block; pier stays importable
+    in the copy."""
     parent = os.environ if parent is None else parent
-    env = {**{k: v for k, v in parent.items() if inherited(k)}, **spec.environment}
+    wanted = inherited if not fetches_code_from_s3(spec) else (lambda name: inherited(name) or name in S3_ACCESS)
+    env = {**{k: v for k, v in parent.items() if wanted(k)}, **spec.environment}
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join([*paths, PIER_ROOT] if PIER_ROOT not in paths else paths)
     env["PYTHONUNBUFFERED"] = "1"  # its log is read while it runs
