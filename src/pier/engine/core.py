@@ -131,13 +131,15 @@ class EngineCore:
         self._totals["steps"] += 1
 
     def abort(self, request_id: str) -> bool:
-        """Cancel a request; its KV cells are freed now (an aborted prompt is not kept as a prefix)."""
+        """Cancel a request. Its sequence ends now; the KV it computed (every token of a completed step: commands
+        are applied between steps) becomes an idle prefix like a finished one's, so a request that comes back
+        with the same prompt pays only for the rest (a user who pressed stop, a client that read one token)."""
         seq = self._by_id.get(request_id)
         if seq is None:
             return False
         if seq in self.waiting:
             self.waiting.remove(seq)
-        self._end(seq, FinishReason.ABORT, "", (), keep_prefix=False)
+        self._end(seq, FinishReason.ABORT, "", ())
         return True
 
     def fail_all(self, error: str) -> None:
