@@ -115,6 +115,8 @@ class PrefixCache:
         if not self.kv.restore(into, saved.tokens, saved.state):
             return 0
         self.host.restored(saved)
+        if self.budget is not None:
+            self.budget.came_back()
         if match.length < len(into):
             self.kv.truncate(into, match.length)
         self._drop_contained(into)
@@ -190,9 +192,12 @@ class PrefixCache:
         self.kv.release(slot)
 
     def _save(self, slot: KvSlot) -> None:
-        """Copy an idle prefix to host memory before it leaves the KV cache, unless it is too short to matter
-        or host memory already holds it (or a longer prefix that starts with it)."""
-        if self.host is not None and self.host.worth_saving(slot.tokens):
+        """Copy an idle prefix to host memory before it leaves the KV cache, unless it is too short to matter,
+        host memory already holds it (or a longer prefix that starts with it), or prefixes do not come back."""
+        if self.host is None or self.budget is None or len(slot) < MIN_SAVED:
+            return
+        self.budget.left_device()
+        if self.budget.worth_saving and self.host.worth_saving(slot.tokens):
             self.host.put(slot.tokens, self.kv.save(slot))
 
     @property
