@@ -189,3 +189,41 @@ def test_host_memory_stays_within_its_budget() -> None:
         core.prefix.clear()
     stats = core.stats()
     assert stats.host_cache_bytes <= 3 * 100 * 64 and stats.host_cache_entries == 3
+
+
+def test_a_restore_is_cut_back_to_what_the_prompt_shares_and_drops_idle_copies() -> None:
+    fake = FakeRunner(n_ctx=512, n_seq_max=64, n_batch=64)
+    core = EngineCore(fake, EngineConfig(max_running=4, step_tokens=64, prefix_floor_cells=0, host_cache_bytes=1 << 20))
+    first = unique(3, 200)
+    run(core, greedy("a", first))  # 207 tokens in the KV cache
+    core.prefix.clear()
+    run(core, greedy("b", [*first[:40], 9, 9]))  # restores 40 of them
+    run(core, greedy("x", unique(4, 30)))  # b is cut back to its proven 40 tokens (x is the newest)
+    edited = [*first[:150], 7, 7]  # the saved prefix shares 150 tokens with this prompt, the device 40
+    before = fake.decoded_tokens
+    out = run(core, greedy("c", edited))
+    assert out.last("c").timings.cached_n == 150
+    assert fake.decoded_tokens - before == 2 + 7
+    assert out.tokens("c") == uncached(greedy("c", edited))
+    # b's 40 tokens were inside the restored prefix: dropped; x (no longer the newest) was cut; c is left
+    assert core.kv.used_cells == fake.used_cells == len(edited) + 7
+
+
+def test_while_saving_a_chat_history_leaves_whole_and_a_shared_system_prompt_stays() -> None:
+    fake = FakeRunner(n_ctx=1024, n_seq_max=64, n_batch=64)
+    core = EngineCore(fake, EngineConfig(max_running=4, step_tokens=64, prefix_floor_cells=0, host_cache_bytes=1 << 20))
+    system = unique(5, 40)
+    for user in range(4):  # four users of one system prompt: it is shared
+        run(core, greedy(f"u{user}", [*system, *unique(10 + user, 30)[1:]]))
+    chat = unique(20, 80)
+    reply = run(core, greedy("t1", chat)).tokens("t1")
+    run(core, greedy("x", unique(21, 30)))  # the newest now: the others are cut
+    idle = [s.tokens for s in core.kv.slots.values() if not s.busy]
+    assert system in idle  # kept for the next user to fork
+    assert not any(t[:80] == chat for t in idle)  # the chat went to host memory whole (not shared)
+    restored = core.stats().restored_prompt_tokens
+    out = run(core, greedy("t2", [*chat, *reply, 5, 6]))
+    assert out.last("t2").timings.cached_n == 80 + 7
+    assert core.stats().restored_prompt_tokens == restored + 87
+    out = run(core, greedy("u9", [*system, *unique(30, 30)[1:]]))
+    assert out.last("u9").timings.cached_n == 40 and core.stats().restored_prompt_tokens == restored + 87

@@ -157,8 +157,8 @@ class EngineCore:
             prompt_tokens=t["prompt"], cached_prompt_tokens=t["cached"], generated_tokens=t["generated"],
             preemptions=t["preemptions"], steps=t["steps"],
             prefix_budget_cells=self.prefix.budget.cells if self.prefix.budget else 0,
-            restored_prompt_tokens=t["restored"], host_cache_entries=len(host.entries) if host else 0,
-            host_cache_bytes=host.nbytes if host else 0,
+            restored_prompt_tokens=t["restored"], host_cache_entries=len(host) if host is not None else 0,
+            host_cache_bytes=host.nbytes if host is not None else 0,
         )
 
     # -- admission -----------------------------------------------------------------------------------
@@ -192,6 +192,7 @@ class EngineCore:
 
     def _start(self, seq: Sequence, match: PrefixMatch) -> None:
         seq.slot = self.kv.open()
+        seq.slot.prompt_len = seq.prompt_len
         first = seq.scheduled is None  # not a re-admission after a preemption: count the cache hit once
         reused = self.prefix.adopt(match, seq.slot, seq.tokens if first else None)
         if first:

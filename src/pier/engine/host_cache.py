@@ -65,6 +65,9 @@ class HostCache:
         """Least recently used first."""
         return list(self._lru.values())
 
+    def __len__(self) -> int:
+        return len(self._lru)
+
     def match(self, prompt: Sequence[int], limit: int) -> HostMatch:
         """The entry sharing the longest prefix with `prompt`, at most `limit` tokens (and at least min_tokens)."""
         best = NO_HOST_MATCH

@@ -22,6 +22,8 @@ class KvSlot:
     busy: bool = True  # False: a finished sequence kept only as a cached prefix
     last_used: int = 0
     proven: int = 0  # leading tokens a later prompt reused, or would have: kept regardless of the retention budget
+    prompt_len: int = 0  # tokens of the prompt this sequence was started for
+    shared: int = 0  # leading tokens that prompts branching off inside another's prompt reused (a system prompt)
 
     def __len__(self) -> int:
         return len(self.tokens)

@@ -102,6 +102,9 @@ class PrefixCache:
         if source is None or match.length == 0:
             return reused
         source.proven = max(source.proven, match.length)
+        if match.length < source.prompt_len:  # branching off inside the source's own prompt, not continuing it
+            source.shared = max(source.shared, match.length)
+        into.shared = min(match.length, source.shared)
         self.kv.fork(source, match.length, into)
         if not source.busy and match.length == len(source):
             self.kv.release(source)
@@ -127,6 +130,7 @@ class PrefixCache:
         free their cells. Host memory holds them too, inside the restored entry."""
         for slot in self._idle_lru(into):
             if len(slot) <= len(into) and common_prefix(slot.tokens, into.tokens, len(slot)) == len(slot):
+                into.shared = max(into.shared, slot.shared)
                 self.kv.release(slot)
 
     def retire(self, slot: KvSlot) -> None:
@@ -142,8 +146,12 @@ class PrefixCache:
     def _trim(self, budget: RetentionBudget) -> None:
         """Cut idle prefixes back to their proven part, least recently used first, until the speculative
         cells fit the budget. The most recently used is kept whole: the likeliest to come back (a chat's next
-        turn, or a single user's next request)."""
+        turn, or a single user's next request). While prefixes go to host memory, only the part that prompts
+        branching off it shared (a system prompt) stays for the next one to fork: a chat's history, proven by
+        its own next turn only, leaves whole, that turn restores it, and until then its cells would only slow
+        every decode."""
         over = self.speculative_cells - budget.cells
+        saving = self.host is not None and budget.worth_saving
         for slot in self._idle_lru(None)[:-1]:
             if over <= 0:
                 return
@@ -151,9 +159,10 @@ class PrefixCache:
                 continue
             before = self.kv.used_cells
             budget.evicted(slot.tokens)
-            if slot.proven >= MIN_KEPT:
+            keep = slot.shared if saving else slot.proven
+            if keep >= MIN_KEPT:
                 self._save(slot)
-                self.kv.truncate(slot, slot.proven)
+                self.kv.truncate(slot, keep)
             else:
                 self._evict(slot)
             over -= before - self.kv.used_cells
