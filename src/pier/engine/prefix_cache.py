@@ -102,8 +102,8 @@ class PrefixCache:
         if source is None or match.length == 0:
             return reused
         source.proven = max(source.proven, match.length)
-        if match.length < source.prompt_len:  # branching off inside the source's own prompt, not continuing it
-            source.shared = max(source.shared, match.length)
+        if match.length + MIN_KEPT <= source.prompt_len:  # branching off inside the source's own prompt (a chat
+            source.shared = max(source.shared, match.length)  # template may re-render a turn's last few tokens)
         into.shared = min(match.length, source.shared)
         self.kv.fork(source, match.length, into)
         if not source.busy and match.length == len(source):
