@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from pier.engine.core import EngineConfig, EngineCore
@@ -227,3 +229,38 @@ def test_while_saving_a_chat_history_leaves_whole_and_a_shared_system_prompt_sta
     assert core.stats().restored_prompt_tokens == restored + 87
     out = run(core, greedy("u9", [*system, *unique(30, 30)[1:]]))
     assert out.last("u9").timings.cached_n == 40 and core.stats().restored_prompt_tokens == restored + 87
+
+
+def chats_in_lockstep(core: EngineCore, turns: int, between: GenerateRequest | None = None) -> list[int]:
+    """Four conversations whose turns start and end together (as users who answer at once); returns, per turn,
+    the prompt tokens restored from host memory so far."""
+    chats = {c: unique(40 + c, 50) for c in range(4)}
+    restored = []
+    for turn in range(turns):
+        out = run(core, *(greedy(f"c{c}t{turn}", prompt) for c, prompt in chats.items()))
+        chats = {c: [*p, *out.tokens(f"c{c}t{turn}"), 5, 6] for c, p in chats.items()}
+        if between is not None:
+            run(core, GenerateRequest(f"{between.request_id}{turn}", between.prompt, GREEDY, max_tokens=30,
+                                      ignore_eos=True))
+        restored.append(core.stats().restored_prompt_tokens)
+    return restored
+
+
+def lockstep_engine() -> EngineCore:
+    return EngineCore(FakeRunner(n_ctx=2048, n_seq_max=64, n_batch=64),
+                      EngineConfig(max_running=4, step_tokens=64, prefix_floor_cells=0, host_cache_bytes=1 << 20))
+
+
+def test_conversations_that_come_right_back_teach_the_budget_to_keep_them_on_the_device() -> None:
+    core = lockstep_engine()
+    restored = chats_in_lockstep(core, turns=6)
+    # after turn 1 three of four chats were cut to host memory (the newest stays) and restored a step later,
+    # which counts as regret: the budget grows turn by turn until the last turns find every chat on the device
+    assert restored[1] > 0 and core.stats().prefix_budget_cells > 0
+    assert restored[5] == restored[4]
+
+
+def test_conversations_that_come_back_much_later_are_restored_every_turn() -> None:
+    core = lockstep_engine()
+    restored = chats_in_lockstep(core, turns=6, between=greedy("other", unique(90, 20)))  # 30 steps between turns
+    assert all(a < b for a, b in itertools.pairwise(restored))

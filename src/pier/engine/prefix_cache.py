@@ -26,6 +26,7 @@ class PrefixMatch:
     slot: KvSlot | None  # a sequence in the KV cache holding the prefix
     length: int
     saved: HostEntry | None = None  # or a prefix saved in host memory, restored into the new sequence
+    on_device: int = 0  # for a saved match: the longest match the KV cache offered
 
     def new_cells(self, prompt_len: int) -> int:
         """Free cells a prompt of `prompt_len` tokens needs when it adopts this match: a fork shares the
@@ -38,6 +39,10 @@ class PrefixMatch:
 NO_MATCH = PrefixMatch(None, 0)
 MIN_KEPT = 16  # a shorter proven part (BOS, a chat template's first tokens) is not worth a sequence id of its own
 MIN_SAVED = 16  # nor a shorter prefix a copy to host memory (HostCache.min_tokens), nor a shorter gain a restore
+# Engine steps within which a prefix restored after the retention budget cut it came back "soon": keeping its cells
+# that long would have cost less decode time (~4 us per idle cell per step at batch 8, benchmarks/decode_cost.py)
+# than the copies out and back (~50 us per token), so it counts as regret and the budget grows as for a miss.
+SOON_STEPS = 12
 
 
 LLAMA_MAX_SEQ = 256  # llama.cpp's limit on sequence ids in one context (src/llama-cparams.h)
@@ -72,6 +77,7 @@ class PrefixCache:
         self.kv = kv
         self.budget = budget
         self.host = host if budget is not None else None
+        self.steps = 0  # engine steps so far: how soon a saved prefix came back
         self._clock = 0
 
     def match(self, prompt: Sequence[int]) -> PrefixMatch:
@@ -87,7 +93,7 @@ class PrefixCache:
         if self.host is not None:
             saved = self.host.match(prompt, limit)
             if saved.entry is not None and saved.length >= best.length + MIN_SAVED:
-                return PrefixMatch(None, saved.length, saved.entry)
+                return PrefixMatch(None, saved.length, saved.entry, best.length)
         return best
 
     def adopt(self, match: PrefixMatch, into: KvSlot, prompt: Sequence[int] | None = None) -> int:
@@ -96,8 +102,13 @@ class PrefixCache:
         holds the same cells, so nothing is lost. `prompt`, on a request's first admission, tells the
         retention budget whether an earlier eviction cost it."""
         reused = self._restore(match, into) if match.saved is not None else match.length
-        regret = self.budget.admitted(prompt, reused) if self.budget is not None and prompt is not None else 0
-        into.proven = reused + regret  # content a prompt came back for: worth keeping when this one ends
+        into.proven = reused  # content a prompt came back for: worth keeping when this one ends
+        if self.budget is not None and prompt is not None:
+            counted = self._counted(match, reused)
+            regret = self.budget.admitted(prompt, counted)
+            if match.saved is not None and reused and not regret:
+                self.budget.came_back()
+            into.proven = max(reused, counted + regret)  # or would have, had an eviction not lost it
         source = match.slot
         if source is None or match.length == 0:
             return reused
@@ -112,14 +123,21 @@ class PrefixCache:
             source.last_used = self._tick()
         return reused
 
+    def _counted(self, match: PrefixMatch, reused: int) -> int:
+        """Cached tokens the retention budget credits a prompt with: what it reused, except that a prefix restored
+        soon after it was saved counts as lost (only the device's part counts), so the budget learns to keep
+        conversations that come right back (SOON_STEPS). Only prefixes the budget cut are remembered as regret."""
+        saved = match.saved
+        if saved is not None and reused and self.steps - saved.saved_at <= SOON_STEPS:
+            return match.on_device
+        return reused
+
     def _restore(self, match: PrefixMatch, into: KvSlot) -> int:
         saved = match.saved
         assert saved is not None and self.host is not None
         if not self.kv.restore(into, saved.tokens, saved.state):
             return 0
         self.host.restored(saved)
-        if self.budget is not None:
-            self.budget.came_back()
         if match.length < len(into):
             self.kv.truncate(into, match.length)
         self._drop_contained(into)
@@ -144,22 +162,18 @@ class PrefixCache:
         self._trim(self.budget)
 
     def _trim(self, budget: RetentionBudget) -> None:
-        """Cut idle prefixes back to their proven part, least recently used first, until the speculative
-        cells fit the budget. The most recently used is kept whole: the likeliest to come back (a chat's next
-        turn, or a single user's next request). While prefixes go to host memory, only the part that prompts
-        branching off it shared (a system prompt) stays for the next one to fork: a chat's history, proven by
-        its own next turn only, leaves whole, that turn restores it, and until then its cells would only slow
-        every decode."""
+        """Cut idle prefixes back to the part kept regardless of the budget (`_kept`), least recently used
+        first, until the rest fits the budget. The most recently used is kept whole: the likeliest to come back
+        (a chat's next turn, or a single user's next request)."""
         over = self.speculative_cells - budget.cells
-        saving = self.host is not None and budget.worth_saving
         for slot in self._idle_lru(None)[:-1]:
             if over <= 0:
                 return
-            if slot.proven >= len(slot):
+            keep = self._kept(slot)
+            if keep >= len(slot):
                 continue
             before = self.kv.used_cells
             budget.evicted(slot.tokens)
-            keep = slot.shared if saving else slot.proven
             if keep >= MIN_KEPT:
                 self._save(slot)
                 self.kv.truncate(slot, keep)
@@ -168,11 +182,23 @@ class PrefixCache:
             over -= before - self.kv.used_cells
 
     @property
+    def saving(self) -> bool:
+        """Do prefixes leaving the KV cache go to host memory now?"""
+        return self.host is not None and self.budget is not None and self.budget.worth_saving
+
+    def _kept(self, slot: KvSlot) -> int:
+        """Leading tokens of an idle prefix that the retention budget does not count: its proven part. While
+        prefixes go to host memory, only the part that prompts branching off it shared (a system prompt) for the
+        next one to fork: a chat's history, proven by its own next turn only, would otherwise sit on the device
+        until that turn, slowing every decode, when a restore from host memory costs less (`SOON_STEPS`)."""
+        return slot.shared if self.saving else slot.proven
+
+    @property
     def speculative_cells(self) -> int:
-        """Cells only idle prefixes hold, past their proven part: what keeping the cache costs on speculation."""
+        """Cells only idle prefixes hold, past their kept part: what keeping the cache costs on speculation."""
         held: set[int] = set()
         for slot in self.kv.slots.values():
-            held.update(slot.cells if slot.busy else slot.cells[: slot.proven])
+            held.update(slot.cells if slot.busy else slot.cells[: self._kept(slot)])
         return self.kv.used_cells - len(held)
 
     def make_room(self, cells: int, keep: KvSlot | None = None) -> bool:
@@ -207,7 +233,7 @@ class PrefixCache:
             return
         self.budget.left_device()
         if self.budget.worth_saving and self.host.worth_saving(slot.tokens):
-            self.host.put(slot.tokens, self.kv.save(slot))
+            self.host.put(slot.tokens, self.kv.save(slot), at=self.steps)
 
     @property
     def idle_count(self) -> int:
