@@ -40,8 +40,9 @@ NO_MATCH = PrefixMatch(None, 0)
 MIN_KEPT = 16  # a shorter proven part (BOS, a chat template's first tokens) is not worth a sequence id of its own
 MIN_SAVED = 16  # nor a shorter prefix a copy to host memory (HostCache.min_tokens), nor a shorter gain a restore
 # Engine steps within which a prefix restored after the retention budget cut it came back "soon": keeping its cells
-# that long would have cost less decode time (~4 us per idle cell per step at batch 8, benchmarks/decode_cost.py)
-# than the copies out and back (~50 us per token), so it counts as regret and the budget grows as for a miss.
+# that long would have cost less decode time (1-4 us per idle cell per step at batch 1-8, benchmarks/decode_cost.py)
+# than the copies out and back (10-45 us per token for the 360M model on two busy cores), so it counts as regret
+# and the budget grows as for a miss.
 SOON_STEPS = 12
 
 
