@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import random
 
 import pytest
 
@@ -10,9 +11,9 @@ from pier.engine.core import EngineConfig, EngineCore
 from pier.engine.fake import FakeRunner
 from pier.engine.host_cache import HostCache
 from pier.engine.prefix_cache import LLAMA_MAX_SEQ, sequence_ids
-from pier.engine.request import GenerateRequest, SamplingParams
+from pier.engine.request import FinishReason, GenerateRequest, SamplingParams
 
-from .conftest import run
+from .conftest import Collector, run
 
 GREEDY = SamplingParams(temperature=0.0)
 HEAD = list(range(100, 116))  # 16 tokens: the first min_tokens of every entry below
@@ -264,3 +265,37 @@ def test_conversations_that_come_back_much_later_are_restored_every_turn() -> No
     core = lockstep_engine()
     restored = chats_in_lockstep(core, turns=6, between=greedy("other", unique(90, 20)))  # 30 steps between turns
     assert all(a < b for a, b in itertools.pairwise(restored))
+
+
+def test_random_chats_cancels_and_kv_pressure_never_change_an_answer() -> None:
+    """Chats coming back in random order, cancellations mid-prompt or mid-answer, on 300 cells (so prefixes go to
+    host memory and back, and sequences are preempted): every answer that completes is the uncached answer,
+    and the engine's count of cells is llama.cpp's (here the fake's), after every step."""
+    totals = [random_chats(seed) for seed in range(6)]
+    assert all(restored for restored, _ in totals) and sum(preempted for _, preempted in totals) > 0
+
+
+def random_chats(seed: int) -> tuple[int, int]:
+    rng = random.Random(seed)
+    fake = FakeRunner(n_ctx=300, n_seq_max=64, n_batch=32)
+    core = EngineCore(fake, EngineConfig(max_running=3, step_tokens=32, host_cache_bytes=1 << 20))
+    chats = {c: unique(60 + c, rng.randrange(20, 60)) for c in range(6)}
+    out, started, ids = Collector(), {}, itertools.count()
+    while len(started) < 40 or core.has_work:
+        if len(started) < 40 and rng.random() < 0.3:
+            c = rng.choice(list(chats))
+            rid = f"r{next(ids)}"
+            started[rid] = (c, list(chats[c]))
+            core.add(core.prepare(greedy(rid, chats[c], n=rng.randrange(2, 70)), out))
+        if started and rng.random() < 0.05:
+            core.abort(rng.choice(list(started)))
+        core.step()
+        for rid, (c, prompt) in started.items():
+            last = out.chunks[rid][-1] if out.chunks[rid] else None
+            if last is not None and last.finished and chats[c] == prompt:
+                chats[c] = [*prompt, *out.tokens(rid), 5, 6][:120]
+        assert core.kv.used_cells == fake.used_cells
+    for rid, (_, prompt) in started.items():
+        if out.last(rid).finish_reason is FinishReason.LENGTH:
+            assert out.tokens(rid) == uncached(greedy(rid, prompt, n=len(out.tokens(rid)))), (seed, rid)
+    return core.stats().restored_prompt_tokens, core.stats().preemptions
