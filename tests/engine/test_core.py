@@ -87,13 +87,17 @@ def test_kv_exhaustion_waits_and_preempts_without_corruption() -> None:
     assert fake.used_cells <= 128
 
 
-def test_abort_frees_kv_at_once(fake: FakeRunner, core: EngineCore) -> None:
+def test_abort_ends_the_sequence_at_once_and_keeps_its_kv_as_an_idle_prefix(
+    fake: FakeRunner, core: EngineCore
+) -> None:
     out = run(core)
     core.add(core.prepare(greedy("x", prompt(50), n=100), out))
     core.step()
     core.step()
     assert fake.used_cells > 0
     assert core.abort("x")
+    assert fake.used_cells == 51 and core.stats().cached_prefixes == 1  # the prompt and one token fed back
+    core.prefix.clear()  # idle, so evictable like any finished prompt
     assert fake.used_cells == 0
     assert out.last("x").finish_reason is FinishReason.ABORT
     assert not core.has_work and not core.abort("x")

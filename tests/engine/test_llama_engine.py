@@ -132,7 +132,7 @@ def test_more_sequences_than_the_kv_cache_holds(small_f32_gguf: Path) -> None:
         small.close()
 
 
-def test_cancel_frees_kv_at_once(runner: LlamaRunner) -> None:
+def test_cancel_ends_the_sequence_at_once_and_keeps_its_kv_as_a_prefix(runner: LlamaRunner) -> None:
     engine = Engine(runner, EngineConfig(max_running=4)).start()
     try:
         async def main() -> None:
@@ -143,14 +143,65 @@ def test_cancel_frees_kv_at_once(runner: LlamaRunner) -> None:
                     break
             await stream.aclose()
             for _ in range(100):
-                if engine.stats().kv_cells_used == 0:
+                if engine.stats().running == 0:
                     return
                 await asyncio.sleep(0.01)
 
         asyncio.run(main())
-        assert engine.stats().kv_cells_used == 0 and engine.stats().running == 0
+        stats = engine.stats()
+        assert stats.running == 0 and stats.cached_prefixes == 1 and stats.kv_cells_used > 0
     finally:
         engine.stop()
+
+
+def test_a_request_sharing_512_tokens_with_a_cancelled_one_evaluates_only_its_suffix(runner: LlamaRunner) -> None:
+    """TTFT by what the engine computes before the first token: only the 4-token suffix."""
+    shared = random_prompt(512, runner.info.n_vocab, seed=7)
+    core = EngineCore(runner, EngineConfig(max_running=4, step_tokens=512))
+    out = run(core)
+    core.add(core.prepare(GenerateRequest("first", [*shared, 400], GREEDY, max_tokens=100, ignore_eos=True), out))
+    while not out.tokens("first"):  # a client that reads the first token and hangs up
+        core.step()
+    core.abort("first")
+    second = GenerateRequest("second", [*shared, 500, 501, 502, 503], GREEDY, max_tokens=8, ignore_eos=True)
+    got = run(core, second)
+    timings = got.last("second").timings
+    assert timings is not None and (timings.prompt_n, timings.cached_n) == (516, 512)
+    uncached = run(EngineCore(runner, EngineConfig(prefix_cache=False)), second)
+    assert got.tokens("second") == uncached.tokens("second")
+
+
+def test_a_prefix_saved_to_host_memory_and_restored_gives_the_same_greedy_output(runner: LlamaRunner) -> None:
+    """llama_state_seq_get_data / set_data round trip: the second turn of a chat whose first turn was evicted
+    to host memory continues exactly as with no cache at all."""
+    n_vocab = runner.info.n_vocab
+    first = random_prompt(300, n_vocab, seed=8)
+    core = EngineCore(runner, EngineConfig(max_running=4, step_tokens=512, host_cache_bytes=256 << 20))
+    reply = run(core, GenerateRequest("t1", first, GREEDY, max_tokens=16, ignore_eos=True)).tokens("t1")
+    core.prefix.clear()  # evicted: saved to host memory, gone from the KV cache
+    assert core.kv.used_cells == 0 and core.stats().host_cache_entries == 1
+    second = GenerateRequest("t2", [*first, *reply, 600, 601, 602], GREEDY, max_tokens=16, ignore_eos=True)
+    restored = run(core, second)
+    timings = restored.last("t2").timings
+    assert timings is not None and timings.cached_n == 300 + 15  # all but the last reply token (never fed back)
+    assert core.stats().restored_prompt_tokens == 315
+    uncached = run(EngineCore(runner, EngineConfig(prefix_cache=False)), second)
+    assert restored.tokens("t2") == uncached.tokens("t2")
+
+
+def test_restored_kv_is_bit_for_bit_the_saved_kv(runner: LlamaRunner) -> None:
+    """Save a sequence, drop it, restore it, save it again: the same bytes (positions, sequence id, K and V)."""
+    core = EngineCore(runner, EngineConfig(max_running=4, step_tokens=512))
+    run(core, GenerateRequest("s", random_prompt(120, runner.info.n_vocab, seed=9), GREEDY, max_tokens=4,
+                              ignore_eos=True))
+    (slot,) = core.kv.slots.values()
+    tokens, saved = list(slot.tokens), runner.save(slot.seq_id)
+    core.kv.release(slot)
+    again = core.kv.open()
+    assert again.seq_id == slot.seq_id and core.kv.used_cells == 0
+    assert core.kv.restore(again, tokens, saved)
+    assert runner.save(again.seq_id) == saved and core.kv.used_cells == len(tokens) == 123
+    core.kv.release(again)
 
 
 def test_streamed_text_is_whole_utf8_and_matches_the_tokens(runner: LlamaRunner) -> None:

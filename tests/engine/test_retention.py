@@ -116,3 +116,59 @@ def test_a_cache_that_is_off_keeps_nothing() -> None:
     core = EngineCore(FakeRunner(n_ctx=1024, n_seq_max=32, n_batch=64), EngineConfig(prefix_cache=False))
     run(core, greedy("a", unique(0)))
     assert core.kv.used_cells == 0 and core.stats().prefix_budget_cells == 0
+
+
+# -- the return rate: whether prefixes leaving the KV cache are worth copying to host memory ----------------------
+
+
+@pytest.mark.parametrize(
+    ("events", "worth"),
+    [
+        ("", True),  # nothing known: copy (the count starts at 1 of 1)
+        ("d" * 30, True),  # 1 of 31 >= 1/32
+        ("d" * 32, False),  # 1 of 33
+        ("d" * 100 + "r" * 10, True),  # 11 of 101
+        ("d" * 100 + "r" * 2, False),  # 3 of 101
+        ("d" * 100 + "f" * 200 + "dr" * 5, True),  # recent returns outweigh old departures, which faded
+        ("d" * 100 + "f" * 200 + "d" * 10, False),  # fading alone changes nothing: only new events do
+    ],
+)
+def test_copying_to_host_memory_follows_the_return_rate(events: str, worth: bool) -> None:
+    """Events: d a prefix left the KV cache, r a prompt came back to one, f a request finished."""
+    budget = RetentionBudget(floor=0, ceiling=100)
+    act = {"d": budget.left_device, "r": budget.came_back, "f": budget.finished}
+    for event in events:
+        act[event]()
+    assert budget.worth_saving is worth
+
+
+def test_a_regret_counts_as_a_return() -> None:
+    budget = RetentionBudget(floor=0, ceiling=1000)
+    for _ in range(99):
+        budget.left_device()
+    assert not budget.worth_saving
+    budget.evicted(A)
+    budget.admitted([*A, 1], 0)
+    assert budget.return_rate == pytest.approx(2 / 100)
+    budget.came_back()
+    budget.came_back()
+    assert budget.worth_saving
+
+
+def test_unique_prompts_stop_filling_host_memory_and_a_returning_chat_turns_it_back_on() -> None:
+    core = EngineCore(FakeRunner(n_ctx=1024, n_seq_max=64, n_batch=64),
+                      EngineConfig(max_running=4, step_tokens=64, prefix_floor_cells=0, host_cache_bytes=1 << 30))
+    for i in range(60):
+        run(core, greedy(f"u{i}", unique(i)))
+    host = core.prefix.host
+    assert host is not None and core.prefix.budget is not None
+    saved = host.stats.saved
+    assert 10 < saved < 40 and not core.prefix.budget.worth_saving  # it copied until it learned nothing came back
+    chat = [1] + [260 + k * 7 % 12 for k in range(99)]  # word tokens: shares nothing with the unique prompts
+    reply = run(core, greedy("t1", chat)).tokens("t1")
+    run(core, greedy("other", unique(70)))  # the chat's first turn is cut back: not copied now
+    assert host.stats.saved == saved
+    run(core, greedy("t2", [*chat, *reply, 5, 6]))  # it comes back: a regret, so a return
+    for i in range(3):
+        run(core, greedy(f"v{i}", unique(80 + i)))
+    assert core.prefix.budget.worth_saving and host.stats.saved > saved

@@ -42,6 +42,10 @@ async def test_requests_latencies_and_engine_figures(client: httpx.AsyncClient) 
     assert value(text, "pier_prompt_tokens_total") == 2 * 7
     assert value(text, "pier_prefix_cache_hit_tokens_total") > 0
     assert 0 < value(text, "pier_prefix_cache_hit_ratio") < 1
+    assert value(text, "pier_prefix_cache_device_hit_ratio") == value(text, "pier_prefix_cache_hit_ratio")
+    assert value(text, "pier_prefix_cache_host_hit_ratio") == 0  # no host memory in this app: nothing restored
+    assert value(text, "pier_prefix_cache_restored_tokens_total") == 0
+    assert value(text, "pier_host_cache_entries") == 0 == value(text, "pier_host_cache_bytes")
     assert value(text, "pier_kv_cells_total") == 1024
     assert value(text, "pier_kv_cells_used") > 0  # the finished prompts stay cached
     assert value(text, "pier_requests_running") == 0 and value(text, "pier_requests_waiting") == 0

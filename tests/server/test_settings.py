@@ -66,3 +66,10 @@ def test_context_follows_max_total_tokens_when_larger() -> None:
 def test_bad_values_name_the_variable(env: dict[str, str], fragment: str) -> None:
     with pytest.raises(SettingsError, match=fragment):
         ServerSettings.from_env(env)
+
+
+@pytest.mark.parametrize(
+    ("env", "mb"), [({}, 8192), ({"PIER_HOST_CACHE_MB": "512"}, 512), ({"PIER_HOST_CACHE_MB": "0"}, 0)]
+)
+def test_host_memory_for_evicted_prefixes_defaults_to_llama_servers_cache_ram(env: dict[str, str], mb: int) -> None:
+    assert ServerSettings.from_env(env).host_cache_mb == mb

@@ -15,8 +15,9 @@ import numpy as np
 
 from pier.engine.common_prefix import common_prefix
 from pier.engine.detok import TextStream
+from pier.engine.host_cache import HostCache
 from pier.engine.kv_cache import KvCache
-from pier.engine.prefix_cache import NO_MATCH, PrefixCache, PrefixMatch
+from pier.engine.prefix_cache import MIN_SAVED, NO_MATCH, PrefixCache, PrefixMatch
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk
 from pier.engine.retention import RetentionBudget
 from pier.engine.runner import Batch, KvCacheFull, ModelRunner
@@ -33,6 +34,7 @@ class EngineConfig:
     step_tokens: int = 512  # most tokens in one llama_decode (n_batch)
     prefix_cache: bool = True
     prefix_floor_cells: int | None = None  # cells idle prefixes may always keep; None = a sixteenth of the cache
+    host_cache_bytes: int = 0  # host memory for prefixes evicted from the KV cache; 0 = drop them instead
 
     def __post_init__(self) -> None:
         if self.max_running < 1 or self.step_tokens < self.max_running:
@@ -50,15 +52,29 @@ class EngineStats:
     kv_cells_total: int
     cached_prefixes: int
     prompt_tokens: int
-    cached_prompt_tokens: int
+    cached_prompt_tokens: int  # from the prefix cache: forked in the KV cache or restored from host memory
     generated_tokens: int
     preemptions: int
     steps: int
     prefix_budget_cells: int  # cells idle prefixes may keep now (0 with the prefix cache off)
+    restored_prompt_tokens: int = 0  # the part of cached_prompt_tokens restored from host memory
+    host_cache_entries: int = 0
+    host_cache_bytes: int = 0
 
     @property
     def prefix_hit_rate(self) -> float:
         return self.cached_prompt_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    @property
+    def device_hit_rate(self) -> float:
+        """Prompt tokens shared from sequences in the KV cache / all prompt tokens."""
+        device = self.cached_prompt_tokens - self.restored_prompt_tokens
+        return device / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    @property
+    def host_hit_rate(self) -> float:
+        """Prompt tokens restored from host memory / all prompt tokens."""
+        return self.restored_prompt_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
 
 class EngineCore:
@@ -67,12 +83,13 @@ class EngineCore:
         self.config = config or EngineConfig()
         self.step_tokens = min(self.config.step_tokens, runner.n_batch)  # llama_decode refuses more
         self.kv = KvCache(runner)
-        self.prefix = PrefixCache(self.kv, self._retention_budget())
+        host = HostCache(self.config.host_cache_bytes, MIN_SAVED) if self.config.host_cache_bytes > 0 else None
+        self.prefix = PrefixCache(self.kv, self._retention_budget(), host)
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self._by_id: dict[str, Sequence] = {}
         self._eog = np.array([t for t in range(runner.info.n_vocab) if runner.is_eog(t)], dtype=np.int64)
-        self._totals = {"prompt": 0, "cached": 0, "generated": 0, "preemptions": 0, "steps": 0}
+        self._totals = {"prompt": 0, "cached": 0, "restored": 0, "generated": 0, "preemptions": 0, "steps": 0}
 
     def _retention_budget(self) -> RetentionBudget | None:
         if not self.config.prefix_cache:
@@ -106,6 +123,7 @@ class EngineCore:
         return bool(self.waiting or self.running)
 
     def step(self) -> None:
+        self.prefix.steps = self._totals["steps"]
         self._admit()
         work = self._schedule()
         if not work:
@@ -116,13 +134,15 @@ class EngineCore:
         self._totals["steps"] += 1
 
     def abort(self, request_id: str) -> bool:
-        """Cancel a request; its KV cells are freed now (an aborted prompt is not kept as a prefix)."""
+        """Cancel a request. Its sequence ends now; the KV it computed (every token of a completed step: commands
+        are applied between steps) becomes an idle prefix like a finished one's, so a request that comes back
+        with the same prompt pays only for the rest (a user who pressed stop, a client that read one token)."""
         seq = self._by_id.get(request_id)
         if seq is None:
             return False
         if seq in self.waiting:
             self.waiting.remove(seq)
-        self._end(seq, FinishReason.ABORT, "", (), keep_prefix=False)
+        self._end(seq, FinishReason.ABORT, "", ())
         return True
 
     def fail_all(self, error: str) -> None:
@@ -133,13 +153,15 @@ class EngineCore:
             self._end(seq, FinishReason.ERROR, "", (), keep_prefix=False, error=error)
 
     def stats(self) -> EngineStats:
-        t = self._totals
+        t, host = self._totals, self.prefix.host
         return EngineStats(
             running=len(self.running), waiting=len(self.waiting), kv_cells_used=self.kv.used_cells,
             kv_cells_total=self.kv.n_cells, cached_prefixes=self.prefix.idle_count,
             prompt_tokens=t["prompt"], cached_prompt_tokens=t["cached"], generated_tokens=t["generated"],
             preemptions=t["preemptions"], steps=t["steps"],
             prefix_budget_cells=self.prefix.budget.cells if self.prefix.budget else 0,
+            restored_prompt_tokens=t["restored"], host_cache_entries=len(host) if host is not None else 0,
+            host_cache_bytes=host.nbytes if host is not None else 0,
         )
 
     # -- admission -----------------------------------------------------------------------------------
@@ -168,17 +190,20 @@ class EngineCore:
 
     def _fits(self, seq: Sequence, match: PrefixMatch) -> bool:
         # Room for the new prompt plus one step of growth for everything already running.
-        need = len(seq.tokens) - match.length + len(self.running) + 1
+        need = match.new_cells(len(seq.tokens)) + len(self.running) + 1
         return self.prefix.free_id(keep=match.slot) and self.prefix.make_room(need, keep=match.slot)
 
     def _start(self, seq: Sequence, match: PrefixMatch) -> None:
         seq.slot = self.kv.open()
+        seq.slot.prompt_len = seq.prompt_len
         first = seq.scheduled is None  # not a re-admission after a preemption: count the cache hit once
-        self.prefix.adopt(match, seq.slot, seq.tokens if first else None)
+        reused = self.prefix.adopt(match, seq.slot, seq.tokens if first else None)
         if first:
-            seq.cached_n = match.length
+            seq.cached_n = reused
             self._totals["prompt"] += seq.prompt_len
-            self._totals["cached"] += min(match.length, seq.prompt_len)
+            self._totals["cached"] += min(reused, seq.prompt_len)
+            if match.saved is not None:
+                self._totals["restored"] += min(reused, seq.prompt_len)
         self.running.append(seq)
 
     # -- scheduling and the forward pass -------------------------------------------------------------

@@ -3,7 +3,10 @@
 It keeps a real model of a unified KV cache (cells shared between sequences by `copy`, freed when no
 sequence holds them, a fixed number of them) and checks positions like llama.cpp does. Its logits are a
 pure function of the *whole* token history of a sequence, so a cache bug that corrupts or mixes up a
-sequence's KV changes the output, as it would with a real model.
+sequence's KV changes the output, as it would with a real model. Saving a sequence's state and restoring it
+follow llama.cpp's per-sequence state: the saved bytes carry the tokens (standing in for their K and V rows,
+`state_bytes_per_token` each), a restore empties the destination first and fails, leaving it empty, when
+fewer cells are free than the state holds.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import hashlib
 
 import numpy as np
 
-from pier.engine.runner import Batch, KvCacheFull, ModelInfo
+from pier.engine.runner import Batch, KvCacheFull, ModelInfo, SeqState
 
 WORDS = ["hello", "world", "the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "é", "中", "€"]
 
@@ -24,9 +27,10 @@ class FakeRunner:
 
     def __init__(
         self, n_ctx: int = 512, n_seq_max: int = 16, n_batch: int = 64, eos_every: int = 0,
-        script: dict[int, int] | None = None,
+        script: dict[int, int] | None = None, state_bytes_per_token: int = 64,
     ) -> None:
         self.n_ctx, self.n_seq_max, self.n_batch = n_ctx, n_seq_max, n_batch
+        self._state_words = max(1, state_bytes_per_token // 4)  # int32s per saved token: the token, then zeros
         self._eos_every = eos_every  # >0: EOS becomes the argmax at every eos_every-th position
         self._script = script or {}  # history length -> the token that becomes the argmax there
         self._pieces = [b"", b"", b""] + [bytes([b]) for b in range(256)] + [(" " + w).encode() for w in WORDS]
@@ -42,6 +46,8 @@ class FakeRunner:
         self._next_cell = 0
         self.decode_calls = 0
         self.decoded_tokens = 0
+        self.saves = 0
+        self.restores = 0
 
     @property
     def used_cells(self) -> int:
@@ -91,6 +97,23 @@ class FakeRunner:
         for cell, _ in shared:
             self._refs[cell] += 1
         self._seqs[dst] = list(shared)
+
+    def save(self, seq_id: int) -> SeqState:
+        rows = np.zeros((len(self._seqs.get(seq_id, [])), self._state_words), dtype=np.int32)
+        rows[:, 0] = self.tokens_of(seq_id)
+        self.saves += 1
+        return rows.tobytes()
+
+    def restore(self, seq_id: int, state: SeqState) -> bool:
+        assert 0 <= seq_id < self.n_seq_max, f"seq id {seq_id} out of range"
+        tokens = np.frombuffer(state, dtype=np.int32).reshape(-1, self._state_words)[:, 0].tolist()
+        self.remove(seq_id)  # llama.cpp empties the destination first, whatever happens next
+        if len(tokens) > self.n_ctx - self.used_cells:
+            return False
+        for pos, token in enumerate(tokens):
+            self._append(seq_id, pos, token)
+        self.restores += 1
+        return True
 
     def clear(self) -> None:
         self._seqs.clear()

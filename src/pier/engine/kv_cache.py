@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pier.engine.runner import ModelRunner
+from pier.engine.runner import ModelRunner, SeqState
 
 
 @dataclass(eq=False)
@@ -22,6 +22,8 @@ class KvSlot:
     busy: bool = True  # False: a finished sequence kept only as a cached prefix
     last_used: int = 0
     proven: int = 0  # leading tokens a later prompt reused, or would have: kept regardless of the retention budget
+    prompt_len: int = 0  # tokens of the prompt this sequence was started for
+    shared: int = 0  # leading tokens that prompts branching off inside another's prompt reused (a system prompt)
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -73,6 +75,18 @@ class KvCache:
         slot.tokens.extend(tokens)
         slot.cells.extend(range(start, self._next_cell))
         self._refs.update(dict.fromkeys(range(start, self._next_cell), 1))
+
+    def save(self, slot: KvSlot) -> SeqState:
+        """The KV of every position `slot` holds, copied to host memory."""
+        return self.runner.save(slot.seq_id)
+
+    def restore(self, slot: KvSlot, tokens: list[int], state: SeqState) -> bool:
+        """Write back a saved state (the KV of `tokens`) into `slot` (empty), in fresh cells."""
+        assert not slot.tokens
+        if len(tokens) > self.free_cells or not self.runner.restore(slot.seq_id, state):
+            return False
+        self.extend(slot, tokens)
+        return True
 
     def release(self, slot: KvSlot) -> None:
         """Drop the whole sequence: its id is free again and cells no other sequence holds are freed."""

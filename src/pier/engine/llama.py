@@ -12,7 +12,7 @@ import llama_cpp
 import numpy as np
 
 from pier.engine.cpus import usable_cores
-from pier.engine.runner import Batch, KvCacheFull, ModelInfo
+from pier.engine.runner import Batch, KvCacheFull, ModelInfo, SeqState
 
 log = logging.getLogger(__name__)
 _backend_lock = threading.Lock()
@@ -40,6 +40,10 @@ def _init_backend() -> None:
 
 
 KV_TYPES = {"f32": llama_cpp.GGML_TYPE_F32, "f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0}
+
+
+def _uint8_view(buffer: bytearray) -> ctypes.Array[ctypes.c_uint8]:
+    return (ctypes.c_uint8 * len(buffer)).from_buffer(buffer)
 
 
 def _kv_ggml_type(name: str) -> int:
@@ -185,6 +189,19 @@ class LlamaRunner:
 
     def copy(self, src: int, dst: int, length: int) -> None:
         llama_cpp.llama_memory_seq_cp(self._memory, src, dst, 0, length)
+
+    def save(self, seq_id: int) -> SeqState:
+        size = llama_cpp.llama_state_seq_get_size(self._ctx, seq_id)
+        state = bytearray(size)  # written in place through a ctypes view: one copy of the KV, not two
+        written = llama_cpp.llama_state_seq_get_data(self._ctx, _uint8_view(state), size, seq_id)
+        if written != size:
+            raise RuntimeError(f"llama_state_seq_get_data wrote {written} of {size} bytes for sequence {seq_id}")
+        return state
+
+    def restore(self, seq_id: int, state: SeqState) -> bool:
+        # llama.cpp empties seq_id first and, when too few cells are free, leaves it empty and returns 0
+        buffer = state if isinstance(state, bytearray) else bytearray(state)
+        return bool(llama_cpp.llama_state_seq_set_data(self._ctx, _uint8_view(buffer), len(buffer), seq_id))
 
     def clear(self) -> None:
         llama_cpp.llama_memory_clear(self._memory, True)

@@ -4,7 +4,8 @@ Every sequence id in the unified KV cache is a candidate prefix: the running one
 kept idle. A new prompt forks the longest match (llama.cpp's `seq_cp`, metadata only) and computes only
 the rest. Idle prefixes stay until their cells or sequence id are needed, least recently used first out;
 the parts no prompt has come back for yet are held to the retention budget (`retention.py`: idle cells
-slow every decode).
+slow every decode). What leaves the KV cache goes to host memory first (`host_cache.py`), and a prompt
+that matches a saved prefix better than anything on the device has it restored instead of recomputed.
 """
 
 from __future__ import annotations
@@ -17,52 +18,125 @@ from pier.engine.common_prefix import common_prefix
 from pier.engine.kv_cache import KvCache, KvSlot
 
 if TYPE_CHECKING:
+    from pier.engine.host_cache import HostCache, HostEntry
     from pier.engine.retention import RetentionBudget
 
 
 @dataclass(frozen=True)
 class PrefixMatch:
-    slot: KvSlot | None
+    slot: KvSlot | None  # a sequence in the KV cache holding the prefix
     length: int
+    saved: HostEntry | None = None  # or a prefix saved in host memory, restored into the new sequence
+    on_device: int = 0  # for a saved match: the longest match the KV cache offered
+
+    def new_cells(self, prompt_len: int) -> int:
+        """Free cells a prompt of `prompt_len` tokens needs when it adopts this match: a fork shares the
+        matched cells; a restore writes the whole saved prefix before cutting it back to the match."""
+        if self.saved is not None:
+            return max(len(self.saved.tokens), prompt_len)
+        return prompt_len - self.length
 
 
 NO_MATCH = PrefixMatch(None, 0)
 MIN_KEPT = 16  # a shorter proven part (BOS, a chat template's first tokens) is not worth a sequence id of its own
+MIN_SAVED = 16  # nor a shorter prefix a copy to host memory (HostCache.min_tokens), nor a shorter gain a restore
+# Engine steps within which a prefix restored after the retention budget cut it came back "soon": keeping its cells
+# that long would have cost less decode time (1-4 us per idle cell per step at batch 1-8, benchmarks/decode_cost.py)
+# than the copies out and back (10-45 us per token for the 360M model on two busy cores), so it counts as regret
+# and the budget grows as for a miss.
+SOON_STEPS = 12
+
+
+LLAMA_MAX_SEQ = 256  # llama.cpp's limit on sequence ids in one context (src/llama-cparams.h)
+
+
+def sequence_ids(parallel: int, n_ctx: int) -> int:
+    """Sequence ids a context should reserve: one per running sequence plus one for every idle prefix its cells
+    could hold (shorter than MIN_KEPT tokens, only the newest is kept), up to llama.cpp's limit. Ids cost
+    llama.cpp next to nothing; running out of them evicts prefixes that still had room."""
+    return min(LLAMA_MAX_SEQ, parallel + n_ctx // MIN_KEPT)
 
 
 class PrefixCache:
-    def __init__(self, kv: KvCache, budget: RetentionBudget | None) -> None:
-        """`budget` None: the cache is off (a finished sequence frees its cells at once)."""
+    def __init__(self, kv: KvCache, budget: RetentionBudget | None, host: HostCache | None = None) -> None:
+        """`budget` None: the cache is off (a finished sequence frees its cells at once). `host` None: what
+        leaves the KV cache is dropped."""
         self.kv = kv
         self.budget = budget
+        self.host = host if budget is not None else None
+        self.steps = 0  # engine steps so far: how soon a saved prefix came back
         self._clock = 0
 
     def match(self, prompt: Sequence[int]) -> PrefixMatch:
         """The longest cached prefix of `prompt`, leaving at least one token to evaluate for logits."""
         if self.budget is None:
             return NO_MATCH
+        limit = len(prompt) - 1
         best = NO_MATCH
         for slot in self.kv.slots.values():
-            length = common_prefix(slot.tokens, prompt, len(prompt) - 1)
+            length = common_prefix(slot.tokens, prompt, limit)
             if length > best.length:
                 best = PrefixMatch(slot, length)
+        if self.host is not None:
+            saved = self.host.match(prompt, limit)
+            if saved.entry is not None and saved.length >= best.length + MIN_SAVED:
+                return PrefixMatch(None, saved.length, saved.entry, best.length)
         return best
 
-    def adopt(self, match: PrefixMatch, into: KvSlot, prompt: Sequence[int] | None = None) -> None:
-        """Give `into` the matched prefix. An idle prefix wholly contained in the new sequence is
-        dropped: the new sequence holds the same cells, so nothing is lost. `prompt`, on a request's first
-        admission, tells the retention budget whether an earlier eviction cost it."""
-        regret = self.budget.admitted(prompt, match.length) if self.budget is not None and prompt is not None else 0
-        into.proven = match.length + regret  # content a prompt came back for: worth keeping when this one ends
+    def adopt(self, match: PrefixMatch, into: KvSlot, prompt: Sequence[int] | None = None) -> int:
+        """Give `into` the matched prefix; returns how many tokens it got (a restore can fail for want of
+        cells, then none). An idle prefix wholly contained in the new sequence is dropped: the new sequence
+        holds the same cells, so nothing is lost. `prompt`, on a request's first admission, tells the
+        retention budget whether an earlier eviction cost it."""
+        reused = self._restore(match, into) if match.saved is not None else match.length
+        into.proven = reused  # content a prompt came back for: worth keeping when this one ends
+        if self.budget is not None and prompt is not None:
+            counted = self._counted(match, reused)
+            regret = self.budget.admitted(prompt, counted)
+            if match.saved is not None and reused and not regret:
+                self.budget.came_back()
+            into.proven = max(reused, counted + regret)  # or would have, had an eviction not lost it
         source = match.slot
         if source is None or match.length == 0:
-            return
+            return reused
         source.proven = max(source.proven, match.length)
+        if match.length + MIN_KEPT <= source.prompt_len:  # branching off inside the source's own prompt (a chat
+            source.shared = max(source.shared, match.length)  # template may re-render a turn's last few tokens)
+        into.shared = min(match.length, source.shared)
         self.kv.fork(source, match.length, into)
         if not source.busy and match.length == len(source):
             self.kv.release(source)
         else:
             source.last_used = self._tick()
+        return reused
+
+    def _counted(self, match: PrefixMatch, reused: int) -> int:
+        """Cached tokens the retention budget credits a prompt with: what it reused, except that a prefix restored
+        soon after it was saved counts as lost (only the device's part counts), so the budget learns to keep
+        conversations that come right back (SOON_STEPS). Only prefixes the budget cut are remembered as regret."""
+        saved = match.saved
+        if saved is not None and reused and self.steps - saved.saved_at <= SOON_STEPS:
+            return match.on_device
+        return reused
+
+    def _restore(self, match: PrefixMatch, into: KvSlot) -> int:
+        saved = match.saved
+        assert saved is not None and self.host is not None
+        if not self.kv.restore(into, saved.tokens, saved.state):
+            return 0
+        self.host.restored(saved)
+        if match.length < len(into):
+            self.kv.truncate(into, match.length)
+        self._drop_contained(into)
+        return match.length
+
+    def _drop_contained(self, into: KvSlot) -> None:
+        """Idle prefixes that `into` now holds in full (an older turn of a restored conversation) are copies:
+        free their cells. Host memory holds them too, inside the restored entry."""
+        for slot in self._idle_lru(into):
+            if len(slot) <= len(into) and common_prefix(slot.tokens, into.tokens, len(slot)) == len(slot):
+                into.shared = max(into.shared, slot.shared)
+                self.kv.release(slot)
 
     def retire(self, slot: KvSlot) -> None:
         """A sequence finished: keep its KV as a cached prefix, or free it when caching is off."""
@@ -75,29 +149,43 @@ class PrefixCache:
         self._trim(self.budget)
 
     def _trim(self, budget: RetentionBudget) -> None:
-        """Cut idle prefixes back to their proven part, least recently used first, until the speculative
-        cells fit the budget. The most recently used is kept whole: the likeliest to come back (a chat's next
-        turn, or a single user's next request)."""
+        """Cut idle prefixes back to the part kept regardless of the budget (`_kept`), least recently used
+        first, until the rest fits the budget. The most recently used is kept whole: the likeliest to come back
+        (a chat's next turn, or a single user's next request)."""
         over = self.speculative_cells - budget.cells
         for slot in self._idle_lru(None)[:-1]:
             if over <= 0:
                 return
-            if slot.proven >= len(slot):
+            keep = self._kept(slot)
+            if keep >= len(slot):
                 continue
             before = self.kv.used_cells
             budget.evicted(slot.tokens)
-            if slot.proven >= MIN_KEPT:
-                self.kv.truncate(slot, slot.proven)
+            if keep >= MIN_KEPT:
+                self._save(slot)
+                self.kv.truncate(slot, keep)
             else:
-                self.kv.release(slot)
+                self._evict(slot)
             over -= before - self.kv.used_cells
 
     @property
+    def saving(self) -> bool:
+        """Do prefixes leaving the KV cache go to host memory now?"""
+        return self.host is not None and self.budget is not None and self.budget.worth_saving
+
+    def _kept(self, slot: KvSlot) -> int:
+        """Leading tokens of an idle prefix that the retention budget does not count: its proven part. While
+        prefixes go to host memory, only the part that prompts branching off it shared (a system prompt) for the
+        next one to fork: a chat's history, proven by its own next turn only, would otherwise sit on the device
+        until that turn, slowing every decode, when a restore from host memory costs less (`SOON_STEPS`)."""
+        return slot.shared if self.saving else slot.proven
+
+    @property
     def speculative_cells(self) -> int:
-        """Cells only idle prefixes hold, past their proven part: what keeping the cache costs on speculation."""
+        """Cells only idle prefixes hold, past their kept part: what keeping the cache costs on speculation."""
         held: set[int] = set()
         for slot in self.kv.slots.values():
-            held.update(slot.cells if slot.busy else slot.cells[: slot.proven])
+            held.update(slot.cells if slot.busy else slot.cells[: self._kept(slot)])
         return self.kv.used_cells - len(held)
 
     def make_room(self, cells: int, keep: KvSlot | None = None) -> bool:
@@ -107,19 +195,32 @@ class PrefixCache:
         for slot in self._idle_lru(keep):
             if self.kv.free_cells >= cells:
                 break
-            self.kv.release(slot)
+            self._evict(slot)
         return self.kv.free_cells >= cells
 
     def free_id(self, keep: KvSlot | None = None) -> bool:
         """Make sure a sequence id is free, evicting the least recently used idle prefix if needed."""
         if not self.kv.has_free_id:
             for slot in self._idle_lru(keep)[:1]:
-                self.kv.release(slot)
+                self._evict(slot)
         return self.kv.has_free_id
 
     def clear(self) -> None:
         for slot in self._idle_lru(None):
-            self.kv.release(slot)
+            self._evict(slot)
+
+    def _evict(self, slot: KvSlot) -> None:
+        self._save(slot)
+        self.kv.release(slot)
+
+    def _save(self, slot: KvSlot) -> None:
+        """Copy an idle prefix to host memory before it leaves the KV cache, unless it is too short to matter,
+        host memory already holds it (or a longer prefix that starts with it), or prefixes do not come back."""
+        if self.host is None or self.budget is None or len(slot) < MIN_SAVED:
+            return
+        self.budget.left_device()
+        if self.budget.worth_saving and self.host.worth_saving(slot.tokens):
+            self.host.put(slot.tokens, self.kv.save(slot), at=self.steps)
 
     @property
     def idle_count(self) -> int:

@@ -9,6 +9,12 @@ of every finished prompt, are held to this budget: a floor, plus the recent regr
 finished request. Regret is the tokens a prompt would have reused had an evicted prefix been kept. Unique
 prompts keep the budget at its floor; a workload whose prompts come back raises it after its first misses.
 (The prefix cache also keeps the most recently used prefix whole, whatever the budget.)
+
+With host memory (`host_cache.py`), what leaves the KV cache is copied there first, so a conversation that comes
+back is restored, not recomputed, and costs no regret. Copying costs a memory copy and host memory, worth it only
+if prefixes come back: the budget also learns the return rate, the share of departed prefixes that a later prompt
+came back to (restored, or regretted when none was kept), fading like the regret. Below `min_return_rate` (unique
+prompts) nothing more is copied; evicted prompts are still remembered, so the first regret turns copying back on.
 """
 
 from __future__ import annotations
@@ -27,6 +33,9 @@ class RetentionBudget:
     horizon: int = 64  # finished requests over which regret fades to 1/e
     remembered: int = 64  # evicted prefixes remembered (their tokens only) to notice regret
     regret: float = 0.0
+    min_return_rate: float = 1 / 32  # below it, prefixes leaving the KV cache are not copied to host memory
+    returned: float = 1.0  # departed prefixes a prompt came back to, fading; starts at 1/1: copy until shown useless
+    departed: float = 1.0  # prefixes that left the KV cache, fading the same way
     evicted_prompts: deque[list[int]] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -35,6 +44,23 @@ class RetentionBudget:
     @property
     def cells(self) -> int:
         return min(self.ceiling, self.floor + round(self.regret))
+
+    @property
+    def return_rate(self) -> float:
+        return min(1.0, self.returned / self.departed)
+
+    @property
+    def worth_saving(self) -> bool:
+        """Should prefixes leaving the KV cache be copied to host memory?"""
+        return self.return_rate >= self.min_return_rate
+
+    def left_device(self) -> None:
+        """A prefix left the KV cache (copied to host memory or not)."""
+        self.departed += 1.0
+
+    def came_back(self) -> None:
+        """A prompt came back to a prefix that had left the KV cache."""
+        self.returned += 1.0
 
     def evicted(self, tokens: list[int]) -> None:
         """Speculative cells were dropped to stay within the budget: remember the tokens they held."""
@@ -53,7 +79,11 @@ class RetentionBudget:
             return 0
         del self.evicted_prompts[which]
         self.regret += best - reused
+        self.came_back()
         return best - reused
 
     def finished(self) -> None:
-        self.regret *= 1.0 - 1.0 / self.horizon
+        fade = 1.0 - 1.0 / self.horizon
+        self.regret *= fade
+        self.returned *= fade
+        self.departed *= fade

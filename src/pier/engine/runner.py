@@ -11,6 +11,8 @@ from typing import Protocol
 
 import numpy as np
 
+SeqState = bytes | bytearray  # one sequence's KV as the runner saved it (opaque to the engine)
+
 
 class KvCacheFull(Exception):
     """llama_decode found no free KV cells for the batch (it returned 1); nothing was changed."""
@@ -78,6 +80,15 @@ class ModelRunner(Protocol):
 
     def copy(self, src: int, dst: int, length: int) -> None:
         """Let dst share src's KV for positions [0, length) (metadata only in a unified cache)."""
+        ...
+
+    def save(self, seq_id: int) -> SeqState:
+        """Copy the KV of every position seq_id holds to host memory (llama_state_seq_get_data)."""
+        ...
+
+    def restore(self, seq_id: int, state: SeqState) -> bool:
+        """Write a saved state into seq_id, which must be empty, at the positions it was saved from, in
+        cells no sequence holds. False, with nothing changed, when there are too few free cells."""
         ...
 
     def clear(self) -> None:

@@ -26,6 +26,7 @@ from fastapi import FastAPI
 
 from pier.engine.core import EngineConfig
 from pier.engine.engine import Engine
+from pier.engine.prefix_cache import sequence_ids
 from pier.errors import PierError
 from pier.model.chat import ChatTemplate
 from pier.security.model_server_guard import guard_model_server
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("pier.server")
 T = TypeVar("T")
 
-MAX_SEQUENCES = 256  # llama.cpp's limit on sequence ids in one context
 SHUTDOWN_GRACE_S = 3.0  # after the drain, how long uvicorn waits for connections still open
 # Asked every few seconds by SageMaker, the gateway's supervisor or Prometheus: never worth a log line.
 UNLOGGED_PATHS = frozenset({"/ping", "/health", "/metrics"})
@@ -104,12 +104,12 @@ def start_engine(settings: ServerSettings, gguf: Path) -> Engine:
     runner = LlamaRunner(
         gguf, n_ctx=settings.context_size, n_batch=settings.batch_tokens, n_threads=settings.threads,
         # Finished prompts stay cached as prefixes under sequence ids of their own.
-        n_seq_max=min(MAX_SEQUENCES, settings.parallel + max(8, settings.parallel)),
+        n_seq_max=sequence_ids(settings.parallel, settings.context_size),
     )
     try:
         config = EngineConfig(
             max_running=settings.parallel, step_tokens=settings.batch_tokens, prefix_cache=settings.prefix_cache,
-            prefix_floor_cells=settings.prefix_floor_cells)
+            prefix_floor_cells=settings.prefix_floor_cells, host_cache_bytes=settings.host_cache_mb << 20)
     except Exception:
         runner.close()
         raise

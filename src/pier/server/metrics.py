@@ -108,6 +108,14 @@ class _EngineCollector(Collector):
                                                "evicted ones are asked for again).", stats.prefix_budget_cells),
             "pier_prefix_cache_hit_ratio": ("Prompt tokens served from the prefix cache / all prompt tokens.",
                                             stats.prefix_hit_rate),
+            "pier_prefix_cache_device_hit_ratio": ("Prompt tokens shared from the KV cache / all prompt tokens.",
+                                                   stats.device_hit_rate),
+            "pier_prefix_cache_host_hit_ratio": ("Prompt tokens restored from host memory / all prompt tokens.",
+                                                 stats.host_hit_rate),
+            "pier_host_cache_entries": ("Prefixes saved in host memory after leaving the KV cache.",
+                                        stats.host_cache_entries),
+            "pier_host_cache_bytes": ("Host memory held by saved prefixes (PIER_HOST_CACHE_MB caps it).",
+                                      stats.host_cache_bytes),
         }
         for name, (doc, value) in gauges.items():
             yield GaugeMetricFamily(name, doc, value=value)
@@ -115,6 +123,8 @@ class _EngineCollector(Collector):
             "pier_prompt_tokens": ("Prompt tokens admitted.", stats.prompt_tokens),
             "pier_prefix_cache_hit_tokens": ("Prompt tokens taken from the prefix cache.",
                                              stats.cached_prompt_tokens),
+            "pier_prefix_cache_restored_tokens": ("Prompt tokens restored from host memory (part of the hits).",
+                                                  stats.restored_prompt_tokens),
             "pier_generated_tokens": ("Tokens generated.", stats.generated_tokens),
             "pier_preemptions": ("Sequences evicted for KV room and recomputed later.", stats.preemptions),
             "pier_engine_steps": ("Forward passes.", stats.steps),

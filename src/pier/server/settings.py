@@ -13,6 +13,7 @@ from typing import Any
 
 DEFAULT_MODEL_DIR = "/opt/ml/model"
 DEFAULT_CONTEXT = 4096
+DEFAULT_HOST_CACHE_MB = 8192  # llama-server's --cache-ram default
 
 
 class SettingsError(ValueError):
@@ -39,6 +40,7 @@ class ServerSettings:
     batch_tokens: int = 512  # most tokens in one forward pass
     prefix_cache: bool = True
     prefix_floor_cells: int | None = None  # KV cells finished prompts always may keep; None = 1/16 of the cache
+    host_cache_mb: int = DEFAULT_HOST_CACHE_MB  # host memory for prefixes evicted from the KV cache; 0 = none
     # SageMaker's container contract
     timeout_s: float = 60.0
     workers: int = 1
@@ -68,6 +70,7 @@ class ServerSettings:
             batch_tokens=read.integer("PIER_BATCH_TOKENS", "MAX_BATCH_PREFILL_TOKENS", default=512),
             prefix_cache=read.boolean("PIER_PREFIX_CACHE", default=True),
             prefix_floor_cells=read.integer("PIER_PREFIX_CACHE_FLOOR_CELLS", low=0),
+            host_cache_mb=read.integer("PIER_HOST_CACHE_MB", default=DEFAULT_HOST_CACHE_MB, low=0),
             timeout_s=read.number("SAGEMAKER_MODEL_SERVER_TIMEOUT", default=60.0),
             workers=read.integer("SAGEMAKER_MODEL_SERVER_WORKERS", default=1),
             drain_s=read.number("PIER_DRAIN_SECONDS", default=25.0, low=0.0),
