@@ -21,7 +21,7 @@ from pier import __version__
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk, SamplingParams
 from pier.engine.validate import CheckedRequest
 from pier.errors import InvalidRequest
-from pier.server import sse
+from pier.server import continuation, sse
 from pier.server.errors import Flavor, error_event
 from pier.server.generation import Completion, wait_for_disconnect
 from pier.server.served_model import SEED_MODULUS, ServedModel
@@ -234,6 +234,7 @@ async def respond_chat(body: ChatCompletionRequest, http: Request, state: Server
         request = body.generate_request(model, prompt, max_tokens)
         checked = model.check(request)
         view = _View(model.name, chat=True, include_usage=body.include_usage)
+        continuation.keep(view.head, "id", "created")  # the same on any copy that continues it
         if body.stream:
             return sse.EventStream(_events(model, checked, view), ticket.hand_off())
         return JSONResponse(view.response(await model.complete(checked, wait_for_disconnect(http.receive))))
@@ -250,6 +251,7 @@ async def respond_completion(body: CompletionRequest, http: Request, state: Serv
         checked = model.check(request)
         echo = (given if isinstance(given, str) else model.detokenize(prompt)) if body.echo else ""
         view = _View(model.name, chat=False, include_usage=body.include_usage, echo=echo)
+        continuation.keep(view.head, "id", "created")  # the same on any copy that continues it
         if body.stream:
             return sse.EventStream(_events(model, checked, view), ticket.hand_off())
         return JSONResponse(view.response(await model.complete(checked, wait_for_disconnect(http.receive))))
@@ -327,10 +329,14 @@ def _usage(prompt: int, completion: int) -> dict[str, int]:
 
 async def _events(model: ServedModel, checked: CheckedRequest, view: _View) -> AsyncGenerator[bytes, None]:
     try:
-        for event in view.opening():
-            yield sse.event(event)
+        if not continuation.opened():  # a continued stream: the client has its beginning
+            for event in view.opening():
+                yield sse.event(event)
         async for chunk in model.stream(checked):
-            for event in view.chunk(chunk):
+            events = view.chunk(chunk)
+            if chunk.replayed:  # counted, and already sent by the copy that began it
+                continue
+            for event in events:
                 yield sse.event(event)
     except Exception as error:  # after the 200 an error can only be an event; never cut the stream silently
         if not isinstance(error, InvalidRequest):

@@ -164,6 +164,8 @@ async def respond(
         request, seed = await _generate_request(model, body)
         checked = model.check(request)
         full_text = params.return_full_text if params.return_full_text is not None else full_text_default
+        if seed is not None:  # as run: a continuation keeps the seed of the copy that began it
+            seed = checked.request.sampling.seed
         view = _View(
             model, request, seed=seed, prefix=body.inputs if full_text else "", details=params.details,
             prefill=params.details or params.decoder_input_details,
@@ -280,7 +282,10 @@ def _headers(done: Completion) -> dict[str, str]:
 async def _events(model: ServedModel, checked: CheckedRequest, view: _View) -> AsyncGenerator[bytes, None]:
     try:
         async for chunk in model.stream(checked):
-            for event in view.events(chunk):
+            events = list(view.events(chunk))
+            if chunk.replayed:  # counted, and already sent by the copy that began it
+                continue
+            for event in events:
                 yield sse.event(event, tgi=True)
     except Exception as error:  # after the 200 an error can only be an event; never cut the stream silently
         log.warning("stream %s failed: %s", checked.request.request_id, error)
