@@ -2,22 +2,25 @@
 
 A copy that cannot be reached, or that refused the request before any work (it is shutting down, loading or
 full: its answer says so), is skipped for another; any other request that reached a copy is never sent twice,
-since it may be running. Leaving the exchange closes the upstream request, which stops the copy's work.
+since it may be running, unless its copy answers in frames: then it is resumed where it stopped when that copy
+dies (pier.runtime.resume). Leaving the exchange closes the upstream request, which stops the copy's work.
+`stop()` (the gateway's drain is over) ends every wait at once with ServiceUnavailable.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 
 import httpx
 
 from pier.errors import REFUSED_HEADER
+from pier.runtime import resume
 from pier.runtime.admission import Admission, AdmissionLimits
-from pier.runtime.errors import ModelError, Origin, ServiceUnavailable
+from pier.runtime.errors import InvocationError, ModelError, Origin, ServiceUnavailable
 from pier.runtime.eventstream import StreamErrorCode
 from pier.runtime.router import Router
 from pier.runtime.settings import RuntimeSettings
@@ -40,18 +43,21 @@ class Call:
     prefix: tuple[str, ...]  # see pier.runtime.prefix
     deadline: float | None  # event-loop time; None leaves it to the copy's own deadline
     deadline_s: float | None  # the same, as the number of seconds users configured
+    retarget: Callable[[], Awaitable[Target]] | None = None  # the copies now, to resume on a replacement
 
 
 @dataclass(frozen=True)
 class Exchange:
     origin: Origin
     response: httpx.Response  # status and headers arrived; the body is still to be read
+    resumable: resume.Resumable | None = None  # a framed answer: its body comes through it, across copies
 
 
 class StreamEnded(Exception):
-    """The copy's answer stopped short after it had begun: out of time, or the connection broke."""
+    """The copy's answer stopped short after it had begun: out of time, the connection broke (and the request
+    could not be resumed), or the gateway is shutting down."""
 
-    def __init__(self, error: ModelError, code: StreamErrorCode) -> None:
+    def __init__(self, error: InvocationError, code: StreamErrorCode) -> None:
         super().__init__(error.message)
         self.error = error
         self.code = code
@@ -63,6 +69,9 @@ class Forwarder:
         self.admission = Admission(AdmissionLimits(settings.queue, settings.queue_timeout_s))
         self.upstream = Upstream(client, connect_timeout_s=settings.connect_timeout_s)
         self._routers: dict[str, Router] = {}
+        self.casualties = resume.Casualties(settings.resume)
+        self.stopping = False
+        self._waits: set[asyncio.Timeout] = set()
 
     async def aclose(self) -> None:
         await self.upstream.aclose()
@@ -77,18 +86,31 @@ class Forwarder:
         async with self.admission.turn(call.target.component, limit, self._wait_s(call)):
             router = self.router(call.target.component)
             tried: list[str] = []
+            if killed := self.casualties.condemned(call):  # it took copies down: keep it from the others
+                origin = self.origin_of(call, killed[-1].copy_id)
+                raise resume.poisoned(call, killed, origin, self.settings.resume.poison_memory_s)
+            headers = {**call.headers, **resume.asks(self.settings.resume)}
             while (lease := router.pick(call.target.copies, call.prefix, exclude=tried)) is not None:
                 with lease:
                     copy_id = lease.copy.copy_id
                     tried.append(copy_id)
-                    origin = self._origin(call, copy_id)
+                    origin = self.origin_of(call, copy_id)
                     try:
-                        with model_errors(origin, call):
-                            async with asyncio.timeout_at(call.deadline):
-                                response = await self.upstream.send(lease.copy, call.path, call.body, call.headers)
+                        with self._model_errors(origin, call):
+                            async with self.deadline(call):
+                                response = await self.upstream.send(lease.copy, call.path, call.body, headers)
                     except CopyUnreachable as error:
                         log.warning("%s; trying another copy", error)
                         continue
+                    if resume.framed(response):  # a copy on pier's engine: resumable from here on
+                        session = resume.Resumable(self, call, router, lease, origin, response, tried)
+                        try:
+                            with self._model_errors(origin, call):
+                                head = await session.open()
+                            yield Exchange(session.origin, head, session)
+                        finally:
+                            await session.aclose()
+                        return
                     if REFUSED_HEADER in response.headers and _untried(call, tried):
                         # Refused before any work (shutting down, loading, full): safe to run elsewhere.
                         log.info("copy %s refused the request (%s); trying another copy", copy_id,
@@ -107,25 +129,67 @@ class Forwarder:
 
     async def read(self, exchange: Exchange, call: Call) -> bytes:
         """The whole body within the deadline."""
-        with model_errors(exchange.origin, call):
-            async with asyncio.timeout_at(call.deadline):
+        if exchange.resumable is not None:
+            try:
+                return b"".join([part async for part in exchange.resumable.body()])
+            except StreamEnded as ended:
+                raise ended.error from None
+        with self._model_errors(exchange.origin, call):
+            async with self.deadline(call):
                 return await exchange.response.aread()
 
     async def relay(self, exchange: Exchange, call: Call) -> AsyncIterator[bytes]:
         """The body as it arrives; raises StreamEnded when it cannot finish."""
-        chunks = exchange.response.aiter_raw()
+        chunks = exchange.response.aiter_raw() if exchange.resumable is None else exchange.resumable.body()
         try:
             while True:
                 # The timeout wraps the wait only, never a yield: the consumer's time is not the copy's.
-                async with asyncio.timeout_at(call.deadline):
+                async with self.deadline(call):
                     chunk = await anext(chunks, None)
                 if chunk is None:
                     return
                 yield chunk
         except TimeoutError:
+            if self.stopping:
+                raise StreamEnded(self.shutting_down(), StreamErrorCode.BROKEN) from None
             raise StreamEnded(exchange.origin.timed_out(call.deadline_s or 0.0), StreamErrorCode.TIMEOUT) from None
         except httpx.TransportError as error:
             raise StreamEnded(exchange.origin.broken(error), StreamErrorCode.BROKEN) from None
+
+    @asynccontextmanager
+    async def deadline(self, call: Call) -> AsyncIterator[None]:
+        """One wait under `call`'s deadline (TimeoutError past it); `stop()` ends every such wait at once."""
+        when = asyncio.get_running_loop().time() if self.stopping else call.deadline
+        async with asyncio.timeout_at(when) as wait:
+            self._waits.add(wait)
+            try:
+                yield
+            finally:
+                self._waits.discard(wait)
+
+    def stop(self) -> None:
+        """The gateway is shutting down: every request waiting on a copy ends now, in its protocol."""
+        self.stopping = True
+        now = asyncio.get_running_loop().time()
+        for wait in list(self._waits):
+            wait.reschedule(now)
+
+    def shutting_down(self) -> ServiceUnavailable:
+        return ServiceUnavailable(
+            "The gateway is shutting down and ended this request before it was complete; retry it once the "
+            "gateway is back (or on another one)."
+        )
+
+    @contextmanager
+    def _model_errors(self, origin: Origin, call: Call) -> Iterator[None]:
+        """model_errors(), but a wait that stop() ended says the gateway is shutting down."""
+        try:
+            with model_errors(origin, call):
+                yield
+        except ModelError:
+            if self.stopping:
+                raise self.shutting_down() from None
+            raise
 
     def router(self, component: str) -> Router:
         if len(self._routers) > MAX_ROUTERS:
@@ -139,7 +203,7 @@ class Forwarder:
             wait = min(wait, call.deadline - asyncio.get_running_loop().time())
         return wait
 
-    def _origin(self, call: Call, copy_id: str) -> Origin:
+    def origin_of(self, call: Call, copy_id: str) -> Origin:
         return Origin(call.endpoint, call.target.variant, copy_id, self.settings.region, self.settings.account)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable
 from contextlib import AsyncExitStack
 
 from pydantic import BaseModel, ConfigDict
@@ -32,7 +32,7 @@ from pier.runtime.invocation import (
 )
 from pier.runtime.prefix import request_prefix
 from pier.runtime.streaming import ClosingStream
-from pier.runtime.target import Resolve, resolve_target
+from pier.runtime.target import Resolve, Target, resolve_target
 
 REQUEST_ID = "x-request-id"
 
@@ -54,11 +54,15 @@ async def passthrough(forwarder: Forwarder, resolve: Resolve, request: Request, 
         body = await read_body(request, forwarder.settings.max_payload_bytes)
         parsed = _parse(body)
         name, component = _address(endpoint, parsed.model, request.headers.get(INFERENCE_COMPONENT))
-        target = await resolve_target(resolve, name, component, request.headers.get(TARGET_VARIANT))
+        variant = request.headers.get(TARGET_VARIANT)
+
+        def retarget() -> Awaitable[Target]:
+            return resolve_target(resolve, name, component, variant)
+
         deadline_s = forwarder.settings.openai_deadline_s
         headers = {"Content-Type": "application/json", "X-Request-Id": request_id}
-        call = Call(name, target, path, body, headers, request_prefix(body),
-                    None if deadline_s is None else received + deadline_s, deadline_s)
+        call = Call(name, await retarget(), path, body, headers, request_prefix(body),
+                    None if deadline_s is None else received + deadline_s, deadline_s, retarget=retarget)
         if parsed.stream:
             return await _stream(forwarder, call, request_id, request.receive)
         return await unless_disconnected(_whole(forwarder, call, request_id), request.receive)
