@@ -66,3 +66,9 @@ def test_context_follows_max_total_tokens_when_larger() -> None:
 def test_bad_values_name_the_variable(env: dict[str, str], fragment: str) -> None:
     with pytest.raises(SettingsError, match=fragment):
         ServerSettings.from_env(env)
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, None), ("auto", None), ("off", False), ("true", True)])
+def test_flash_attention_is_llama_cpps_choice_unless_set(value: str | None, expected: bool | None) -> None:
+    env = {} if value is None else {"PIER_FLASH_ATTENTION": value}
+    assert ServerSettings.from_env(env).flash_attention is expected
