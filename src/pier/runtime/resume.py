@@ -79,16 +79,18 @@ class Death:
 
 
 class Casualties:
-    """The copies that died while running each request (by fingerprint: component, route and body), so that a
-    request that crashes every copy it meets is stopped, and refused for a while when it comes back."""
+    """Requests that took down copies: one that was on `poison_copies` copies when they died is remembered (by
+    fingerprint: component, route and body) for `poison_memory_s`, and the same request is refused meanwhile,
+    so a client that retries it does not start the round again. Only a request's own deaths count: identical
+    requests that each met one unrelated death are not condemned."""
 
     def __init__(self, settings: ResumeSettings, limit: int = 4096) -> None:
         self.settings = settings
         self.limit = limit
-        self._seen: OrderedDict[str, tuple[float, list[Death]]] = OrderedDict()  # key -> (last death, deaths)
+        self._condemned: OrderedDict[str, tuple[float, list[Death]]] = OrderedDict()  # key -> (when, deaths)
 
     def __len__(self) -> int:
-        return len(self._seen)
+        return len(self._condemned)
 
     @staticmethod
     def key(call: Call) -> str:
@@ -96,33 +98,25 @@ class Casualties:
         digest.update(call.body)
         return digest.hexdigest()
 
-    def record(self, call: Call, copy: CopyStatus) -> list[Death]:
-        """`copy` died while running `call`; every copy that did so recently (one entry per process)."""
+    def condemn(self, call: Call, deaths: Sequence[Death]) -> None:
         key = self.key(call)
-        _, copies = self._live(key) or (0.0, [])
-        death = Death(copy.copy_id, copy.pid)
-        if death not in copies:
-            copies.append(death)
-        self._seen[key] = (time.monotonic(), copies)
-        self._seen.move_to_end(key)
-        while len(self._seen) > self.limit:
-            self._seen.popitem(last=False)
-        return copies
+        self._condemned[key] = (time.monotonic(), list(deaths))
+        self._condemned.move_to_end(key)
+        while len(self._condemned) > self.limit:
+            self._condemned.popitem(last=False)
 
     def condemned(self, call: Call) -> list[Death]:
-        """The copies this request took down, if that is enough for it not to be sent again."""
-        if not self._seen:
+        """The copies this request took down, if it is still refused for it."""
+        if not self._condemned:
             return []
-        live = self._live(self.key(call))
-        copies = live[1] if live else []
-        return copies if len(copies) >= self.settings.poison_copies else []
-
-    def _live(self, key: str) -> tuple[float, list[Death]] | None:
-        entry = self._seen.get(key)
-        if entry is not None and time.monotonic() - entry[0] > self.settings.poison_memory_s:
-            del self._seen[key]
-            return None
-        return entry
+        key = self.key(call)
+        entry = self._condemned.get(key)
+        if entry is None:
+            return []
+        if time.monotonic() - entry[0] > self.settings.poison_memory_s:
+            del self._condemned[key]
+            return []
+        return entry[1]
 
 
 def poisoned(call: Call, deaths: Sequence[Death], origin: Origin, memory_s: float) -> ModelError:
@@ -155,6 +149,7 @@ class Resumable:
         self.done = False
         self.resumes = 0
         self._dead: dict[str, int | None] = {}  # copy id -> the pid that died under this request
+        self._deaths: list[Death] = []
         self._frames: deque[Frame] = deque()
         self._use(lease, origin, response)
 
@@ -261,7 +256,8 @@ class Resumable:
         """The copy running the request died (or gave it up): resume on another copy, or end the request."""
         copy = self._copy
         self._dead[copy.copy_id] = copy.pid
-        killed = self.forwarder.casualties.record(self.call, copy)
+        self._deaths.append(Death(copy.copy_id, copy.pid))
+        killed = self._deaths
         said = (f"copy {copy.copy_id} of {self.call.target.component} failed during a request after "
                 f"{len(self.tokens)} tokens: {cause}")
         if self.forwarder.stopping:
@@ -269,6 +265,7 @@ class Resumable:
         if len(killed) >= self.settings.poison_copies:
             log.error("%s; the request was on %d copies that died (%s): not resuming it", said, len(killed),
                       ", ".join(map(str, killed)))
+            self.forwarder.casualties.condemn(self.call, killed)
             error = poisoned(self.call, killed, self._origin, self.settings.poison_memory_s)
             raise forward.StreamEnded(error, StreamErrorCode.BROKEN)
         if self.resumes >= self.settings.attempts:
