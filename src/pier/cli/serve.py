@@ -40,12 +40,18 @@ def container(
     raise typer.Exit(serve_container(model, port, host=host, threads=threads, parallel=parallel))
 
 
+GracePeriod = Annotated[float | None, typer.Option(
+    "--grace-period", help="On SIGTERM/Ctrl-C, seconds requests in flight may finish (default PIER_GRACE_PERIOD_S "
+                           "or 30); then they end with an error in their protocol.")]
+
+
 @app.command("up")
-def up(port: Port = None, host: Host = None, state_dir: StateDir = None) -> None:
+def up(port: Port = None, host: Host = None, state_dir: StateDir = None, grace_period: GracePeriod = None) -> None:
     """Run the gateway: the SageMaker control plane and runtime, OpenAI routes, and the copies it supervises."""
     from pier.gateway.run import DEFAULT_PORT, run_gateway
 
-    raise typer.Exit(run_gateway(port or DEFAULT_PORT, state_dir, host=host or "127.0.0.1"))
+    raise typer.Exit(run_gateway(port or DEFAULT_PORT, state_dir, host=host or "127.0.0.1",
+                                 grace_period_s=grace_period))
 
 
 @app.command("serve")

@@ -26,6 +26,7 @@ from pier.control.reconciler import Reconciler
 from pier.control.state import State
 from pier.gateway import pier_routes
 from pier.gateway.control_route import control_route
+from pier.gateway.drain import Drain, Draining
 from pier.gateway.parts import Gateway
 from pier.gateway.targets import Targets
 from pier.runtime.invoke import RuntimeService
@@ -39,6 +40,8 @@ def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: f
     gateway = _assemble(state_dir, backend or _local_backend(state_dir), tick_s, store)
     app = FastAPI(title="pier gateway", lifespan=_lifespan(gateway))
     app.state.gateway = gateway
+    app.state.drain = Drain(gateway.runtime.forwarder.stop)  # stopping drains (gateway/drain.py)
+    app.add_middleware(Draining, drain=app.state.drain)
     app.add_api_route("/", control_route, methods=["POST"], response_model=None, include_in_schema=False)
     app.add_api_route("/ping", pier_routes.ping, methods=["GET"], response_model=None)
     app.add_api_route("/v1/models", pier_routes.openai_models, methods=["GET"], response_model=None)

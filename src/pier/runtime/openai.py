@@ -2,7 +2,7 @@
 
 The copy speaks OpenAI itself, so its answers, errors included, pass through as they are. Errors the
 gateway raises (no copy ready, a full queue, a broken stream) take OpenAI's shape; after a stream has
-begun, as its last `data:` event.
+begun, as its last `data:` event, followed by `data: [DONE]` as a stream's end always is.
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ async def _events(forwarder: Forwarder, exchange: Exchange, call: Call) -> Async
     except Exception as error:
         failure = error.error if isinstance(error, StreamEnded) else as_invocation_error(error)
         separator = b"" if tail == b"\n\n" else b"\n\n"  # never glue the error onto a cut-off event
-        yield separator + b"data: " + json.dumps(openai_error_body(failure)).encode() + b"\n\n"
+        yield separator + b"data: " + json.dumps(openai_error_body(failure)).encode() + b"\n\ndata: [DONE]\n\n"
 
 
 def _headers(exchange: Exchange, request_id: str) -> dict[str, str]:
