@@ -201,3 +201,21 @@ def test_a_copy_whose_engine_stops_hands_its_requests_over() -> None:
         got = call(gw.url, "openai", {**CHAT, "stream": True})
     assert a.dying.requests == 1 and b.dying.requests == 2
     assert comparable("openai", got.content) == comparable("openai", expected.content)
+
+
+def test_a_copy_known_to_resume_that_hangs_up_before_answering_is_replaced() -> None:
+    """A pooled connection to a copy that just died, or a copy that died as the request arrived: nothing reached
+    the client, and the copy is one of pier's (it answered in frames before), so another copy runs it."""
+    from pier.backends.base import CopyState, CopyStatus
+    from tests.runtime.servers import hanging_up_server
+
+    with hanging_up_server() as (dead_url, received), copy() as b, gateway() as gw:
+        dead = CopyStatus("a", "ic", CopyState.READY, url=dead_url, pid=7)
+        gw.route("llm", [dead, b.server.status("b")])
+        gw.service.forwarder._framed.add(("a", 7))
+        answer = call(gw.url, "openai", {**CHAT, "stream": True})
+        assert received and answer.status_code == 200 and comparable_raw(answer.content)[-1]["choices"]
+        unknown = CopyStatus("a", "ic", CopyState.READY, url=dead_url, pid=8)  # a process never seen answering
+        gw.route("llm", [unknown, b.server.status("b")])
+        refused = call(gw.url, "invoke", CHAT)
+        assert refused.status_code == 424 and "broke" in refused.json()["message"]

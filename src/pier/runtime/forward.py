@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from pier.backends.base import CopyStatus
 from pier.errors import REFUSED_HEADER
 from pier.runtime import resume
 from pier.runtime.admission import Admission, AdmissionLimits
@@ -72,6 +73,7 @@ class Forwarder:
         self.casualties = resume.Casualties(settings.resume)
         self.stopping = False
         self._waits: set[asyncio.Timeout] = set()
+        self._framed: set[tuple[str, int | None]] = set()  # copies (id, pid) that answered in frames
 
     async def aclose(self) -> None:
         await self.upstream.aclose()
@@ -98,11 +100,12 @@ class Forwarder:
                     try:
                         with self._model_errors(origin, call):
                             async with self.deadline(call):
-                                response = await self.upstream.send(lease.copy, call.path, call.body, headers)
+                                response = await self._send(lease.copy, call, headers)
                     except CopyUnreachable as error:
                         log.warning("%s; trying another copy", error)
                         continue
                     if resume.framed(response):  # a copy on pier's engine: resumable from here on
+                        self._framed.add((copy_id, lease.copy.pid))
                         session = resume.Resumable(self, call, router, lease, origin, response, tried)
                         try:
                             with self._model_errors(origin, call):
@@ -155,6 +158,17 @@ class Forwarder:
             raise StreamEnded(exchange.origin.timed_out(call.deadline_s or 0.0), StreamErrorCode.TIMEOUT) from None
         except httpx.TransportError as error:
             raise StreamEnded(exchange.origin.broken(error), StreamErrorCode.BROKEN) from None
+
+    async def _send(self, copy: CopyStatus, call: Call, headers: Mapping[str, str]) -> httpx.Response:
+        """The copy's answer to `call`. A copy on pier's engine whose connection breaks before it answers died
+        (or was gone, on a pooled connection): nothing reached the client, so another copy may run it."""
+        try:
+            return await self.upstream.send(copy, call.path, call.body, headers)
+        except httpx.TransportError as error:
+            if (copy.copy_id, copy.pid) in self._framed and self.settings.resume.attempts > 0:
+                raise CopyUnreachable(f"copy {copy.copy_id} broke the connection before answering ({error!r})"
+                                      ) from error
+            raise
 
     @asynccontextmanager
     async def deadline(self, call: Call) -> AsyncIterator[None]:
