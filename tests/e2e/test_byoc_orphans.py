@@ -3,6 +3,7 @@ behind: the copy dies with the gateway, and the worker with the copy."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -41,10 +42,8 @@ def test_a_gateway_killed_with_a_busy_handler_worker_leaves_no_process(tmp_path:
         pids = [c["pid"] for c in httpx.get(gateway.url + "/pier/copies").json()["copies"] if c["pid"]]
 
         def invoke() -> None:
-            try:
+            with contextlib.suppress(httpx.HTTPError):  # the gateway is killed under it
                 httpx.post(gateway.url + "/endpoints/busy/invocations", json={"x": 1}, timeout=60)
-            except httpx.HTTPError:
-                pass  # the gateway is killed under it
 
         threading.Thread(target=invoke, daemon=True).start()
         pids.append(int(until(lambda: pid_file.exists() and pid_file.read_text(), 60, "the worker busy")))

@@ -3,6 +3,7 @@ leaves no worker behind, and neither does a worker whose server closed the pipe 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -32,16 +33,12 @@ BUSY = """
 
 def busy_worker(server: ContainerProcess, pid_file: Path) -> int:
     """Start an invocation whose predict_fn never returns; the pid of the worker running it."""
-    threading.Thread(target=lambda: _ignore(lambda: httpx.post(server.url + "/invocations", json={"x": 1},
-                                                                timeout=60)), daemon=True).start()
+    def invoke() -> None:
+        with contextlib.suppress(httpx.HTTPError):  # the copy is killed under it
+            httpx.post(server.url + "/invocations", json={"x": 1}, timeout=60)
+
+    threading.Thread(target=invoke, daemon=True).start()
     return int(until(lambda: pid_file.exists() and pid_file.read_text(), 30, "the worker busy in predict_fn"))
-
-
-def _ignore(call: object) -> None:
-    try:
-        call()  # type: ignore[operator]
-    except httpx.HTTPError:
-        pass
 
 
 def test_a_copy_killed_while_its_worker_is_busy_leaves_no_worker(tmp_path: Path) -> None:
