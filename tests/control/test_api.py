@@ -11,8 +11,8 @@ import pytest
 from botocore.exceptions import ClientError, WaiterError
 
 from pier.control.instance_types import host_cores
-from tests.gateway.served import Served, sagemaker_client, serving, wait_for
 from tests.control.fakes import FakeBackend
+from tests.gateway.served import Served, sagemaker_client, serving, wait_for
 
 FAST = {"Delay": 0.05, "MaxAttempts": 200}
 ARN = "arn:aws:sagemaker:eu-west-1:000000000000"
