@@ -57,7 +57,7 @@ def plane(small_f32_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
     with backend_running(tmp_path_factory.mktemp("state")) as running:
         for index, copy_id in enumerate(COPIES):
             running.loop.run(running.backend.start(spec(copy_id, folder, index, PIER_PARALLEL="8",
-                                                         PIER_FLASH_ATTENTION="false")))
+                                                         PIER_FLASH_ATTENTION="false", PIER_DRAIN_SECONDS="1")))
 
         def resolve(endpoint: str, component: str | None, variant: str | None) -> Target:
             if endpoint != "llm":
@@ -216,3 +216,21 @@ def _generated(url: str | None) -> float:
     assert url is not None
     text = httpx.get(url + "/metrics", timeout=5).text
     return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith("pier_generated_tokens_total"))
+
+
+def test_a_copy_stopped_past_its_drain_time_hands_its_requests_over(plane: Plane) -> None:
+    """Scale-in or a rolling update: SIGTERM, and the requests outlast the copy's drain (1 s here). Its engine
+    stops under them and it gives them up; the gateway resumes them on the other copy."""
+    reference = run_all(plane, openai_chat)
+    status = plane.running.status(COPIES[0])
+    router = plane.service.forwarder.router("ic")
+
+    def stop() -> None:
+        plane.running.wait_for(lambda: [router.outstanding(c) for c in COPIES] == [4, 4], 30, "four on each copy")
+        assert status.pid is not None
+        os.kill(status.pid, signal.SIGTERM)
+
+    answers = run_all(plane, openai_chat, stop)
+    assert [a.text for a in answers] == [a.text for a in reference]
+    assert all(a.completion_tokens == MAX_TOKENS for a in answers)
+    plane.running.wait_for(lambda: plane.running.status(COPIES[0]).state is CopyState.READY, 120, "the copy back")
