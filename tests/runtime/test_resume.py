@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,7 @@ from pier.engine.fake import FakeRunner
 from pier.runtime.settings import ResumeSettings, RuntimeSettings
 from pier.server.app import create_app
 from pier.server.settings import ServerSettings
-from tests.runtime.servers import CopyServer, gateway
+from tests.runtime.servers import CopyServer, gateway, wait_until
 from tests.sockets import serving
 
 CHAT = {"messages": [{"role": "user", "content": "hello world"}], "max_tokens": 30, "ignore_eos": True,
@@ -219,3 +220,29 @@ def test_a_copy_known_to_resume_that_hangs_up_before_answering_is_replaced() -> 
         gw.route("llm", [unknown, b.server.status("b")])
         refused = call(gw.url, "invoke", CHAT)
         assert refused.status_code == 424 and "broke" in refused.json()["message"]
+
+
+def test_a_resumed_request_refused_by_a_full_copy_waits_for_room() -> None:
+    """The only copy left is full (MAX_CONCURRENT_REQUESTS) when the request comes to be resumed: it waits for
+    a turn there instead of failing."""
+    engine = Engine(FakeRunner(n_ctx=4096), EngineConfig(max_running=4, step_tokens=64)).start()
+    try:
+        app = create_app(ServerSettings(model_name="fake-model", max_concurrent_requests=1), engine=engine)
+        with copy(3) as a, serving(app) as b_url, gateway() as gw:
+            b = CopyServer(b_url, engine, app)
+            gw.route("llm", [b.status("b")])
+            expected = call(gw.url, "openai", {**CHAT, "stream": True})
+            with ThreadPoolExecutor(2) as pool:  # b is busy with one request; another dies on a
+                busy = pool.submit(call, gw.url, "invoke", {**CHAT, "max_tokens": 2000})
+                assert wait_until(lambda: app.state.pier.admission.in_flight == 1)
+                gw.route("llm", [a.server.status("a"), b.status("b")])
+                got = pool.submit(call, gw.url, "openai", {**CHAT, "stream": True})
+                assert wait_until(lambda: a.dying.deaths == 1, 10)
+                assert not busy.done()  # b was full when the request came to be resumed
+                assert busy.result(60).status_code == 200
+                answer = got.result(60)
+    finally:
+        engine.stop()
+    assert a.dying.deaths == 1
+    assert comparable("openai", answer.content) == comparable("openai", expected.content)
+    assert len({e["id"] for e in comparable_raw(answer.content)}) == 1  # the refusals did not lose the stream's id

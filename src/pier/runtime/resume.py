@@ -150,6 +150,7 @@ class Resumable:
         self.resumes = 0
         self._dead: dict[str, int | None] = {}  # copy id -> the pid that died under this request
         self._deaths: list[Death] = []
+        self._give_up_at: float | None = None  # while looking for a copy to go on with: when to stop looking
         self._frames: deque[Frame] = deque()
         self._use(lease, origin, response)
 
@@ -189,8 +190,10 @@ class Resumable:
             while not self._frames:
                 await self._read()
             frame = self._frames.popleft()
+            if frame.kind in (TOKENS, DATA, LAST):
+                self._give_up_at = None  # a copy is generating: a later failure may wait afresh
             if frame.kind == STATE:
-                self.state = frame.json()
+                self.state.update(frame.json())
             elif frame.kind == TOKENS:
                 self.tokens.extend(frame.tokens)
             elif frame.kind == ABANDON:
@@ -224,8 +227,10 @@ class Resumable:
         value = frame.json()
         head = httpx.Response(value["status"], headers=[(k, v) for k, v in value["headers"]
                                                         if k.lower() not in DROPPED_HEADERS])
-        if REFUSED_HEADER in head.headers and self._another_copy():
-            # Refused before any work (shutting down, loading, full): the next copy takes it as it is.
+        resuming = self.resumes > 0 or self.head is not None
+        if REFUSED_HEADER in head.headers and (resuming or self._another_copy()):
+            # Refused before any work (shutting down, loading, full): another copy takes it as it is; a
+            # request being resumed waits for one rather than fail (the refusal is momentary).
             log.info("copy %s refused the request (%s); trying another copy", self._copy.copy_id,
                      head.headers[REFUSED_HEADER])
             self.tried.append(self._copy.copy_id)
@@ -280,7 +285,9 @@ class Resumable:
         """Send the request, with what was generated so far, to another ready copy; wait for one if needed."""
         await self.aclose()
         loop = asyncio.get_running_loop()
-        give_up = loop.time() + self.settings.wait_s
+        if self._give_up_at is None:
+            self._give_up_at = loop.time() + self.settings.wait_s
+        give_up = self._give_up_at
         target = self.call.target
         while True:
             if self.forwarder.stopping:

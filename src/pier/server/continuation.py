@@ -156,7 +156,7 @@ class Progress:
 
     async def _frames(self, frames: bytes) -> None:
         """Frames, after the state if it changed: the gateway must have it before any token it may resume from."""
-        if self.state != self._reported_state:
+        if self.state and self.state != self._reported_state:
             self._reported_state = dict(self.state)
             frames = state_frame(self.state) + frames
         await self._raw(frames)
