@@ -26,8 +26,8 @@ from tests.waiting import until
 
 pytestmark = pytest.mark.e2e
 
-GRACE_S = 15.0
-LONG = 3000  # tokens: far more than the grace period lets a copy generate (about 40 ms a step here)
+GRACE_S = 25.0
+LONG = 3500  # tokens: far more than the grace period lets a copy generate (30-80 ms a step here)
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,8 @@ def openai_whole(url: str, n: int) -> Outcome:
 
 
 FAMILIES: list[Callable[[str, int], Outcome]] = [openai_stream, sagemaker_stream, sagemaker_invoke, openai_whole]
-LENGTHS = [[40, 100, LONG], [50, 90, LONG], [60, 80, LONG], [70, 45, LONG]]  # still running at SIGTERM
+# The others take long enough to be running at SIGTERM, however slowly the twelve arrive, and end in the grace.
+LENGTHS = [[120, 250, LONG], [140, 230, LONG], [160, 210, LONG], [180, 190, LONG]]
 
 
 def copy_pids(url: str) -> list[int]:
