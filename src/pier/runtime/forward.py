@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 
@@ -23,7 +23,7 @@ from pier.runtime import resume
 from pier.runtime.admission import Admission, AdmissionLimits
 from pier.runtime.errors import InvocationError, ModelError, Origin, ServiceUnavailable
 from pier.runtime.eventstream import StreamErrorCode
-from pier.runtime.router import Router
+from pier.runtime.router import Lease, Router
 from pier.runtime.settings import RuntimeSettings
 from pier.runtime.target import Target
 from pier.runtime.upstream import CopyUnreachable, Upstream
@@ -106,7 +106,7 @@ class Forwarder:
                         continue
                     if resume.framed(response):  # a copy on pier's engine: resumable from here on
                         self._framed.add((copy_id, lease.copy.pid))
-                        session = resume.Resumable(self, call, router, lease, origin, response, tried)
+                        session = resume.Resumable(self, call, lease, origin, response, tried)
                         try:
                             with self._model_errors(origin, call):
                                 head = await session.open()
@@ -158,6 +158,11 @@ class Forwarder:
             raise StreamEnded(exchange.origin.timed_out(call.deadline_s or 0.0), StreamErrorCode.TIMEOUT) from None
         except httpx.TransportError as error:
             raise StreamEnded(exchange.origin.broken(error), StreamErrorCode.BROKEN) from None
+
+    async def next_copy(self, call: Call, copies: Sequence[CopyStatus], exclude: Collection[str]) -> Lease | None:
+        """A ready copy for `call` outside `exclude`, counted on until its lease is released (to resume a request
+        on), or None when there is none now."""
+        return self.router(call.target.component).pick(copies, call.prefix, exclude=exclude)
 
     async def _send(self, copy: CopyStatus, call: Call, headers: Mapping[str, str]) -> httpx.Response:
         """The copy's answer to `call`. A copy on pier's engine whose connection breaks before it answers died

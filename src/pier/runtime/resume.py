@@ -45,7 +45,7 @@ from pier.resumable import (
 from pier.runtime import forward
 from pier.runtime.errors import InvocationError, ModelError, Origin
 from pier.runtime.eventstream import StreamErrorCode
-from pier.runtime.router import Lease, Router
+from pier.runtime.router import Lease
 from pier.runtime.settings import ResumeSettings
 from pier.runtime.upstream import CopyUnreachable
 
@@ -135,12 +135,11 @@ def poisoned(call: Call, deaths: Sequence[Death], origin: Origin, memory_s: floa
 class Resumable:
     """One request answered in frames: the head, then the client's bytes, across as many copies as it takes."""
 
-    def __init__(self, forwarder: Forwarder, call: Call, router: Router, lease: Lease, origin: Origin,
-                 response: httpx.Response, tried: list[str]) -> None:
+    def __init__(self, forwarder: Forwarder, call: Call, lease: Lease, origin: Origin, response: httpx.Response,
+                 tried: list[str]) -> None:
         self.forwarder = forwarder
         self.settings: ResumeSettings = forwarder.settings.resume
         self.call = call
-        self.router = router
         self.tried = tried  # copies that were asked and could not take it (refused, unreachable)
         self.tokens: list[int] = []  # generated so far, across copies
         self.state: dict[str, object] = {}
@@ -292,7 +291,7 @@ class Resumable:
         while True:
             if self.forwarder.stopping:
                 raise forward.StreamEnded(self.forwarder.shutting_down(), StreamErrorCode.BROKEN)
-            lease = self.router.pick(target.copies, self.call.prefix, exclude=self._excluded(target.copies))
+            lease = await self.forwarder.next_copy(self.call, target.copies, self._excluded(target.copies))
             if lease is not None and await self._send(lease):
                 return
             if lease is None:
