@@ -7,11 +7,12 @@ one, and everything from the end of the generation on one L frame (so a copy tha
 the gateway with the tokens before the last chunk, never with half an ending). While a whole (non-streaming)
 answer is being computed, T frames report the tokens as they come, the last chunk's excepted.
 
-The flavors stay unaware of the framing; they meet it in four places: `ServedModel.check` pins a seed for
-sampled requests (so a continuation draws the same numbers), `generation.stream` reports each chunk, OpenAI's
-view keeps its id and creation time (`keep`), and a stream whose beginning the client already has does not
-send it again (`opened`). A continuation (`X-Pier-Continue`) is given to the engine as the request's
-`continuation`; its replayed chunk updates a view without being sent.
+A continuation (`X-Pier-Continue`) is given to the engine as the request's `continuation`; the engine's first
+chunk is then the replayed one. Views take it like any chunk (so their counts and indexes go on), and what they
+write for it is dropped here, as is what a continued stream writes before its first chunk (the client has that
+beginning already). So the flavors stay unaware of the framing but in three places: `ServedModel.check` pins a
+seed for sampled requests (so a continuation draws the same numbers), `generation.stream` reports each chunk,
+and a view keeps the fields that must read the same from every copy, like an OpenAI stream's id (`keep`).
 """
 
 from __future__ import annotations
@@ -52,12 +53,6 @@ def current() -> Progress | None:
     return _current.get()
 
 
-def opened() -> bool:
-    """Does this request continue a stream whose first events the client already has?"""
-    progress = current()
-    return progress is not None and progress.continuation is not None and progress.continuation.opened
-
-
 def keep(fields: MutableMapping[str, Any], *names: str) -> None:
     """Fields of an answer that must read the same from every copy (an OpenAI stream's id and creation
     time): a continuation takes them from the copy that began the request; a first copy records them."""
@@ -80,6 +75,9 @@ class Progress:
         self._reported_state: dict[str, Any] | None = None
         self._held: list[bytes] = []
         self.head_sent = False
+        # What the app writes now was sent by the copy that began the request: a continued stream's beginning,
+        # then a view's events for the replayed chunk.
+        self._dropping = continuation is not None and continuation.opened
         self.done = False  # the generation ended: what the app still sends goes into the L frame
         self.abandoned = False  # this copy gave the request up (X frame): the app's answer is dropped
         self.ended = False  # the L (or X) frame is out
@@ -102,6 +100,7 @@ class Progress:
 
     async def observe(self, chunk: GenerationChunk) -> None:
         """A chunk the engine produced for this request (generation.stream calls it before passing it on)."""
+        self._dropping = chunk.replayed
         if chunk.replayed:
             return  # the gateway knows these tokens: it sent them
         self._pending.extend(chunk.token_ids)
@@ -113,6 +112,7 @@ class Progress:
     def stopped(self) -> None:
         """The generation is over (finished, failed or left): what follows belongs to the last frame."""
         self.done = True
+        self._dropping = False  # an error event written now is new to the client
 
     async def abandon(self, reason: str) -> None:
         """This copy cannot finish the request (its engine failed or stopped): the gateway may resume it on
@@ -134,6 +134,8 @@ class Progress:
             await self._frames(head_frame(message["status"], headers))
         elif kind == "http.response.body":
             body, more = message.get("body", b""), message.get("more_body", False)
+            if self._dropping and more:
+                return
             if self.done or not more:
                 self._held.append(body)
                 if not more:

@@ -329,14 +329,10 @@ def _usage(prompt: int, completion: int) -> dict[str, int]:
 
 async def _events(model: ServedModel, checked: CheckedRequest, view: _View) -> AsyncGenerator[bytes, None]:
     try:
-        if not continuation.opened():  # a continued stream: the client has its beginning
-            for event in view.opening():
-                yield sse.event(event)
+        for event in view.opening():
+            yield sse.event(event)
         async for chunk in model.stream(checked):
-            events = view.chunk(chunk)
-            if chunk.replayed:  # counted, and already sent by the copy that began it
-                continue
-            for event in events:
+            for event in view.chunk(chunk):
                 yield sse.event(event)
     except Exception as error:  # after the 200 an error can only be an event; never cut the stream silently
         if not isinstance(error, InvalidRequest):

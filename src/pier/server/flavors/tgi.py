@@ -282,10 +282,7 @@ def _headers(done: Completion) -> dict[str, str]:
 async def _events(model: ServedModel, checked: CheckedRequest, view: _View) -> AsyncGenerator[bytes, None]:
     try:
         async for chunk in model.stream(checked):
-            events = list(view.events(chunk))
-            if chunk.replayed:  # counted, and already sent by the copy that began it
-                continue
-            for event in events:
+            for event in view.events(chunk):
                 yield sse.event(event, tgi=True)
     except Exception as error:  # after the 200 an error can only be an event; never cut the stream silently
         log.warning("stream %s failed: %s", checked.request.request_id, error)
