@@ -9,8 +9,8 @@ The tree (classes outside this module are named by their package)::
     │   │   └── server.InputTooLong        the prompt alone over MAX_INPUT_TOKENS
     │   ├── model.chat.TemplateError       the chat template could not render the messages
     │   └── runtime.InvalidInvocation      the gateway's ValidationError (PayloadTooLarge 413, EndpointNotFound 404)
-    ├── Overloaded                         429 · ThrottlingException (HTTP 400 on SageMaker, boto3 retries it)
-    │   └── runtime.Throttled              a component's queue is full
+    ├── Overloaded                         429 · ThrottlingException (boto3 retries it by status and by code)
+    │   └── runtime.Throttled              no copy has room, the queue is full: 429 on the SageMaker runtime too
     ├── EngineStopped                      503 · ServiceUnavailable
     │   └── server.ShuttingDown
     ├── NotReady                           503 · ModelNotReadyException (429 on SageMaker)
@@ -115,7 +115,7 @@ class Overloaded(PierError):
     """Too much work in flight right now; retrying later succeeds."""
 
     code = "overloaded"
-    wire = Wire(429, "rate_limit_error", 429, "overloaded", 400, "ThrottlingException")
+    wire = Wire(429, "rate_limit_error", 429, "overloaded", 429, "ThrottlingException")
 
 
 class NotReady(PierError):

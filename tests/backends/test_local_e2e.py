@@ -16,7 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pier.backends.base import CopySpec, CopyState
+from pier.backends.base import CopySpec, CopyState, CopyStatus
+from pier.security.copy_secret import copy_secret_header
 from tests.backends.conftest import FAST, Running, alive, backend_running, spec
 
 pytestmark = pytest.mark.e2e
@@ -31,8 +32,11 @@ def pair(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         yield running
 
 
-def generate(url: str) -> httpx.Response:
-    return httpx.post(url + "/generate", json={"inputs": "the cat", "parameters": {"max_new_tokens": 2}}, timeout=10)
+def generate(copy: CopyStatus) -> httpx.Response:
+    """As the gateway calls a copy: with the copy's secret (pier.security.copy_secret), or it answers 403."""
+    assert copy.url
+    return httpx.post(copy.url + "/generate", json={"inputs": "the cat", "parameters": {"max_new_tokens": 2}},
+                      headers=copy_secret_header(copy.secret), timeout=10)
 
 
 def test_copies_are_pinned_configured_and_share_the_weights(pair: Running, model_dir: Path) -> None:
@@ -44,10 +48,11 @@ def test_copies_are_pinned_configured_and_share_the_weights(pair: Running, model
         assert allowed == ",".join(map(str, cores))
         argv = Path(f"/proc/{status.pid}/cmdline").read_text().split("\0")
         assert argv[1:3] == ["-m", "pier.server.container"] and argv[argv.index("--threads") + 1] == "1"
-        assert httpx.get(status.url + "/v1/models").json()["data"][0]["id"] == "tiny-test"  # the spec's environment
+        models = httpx.get(status.url + "/v1/models", headers=copy_secret_header(status.secret)).json()
+        assert models["data"][0]["id"] == "tiny-test"  # the spec's environment
         # Mapped, not read: both processes map the one file, so its pages are shared.
         assert str(model_dir / "model.gguf") in Path(f"/proc/{status.pid}/maps").read_text()
-        assert generate(status.url).status_code == 200
+        assert generate(status).status_code == 200
     assert "Application startup complete" in pair.backend.logs("ic-1")
     assert len(pair.backend.logs("ic-1", lines=3).splitlines()) == 3
 
@@ -59,12 +64,12 @@ def test_a_killed_copy_restarts_while_the_other_keeps_serving(pair: Running) -> 
     pair.wait_for(lambda: pair.status("ic-1").state is not CopyState.READY, 5, "the kill to be noticed")
     served = 0
     while pair.status("ic-1").state is not CopyState.READY:
-        assert generate(other.url).status_code == 200
+        assert generate(other).status_code == 200
         served += 1
         assert served < 200, f"ic-1 did not come back: {pair.status('ic-1')}"
     after = pair.status("ic-1")
     assert served > 0 and after.restarts == 1 and after.pid != before.pid and after.url
-    assert generate(after.url).status_code == 200
+    assert generate(after).status_code == 200
     assert pair.status("ic-2").pid == other.pid and pair.status("ic-2").restarts == 0
     assert "the process was killed by signal 9 (SIGKILL)" in pair.backend.logs("ic-1")
 

@@ -10,7 +10,7 @@ import pytest
 
 from pier.backends.base import CopySpec
 from pier.backends.launch import parse_cores
-from pier.backends.process import PIER_ROOT, PidFile, command, describe_exit, environment
+from pier.backends.process import PIER_ROOT, CopyProcess, PidFile, command, describe_exit, environment
 
 SPEC = CopySpec("ic-1", "ic", Path("/models/m"), {"HF_MODEL_ID": "tiny", "PYTHONPATH": "/user/code"}, cores=(2, 3))
 
@@ -43,6 +43,46 @@ def test_environment_is_the_models_with_pier_importable() -> None:
     assert env["HF_MODEL_ID"] == "tiny"
     assert env["PYTHONPATH"].split(os.pathsep) == ["/user/code", PIER_ROOT]  # the model's own path first
     assert env["PATH"] == os.environ["PATH"]
+
+
+GATEWAY_ENV = {
+    "PATH": "/usr/bin", "HOME": "/home/u", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TMPDIR": "/fast/tmp",
+    "HF_HOME": "/cache/hf", "PIER_PARALLEL": "4", "OMP_NUM_THREADS": "2", "GGML_SCHED_MAX_COPIES": "1",
+    "LD_LIBRARY_PATH": "/opt/lib", "HTTPS_PROXY": "http://proxy:3128",
+    # the gateway's own secrets and settings, none of which a copy needs
+    "AWS_ACCESS_KEY_ID": "AKIA", "AWS_SECRET_ACCESS_KEY": "secret", "AWS_SESSION_TOKEN": "token", "HF_TOKEN": "hf_x",
+    "OPENAI_API_KEY": "sk-x", "PIER_API_KEY": "gateway-key", "PIER_ADMIN_TOKEN": "t", "DATABASE_URL": "postgres://x",
+    "AWS_ENDPOINT_URL": "http://127.0.0.1:8080", "SSH_AUTH_SOCK": "/tmp/ssh",
+}
+
+
+def test_a_copy_gets_what_it_needs_of_the_gateways_environment_and_no_secret() -> None:
+    env = environment(CopySpec("c", "ic", Path("/m"), {"HF_TOKEN": "the-models-own", "X": "y"}), GATEWAY_ENV)
+    kept = {k for k in GATEWAY_ENV if k in env}
+    assert kept == {"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "HF_HOME", "PIER_PARALLEL", "OMP_NUM_THREADS",
+                    "GGML_SCHED_MAX_COPIES", "LD_LIBRARY_PATH", "HTTPS_PROXY", "HF_TOKEN"}
+    assert env["HF_TOKEN"] == "the-models-own"  # what the model's Environment names, it gets
+    assert env["X"] == "y" and env["PYTHONPATH"] == PIER_ROOT and env["PYTHONUNBUFFERED"] == "1"
+    assert "secret" not in env.values() and "gateway-key" not in env.values()
+
+
+@pytest.mark.e2e
+def test_a_secret_in_the_gateways_environment_never_reaches_the_copys_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "do-not-leak")
+    monkeypatch.setenv("PIER_API_KEY", "do-not-leak-either")
+    monkeypatch.setenv("OMP_WAIT_POLICY", "passive")
+    dump = tmp_path / "environ"
+    python = tmp_path / "python"  # stands in for the interpreter: records the environment it was started with
+    python.write_text(f"#!/bin/sh\nenv > {dump}\n")
+    python.chmod(0o755)
+    spec = CopySpec("c", "ic", tmp_path, {"MODEL_SETTING": "1"})
+    copy = CopyProcess.spawn(spec, 1234, tmp_path / "copy.log", python=str(python))
+    assert copy._process.wait(10) == 0
+    seen = dict(line.split("=", 1) for line in dump.read_text().splitlines() if "=" in line)
+    assert seen["MODEL_SETTING"] == "1" and seen["OMP_WAIT_POLICY"] == "passive" and "PATH" in seen
+    assert "AWS_SECRET_ACCESS_KEY" not in seen and "PIER_API_KEY" not in seen
+    assert "do-not-leak" not in dump.read_text()
 
 
 @pytest.mark.parametrize(("text", "cores"), [("", set()), ("0", {0}), ("0,3, 5", {0, 3, 5})])
@@ -94,3 +134,12 @@ def test_the_launcher_exits_when_its_parent_is_already_gone() -> None:
         [sys.executable, "-m", "pier.backends.launch", "--parent", "1", "--", sys.executable, "-c", "print('ran')"],
         capture_output=True, text=True, timeout=30)
     assert out.returncode == 70 and "ran" not in out.stdout
+
+
+def test_only_a_copy_that_fetches_its_code_from_s3_gets_the_way_to_s3(tmp_path: Path) -> None:
+    parent = {"PATH": "/bin", "AWS_SECRET_ACCESS_KEY": "s3cr3t", "AWS_ENDPOINT_URL_S3": "http://127.0.0.1:9000"}
+    plain = CopySpec("a-0", "a", tmp_path)
+    byoc = CopySpec("b-0", "b", tmp_path, environment={"SAGEMAKER_SUBMIT_DIRECTORY": "s3://bucket/sourcedir.tar.gz"})
+    assert "AWS_SECRET_ACCESS_KEY" not in environment(plain, parent)
+    fetching = environment(byoc, parent)
+    assert fetching["AWS_SECRET_ACCESS_KEY"] == "s3cr3t" and fetching["AWS_ENDPOINT_URL_S3"] == "http://127.0.0.1:9000"

@@ -14,6 +14,7 @@ from rich.console import Console
 
 from pier.backends.base import CopyState
 from pier.control.api import ControlPlane
+from pier.control.capacity import CopyCap
 from pier.control.fetch.fetches import Fetches
 from pier.control.fetch.store import ModelStore
 from pier.control.reconciler import Reconciler
@@ -162,3 +163,27 @@ async def test_a_deleted_model_does_not_touch_the_endpoints_made_from_it(world: 
     await world.until(lambda: len(world.backend.copies) == 1)
     world.backend.ready_all()
     await world.until(lambda: world.endpoint("e")[0] == "InService")
+
+
+async def test_past_the_hosts_cap_a_component_fails_with_why(world: World) -> None:
+    world.reconciler.copy_cap = CopyCap(1, "PIER_MAX_COPIES_PER_HOST=1")  # lowered after the component was made
+    hosting(world, copies=2)
+    await world.until(lambda: world.component("ic")[0] == "Failed")
+    assert len(world.backend.copies) == 1
+    assert world.component("ic")[1].startswith("1 of 2 copies not started: this host runs at most 1 copies "
+                                               "(PIER_MAX_COPIES_PER_HOST=1)")
+
+
+async def test_an_unreadable_record_is_skipped_with_a_logged_reason(world: World,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    hosting(world, copies=2)
+    await world.until(lambda: len(world.backend.copies) == 2)
+    running = dict(world.backend.copies)
+    with world.state.transaction() as db:
+        db.execute("UPDATE inference_components SET body = '{\"copies\": \"two\"}' WHERE name = 'ic'")
+    for _ in range(3):
+        await world.reconciler.tick()
+    assert world.backend.copies == running and world.backend.stopped == []  # neither started nor stopped
+    assert caplog.text.count("skipping inference component ic: pier cannot read its stored record") == 1
+    world.call("DeleteInferenceComponent", InferenceComponentName="ic")  # the way out
+    await world.until(lambda: world.backend.copies == {})

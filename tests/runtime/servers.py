@@ -15,13 +15,14 @@ import boto3
 import numpy as np
 from botocore.config import Config
 from fastapi import FastAPI, Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from pier.backends.base import CopyState, CopyStatus
 from pier.engine.core import EngineConfig
 from pier.engine.engine import Engine
 from pier.engine.fake import FakeRunner
 from pier.engine.runner import Batch
+from pier.errors import REFUSED_HEADER
 from pier.runtime.errors import EndpointNotFound
 from pier.runtime.invoke import RuntimeService
 from pier.runtime.routes import openai_router, runtime_router
@@ -182,3 +183,48 @@ def hanging_up_server() -> Iterator[tuple[str, list[bytes]]]:
         stop.set()
         thread.join(5)
         listener.close()
+
+
+@dataclass
+class CountingCopy:
+    """A copy that counts the requests it works on at once (`peak`), each held until `gate` opens (or for
+    `hold_s`). Past `limit` it answers 429 as the model server does when full (`refused_header`), or as a
+    handler's own 429 does (no header)."""
+
+    hold_s: float = 0.2
+    gate: threading.Event | None = None
+    limit: int | None = None
+    refused_header: bool = True
+    in_flight: int = 0
+    peak: int = 0
+    served: int = 0
+    refused: int = 0
+
+    def app(self) -> FastAPI:
+        app = FastAPI()
+        for path in ("/invocations", "/v1/chat/completions", "/v1/completions"):
+            app.add_api_route(path, self._handle, methods=["POST"], response_model=None)
+        return app
+
+    async def _handle(self, request: Request) -> Response:
+        await request.body()
+        if self.limit is not None and self.in_flight >= self.limit:
+            self.refused += 1
+            headers = {"Retry-After": "1", **({REFUSED_HEADER: "overloaded"} if self.refused_header else {})}
+            return JSONResponse({"error": {"message": "Model is overloaded", "type": "rate_limit_error"}}, 429,
+                                headers)
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            if self.gate is not None:
+                while not self.gate.is_set():
+                    await asyncio.sleep(0.01)
+            else:
+                await asyncio.sleep(self.hold_s)
+        finally:
+            self.in_flight -= 1
+        self.served += 1
+        return JSONResponse({
+            "id": "cmpl-1", "object": "chat.completion", "created": 0, "model": "counting",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+        })

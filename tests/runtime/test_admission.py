@@ -1,20 +1,52 @@
+"""Admission: a component takes what its ready copies take (each its own concurrency); the rest wait in a
+bounded FIFO queue and go to the first copy with room."""
+
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 import pytest
 
+from pier.backends.base import CopyState, CopyStatus
 from pier.runtime.admission import Admission, AdmissionLimits
 from pier.runtime.errors import Throttled
+from pier.runtime.router import Lease
 
 pytestmark = pytest.mark.anyio
 
 
-async def hold(admission: Admission, component: str, limit: int, entered: list[str], name: str,
-               release: asyncio.Event, timeout_s: float | None = None) -> None:
-    async with admission.turn(component, limit, timeout_s):
-        entered.append(name)
-        await release.wait()
+def copy(copy_id: str, concurrency: int | None = 1, state: CopyState = CopyState.READY) -> CopyStatus:
+    return CopyStatus(copy_id, "ic", state, url=f"http://127.0.0.1/{copy_id}", pid=1, concurrency=concurrency)
+
+
+class Held:
+    """Requests that hold their lease until released one by one, recording which copy each got."""
+
+    def __init__(self, admission: Admission, component: str = "ic") -> None:
+        self.admission = admission
+        self.component = component
+        self.got: dict[str, str] = {}  # request -> copy id
+        self.leases: dict[str, Lease] = {}
+        self.peak: dict[str, int] = {}  # copy id -> most outstanding seen on it
+        self.tasks: dict[str, asyncio.Task[None]] = {}
+
+    def send(self, name: str, copies: Sequence[CopyStatus], *, timeout_s: float | None = None,
+             exclude: Sequence[str] = ()) -> asyncio.Task[None]:
+        async def run() -> None:
+            lease = await self.admission.lease(self.component, copies, exclude=exclude, timeout_s=timeout_s)
+            assert lease is not None
+            self.got[name] = lease.copy.copy_id
+            self.leases[name] = lease
+            router = self.admission.router(self.component)
+            for c in copies:
+                self.peak[c.copy_id] = max(self.peak.get(c.copy_id, 0), router.outstanding(c.copy_id))
+
+        self.tasks[name] = asyncio.create_task(run())
+        return self.tasks[name]
+
+    def finish(self, name: str) -> None:
+        self.leases.pop(name).release()
 
 
 async def settle() -> None:
@@ -22,97 +54,145 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-async def test_up_to_the_limit_enter_at_once_then_fifo() -> None:
-    admission, entered, release = Admission(AdmissionLimits(queue=10)), [], asyncio.Event()
-    tasks = [asyncio.create_task(hold(admission, "ic", 2, entered, str(i), release)) for i in range(5)]
+async def test_ready_copies_take_their_concurrency_then_the_rest_wait_in_order() -> None:
+    admission = Admission(AdmissionLimits(queue=10))
+    held, copies = Held(admission), [copy("a", 2), copy("b", 1)]
+    for i in range(6):
+        held.send(str(i), copies)
     await settle()
-    assert entered == ["0", "1"] and admission.in_use("ic") == 2 and admission.waiting("ic") == 3
-    release.set()
-    await asyncio.gather(*tasks)
-    assert entered == ["0", "1", "2", "3", "4"]
-    assert admission.in_use("ic") == 0 and admission.waiting("ic") == 0 and not admission._gates
+    assert held.got == {"0": "a", "1": "b", "2": "a"}  # 2 + 1: the component takes what its copies take
+    assert admission.in_use("ic") == 3 and admission.waiting("ic") == 3
+    held.finish("1")  # b frees up: the oldest waiter goes there
+    await settle()
+    assert held.got["3"] == "b" and "4" not in held.got
+    held.finish("0")
+    held.finish("2")
+    await settle()
+    assert (held.got["4"], held.got["5"]) == ("a", "a")
+    assert held.peak == {"a": 2, "b": 1}  # never more than a copy takes
+    for name in list(held.leases):
+        held.finish(name)
+    assert admission.in_use("ic") == 0 and admission.waiting("ic") == 0
 
 
 @pytest.mark.parametrize(
-    ("limit", "queue", "admitted", "refused"), [(1, 0, 1, 3), (1, 2, 3, 1), (2, 1, 3, 1), (4, 0, 4, 0)]
+    # (capacities of the copies, queue, requests) -> (admitted at once, waiting, refused)
+    ("capacities", "queue", "requests", "expected"),
+    [
+        ((1,), 0, 4, (1, 0, 3)),
+        ((1,), 2, 4, (1, 2, 1)),
+        ((2,), 1, 4, (2, 1, 1)),
+        ((4,), 0, 4, (4, 0, 0)),
+        ((1, 1), 1, 4, (2, 1, 1)),
+        ((2, 3), 0, 6, (5, 0, 1)),
+    ],
 )
-async def test_a_full_queue_refuses_at_once(limit: int, queue: int, admitted: int, refused: int) -> None:
-    admission, entered, release = Admission(AdmissionLimits(queue=queue)), [], asyncio.Event()
-    tasks = [asyncio.create_task(hold(admission, "ic", limit, entered, str(i), release)) for i in range(4)]
+async def test_a_full_queue_refuses_at_once(capacities: tuple[int, ...], queue: int, requests: int,
+                                            expected: tuple[int, int, int]) -> None:
+    admission = Admission(AdmissionLimits(queue=queue))
+    held = Held(admission)
+    copies = [copy(f"c{i}", capacity) for i, capacity in enumerate(capacities)]
+    tasks = [held.send(str(i), copies) for i in range(requests)]
     await settle()
-    failed = [t for t in tasks if t.done() and isinstance(t.exception(), Throttled)]
-    assert len(failed) == refused
-    release.set()
-    await asyncio.gather(*(t for t in tasks if t not in failed))
-    assert len(entered) == admitted
-    assert all("is busy" in str(t.exception()) for t in failed)
+    refused = [t for t in tasks if t.done() and isinstance(t.exception(), Throttled)]
+    assert (len(held.got), admission.waiting("ic"), len(refused)) == expected
+    assert all("is busy" in str(t.exception()) for t in refused)
+    while held.leases:
+        held.finish(next(iter(held.leases)))
+        await settle()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    assert len(held.got) == requests - len(refused)
 
 
 async def test_waiting_is_bounded_by_the_timeout() -> None:
-    admission, entered, release = Admission(), [], asyncio.Event()
-    first = asyncio.create_task(hold(admission, "ic", 1, entered, "first", release))
+    admission = Admission()
+    held, copies = Held(admission), [copy("a")]
+    held.send("first", copies)
     await settle()
-    with pytest.raises(Throttled, match=r"no turn freed up within 0\.1 s"):
-        await hold(admission, "ic", 1, entered, "late", release, timeout_s=0.05 * 2)
+    with pytest.raises(Throttled, match=r"no copy had room within 0\.1 s"):
+        await held.send("late", copies, timeout_s=0.1)
     assert admission.waiting("ic") == 0
-    release.set()
-    await first
-    assert entered == ["first"]
+    held.finish("first")
+    assert admission.in_use("ic") == 0
 
 
-async def test_a_cancelled_waiter_leaves_the_queue_and_its_turn_passes_on() -> None:
-    admission, entered, release = Admission(), [], asyncio.Event()
-    first = asyncio.create_task(hold(admission, "ic", 1, entered, "first", release))
-    gone = asyncio.create_task(hold(admission, "ic", 1, entered, "gone", release))
-    last = asyncio.create_task(hold(admission, "ic", 1, entered, "last", release))
+async def test_a_cancelled_waiter_leaves_the_queue_and_the_room_passes_on() -> None:
+    admission = Admission()
+    held, copies = Held(admission), [copy("a")]
+    held.send("first", copies)
+    gone = held.send("gone", copies)
+    held.send("last", copies)
     await settle()
     gone.cancel()
     await settle()
     assert admission.waiting("ic") == 1
-    release.set()
-    await asyncio.gather(first, last)
-    assert entered == ["first", "last"] and admission.in_use("ic") == 0
-
-
-async def test_a_waiter_cancelled_just_as_its_turn_is_handed_over_gives_it_back() -> None:
-    admission, entered = Admission(), []
-    release_first, release_rest = asyncio.Event(), asyncio.Event()
-    first = asyncio.create_task(hold(admission, "ic", 1, entered, "first", release_first))
-    second = asyncio.create_task(hold(admission, "ic", 1, entered, "second", release_rest))
-    third = asyncio.create_task(hold(admission, "ic", 1, entered, "third", release_rest))
+    held.finish("first")
     await settle()
-    release_first.set()
-    await first  # the turn is handed to `second`, which has not run yet
+    assert list(held.got) == ["first", "last"]
+
+
+async def test_a_waiter_cancelled_just_as_its_lease_is_handed_over_gives_it_back() -> None:
+    admission = Admission()
+    held, copies = Held(admission), [copy("a")]
+    held.send("first", copies)
+    second = held.send("second", copies)
+    held.send("third", copies)
+    await settle()
+    held.finish("first")  # the lease is handed to `second`, which has not run yet
     second.cancel()
-    release_rest.set()
-    await asyncio.gather(second, third, return_exceptions=True)
-    assert entered == ["first", "third"] and admission.in_use("ic") == 0
+    await settle()
+    assert list(held.got) == ["first", "third"] and admission.router("ic").outstanding("a") == 1
 
 
-async def test_a_higher_limit_lets_waiters_in() -> None:
-    admission, entered, release = Admission(), [], asyncio.Event()
-    tasks = [asyncio.create_task(hold(admission, "ic", 1, entered, str(i), release)) for i in range(3)]
+async def test_a_copy_that_becomes_ready_takes_the_waiters() -> None:
+    admission = Admission()
+    held = Held(admission)
+    for i in range(3):
+        held.send(str(i), [copy("a"), copy("b", state=CopyState.STARTING)])
     await settle()
-    assert entered == ["0"]
-    tasks.append(asyncio.create_task(hold(admission, "ic", 3, entered, "3", release)))  # a copy became ready
+    assert list(held.got) == ["0"] and admission.waiting("ic") == 2
+    held.send("3", [copy("a"), copy("b", 1)])  # a later request's snapshot has b ready: the oldest waiter gets it
     await settle()
-    assert entered == ["0", "1", "2"] and admission.waiting("ic") == 1
-    release.set()
-    await asyncio.gather(*tasks)
+    assert held.got == {"0": "a", "1": "b"} and admission.waiting("ic") == 2
+
+
+async def test_nothing_to_wait_for_when_no_copy_outside_the_excluded_is_ready() -> None:
+    admission = Admission()
+    assert await admission.lease("ic", [copy("a")], exclude=["a"]) is None
+    assert await admission.lease("ic", [copy("a", state=CopyState.FAILED)]) is None
+    assert admission.waiting("ic") == 0
+
+
+async def test_a_waiter_that_excludes_the_free_copy_keeps_its_place_and_others_pass() -> None:
+    admission = Admission()
+    held, copies = Held(admission), [copy("a"), copy("b")]
+    held.send("on-a", copies)
+    held.send("on-b", copies)
+    await settle()
+    held.send("not-a", copies, exclude=["a"])  # e.g. a retry after a refused
+    held.send("any", copies)
+    await settle()
+    held.finish("on-a")
+    await settle()
+    assert held.got.get("any") == "a" and "not-a" not in held.got and admission.waiting("ic") == 1
+    held.finish("on-b")
+    await settle()
+    assert held.got["not-a"] == "b"
+
+
+async def test_copies_that_report_no_concurrency_take_the_default() -> None:
+    admission = Admission(AdmissionLimits(default_concurrency=3))
+    held, copies = Held(admission), [copy("a", None)]
+    for i in range(4):
+        held.send(str(i), copies)
+    await settle()
+    assert len(held.got) == 3 and admission.waiting("ic") == 1
 
 
 async def test_components_are_independent() -> None:
-    admission, entered, release = Admission(AdmissionLimits(queue=0)), [], asyncio.Event()
-    tasks = [asyncio.create_task(hold(admission, name, 1, entered, name, release)) for name in ("a", "b")]
+    admission = Admission(AdmissionLimits(queue=0))
+    a, b = Held(admission, "a"), Held(admission, "b")
+    a.send("x", [copy("a1")])
+    b.send("y", [copy("b1")])
     await settle()
-    assert sorted(entered) == ["a", "b"]
-    release.set()
-    await asyncio.gather(*tasks)
-
-
-async def test_an_error_inside_the_block_frees_the_turn() -> None:
-    admission = Admission()
-    with pytest.raises(ValueError, match="boom"):
-        async with admission.turn("ic", 1):
-            raise ValueError("boom")
-    assert admission.in_use("ic") == 0
+    assert a.got == {"x": "a1"} and b.got == {"y": "b1"}

@@ -11,8 +11,8 @@ def copy(copy_id: str, state: CopyState = CopyState.READY, pid: int | None = 1) 
 
 
 def cand(copy_id: str, outstanding: int = 0, last: int = 0, cached: tuple[str, ...] = (),
-         state: CopyState = CopyState.READY) -> Candidate:
-    return Candidate(copy(copy_id, state), outstanding, last, frozenset(cached))
+         state: CopyState = CopyState.READY, capacity: int | None = None) -> Candidate:
+    return Candidate(copy(copy_id, state), outstanding, last, frozenset(cached), capacity)
 
 
 CHOOSE_CASES = [
@@ -33,6 +33,13 @@ CHOOSE_CASES = [
     ("leading beats deeper-only", [cand("a", 1, cached=("p1",)), cand("b", 0, cached=("p2",))], ("p1", "p2"), 4, "a"),
     ("affine copy not ready", [cand("a", 3), cand("b", 0, cached=("p1",), state=CopyState.STARTING)], ("p1",), 4, "a"),
     ("no prefix: plain least busy", [cand("a", 1, cached=("p1",)), cand("b", 0)], (), 4, "b"),
+    # A copy at its capacity is never chosen, however affine or idle the others look.
+    ("at capacity", [cand("a", 2, capacity=2)], (), 4, None),
+    ("all at capacity", [cand("a", 1, capacity=1), cand("b", 3, capacity=3)], (), 4, None),
+    ("the one with room", [cand("a", 1, capacity=1), cand("b", 5, capacity=8)], (), 4, "b"),
+    ("affine copy full", [cand("a", 0, capacity=4), cand("b", 2, cached=("p1",), capacity=2)], ("p1",), 4, "a"),
+    ("affine copy with room", [cand("a", 0, capacity=4), cand("b", 1, cached=("p1",), capacity=2)], ("p1",), 4, "b"),
+    ("least busy among those with room", [cand("a", 0, capacity=0), cand("b", 2), cand("c", 1)], (), 4, "c"),
 ]
 
 
@@ -128,3 +135,22 @@ def test_gone_idle_copies_are_forgotten_busy_ones_kept() -> None:
     busy.release()
     router.pick([copy("c")])
     assert router.outstanding("a") == 0 and "a" not in router._loads
+
+
+def test_the_router_never_leases_a_copy_past_its_concurrency() -> None:
+    router = Router()
+    copies = [CopyStatus("a", "ic", CopyState.READY, url="http://a", pid=1, concurrency=2),
+              CopyStatus("b", "ic", CopyState.READY, url="http://b", pid=1, concurrency=1)]
+    leases = [router.pick(copies) for _ in range(4)]
+    assert [lease.copy.copy_id if lease else None for lease in leases] == ["a", "b", "a", None]
+    assert router.room() == 0 and router.in_flight == 3
+    released: list[int] = []
+    router.on_release = lambda: released.append(router.room())
+    leases[1].release()  # type: ignore[union-attr]
+    assert released == [1] and router.pick(copies).copy.copy_id == "b"  # type: ignore[union-attr]
+
+
+def test_a_copy_without_reported_concurrency_takes_the_default() -> None:
+    router = Router(default_concurrency=2)
+    copies = [copy("a")]
+    assert [router.pick(copies) is not None for _ in range(3)] == [True, True, False]

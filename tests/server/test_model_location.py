@@ -41,7 +41,8 @@ def test_code_inference_py_means_the_users_own_handler(tmp_path: Path, monkeypat
     touch(tmp_path / "model.gguf")
     handler = touch(tmp_path / "code" / "inference.py")
     location = locate_model(tmp_path)
-    assert location.handler == handler and location.gguf is None and location.model_dir == tmp_path
+    assert location.handler is not None and location.handler.path == handler
+    assert location.gguf is None and location.model_dir == tmp_path
 
 
 @pytest.mark.parametrize(("files", "fragment"), [

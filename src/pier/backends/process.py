@@ -9,11 +9,13 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import pier
 from pier.backends.base import CopySpec
+from pier.security.copy_secret import COPY_SECRET_ENV
 
 PIER_ROOT = str(Path(pier.__file__).resolve().parent.parent)
 
@@ -36,9 +38,47 @@ def command(python: str, spec: CopySpec, port: int) -> list[str]:
     return [python, "-m", "pier.backends.launch", "--parent", str(os.getpid()), "--cores", cores, "--", *server]
 
 
-def environment(spec: CopySpec) -> dict[str, str]:
-    """This process's environment plus the model's Environment block; pier stays importable in the copy."""
-    env = {**os.environ, **spec.environment}
+# What a copy takes from the gateway's environment: what any process needs (PATH, HOME, the locale, a temp folder,
+# Python's and the dynamic linker's paths), where caches live, how to reach a package index (a copy installs its
+# model's code/requirements.txt), and the settings of pier, OpenMP and ggml that the user set on purpose. Nothing
+# else: the gateway's credentials (AWS_*, HF_TOKEN, API keys, ...) stay in the gateway. A model that needs one
+# names it in its own Environment block, as on SageMaker.
+INHERITED = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "PYTHONPATH", "PYTHONHOME",
+    "LD_LIBRARY_PATH", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "XDG_CACHE_HOME",
+    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR",
+    "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "PIP_FIND_LINKS", "PIP_NO_INDEX", "PIP_CERT",
+})
+INHERITED_PREFIXES = ("LC_", "PIER_", "OMP_", "GGML_")
+SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIAL")  # never inherited through a prefix
+
+
+def inherited(name: str) -> bool:
+    """Whether a copy takes the gateway's variable `name` (the model's Environment is given on top, whatever)."""
+    if name in INHERITED:
+        return True
+    return name.startswith(INHERITED_PREFIXES) and not any(word in name.upper() for word in SECRET_WORDS)
+
+
+# A copy whose code is a sourcedir.tar.gz on S3 (SAGEMAKER_SUBMIT_DIRECTORY=s3://..., as the `sagemaker` SDK
+# uploads it) fetches it itself, as a SageMaker container does with its execution role: it gets the gateway's way
+# to S3 (credentials, region, an S3-compatible store), and only such a copy does.
+S3_ACCESS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+             "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "AWS_REGION", "AWS_DEFAULT_REGION",
+             "AWS_ENDPOINT_URL_S3", "AWS_CA_BUNDLE")
+
+
+def fetches_code_from_s3(spec: CopySpec) -> bool:
+    return spec.environment.get("SAGEMAKER_SUBMIT_DIRECTORY", "").strip().startswith("s3://")
+
+
+def environment(spec: CopySpec, parent: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What the copy's process runs with: the part of the gateway's environment a copy needs (`inherited`, plus
+    the way to S3 for a copy that fetches its own code), then the model's Environment block; pier stays importable
+    in the copy."""
+    parent = os.environ if parent is None else parent
+    wanted = inherited if not fetches_code_from_s3(spec) else (lambda name: inherited(name) or name in S3_ACCESS)
+    env = {**{k: v for k, v in parent.items() if wanted(k)}, **spec.environment}
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join([*paths, PIER_ROOT] if PIER_ROOT not in paths else paths)
     env["PYTHONUNBUFFERED"] = "1"  # its log is read while it runs
@@ -98,10 +138,13 @@ class CopyProcess:
         self._process = process
 
     @classmethod
-    def spawn(cls, spec: CopySpec, port: int, log: Path, *, python: str = sys.executable) -> CopyProcess:
+    def spawn(cls, spec: CopySpec, port: int, log: Path, *, python: str = sys.executable,
+              secret: str | None = None) -> CopyProcess:
+        """`secret`: the copy answers only requests that carry it (pier.security.copy_secret)."""
+        env = {**environment(spec), **({COPY_SECRET_ENV: secret} if secret else {})}
         with log.open("ab") as out:
             process = subprocess.Popen(
-                command(python, spec, port), env=environment(spec), cwd=log.parent, stdin=subprocess.DEVNULL,
+                command(python, spec, port), env=env, cwd=log.parent, stdin=subprocess.DEVNULL,
                 stdout=out, stderr=subprocess.STDOUT,
                 # Its own session: a Ctrl-C meant for the gateway must not reach the copy behind stop()'s back.
                 start_new_session=True,

@@ -20,7 +20,9 @@ import httpx
 
 from pier.backends.base import CopySpec, CopyState, CopyStatus
 from pier.backends.logfile import rotate, tail
-from pier.backends.process import CopyProcess, PidFile, describe_exit, free_port
+from pier.backends.process import CopyProcess, PidFile, describe_exit, environment, free_port
+from pier.concurrency import copy_concurrency
+from pier.security.copy_secret import new_copy_secret
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,8 @@ class CopySupervisor:
         self.url: str | None = None
         self.process: CopyProcess | None = None
         self._task: asyncio.Task[None] | None = None
+        self.secret = new_copy_secret()  # the copy answers only requests that carry it (the gateway's)
+        self.concurrency = copy_concurrency(environment(spec))  # what the process will take, from what it is given
 
     def status(self) -> CopyStatus:
         """The copy as it is now: a process that has just died is reported before supervision notices."""
@@ -73,7 +77,8 @@ class CopySupervisor:
         alive = self.process is not None and code is None
         pid = self.process.pid if alive and self.process else None
         url = self.url if alive else None
-        return CopyStatus(self.spec.copy_id, self.spec.component, state, url, message, self.restarts, pid)
+        return CopyStatus(self.spec.copy_id, self.spec.component, state, url, message, self.restarts, pid,
+                          concurrency=self.concurrency, secret=self.secret)
 
     def start(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -136,7 +141,8 @@ class CopySupervisor:
         self.url = f"http://127.0.0.1:{port}"
         self._note(f"starting copy {self.spec.copy_id} of {self.spec.component} on port {port}, cores "
                    f"{list(self.spec.cores) or 'any'}, start {self.restarts + 1}")
-        self.process = CopyProcess.spawn(self.spec, port, self.log_path, python=self.settings.python)
+        self.process = CopyProcess.spawn(self.spec, port, self.log_path, python=self.settings.python,
+                                         secret=self.secret)
         self._pidfile.write(self.process.pid)
         self.state, self.message = CopyState.STARTING, "loading the model"
         return self.process

@@ -17,12 +17,20 @@ from pier.cli.models import demo_model
 
 if TYPE_CHECKING:
     from pier.client.client import PierClient
+    from pier.security.keystore import IssuedKey, StoredKey
 
 Port = Annotated[int | None, typer.Option(help="Port to listen on (default 8080).")]
 Threads = Annotated[int | None, typer.Option(help="Engine threads (default: the cores the copy may use).")]
 Parallel = Annotated[int | None, typer.Option(help="Sequences decoding at once in each copy (default 8).")]
-StateDir = Annotated[Path | None, typer.Option(help="Where pier keeps models and state (default ~/.pier).")]
-Host = Annotated[str | None, typer.Option(help="Address to listen on (default 127.0.0.1).")]
+StateDir = Annotated[Path | None, typer.Option(envvar="PIER_STATE_DIR",
+                                                help="Where pier keeps models and state (default ~/.pier).")]
+Host = Annotated[str | None, typer.Option(help=(
+    "Address to listen on (default 127.0.0.1). Another address needs a key (`pier keys create`) or --insecure."))]
+AllowHost = Annotated[list[str] | None, typer.Option(help=(
+    "Also answer requests whose Host is this name (repeatable; '*' = any). Loopback names and IP addresses are "
+    "always answered; other names are refused against DNS rebinding. Also PIER_ALLOWED_HOSTS."))]
+Insecure = Annotated[bool, typer.Option(help="Listen beyond loopback even with no keys: NO authentication.")]
+AccessLog = Annotated[bool, typer.Option("--access-log", help="Log a line for every HTTP call to the gateway.")]
 
 
 @app.command("container")
@@ -46,12 +54,20 @@ GracePeriod = Annotated[float | None, typer.Option(
 
 
 @app.command("up")
-def up(port: Port = None, host: Host = None, state_dir: StateDir = None, grace_period: GracePeriod = None) -> None:
+def up(port: Port = None, host: Host = None, state_dir: StateDir = None, allow_host: AllowHost = None,
+       insecure: Insecure = False, access_log: AccessLog = False, grace_period: GracePeriod = None) -> None:
     """Run the gateway: the SageMaker control plane and runtime, OpenAI routes, and the copies it supervises."""
+    _run_gateway(port, host, state_dir, allow_host, insecure, access_log=access_log, grace_period=grace_period)
+
+
+def _run_gateway(port: int | None, host: str | None, state_dir: Path | None, allow_host: list[str] | None,
+                 insecure: bool, session_keys: tuple[StoredKey, ...] = (), access_log: bool = False,
+                 grace_period: float | None = None) -> None:
     from pier.gateway.run import DEFAULT_PORT, run_gateway
 
     raise typer.Exit(run_gateway(port or DEFAULT_PORT, state_dir, host=host or "127.0.0.1",
-                                 grace_period_s=grace_period))
+                                 allowed_hosts=tuple(allow_host or ()), insecure=insecure, session_keys=session_keys,
+                                 access_log=access_log, grace_period_s=grace_period))
 
 
 @app.command("serve")
@@ -65,6 +81,9 @@ def serve(
     host: Host = None,
     parallel: Parallel = None,
     state_dir: StateDir = None,
+    allow_host: AllowHost = None,
+    insecure: Insecure = False,
+    access_log: AccessLog = False,
 ) -> None:
     """One command: a gateway, an endpoint serving MODEL on this host, and the URLs to call it."""
     if model is None and not demo:
@@ -76,8 +95,9 @@ def serve(
     source = str(demo_model(folder)) if demo else model
     assert source is not None
     endpoint = name or ("demo" if demo else endpoint_name(source))
-    _deploy_when_up(endpoint, _local_source(source), port or 8080, parallel)
-    up(port, host, folder)
+    session = session_key()  # this process's own deploy call, should the gateway have keys
+    _deploy_when_up(endpoint, _local_source(source), port or 8080, parallel, session)
+    _run_gateway(port, host, folder, allow_host, insecure, (session.stored,), access_log)
 
 
 def endpoint_name(source: str) -> str:
@@ -91,8 +111,16 @@ def _local_source(source: str) -> str:
     return source if "://" in source else str(Path(source).expanduser().resolve())
 
 
-def _deploy_when_up(endpoint: str, source: str, port: int, parallel: int | None) -> None:
-    """Once the gateway answers, create the endpoint through its own API and print where to call it."""
+def session_key() -> IssuedKey:
+    from pier.security.keystore import issue
+    from pier.security.principal import Role
+
+    return issue("pier-serve", Role.ADMIN)
+
+
+def _deploy_when_up(endpoint: str, source: str, port: int, parallel: int | None, session: IssuedKey) -> None:
+    """Once the gateway answers, create the endpoint through its own API (with `session`, a key that lives in
+    this process only) and print where to call it."""
     from pier.client.client import PierClient, PierClientError
     from pier.client.deploy_file import DeployFile, ModelBlock
 
@@ -101,7 +129,7 @@ def _deploy_when_up(endpoint: str, source: str, port: int, parallel: int | None)
     url = f"http://127.0.0.1:{port}"
 
     def deploy() -> None:
-        client = PierClient(url)
+        client = PierClient(url, credentials=(session.stored.access_key_id, session.secret_access_key))
         try:
             _wait_for_gateway(client)
             client.deploy(file, Path.cwd(), say=lambda line: console.print(f"  {line}"))
@@ -129,7 +157,8 @@ def _wait_for_gateway(client: PierClient, timeout_s: float = 60.0) -> None:
 
 def _print_urls(url: str, endpoint: str) -> None:
     console.print(f"\n[bold green]Endpoint {endpoint} is InService[/] at {url}")
-    console.print(f"  OpenAI:     OpenAI(base_url=\"{url}/v1\", api_key=\"unused\"), model=\"{endpoint}\"")
+    console.print(f"  OpenAI:     OpenAI(base_url=\"{url}/v1\", api_key=\"<an API key from `pier keys create`, or "
+                  f"anything while there are no keys>\"), model=\"{endpoint}\"")
     console.print(f"  SageMaker:  AWS_ENDPOINT_URL={url}  boto3 invoke_endpoint(EndpointName=\"{endpoint}\", ...)")
     console.print(f"  HTTP:       POST {url}/endpoints/{endpoint}/invocations  (TGI, Messages or completion JSON)")
     console.print(f"  CLI:        pier chat {endpoint}   pier invoke {endpoint} --prompt 'Hello'   pier ls   "

@@ -1,6 +1,6 @@
 """What the `pier` CLI calls to talk to a running gateway: deploy a file, list, describe, invoke, chat, read
-logs, delete. Plain boto3 underneath (any credentials work: pier checks no signatures), plus pier's own
-`/pier/copies` routes for what SageMaker's API has no words for."""
+logs, delete. Plain boto3 underneath, plus pier's own `/pier/copies` routes for what SageMaker's API has no
+words for, all signed with one access key (any key works on a gateway without keys)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from botocore.exceptions import ClientError
 
 from pier.client.deploy_file import Calls, DeployFile, calls
 from pier.control.records import IN_PROGRESS
+from pier.security.client_credentials import cli_credentials
+from pier.security.signing import SigV4Signer
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 Say = Callable[[str], None]
@@ -41,14 +43,18 @@ class EndpointSummary:
 
 
 class PierClient:
-    def __init__(self, url: str = DEFAULT_URL, *, timeout_s: float = 120.0) -> None:
+    def __init__(self, url: str = DEFAULT_URL, *, timeout_s: float = 120.0,
+                 credentials: tuple[str, str] | None = None) -> None:
+        """`credentials`: an access key id and secret (`pier keys create`); default: see cli_credentials."""
         self.url = url.rstrip("/")
+        key_id, secret = credentials or cli_credentials(self.url)
         settings: dict[str, Any] = {"endpoint_url": self.url, "region_name": "us-east-1",
-                                    "aws_access_key_id": "pier", "aws_secret_access_key": "pier"}
+                                    "aws_access_key_id": key_id, "aws_secret_access_key": secret}
         config = Config(read_timeout=timeout_s, retries={"max_attempts": 3})
         self.sagemaker = boto3.client("sagemaker", **settings, config=config)
         self.runtime = boto3.client("sagemaker-runtime", **settings, config=config)
-        self.http = httpx.Client(base_url=self.url, timeout=timeout_s, trust_env=False)
+        self.http = httpx.Client(base_url=self.url, timeout=timeout_s, trust_env=False,
+                                 auth=SigV4Signer(key_id, secret))
 
     def ping(self) -> None:
         """Raise PierClientError unless a gateway answers at the URL (call it first for a clear message)."""

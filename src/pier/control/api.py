@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from pier.control import views
-from pier.control.capacity import too_big
+from pier.control.capacity import CopyCap, host_copy_cap, too_big
 from pier.control.desired import demand_of
 from pier.control.errors import (
     ResourceInUse,
@@ -23,8 +24,10 @@ from pier.control.errors import (
     already_exists,
     not_found,
 )
+from pier.control.fetch.folders import whole_filesystem
 from pier.control.fetch.source import NoModelData, source_of
 from pier.control.instance_types import lookup, warn_if_oversize
+from pier.control.limits import check_request, load_model
 from pier.control.listing import Row, page
 from pier.control.names import arn
 from pier.control.records import (
@@ -53,7 +56,7 @@ from pier.control.shapes import (
     UpdateInferenceComponentRuntimeConfigInput,
     parse,
 )
-from pier.control.state import State
+from pier.control.state import BadRow, State, UnreadableRecord
 from pier.control.workload import Workload
 
 log = logging.getLogger("pier.control")
@@ -63,11 +66,13 @@ Body = dict[str, Any]
 
 class ControlPlane:
     def __init__(self, state: State, *, copies: views.Copies, wake: Callable[[], None] = lambda: None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, copy_cap: CopyCap | None = None) -> None:
         self.state = state
+        self.copy_cap = copy_cap or host_copy_cap()
         self.copies = copies
         self.wake = wake
         self.clock = clock
+        load_model()  # before the gateway serves: the first request must not read botocore's model on the loop
         self.operations: dict[str, Callable[[Body, str], Body]] = {
             name: getattr(self, _snake(name)) for name in OPERATIONS
         }
@@ -78,7 +83,9 @@ class ControlPlane:
             raise UnknownOperation(
                 f"pier does not serve SageMaker.{operation}; it serves {', '.join(sorted(OPERATIONS))}."
             )
-        return handler(body, region)
+        check_request(operation, body)
+        with self.state.transaction():  # an operation's writes land together or not at all
+            return handler(body, region)
 
     # ---- models
 
@@ -101,7 +108,8 @@ class ControlPlane:
         return {}
 
     def list_models(self, body: Body, region: str) -> Body:
-        return self._list(body, "Models", [views.model_row(r) for r in self.state.models.all()])
+        records, unreadable = self.state.models.scan()
+        return self._list(body, "Models", [views.model_row(r) for r in records], unreadable, region)
 
     # ---- endpoint configs
 
@@ -127,7 +135,8 @@ class ControlPlane:
         return {}
 
     def list_endpoint_configs(self, body: Body, region: str) -> Body:
-        return self._list(body, "EndpointConfigs", [views.config_row(r) for r in self.state.configs.all()])
+        records, unreadable = self.state.configs.scan()
+        return self._list(body, "EndpointConfigs", [views.config_row(r) for r in records], unreadable, region)
 
     # ---- endpoints
 
@@ -138,27 +147,40 @@ class ControlPlane:
             name=request.EndpointName, arn=arn("endpoint", request.EndpointName, region), created=now, modified=now,
             config_name=request.EndpointConfigName, variants=self._variants(request.EndpointConfigName, region),
         )
+        self._check_copy_cap(_classic_copies(record.variants))
         if not self.state.endpoints.insert(record):
             raise already_exists("endpoint", record.arn)
         self.wake()
         return {"EndpointArn": record.arn}
 
     def describe_endpoint(self, body: Body, region: str) -> Body:
-        return views.endpoint(self._endpoint(parse(EndpointNameInput, body).EndpointName), self.copies)
+        try:
+            return views.endpoint(self._endpoint(parse(EndpointNameInput, body).EndpointName), self.copies)
+        except UnreadableRecord as unreadable:
+            return views.unreadable_endpoint(unreadable.row, region)
 
     def delete_endpoint(self, body: Body, region: str) -> Body:
-        record = self._endpoint(parse(EndpointNameInput, body).EndpointName)
-        hosted = [c.name for c in self.state.components.all() if c.endpoint.lower() == record.name.lower()]
+        name = parse(EndpointNameInput, body).EndpointName
+        try:
+            record = self._endpoint(name)
+        except UnreadableRecord as unreadable:
+            record = None
+            name = unreadable.row.name
+        hosted = [c.name for c in self.state.components.all() if c.endpoint.lower() == name.lower()]
         if hosted:
             raise ResourceInUse(
-                f'Endpoint "{record.name}" still hosts inference components ({", ".join(hosted)}): delete them '
+                f'Endpoint "{name}" still hosts inference components ({", ".join(hosted)}): delete them '
                 "with DeleteInferenceComponent and wait until they are gone, then delete the endpoint."
             )
-        self._put_endpoint(record, status="Deleting")
+        if record is None:  # nothing to wind down that pier can read: the row goes, and with it its copies
+            self._forget("endpoint", self.state.endpoints.delete, name)
+        else:
+            self._put_endpoint(record, status="Deleting")
         return {}
 
     def list_endpoints(self, body: Body, region: str) -> Body:
-        return self._list(body, "Endpoints", [views.endpoint_row(r) for r in self.state.endpoints.all()])
+        records, unreadable = self.state.endpoints.scan()
+        return self._list(body, "Endpoints", [views.endpoint_row(r) for r in records], unreadable, region)
 
     def update_endpoint(self, body: Body, region: str) -> Body:
         request = parse(UpdateEndpointInput, body)
@@ -166,6 +188,7 @@ class ControlPlane:
         self._check_not_in_progress(record)
         variants = self._variants(request.EndpointConfigName, region)
         self._check_keeps_components(record, request.EndpointConfigName, variants)
+        self._check_copy_cap(_classic_copies(variants) - _classic_copies(record.variants))
         self._put_endpoint(record, status="Updating", config_name=request.EndpointConfigName, variants=variants)
         return {"EndpointArn": record.arn}
 
@@ -187,6 +210,7 @@ class ControlPlane:
             if desired.DesiredWeight is not None:
                 change["weight"] = desired.DesiredWeight
             variants[desired.VariantName] = variants[desired.VariantName].model_copy(update=change)
+        self._check_copy_cap(_classic_copies(variants.values()) - _classic_copies(record.variants))
         self._put_endpoint(record, status="Updating", variants=tuple(variants.values()))
         return {"EndpointArn": record.arn}
 
@@ -199,6 +223,7 @@ class ControlPlane:
             raise not_found("endpoint", request.EndpointName)
         variant = self._component_variant(endpoint, request.VariantName)
         self._check_fits(endpoint, variant, request.InferenceComponentName, request.Specification)
+        self._check_copy_cap(request.RuntimeConfig.CopyCount)
         now = self.clock()
         record = ComponentRecord(
             name=request.InferenceComponentName, created=now, modified=now,
@@ -213,16 +238,25 @@ class ControlPlane:
         return {"InferenceComponentArn": record.arn}
 
     def describe_inference_component(self, body: Body, region: str) -> Body:
-        return views.component(self._component(parse(ComponentNameInput, body).InferenceComponentName), self.copies)
+        try:
+            return views.component(self._component(parse(ComponentNameInput, body).InferenceComponentName),
+                                   self.copies)
+        except UnreadableRecord as unreadable:
+            return views.unreadable_component(unreadable.row, region)
 
     def delete_inference_component(self, body: Body, region: str) -> Body:
-        record = self._component(parse(ComponentNameInput, body).InferenceComponentName)
+        try:
+            record = self._component(parse(ComponentNameInput, body).InferenceComponentName)
+        except UnreadableRecord as unreadable:
+            self._forget("inference component", self.state.components.delete, unreadable.row.name)
+            return {}
         self._put_component(record, status="Deleting")
         return {}
 
     def list_inference_components(self, body: Body, region: str) -> Body:
-        rows = [views.component_row(r) for r in self.state.components.all()]
-        return self._list(body, "InferenceComponents", rows)
+        records, unreadable = self.state.components.scan()
+        rows = [views.component_row(r) for r in records]
+        return self._list(body, "InferenceComponents", rows, unreadable, region)
 
     def update_inference_component(self, body: Body, region: str) -> Body:
         request = parse(UpdateInferenceComponentInput, body)
@@ -236,9 +270,10 @@ class ControlPlane:
         if request.Specification is not None:
             endpoint = self._endpoint(record.endpoint)
             self._check_fits(endpoint, record.variant, record.name, request.Specification)
-            change |= {"specification": request.Specification, "model_dir": None,
+            change |= {"specification": request.Specification, "model_dir": None, "weights_mb": None,
                        "container": self._component_container(request.Specification, region)}
         if request.RuntimeConfig is not None:
+            self._check_copy_cap(request.RuntimeConfig.CopyCount - record.copies)
             change["copies"] = request.RuntimeConfig.CopyCount
         self._put_component(record, **change)
         return {"InferenceComponentArn": record.arn}
@@ -250,6 +285,7 @@ class ControlPlane:
             raise ValidationError(f'Inference component "{record.name}" is being deleted; it cannot be scaled.')
         # Scaling a component that is still being created keeps it Creating; otherwise it updates.
         status = "Creating" if record.status == "Creating" else "Updating"
+        self._check_copy_cap(request.DesiredRuntimeConfig.CopyCount - record.copies)
         self._put_component(record, status=status, copies=request.DesiredRuntimeConfig.CopyCount)
         return {"InferenceComponentArn": record.arn}
 
@@ -346,6 +382,14 @@ class ControlPlane:
         if reason:
             raise ResourceLimitExceeded(reason)
 
+    def _check_copy_cap(self, delta: int) -> None:
+        """More copies than this host holds are refused now, when the request asks for them."""
+        wanted = sum(c.copies for c in self.state.components.all() if c.status != "Deleting")
+        wanted += sum(_classic_copies(e.variants) for e in self.state.endpoints.all() if e.status != "Deleting")
+        reason = self.copy_cap.refusal(wanted, delta)
+        if reason:
+            raise ResourceLimitExceeded(reason)
+
     def _check_not_in_progress(self, record: EndpointRecord) -> None:
         if record.status in IN_PROGRESS:
             raise ValidationError(
@@ -361,16 +405,31 @@ class ControlPlane:
         self.state.components.put(record.model_copy(update={**change, "modified": self.clock(), "failure_reason": ""}))
         self.wake()
 
-    def _list(self, body: Body, key: str, rows: list[Row]) -> Body:
+    def _forget(self, kind: str, delete: Callable[[str], bool], name: str) -> None:
+        delete(name)
+        log.warning("%s %s deleted with its unreadable record", kind, name)
+        self.wake()
+
+    def _list(self, body: Body, key: str, rows: list[Row], unreadable: list[BadRow], region: str) -> Body:
+        rows = rows + [views.unreadable_row(row, region) for row in unreadable]
         items, token = page(rows, parse(ListInput, body))
         return {key: items, **({"NextToken": token} if token else {})}
 
 
+def _classic_copies(variants: Iterable[VariantRecord]) -> int:
+    """A classic variant runs one copy per instance."""
+    return sum(v.instance_count for v in variants if v.model is not None)
+
+
 def _check_source(container: ContainerSpec, artifact_url: str | None = None) -> None:
     try:
-        source_of(container, artifact_url)
+        source = source_of(container, artifact_url)
     except NoModelData as error:
         raise ValidationError(str(error)) from None
+    if source.scheme == "file":
+        reason = whole_filesystem(Path(source.local_path))
+        if reason:
+            raise ValidationError(f"{reason}, not a model folder: give the folder that holds the model's files.")
 
 
 def _snake(name: str) -> str:

@@ -9,11 +9,13 @@ Copies already placed keep their place, so changing one component never moves an
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pier.control.instance_types import InstanceType
+from pier.control.instance_types import InstanceType, host_cores, host_memory_mb
 from pier.control.workload import Workload
+from pier.errors import PierError
 
 
 @dataclass(frozen=True)
@@ -172,3 +174,51 @@ def whole_instances(workload: Workload, itype: InstanceType, count: int) -> tupl
     every = tuple(range(itype.vcpus))
     accelerators = tuple(range(itype.accelerators))
     return tuple(Placement(workload, i, i, every, accelerators) for i in range(count))
+
+
+# ---- how many copies one host holds
+
+COPY_CAP_SETTING = "PIER_MAX_COPIES_PER_HOST"
+MIB_PER_COPY = 256  # a model server's own memory before its model and KV cache: the least a copy needs
+COPIES_PER_CORE = 4  # past this, copies only take turns on the cores
+
+
+def default_copy_cap(cores: int, memory_mb: int) -> int:
+    """The copies a host with `cores` and `memory_mb` holds by default: 4 per core, and one per 256 MiB."""
+    return max(1, min(COPIES_PER_CORE * cores, memory_mb // MIB_PER_COPY))
+
+
+def host_copy_cap(env: Mapping[str, str] | None = None) -> CopyCap:
+    """This host's cap: PIER_MAX_COPIES_PER_HOST when set, else `default_copy_cap` of its cores and memory."""
+    env = os.environ if env is None else env
+    text = env.get(COPY_CAP_SETTING, "").strip()
+    if text:
+        if not text.isdigit() or int(text) < 1:
+            raise PierError(f"{COPY_CAP_SETTING}={text!r} is not a whole number of copies of at least 1; unset it "
+                            "for the default (from this host's cores and memory).")
+        return CopyCap(int(text), f"{COPY_CAP_SETTING}={text}")
+    cores, memory = len(host_cores()), host_memory_mb()
+    return CopyCap(default_copy_cap(cores, memory), f"from its {cores} cores and {memory} MiB; {COPY_CAP_SETTING} "
+                                                   "changes it")
+
+
+@dataclass(frozen=True)
+class CopyCap:
+    """At most `copies` copies run on this host, whatever the instance types say (they are budgets on it)."""
+
+    copies: int
+    source: str = ""  # where the number comes from, for messages
+
+    def refusal(self, current: int, delta: int) -> str:
+        """Why `delta` more copies on top of `current` are refused ("" when they fit), in the words AWS uses for
+        its service quotas."""
+        if delta <= 0 or current + delta <= self.copies:
+            return ""
+        return (f"The host-level limit 'copies per host' is {self.copies} copies ({self.source}), with current "
+                f"utilization of {current} copies and a request delta of {delta} copies. Lower CopyCount or "
+                "InstanceCount, delete other inference components or endpoints, or raise the limit.")
+
+    def shortfall(self, missing: int, wanted: int) -> str:
+        return (f"{missing} of {wanted} copies not started: this host runs at most {self.copies} copies "
+                f"({self.source}) and other workloads hold them. Lower CopyCount or InstanceCount, delete other "
+                "inference components or endpoints, or raise the limit.")

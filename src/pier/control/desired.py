@@ -12,19 +12,17 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pier.backends.base import CopySpec
 from pier.control import capacity
-from pier.control.capacity import Demand, Placement
+from pier.control.capacity import CopyCap, Demand, Placement
 from pier.control.instance_types import InstanceType, host_cores_for
 from pier.control.records import ComponentRecord, EndpointRecord, VariantRecord
 from pier.control.shapes import ResourceRequirements
 from pier.control.workload import Workload
-
-WeightsMb = Callable[[Path], int]
 
 
 @dataclass(frozen=True)
@@ -34,14 +32,32 @@ class Desired:
     problems: dict[Workload, str] = field(default_factory=dict)  # workload -> why some copies could not be placed
 
 
-def gguf_mb(folder: Path) -> int:
-    """The size of the GGUF files copies of this folder map (and so share) in memory."""
-    return sum(p.stat().st_size for p in folder.rglob("*.gguf") if p.is_file()) // 2**20
-
-
 def desired_copies(endpoints: Iterable[EndpointRecord], components: Iterable[ComponentRecord],
                    keep: Sequence[Placement], host: tuple[int, ...], lookup: Callable[[str], InstanceType],
-                   weights_mb: WeightsMb = gguf_mb) -> Desired:
+                   cap: CopyCap | None = None, running: Collection[str] = ()) -> Desired:
+    """Every copy the records ask for, at most `cap.copies` of them: copies in `running` first, then in the order
+    the endpoints and components were made (a newer workload never pushes an older one's copies out)."""
+    endpoints, components = list(endpoints), list(components)
+    wanted = _uncapped(endpoints, components, keep, host, lookup)
+    if cap is None or len(wanted.specs) <= cap.copies:
+        return wanted
+    made = {Workload.of_component(c.name): c.created for c in components}
+    made |= {Workload.of_variant(e.name, v.name): e.created for e in endpoints for v in e.variants}
+    pairs = sorted(zip(wanted.specs, wanted.placements, strict=True),
+                   key=lambda p: (p[0].copy_id not in running, made.get(Workload(p[0].component), 0.0)))
+    kept, dropped = pairs[: cap.copies], pairs[cap.copies :]
+    problems = dict(wanted.problems)
+    for workload in dict.fromkeys(spec.component for spec, _ in dropped):
+        missing = sum(1 for spec, _ in dropped if spec.component == workload)
+        total = sum(1 for spec in wanted.specs if spec.component == workload)
+        problems.setdefault(Workload(workload), cap.shortfall(missing, total))
+    order = {spec.copy_id: i for i, spec in enumerate(wanted.specs)}
+    kept.sort(key=lambda p: order[p[0].copy_id])
+    return Desired(tuple(s for s, _ in kept), tuple(p for _, p in kept), problems)
+
+
+def _uncapped(endpoints: Iterable[EndpointRecord], components: Iterable[ComponentRecord], keep: Sequence[Placement],
+              host: tuple[int, ...], lookup: Callable[[str], InstanceType]) -> Desired:
     by_variant: dict[tuple[str, str], list[ComponentRecord]] = {}
     for component in components:
         if component.status != "Deleting":
@@ -58,7 +74,7 @@ def desired_copies(endpoints: Iterable[EndpointRecord], components: Iterable[Com
                 placed = _classic(endpoint, variant, itype, host)
             else:
                 hosted = by_variant.get((endpoint.name.lower(), variant.name), [])
-                placed = _components(hosted, variant, itype, keep, host, weights_mb)
+                placed = _components(hosted, variant, itype, keep, host)
             specs += placed.specs
             placements += placed.placements
             problems.update(placed.problems)
@@ -77,9 +93,9 @@ def _classic(endpoint: EndpointRecord, variant: VariantRecord, itype: InstanceTy
 
 
 def _components(hosted: list[ComponentRecord], variant: VariantRecord, itype: InstanceType, keep: Sequence[Placement],
-                host: tuple[int, ...], weights_mb: WeightsMb) -> Desired:
-    ready = [c for c in hosted if c.model_dir is not None]
-    demands = [_demand(c, weights_mb) for c in ready]
+                host: tuple[int, ...]) -> Desired:
+    ready = [c for c in hosted if c.model_dir is not None and c.weights_mb is not None]
+    demands = [_demand(c) for c in ready]
     packing = capacity.pack(itype, variant.instance_count, demands, keep)
     records = {Workload.of_component(c.name): c for c in ready}
     specs = []
@@ -93,10 +109,11 @@ def _components(hosted: list[ComponentRecord], variant: VariantRecord, itype: In
     return Desired(tuple(specs), packing.placements, problems)
 
 
-def _demand(component: ComponentRecord, weights_mb: WeightsMb) -> Demand:
-    model_dir = Path(component.model_dir or "")
+def _demand(component: ComponentRecord) -> Demand:
+    """What the component's copies need; the weights' size was measured off the event loop, when the model's
+    files were fetched (walking a folder here would hold up the gateway)."""
     return demand_of(Workload.of_component(component.name), component.specification.resources, component.copies,
-                     str(model_dir.resolve()), weights_mb(model_dir))
+                     component.model_dir or "", component.weights_mb or 0)
 
 
 def demand_of(workload: Workload, resources: ResourceRequirements, copies: int, weights: str = "",

@@ -55,6 +55,7 @@ def _sort_key(row: Row, by: str) -> tuple[Any, ...]:
 def _offset(token: str | None) -> int:
     if token is None:
         return 0
-    if not token.isdigit():
-        raise ValidationError(f"Invalid NextToken {token!r}: pass the NextToken of the previous page unchanged.")
+    if not (token.isascii() and token.isdigit() and len(token) <= 12):
+        shown = token if len(token) <= 40 else token[:37] + "..."
+        raise ValidationError(f"Invalid NextToken {shown!r}: pass the NextToken of the previous page unchanged.")
     return int(token)

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from pier.backends.base import Backend, CopySpec, CopyState, CopyStatus
-from pier.control.capacity import Placement
+from pier.control.capacity import CopyCap, Placement, host_copy_cap
 from pier.control.desired import Desired, desired_copies
 from pier.control.fetch.fetches import Fetches
 from pier.control.fetch.source import ModelSource, source_of
 from pier.control.instance_types import InstanceType, host_cores, lookup
 from pier.control.records import ComponentRecord, EndpointRecord
-from pier.control.state import State
+from pier.control.state import BadRow, State
 from pier.control.workload import Workload
 
 log = logging.getLogger("pier.control")
@@ -86,7 +86,7 @@ def next_status(current: str, progress: Progress) -> tuple[str, str]:
 class Reconciler:
     def __init__(self, state: State, backend: Backend, fetches: Fetches, *, tick_s: float = TICK_S,
                  host: tuple[int, ...] | None = None, instance_type: Callable[[str], InstanceType] = lookup,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, copy_cap: CopyCap | None = None) -> None:
         self.state = state
         self.backend = backend
         self.fetches = fetches
@@ -94,11 +94,13 @@ class Reconciler:
         self.host = host or host_cores()
         self.instance_type = instance_type
         self.clock = clock
+        self.copy_cap = copy_cap or host_copy_cap()
         self._wake = asyncio.Event()
         fetches.notify = self._wake.set  # a finished download is worth acting on at once
         self._placements: tuple[Placement, ...] = ()
         self._proven: set[str] = set()
         self._busy: dict[str, asyncio.Task[None]] = {}  # copy id -> its start or stop in progress
+        self._skipped: set[tuple[str, str, str]] = set()  # unreadable records already logged
 
     def wake(self, *, retry_fetches: bool = False) -> None:
         """Reconcile now (the state changed); `retry_fetches` lets failed model fetches run again."""
@@ -118,13 +120,18 @@ class Reconciler:
 
     async def tick(self) -> None:
         fetch_problems = self._resolve_models()
-        endpoints, components = self.state.endpoints.all(), self.state.components.all()
-        desired = desired_copies(endpoints, components, self._placements, self.host, self.instance_type)
-        self._placements = desired.placements
+        endpoints, bad_endpoints = self.state.endpoints.scan()
+        components, bad_components = self.state.components.scan()
+        untouchable = self._skip_unreadable(bad_endpoints + bad_components, components)
         actual = self.backend.statuses()
+        running = {c.copy_id for c in actual if c.state is not CopyState.STOPPED}
+        desired = desired_copies(endpoints, components, self._placements, self.host, self.instance_type,
+                                 self.copy_cap, running)
+        self._placements = desired.placements
         self._proven = {c.copy_id for c in actual if c.state is CopyState.READY} | (
             self._proven & {c.copy_id for c in actual})
-        self._apply(plan(desired.specs, actual))
+        todo = plan(desired.specs, actual)
+        self._apply(Plan(todo.start, tuple(c for c in todo.stop if not untouchable(_workload_of(c, actual)))))
         self._update_statuses(endpoints, components, desired, actual, fetch_problems)
         self._finish_deletes(endpoints, components, actual)
 
@@ -136,6 +143,20 @@ class Reconciler:
         self.fetches.close()
         await asyncio.gather(*self._busy.values(), return_exceptions=True)
 
+    def _skip_unreadable(self, rows: list[BadRow], components: list[ComponentRecord]) -> Callable[[str], bool]:
+        """Log each unreadable record once, and say which workloads are theirs (with the components hosted on an
+        unreadable endpoint): what they want cannot be read, so their copies are neither started nor stopped
+        until the record is deleted (or restored)."""
+        for row in rows:
+            if (row.kind, row.name, row.reason) not in self._skipped:
+                log.warning("skipping %s %s: %s", row.kind, row.name, row.failure_reason)
+        self._skipped = {(row.kind, row.name, row.reason) for row in rows}
+        endpoints = {row.name.lower() for row in rows if row.kind == "endpoint"}
+        skipped = {row.name.lower() for row in rows if row.kind == "inference component"}
+        skipped |= {c.name.lower() for c in components if c.endpoint.lower() in endpoints}
+        return lambda workload: (workload.lower() in skipped
+                                 or ("/" in workload and workload.partition("/")[0].lower() in endpoints))
+
     # ---- models
 
     def _resolve_models(self) -> dict[Workload, str]:
@@ -146,11 +167,13 @@ class Reconciler:
             if endpoint.status != "Deleting":
                 problems |= self._resolve_endpoint(endpoint)
         for component in self.state.components.all():
-            if component.status == "Deleting" or (component.model_dir and Path(component.model_dir).is_dir()):
+            if component.status == "Deleting" or (component.model_dir and component.weights_mb is not None
+                                                  and Path(component.model_dir).is_dir()):
                 continue
             fetched = self.fetches.get(_component_source(component))
             if fetched.folder is not None:
-                self.state.components.put(component.model_copy(update={"model_dir": str(fetched.folder)}))
+                self.state.components.put(component.model_copy(
+                    update={"model_dir": str(fetched.folder), "weights_mb": fetched.weights_mb}))
             elif fetched.error:
                 problems[Workload.of_component(component.name)] = fetched.error
         return problems
@@ -237,6 +260,10 @@ class Reconciler:
             if endpoint.status == "Deleting" and not mine & running:
                 self.state.endpoints.delete(endpoint.name)
                 log.info("endpoint %s deleted", endpoint.name)
+
+
+def _workload_of(copy_id: str, actual: Sequence[CopyStatus]) -> str:
+    return next((c.component for c in actual if c.copy_id == copy_id), "")
 
 
 def _gave_up(specs: Sequence[CopySpec], actual: Sequence[CopyStatus]) -> dict[Workload, str]:

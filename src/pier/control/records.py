@@ -72,3 +72,4 @@ class ComponentRecord(Record):
     container: ContainerSpec  # the model's container with the component's own Container merged over it
     copies: int
     model_dir: str | None = None
+    weights_mb: int | None = None  # the size of the GGUF files in model_dir, measured when it was fetched

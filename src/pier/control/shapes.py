@@ -288,9 +288,16 @@ def _problem(problem: Any) -> str:
     if kind == "value_error":  # our own cross-field checks: already a sentence that says how to fix it
         return str(problem["msg"]).removeprefix("Value error, ").rstrip(".")
     where = _member_path(problem["loc"])
-    value = "null" if kind == "missing" else f"'{problem.get('input')}'"
+    value = "null" if kind == "missing" else f"'{_shown(problem.get('input'))}'"
     constraint = _constraint(kind, problem.get("ctx") or {}, str(problem["msg"]))
     return f"Value {value} at '{where}' failed to satisfy constraint: {constraint}"
+
+
+def _shown(value: Any) -> str:
+    """A refused value as the message shows it: whole when short, its start when long (a message never echoes a
+    megabyte back)."""
+    text = str(value)
+    return text if len(text) <= 100 else text[:97] + "..."
 
 
 def _constraint(kind: str, ctx: dict[str, Any], message: str) -> str:

@@ -16,6 +16,7 @@ from pier.control.records import (
     ModelRecord,
     VariantRecord,
 )
+from pier.control.state import BadRow
 from pier.control.workload import Workload
 
 Copies = Callable[[Workload], list[CopyStatus]]
@@ -138,3 +139,57 @@ def component_row(record: ComponentRecord) -> Row:
     }
     labels = {"EndpointName": record.endpoint, "VariantName": record.variant}
     return Row(record.name, record.created, summary, record.modified, record.status, labels)
+
+
+# ---- records that do not read (state.BadRow): what is known of them, Failed with why
+
+
+def unreadable_endpoint(row: BadRow, region: str) -> dict[str, Any]:
+    """DescribeEndpoint of an endpoint whose stored record does not read."""
+    return {
+        "EndpointName": row.name,
+        "EndpointArn": row.text("arn") or arn("endpoint", row.name, region),
+        "EndpointConfigName": row.text("config_name"),
+        "ProductionVariants": [],
+        "EndpointStatus": "Failed",
+        "FailureReason": row.failure_reason,
+        "CreationTime": row.created,
+        "LastModifiedTime": row.number("modified", row.created),
+    }
+
+
+def unreadable_component(row: BadRow, region: str) -> dict[str, Any]:
+    """DescribeInferenceComponent of a component whose stored record does not read."""
+    endpoint = row.text("endpoint")
+    return {
+        "InferenceComponentName": row.name,
+        "InferenceComponentArn": row.text("arn") or arn("inference component", row.name, region),
+        "EndpointName": endpoint,
+        "EndpointArn": arn("endpoint", endpoint, region),
+        "VariantName": row.text("variant"),
+        "CreationTime": row.created,
+        "LastModifiedTime": row.number("modified", row.created),
+        "InferenceComponentStatus": "Failed",
+        "FailureReason": row.failure_reason,
+    }
+
+
+def unreadable_row(row: BadRow, region: str) -> Row:
+    """A List* entry for a record that does not read: Failed where the summary has a status, and in every case
+    a FailureReason beside the modelled members (boto3 skips it; pier's CLI and raw JSON show it)."""
+    resource = {"model": "Model", "endpoint configuration": "EndpointConfig", "endpoint": "Endpoint",
+                "inference component": "InferenceComponent"}[row.kind]
+    summary: dict[str, Any] = {f"{resource}Name": row.name, f"{resource}Arn": row.text("arn") or arn(
+        row.kind, row.name, region), "CreationTime": row.created, "FailureReason": row.failure_reason}
+    status = None
+    labels: dict[str, str] = {}
+    if row.kind in ("endpoint", "inference component"):
+        status = "Failed"
+        summary[f"{resource}Status"] = status
+        summary["LastModifiedTime"] = row.number("modified", row.created)
+    if row.kind == "inference component":
+        endpoint = row.text("endpoint")
+        summary |= {"EndpointName": endpoint, "EndpointArn": arn("endpoint", endpoint, region),
+                    "VariantName": row.text("variant")}
+        labels = {"EndpointName": endpoint, "VariantName": row.text("variant")}
+    return Row(row.name, row.created, summary, row.number("modified", row.created), status, labels)

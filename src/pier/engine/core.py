@@ -14,9 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from pier.engine import continuation
+from pier.engine.common_prefix import common_prefix
 from pier.engine.detok import TextStream
 from pier.engine.kv_cache import KvCache
-from pier.engine.prefix_cache import NO_MATCH, PrefixCache, PrefixMatch, common_prefix
+from pier.engine.prefix_cache import NO_MATCH, PrefixCache, PrefixMatch
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk
 from pier.engine.retention import RetentionBudget
 from pier.engine.runner import Batch, KvCacheFull, ModelRunner

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pier.engine.common_prefix import common_prefix
 from pier.engine.kv_cache import KvCache, KvSlot
 
 if TYPE_CHECKING:
@@ -27,21 +28,6 @@ class PrefixMatch:
 
 NO_MATCH = PrefixMatch(None, 0)
 MIN_KEPT = 16  # a shorter proven part (BOS, a chat template's first tokens) is not worth a sequence id of its own
-
-
-def common_prefix(a: Sequence[int], b: Sequence[int], limit: int) -> int:
-    """Length of the longest common prefix of a and b, at most `limit`. Slice compares run in C."""
-    n = min(len(a), len(b), limit)
-    if a[:n] == b[:n]:
-        return n
-    lo, hi = 0, n  # invariant: a[:lo] == b[:lo] and a[:hi] != b[:hi]
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid
-    return lo
 
 
 class PrefixCache:

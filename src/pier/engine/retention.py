@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pier.engine.prefix_cache import common_prefix
+from pier.engine.common_prefix import common_prefix
 
 
 @dataclass

@@ -20,6 +20,7 @@ from fastapi import FastAPI
 
 from pier.backends.base import Backend
 from pier.control.api import ControlPlane
+from pier.control.backups import BackupPolicy, Backups
 from pier.control.fetch.fetches import Fetches
 from pier.control.fetch.store import ModelStore
 from pier.control.reconciler import Reconciler
@@ -31,14 +32,21 @@ from pier.gateway.parts import Gateway
 from pier.gateway.targets import Targets
 from pier.runtime.invoke import RuntimeService
 from pier.runtime.routes import openai_router, runtime_router
+from pier.runtime.settings import RuntimeSettings
+from pier.security.install import install_security
+from pier.security.scope import endpoint_of_state
+from pier.security.settings import SecuritySettings
 
 
 def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: float = 1.0,
-                   store: ModelStore | None = None) -> FastAPI:
-    """The gateway app over the state in `state_dir`; its lifespan runs the reconciler and, on the way out,
-    stops every copy."""
+                   store: ModelStore | None = None, security: SecuritySettings | None = None,
+                   backups: BackupPolicy | None = None) -> FastAPI:
+    """The gateway app over the state in `state_dir`; its lifespan runs the reconciler and the state's backups
+    and, on the way out, stops every copy. A damaged state file raises StateDamaged here (never replaced).
+    Every request passes pier.security's guard first (Host/Origin, keys, roles, audit)."""
     gateway = _assemble(state_dir, backend or _local_backend(state_dir), tick_s, store)
-    app = FastAPI(title="pier gateway", lifespan=_lifespan(gateway))
+    saver = Backups(gateway.state, backups or BackupPolicy.from_env())
+    app = FastAPI(title="pier gateway", lifespan=_lifespan(gateway, saver))
     app.state.gateway = gateway
     app.state.drain = Drain(gateway.runtime.forwarder.stop)  # stopping drains (gateway/drain.py)
     app.add_middleware(Draining, drain=app.state.drain)
@@ -49,22 +57,29 @@ def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: f
     app.add_api_route("/pier/copies/{copy_id}/logs", pier_routes.copy_logs, methods=["GET"], response_model=None)
     app.include_router(runtime_router(gateway.runtime))
     app.include_router(openai_router(gateway.runtime))
+    install_security(app, state_dir, security or SecuritySettings.from_env(),  # pier.security: see docs/security.md
+                     endpoint_of=endpoint_of_state(gateway.state),
+                     max_body_bytes=gateway.runtime.settings.max_payload_bytes)
     return app
 
 
-def _lifespan(gateway: Gateway) -> Callable[[FastAPI], Any]:
+def _lifespan(gateway: Gateway, backups: Backups) -> Callable[[FastAPI], Any]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         loop = asyncio.create_task(gateway.reconciler.run(), name="reconciler")
+        saving = asyncio.create_task(backups.run(), name="state backups")
         try:
             yield
         finally:
             loop.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await loop
+            saving.cancel()
+            for task in (loop, saving):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             await gateway.reconciler.close()
             await gateway.backend.close()
             await gateway.runtime.aclose()
+            await asyncio.to_thread(backups.take)  # the last generation, on the way out
             gateway.state.close()
 
     return lifespan
@@ -76,7 +91,8 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
     reconciler = Reconciler(state, backend, fetches, tick_s=tick_s)
     control = ControlPlane(state, copies=reconciler.copies, wake=lambda: reconciler.wake(retry_fetches=True))
     targets = Targets(state, reconciler.copies)
-    return Gateway(state, backend, reconciler, control, targets, RuntimeService(targets.resolve))
+    return Gateway(state, backend, reconciler, control, targets,
+                   RuntimeService(targets.resolve, RuntimeSettings.from_env()))
 
 
 def _local_backend(state_dir: Path) -> Backend:

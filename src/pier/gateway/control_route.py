@@ -3,15 +3,14 @@ body, answered in AWS JSON 1.1 with `x-amzn-RequestId` (errors as `{"__type", "m
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
-from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
-from pier.control.errors import ControlError, SerializationError, UnknownOperation
+from pier.control.errors import ControlError, UnknownOperation
+from pier.control.limits import MAX_BODY_BYTES, body_too_large, parse_body
 from pier.control.names import region_of
 from pier.gateway.parts import gateway_of
 
@@ -25,7 +24,7 @@ async def control_route(request: Request) -> Response:
     request_id = str(uuid.uuid4())
     try:
         operation = _operation(request.headers.get("x-amz-target", ""))
-        body = _json_object(await request.body())
+        body = parse_body(await _body(request))
         reply = gateway_of(request).control.call(operation, body, region_of(request.headers.get("authorization")))
         return JSONResponse(reply, headers={REQUEST_ID: request_id}, media_type=AMZ_JSON)
     except ControlError as error:
@@ -45,14 +44,18 @@ def _operation(target: str) -> str:
     return operation
 
 
-def _json_object(raw: bytes) -> dict[str, Any]:
-    try:
-        body = json.loads(raw or b"{}")
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise SerializationError(f"The request body is not JSON ({error}); send a JSON object.") from None
-    if not isinstance(body, dict):
-        raise SerializationError("The request body must be a JSON object.")
-    return body
+async def _body(request: Request) -> bytes:
+    """The body, read no further than the control plane's limit (a client may send anything, of any size)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise body_too_large(int(declared))
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise body_too_large(size)
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _control_error(kind: str, message: str, status: int, request_id: str) -> JSONResponse:

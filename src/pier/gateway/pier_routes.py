@@ -26,7 +26,8 @@ async def copies(request: Request) -> Response:
     """Every copy the backend runs (pier's own API, for `pier ls`, `describe` and `logs`)."""
     statuses = gateway_of(request).backend.statuses()
     rows = [{"copy_id": c.copy_id, "component": c.component, "state": c.state.value, "url": c.url,
-             "message": c.message, "restarts": c.restarts, "pid": c.pid} for c in statuses]
+             "message": c.message, "restarts": c.restarts, "pid": c.pid, "concurrency": c.concurrency}
+            for c in statuses]
     return JSONResponse({"copies": rows})
 
 

@@ -7,19 +7,29 @@ from pathlib import Path
 
 import uvicorn
 
+from pier.control.backups import GatewayLock
+from pier.errors import PierError
 from pier.gateway.app import create_gateway
 from pier.gateway.drain import DrainingServer, grace_period
+from pier.security.exposure import may_listen
+from pier.security.keystore import StoredKey
+from pier.security.settings import SecuritySettings
 
 log = logging.getLogger("pier.gateway")
 
 DEFAULT_STATE_DIR = Path.home() / ".pier"
 DEFAULT_PORT = 8080
+STATE_UNUSABLE = 3  # exit code when the gateway cannot start on its state folder (damaged, too new, in use)
 
 
 def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host: str = "127.0.0.1",
-                log_level: str = "info", grace_period_s: float | None = None) -> int:
+                log_level: str = "info", allowed_hosts: tuple[str, ...] = (), insecure: bool = False,
+                session_keys: tuple[StoredKey, ...] = (), access_log: bool = False,
+                grace_period_s: float | None = None) -> int:
     """Serve the gateway until SIGINT/SIGTERM, which drain: requests in flight get `grace_period_s` (default
-    PIER_GRACE_PERIOD_S or 30 s) to finish, then end in their protocol; every copy is stopped on the way out."""
+    PIER_GRACE_PERIOD_S or 30 s) to finish, then end in their protocol; every copy is stopped on the way out.
+    Refuses (2) to listen beyond loopback without keys unless `insecure`. Its log says what a user needs (where it
+    listens, endpoints changing status, copies failing); `access_log` adds a line per call."""
     try:
         grace_s = grace_period(grace_period_s)
     except ValueError as error:
@@ -29,10 +39,25 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per health check otherwise
     folder = (state_dir or DEFAULT_STATE_DIR).expanduser()
-    app = create_gateway(folder)
+    if not may_listen(folder, host, insecure):
+        return 2
+    security = SecuritySettings.from_env(allowed_hosts=allowed_hosts, bind_host=host, session_keys=session_keys)
+    lock = None
+    try:  # one gateway per state folder; a damaged state is refused, never replaced (`pier state` mends it)
+        lock = GatewayLock.take(folder)
+        app = create_gateway(folder, security=security)
+    except PierError as error:
+        if lock is not None:
+            lock.release()
+        log.error("%s", error.message)
+        return STATE_UNUSABLE
     log.info("pier gateway on http://%s:%d (state in %s)", host, port, folder)
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
-    DrainingServer(config, app.state.drain, grace_s).run()
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5,
+                            access_log=access_log)
+    try:
+        DrainingServer(config, app.state.drain, grace_s).run()
+    finally:
+        lock.release()
     return 0
 
 
@@ -51,6 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grace-period", type=float, default=None, metavar="SECONDS",
                         help="on SIGTERM/Ctrl-C, how long requests in flight may finish (default "
                              "PIER_GRACE_PERIOD_S or 30)")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                        help="also answer requests for this Host name (repeatable; '*' = any)")
+    parser.add_argument("--insecure", action="store_true",
+                        help="listen beyond loopback even without keys (no authentication)")
+    parser.add_argument("--access-log", action="store_true", help="log a line for every HTTP call")
     args = parser.parse_args(argv)
     return run_gateway(args.port, args.state_dir, host=args.host, log_level=args.log_level,
+                       allowed_hosts=tuple(args.allow_host), insecure=args.insecure, access_log=args.access_log,
                        grace_period_s=args.grace_period)

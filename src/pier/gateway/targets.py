@@ -1,5 +1,10 @@
 """Which copies an invocation goes to, from the stored endpoints and components: the `resolve` callback the
-runtime (pier.runtime) calls for every request."""
+runtime (pier.runtime) calls for every request.
+
+A call that SageMaker refuses is refused here too, with SageMaker's words where they are known, so code written
+against pier does not break on AWS: an endpoint that hosts inference components is always invoked with an
+InferenceComponentName (even when it hosts just one), and an endpoint that serves its model directly never is.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +14,32 @@ from collections.abc import Callable, Sequence
 from pier.backends.base import CopyStatus
 from pier.control.names import ACCOUNT
 from pier.control.records import ComponentRecord, EndpointRecord, VariantRecord
-from pier.control.state import State
+from pier.control.state import State, UnreadableRecord
 from pier.control.workload import Workload
-from pier.runtime.errors import EndpointNotFound, InvalidInvocation
+from pier.runtime.errors import ComponentRequired, EndpointNotFound, InvalidInvocation
 from pier.runtime.target import Target
 
 Copies = Callable[[Workload], list[CopyStatus]]
+
+# SageMaker's own ValidationError messages, verbatim.
+# Quoted from boto3's error by users of JumpStart endpoints (github.com/aws-samples/amazon-kendra-langchain-extensions
+# issue 64, github.com/garystafford/llm-langchain-sql-demo issue 1).
+COMPONENT_REQUIRED = (
+    "Inference Component Name header is required for endpoints to which you plan to deploy inference components. "
+    "Please include Inference Component Name header or consider using SageMaker models."
+)
+# SageMaker's answer as LiteLLM's SageMaker integration tests replay it (with "dont" as AWS spells it); a user's
+# write-up of a JumpStart endpoint quotes its first words ("Inference Component Name header is not allowed").
+COMPONENT_NOT_ALLOWED = (
+    "Inference Component Name header is not allowed for endpoints to which you dont plan to deploy inference "
+    "components. Please remove the Inference Component Name header and try again."
+)
+# A component scaled to zero copies: AWS's blog on scaling inference components down to zero quotes it, and a
+# client library recorded the same words from a real endpoint at zero copies.
+NO_CAPACITY = (
+    "Inference Component has no capacity to process this request. ApplicationAutoScaling may be in-progress (if "
+    "configured) or try to increase the capacity by invoking UpdateInferenceComponentRuntimeConfig API."
+)
 
 
 class Targets:
@@ -24,42 +49,43 @@ class Targets:
         self.pick = pick or _weighted
 
     def resolve(self, endpoint: str, component: str | None, variant: str | None) -> Target:
+        try:
+            return self._resolve(endpoint, component, variant)
+        except UnreadableRecord as error:  # only that resource is unusable; say why, as Describe does
+            raise InvalidInvocation(error.message) from None
+
+    def _resolve(self, endpoint: str, component: str | None, variant: str | None) -> Target:
         record = self.state.endpoints.get(endpoint)
         if record is None or record.status == "Deleting":
-            # An OpenAI `model` may name an inference component on its own.
+            # An OpenAI `model` may name an inference component on its own (pier's /v1 routes only).
             hosted = self.state.components.get(endpoint) if component is None else None
             if hosted is not None and hosted.status != "Deleting":
                 return self._component_target(hosted)
             raise EndpointNotFound(endpoint, ACCOUNT)
+        if variant is not None:
+            self._variant(record, variant)  # a variant the endpoint does not have is refused either way
         if record.hosts_components:
+            if component is None:
+                raise ComponentRequired(COMPONENT_REQUIRED)
             return self._component_target(self._component(record, component))
         if component is not None:
-            raise InvalidInvocation(
-                f"Endpoint {record.name} serves its model directly and has no inference components: drop the "
-                f"InferenceComponentName ({component})."
-            )
+            raise InvalidInvocation(COMPONENT_NOT_ALLOWED)
         chosen = self._variant(record, variant)
         workload = Workload.of_variant(record.name, chosen.name)
         return Target(self.copies(workload), workload, chosen.name)
 
     def _component_target(self, record: ComponentRecord) -> Target:
+        if record.copies == 0:
+            raise InvalidInvocation(NO_CAPACITY)
         workload = Workload.of_component(record.name)
         return Target(self.copies(workload), workload, record.variant)
 
-    def _component(self, endpoint: EndpointRecord, name: str | None) -> ComponentRecord:
-        hosted = [c for c in self.state.components.all()
-                  if c.endpoint.lower() == endpoint.name.lower() and c.status != "Deleting"]
-        if name is None:
-            if len(hosted) == 1:  # unambiguous: spare the caller the header
-                return hosted[0]
-            names = ", ".join(c.name for c in hosted) or "none yet"
-            raise InvalidInvocation(
-                "Inference Component Name header is required for endpoints to which you plan to deploy inference "
-                f"components. Please include Inference Component Name header (endpoint {endpoint.name} has: {names})."
-            )
-        for record in hosted:
-            if record.name.lower() == name.lower():
+    def _component(self, endpoint: EndpointRecord, name: str) -> ComponentRecord:
+        for record in self.state.components.all():
+            if (record.endpoint.lower() == endpoint.name.lower() and record.status != "Deleting"
+                    and record.name.lower() == name.lower()):
                 return record
+        # pier's words: SageMaker's for this case are not known.
         raise InvalidInvocation(
             f"Inference component {name} is not on endpoint {endpoint.name}: check InferenceComponentName "
             "(ListInferenceComponents shows what each endpoint hosts)."
@@ -69,8 +95,10 @@ class Targets:
         if wanted is not None:
             found = record.variant(wanted)
             if found is None:
+                # pier's words: SageMaker's for this case are not known.
                 names = ", ".join(v.name for v in record.variants)
-                raise InvalidInvocation(f"Endpoint {record.name} has no variant {wanted}; its variants: {names}.")
+                raise InvalidInvocation(
+                    f"Endpoint {record.name} has no variant {wanted}; its variants: {names}. Check TargetVariant.")
             return found
         if len(record.variants) == 1:
             return record.variants[0]

@@ -1,16 +1,24 @@
-"""A GGUF's chat template, rendered the way Hugging Face transformers' `apply_chat_template` does.
+"""A model's chat template, rendered the way Hugging Face transformers' `apply_chat_template` does.
 
 Model authors write their templates against transformers' environment, so any difference (a missing
 filter, HTML-escaping `tojson`, whitespace control) silently changes the prompt the model sees. This
 mirrors it: a sandboxed jinja2 environment with trim_blocks/lstrip_blocks, loop controls, a JSON
 `tojson`, `raise_exception`, `strftime_now`, the `{% generation %}` block, and the bos/eos token texts.
+
+Which template, first found: the `CHAT_TEMPLATE` environment variable (a llama.cpp built-in name, a file, or the
+template itself); a template file in the model folder (`chat_template.jinja`, `chat_template.json`,
+`tokenizer_config.json`); the GGUF's own `tokenizer.chat_template`; llama.cpp's built-in template for the GGUF's
+architecture, when llama.cpp has one and the vocabulary has its special tokens (a Gemma base model has no
+template, but its `<start_of_turn>` tokens); ChatML, as llama.cpp's server falls back to.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -23,6 +31,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from pier.engine.runner import ModelInfo
 from pier.errors import InvalidRequest
+from pier.model.gguf_meta import GgufFormatError, read_metadata
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +46,29 @@ CHATML = (
 
 class TemplateError(InvalidRequest):
     """The template refused the conversation (its own `raise_exception`) or failed while rendering it."""
+
+
+# What the renderer itself gives every template: request fields, the model's token texts, and the functions
+# templates call. `chat_template_kwargs` adds variables beside these; it cannot replace them.
+RENDERER_NAMES = {
+    "messages": "the request's `messages`", "tools": "the request's `tools`", "documents": "the request's documents",
+    "add_generation_prompt": "the request's `add_generation_prompt`", "bos_token": "the model's BOS text",
+    "eos_token": "the model's EOS text", "raise_exception": "a function templates call",
+    "strftime_now": "a function templates call",
+}
+
+
+def template_kwargs(extra: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A request's `chat_template_kwargs`, refused (400) when a key is one of the renderer's own names."""
+    clash = [name for name in (extra or {}) if name in RENDERER_NAMES]
+    if clash:
+        named = "; ".join(f"`{name}` is {RENDERER_NAMES[name]}" for name in clash)
+        raise TemplateError(
+            f"chat_template_kwargs cannot set {', '.join(clash)}: {named}. Send request fields at the top level "
+            "of the request, and only the template's own variables (like enable_thinking) in chat_template_kwargs.",
+            param="chat_template_kwargs",
+        )
+    return dict(extra or {})
 
 
 class _GenerationBlock(Extension):
@@ -76,10 +108,30 @@ def _environment() -> ImmutableSandboxedEnvironment:
     return env
 
 
+@dataclass(frozen=True)
+class Origin:
+    """Where a model's chat template came from, for the copy's log and /info."""
+
+    source: str  # "environment", "file", "gguf", "llama.cpp built-in", "chatml"
+    name: str  # the built-in's name, the file, or the GGUF's
+    note: str = ""  # why this one, when it is a fallback
+
+    def describe(self) -> str:
+        what = {"environment": f"the CHAT_TEMPLATE environment variable ({self.name})",
+                "file": f"the template file {self.name}", "gguf": "the GGUF's own tokenizer.chat_template",
+                "llama.cpp built-in": f"llama.cpp's built-in {self.name!r} template",
+                "chatml": "ChatML"}.get(self.source, self.source)
+        return f"{what} ({self.note})" if self.note else what
+
+    def as_dict(self) -> dict[str, str]:
+        return {"source": self.source, "name": self.name, "description": self.describe()}
+
+
 class ChatTemplate:
     """A compiled chat template plus the special-token texts it may print."""
 
-    def __init__(self, source: str, *, bos_token: str = "", eos_token: str = "") -> None:
+    def __init__(self, source: str, *, bos_token: str = "", eos_token: str = "",
+                 origin: Origin | None = None) -> None:
         try:
             self._template = _environment().from_string(source)
         except jinja2.TemplateSyntaxError as error:
@@ -90,14 +142,19 @@ class ChatTemplate:
         self.source = source
         self.bos_token = bos_token
         self.eos_token = eos_token
+        self.origin = origin or Origin("given", "template")
 
     @classmethod
-    def for_model(cls, info: ModelInfo) -> ChatTemplate:
-        """The model's own template, or ChatML (as llama.cpp does) when the GGUF has none."""
-        if not info.chat_template:
-            log.warning("%s has no chat template; chat requests use ChatML", info.name)
-        bos, eos = _token_texts(Path(info.path), info.bos, info.eos)
-        return cls(info.chat_template or CHATML, bos_token=bos, eos_token=eos)
+    def for_model(cls, info: ModelInfo, *, override: str | None = None,
+                  model_dir: Path | None = None) -> ChatTemplate:
+        """The template a chat with this model is rendered with (see the module's docstring for the order);
+        the choice is logged."""
+        gguf = _GgufFacts.read(Path(info.path))
+        bos, eos = gguf.text(info.bos), gguf.text(info.eos)
+        template = _choose(info, gguf, override, model_dir, bos, eos)
+        log.log(logging.WARNING if template.origin.note else logging.INFO, "%s chat template: %s", info.name,
+                template.origin.describe())
+        return template
 
     def render(
         self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True,
@@ -127,17 +184,180 @@ class ChatTemplate:
             ) from error
 
 
-def _token_texts(path: Path, *token_ids: int) -> tuple[str, ...]:
-    """Texts of special tokens from the GGUF vocabulary. llama.cpp detokenizes control tokens to "",
-    but templates print them (`{{ bos_token }}`), so they come from the token list itself."""
-    if not path.is_file():
-        return tuple("" for _ in token_ids)
-    from gguf import GGUFReader  # only needed for real model files
+class BuiltinTemplate(ChatTemplate):
+    """One of llama.cpp's built-in chat formats, rendered by llama.cpp itself (`llama_chat_apply_template`), as
+    llama.cpp's server renders a model whose template it recognises. Messages are role and text; tools and
+    template variables have no place in these formats and are left out, as with ChatML."""
 
-    field = GGUFReader(path).fields.get("tokenizer.ggml.tokens")
-    if field is None:
-        return tuple("" for _ in token_ids)
-    return tuple(
-        bytes(field.parts[field.data[t]]).decode("utf-8", "replace") if 0 <= t < len(field.data) else ""
-        for t in token_ids
-    )
+    def __init__(self, name: str, *, bos_token: str = "", eos_token: str = "", origin: Origin | None = None) -> None:
+        if name not in builtin_templates():
+            raise ValueError(f"{name!r} is not one of llama.cpp's built-in chat templates "
+                             f"({', '.join(builtin_templates())}).")
+        self.name = name
+        self.source = f"llama.cpp built-in: {name}"
+        self.bos_token = bos_token
+        self.eos_token = eos_token
+        self.origin = origin or Origin("llama.cpp built-in", name)
+
+    def render(
+        self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        documents: Sequence[Mapping[str, Any]] | None = None,
+        **extra: Any,
+    ) -> str:
+        from llama_cpp import llama_cpp as llama  # the server has it loaded already
+
+        texts = []
+        for message in messages:
+            role, content = message.get("role"), message.get("content")
+            if not isinstance(role, str) or not isinstance(content, str | None):
+                raise TemplateError(f"The {self.name!r} chat format takes messages with a role and text content; "
+                                    f"got {dict(message)!r}.", param="messages")
+            texts.append((role.encode(), (content or "").encode()))
+        chat = (llama.llama_chat_message * max(len(texts), 1))()
+        for slot, (role, content) in zip(chat, texts, strict=False):
+            slot.role, slot.content = role, content
+        size = 256 + 2 * sum(len(r) + len(c) for r, c in texts)
+        for _ in range(2):
+            buffer = ctypes.create_string_buffer(size)
+            written = llama.llama_chat_apply_template(self.name.encode(), chat, len(texts), add_generation_prompt,
+                                                      buffer, size)
+            if written < 0:
+                raise TemplateError(f"llama.cpp's {self.name!r} chat format refused these messages (check their "
+                                    f"roles).", param="messages")
+            if written <= size:
+                return buffer.raw[:written].decode("utf-8", "replace")
+            size = written + 1
+        raise TemplateError(f"llama.cpp's {self.name!r} chat format did not render.", param="messages")
+
+
+_BUILTINS: tuple[str, ...] | None = None
+
+
+def builtin_templates() -> tuple[str, ...]:
+    """The names of llama.cpp's built-in chat templates (`llama_chat_builtin_templates`)."""
+    global _BUILTINS
+    if _BUILTINS is None:
+        from llama_cpp import llama_cpp as llama
+
+        count = llama.llama_chat_builtin_templates(None, 0)
+        names = (ctypes.c_char_p * count)()
+        llama.llama_chat_builtin_templates(names, count)
+        _BUILTINS = tuple(name.decode() for name in names if name)
+    return _BUILTINS
+
+
+# A GGUF's general.architecture -> llama.cpp's built-in template for that family, and a special token the
+# vocabulary must hold for it to apply (a model of that architecture trained on another format has none).
+ARCHITECTURE_TEMPLATES: dict[str, tuple[str, str]] = {
+    "gemma": ("gemma", "<start_of_turn>"), "gemma2": ("gemma", "<start_of_turn>"),
+    "gemma3": ("gemma", "<start_of_turn>"), "gemma3n": ("gemma", "<start_of_turn>"),
+    "llama": ("llama3", "<|eot_id|>"), "llama4": ("llama4", "<|header_start|>"),
+    "phi3": ("phi3", "<|end|>"), "command-r": ("command-r", "<|START_OF_TURN_TOKEN|>"),
+    "cohere2": ("command-r", "<|START_OF_TURN_TOKEN|>"), "exaone": ("exaone3", "[|endofturn|]"),
+    "exaone4": ("exaone4", "[|endofturn|]"), "granite": ("granite", "<|start_of_role|>"),
+    "granitemoe": ("granite", "<|start_of_role|>"), "chatglm": ("chatglm4", "<|assistant|>"),
+    "minicpm": ("minicpm", "<用户>"), "gpt-oss": ("gpt-oss", "<|start|>"),
+}
+TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json", "tokenizer_config.json")
+
+
+@dataclass(frozen=True)
+class _GgufFacts:
+    """What the chat template needs from a GGUF: its architecture and its vocabulary's texts."""
+
+    architecture: str | None = None
+    tokens: Sequence[bytes] = ()
+    token_types: Sequence[int] = ()
+
+    @classmethod
+    def read(cls, path: Path) -> _GgufFacts:
+        if not path.is_file():
+            return cls()
+        keys = ("general.architecture", "tokenizer.ggml.tokens", "tokenizer.ggml.token_type")
+        try:
+            meta = read_metadata(path, keys)
+        except (GgufFormatError, OSError) as error:
+            log.warning("could not read %s's metadata for its chat template: %s", path, error)
+            return cls()
+        return cls(meta.get("general.architecture"), meta.get("tokenizer.ggml.tokens") or (),
+                   meta.get("tokenizer.ggml.token_type") or ())
+
+    def text(self, token: int) -> str:
+        """A special token's text. llama.cpp detokenizes control tokens to "", but templates print them
+        (`{{ bos_token }}`), so they come from the token list itself."""
+        return self.tokens[token].decode("utf-8", "replace") if 0 <= token < len(self.tokens) else ""
+
+    def has_special(self, text: str) -> bool:
+        wanted = text.encode()
+        control = (3, 4)  # llama.cpp's token types CONTROL and USER_DEFINED
+        if self.token_types:
+            return any(t == wanted and kind in control for t, kind in zip(self.tokens, self.token_types, strict=False))
+        return wanted in self.tokens
+
+
+def _choose(info: ModelInfo, gguf: _GgufFacts, override: str | None, model_dir: Path | None, bos: str,
+            eos: str) -> ChatTemplate:
+    tokens = {"bos_token": bos, "eos_token": eos}
+    if override and override.strip():
+        return _from_setting(override.strip(), tokens)
+    found = _template_file(model_dir) if model_dir is not None else None
+    if found is not None:
+        path, source = found
+        return ChatTemplate(source, **tokens, origin=Origin("file", str(path)))
+    if info.chat_template:
+        return ChatTemplate(info.chat_template, **tokens, origin=Origin("gguf", Path(info.path).name))
+    family = ARCHITECTURE_TEMPLATES.get(gguf.architecture or "")
+    if family is not None and gguf.has_special(family[1]) and family[0] in _builtins_or_none():
+        note = f"the GGUF has no chat template; llama.cpp's for the {gguf.architecture} architecture"
+        return BuiltinTemplate(family[0], **tokens, origin=Origin("llama.cpp built-in", family[0], note))
+    why = "the GGUF has no chat template"
+    if gguf.architecture:
+        why += f" and llama.cpp has no built-in one for its {gguf.architecture} vocabulary"
+    return ChatTemplate(CHATML, **tokens, origin=Origin("chatml", "chatml", why + ", as llama.cpp's server does"))
+
+
+def _builtins_or_none() -> tuple[str, ...]:
+    try:
+        return builtin_templates()
+    except (ImportError, OSError, AttributeError):  # llama.cpp not loadable here: no built-ins to offer
+        return ()
+
+
+def _from_setting(value: str, tokens: dict[str, str]) -> ChatTemplate:
+    """CHAT_TEMPLATE: a llama.cpp built-in's name, a template file, or the jinja2 template itself."""
+    if "{" not in value and value in _builtins_or_none():
+        return BuiltinTemplate(value, **tokens, origin=Origin("environment", f"llama.cpp built-in {value!r}"))
+    if "{" not in value and "\n" not in value:
+        path = Path(value).expanduser()
+        if not path.is_file():
+            raise ValueError(f"CHAT_TEMPLATE={value!r} is neither a llama.cpp built-in template "
+                             f"({', '.join(_builtins_or_none()) or 'none loadable'}) nor a file, nor a jinja2 "
+                             "template; set it to one of those.")
+        return ChatTemplate(_read_template(path), **tokens, origin=Origin("environment", str(path)))
+    return ChatTemplate(value, **tokens, origin=Origin("environment", "the template itself"))
+
+
+def _template_file(model_dir: Path) -> tuple[Path, str] | None:
+    """A template shipped beside the model, as Hugging Face repositories ship it."""
+    for name in TEMPLATE_FILES:
+        path = model_dir / name
+        if path.is_file():
+            source = _read_template(path)
+            if source:
+                return path, source
+    return None
+
+
+def _read_template(path: Path) -> str:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix != ".json":
+        return text
+    try:
+        value = json.loads(text).get("chat_template")
+    except (ValueError, AttributeError) as error:
+        raise ValueError(f"{path} is not a JSON object ({error}); fix it or remove it.") from None
+    if isinstance(value, list):  # transformers' named templates: the default one
+        named = {t.get("name"): t.get("template") for t in value if isinstance(t, dict)}
+        value = named.get("default") or next(iter(named.values()), None)
+    return value if isinstance(value, str) else ''

@@ -1,8 +1,12 @@
-"""How many requests one component takes at once, and how many may wait for a turn.
+"""How many requests one component takes at once, and where the rest wait.
 
-Each component has a concurrency limit (its ready copies times what one copy takes) and a bounded
-FIFO queue in front of it. A request that finds the queue full is refused at once, and one that waits
-longer than its timeout gives up: both raise `Throttled`, which SageMaker clients retry with backoff.
+Each copy takes at most its concurrency (what its backend reports, from the environment the copy runs with:
+see pier.concurrency), so a component takes at most the sum over its ready copies. A request that finds a
+copy with room goes there at once (the router picks which); otherwise it joins the component's bounded FIFO
+queue, and each time a request ends (or a new one arrives with news of more copies) the oldest waiters go to
+the first copy with room. A request that finds the queue full is refused at once, and one that waits longer
+than its bound gives up: both raise `Throttled` (ThrottlingException, HTTP 429), which SageMaker and OpenAI
+clients retry with backoff; a throttled request never reached a copy, so the retry repeats no work.
 Waiting here instead of on a copy keeps the routing decision late, when it knows the most.
 Everything runs on one event loop, so plain counters are enough.
 """
@@ -10,101 +14,134 @@ Everything runs on one event loop, so plain counters are enough.
 from __future__ import annotations
 
 import asyncio
-from collections import deque
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
 
+from pier.backends.base import CopyStatus
 from pier.runtime.errors import Throttled
+from pier.runtime.router import DEFAULT_CONCURRENCY, DEFAULT_SLACK, Lease, Router
+
+MAX_IDLE_COMPONENTS = 256  # idle components' routers beyond this many are dropped (with what they remember)
 
 
 @dataclass(frozen=True)
 class AdmissionLimits:
     queue: int = 256  # requests that may wait per component; one more is refused at once
-    timeout_s: float = 30.0  # the longest a request waits for a turn
+    timeout_s: float = 30.0  # the longest a request waits for a copy with room
+    affinity_slack: int = DEFAULT_SLACK
+    default_concurrency: int = DEFAULT_CONCURRENCY  # for copies whose backend reports none
 
 
-class _Gate:
-    def __init__(self) -> None:
-        self.in_use = 0
-        self.limit = 1
-        self.waiters: deque[asyncio.Future[None]] = deque()
+@dataclass(eq=False)
+class _Waiter:
+    prefix: Sequence[str]
+    exclude: Collection[str]
+    lease: asyncio.Future[Lease]
 
-    def wake(self) -> None:
-        """Hand free turns to the oldest waiters; a turn handed over is already counted as in use."""
-        while self.waiters and self.in_use < self.limit:
-            waiter = self.waiters.popleft()
-            if not waiter.done():
-                self.in_use += 1
-                waiter.set_result(None)
 
-    def release(self) -> None:
-        self.in_use -= 1
-        self.wake()
+@dataclass(eq=False)
+class _Component:
+    router: Router
+    waiters: list[_Waiter] = field(default_factory=list)
 
 
 class Admission:
     def __init__(self, limits: AdmissionLimits | None = None) -> None:
         self.limits = limits or AdmissionLimits()
-        self._gates: dict[str, _Gate] = {}
+        self._components: dict[str, _Component] = {}
+
+    def router(self, component: str) -> Router:
+        return self._component(component).router
 
     def in_use(self, component: str) -> int:
-        gate = self._gates.get(component)
-        return gate.in_use if gate else 0
+        entry = self._components.get(component)
+        return entry.router.in_flight if entry else 0
 
     def waiting(self, component: str) -> int:
-        gate = self._gates.get(component)
-        return len(gate.waiters) if gate else 0
+        entry = self._components.get(component)
+        return len(entry.waiters) if entry else 0
 
-    @asynccontextmanager
-    async def turn(self, component: str, limit: int, timeout_s: float | None = None) -> AsyncIterator[None]:
-        """Hold one of `component`'s `limit` turns for the block. Waits at most `timeout_s` (default: the
-        configured timeout) behind earlier requests; raises Throttled when the queue is full or time is up."""
+    async def lease(self, component: str, copies: Sequence[CopyStatus] | None, prefix: Sequence[str] = (), *,
+                    exclude: Collection[str] = (), timeout_s: float | None = None) -> Lease | None:
+        """A lease on a ready copy of `component` with room (none of `exclude`), waiting at most `timeout_s`
+        (default: the configured bound) behind earlier requests. None when no copy outside `exclude` is ready at
+        all, so there is nothing to wait for; raises Throttled when the queue is full or time is up.
+
+        `copies` is a fresh snapshot of the component's copies (None: the latest one given, as for a request's
+        second try); the latest is what waiting requests are placed on."""
         timeout_s = max(0.0, self.limits.timeout_s if timeout_s is None else timeout_s)
-        gate = self._gates.setdefault(component, _Gate())
-        gate.limit = max(1, limit)
-        gate.wake()  # the limit may have grown since the last request (more copies became ready)
-        try:
-            await self._enter(component, gate, timeout_s)
-            try:
-                yield
-            finally:
-                gate.release()
-        finally:
-            if gate.in_use == 0 and not gate.waiters:
-                self._gates.pop(component, None)
-
-    async def _enter(self, component: str, gate: _Gate, timeout_s: float) -> None:
-        if gate.in_use < gate.limit and not gate.waiters:
-            gate.in_use += 1
-            return
-        if len(gate.waiters) >= self.limits.queue:
+        entry = self._component(component)
+        router = entry.router
+        if copies is not None:
+            router.sync(copies)
+        self._dispatch(entry)  # earlier requests first: this snapshot may bring room they can use
+        if router.room(exclude) > 0:  # what is left is room no earlier request can use
+            lease = router.pick(router.copies, prefix, exclude=exclude)
+            if lease is not None:
+                return lease
+        if not router.any_ready(exclude):
+            return None
+        if len(entry.waiters) >= self.limits.queue:
             raise Throttled(
-                f"Inference component {component} is busy: {gate.in_use} requests are running and "
-                f"{len(gate.waiters)} are waiting, the most it queues. Retry with backoff, add copies, or "
-                "raise the queue limit."
+                f"Inference component {component} is busy: {router.in_flight} requests are running, as many as its "
+                f"copies take, and {len(entry.waiters)} are waiting, the most it queues. Retry with backoff, add "
+                "copies, or raise the queue limit."
             )
-        waiter = asyncio.get_running_loop().create_future()
-        gate.waiters.append(waiter)
+        waiter = _Waiter(prefix, exclude, asyncio.get_running_loop().create_future())
+        entry.waiters.append(waiter)
         try:
             async with asyncio.timeout(timeout_s):
-                await asyncio.shield(waiter)
+                return await asyncio.shield(waiter.lease)
         except BaseException as error:
-            self._abandon(gate, waiter)
+            self._abandon(entry, waiter)
             if isinstance(error, TimeoutError):
                 raise Throttled(
-                    f"Inference component {component} stayed busy: no turn freed up within {timeout_s:.1f} s "
-                    f"({gate.in_use} requests running). Retry with backoff or add copies."
+                    f"Inference component {component} stayed busy: no copy had room within {timeout_s:.1f} s "
+                    f"({router.in_flight} requests running). Retry with backoff or add copies."
                 ) from None
             raise
 
+    def _component(self, component: str) -> _Component:
+        entry = self._components.get(component)
+        if entry is None:
+            self._forget_idle()
+            entry = _Component(Router(slack=self.limits.affinity_slack,
+                                      default_concurrency=self.limits.default_concurrency))
+            entry.router.on_release = lambda: self._dispatch(entry)
+            self._components[component] = entry
+        return entry
+
     @staticmethod
-    def _abandon(gate: _Gate, waiter: asyncio.Future[None]) -> None:
-        """A waiter that gives up (timeout or cancellation) leaves the queue; if a turn was handed to it
-        at the same moment, the turn goes to the next in line."""
-        if waiter.done() and not waiter.cancelled():
-            gate.release()
+    def _dispatch(entry: _Component) -> None:
+        """Hand the copies' free room to waiting requests, oldest first, on the freshest snapshot of copies. A
+        waiter that cannot use the room (it excludes the copies that have it) keeps its place."""
+        router, kept = entry.router, []
+        for index, waiter in enumerate(entry.waiters):
+            if waiter.lease.done():
+                continue  # gave up: it is leaving the queue
+            if router.room() == 0:
+                kept.extend(entry.waiters[index:])
+                break
+            lease = router.pick(router.copies, waiter.prefix, exclude=waiter.exclude)
+            if lease is None:
+                kept.append(waiter)
+            else:
+                waiter.lease.set_result(lease)
+        entry.waiters = kept
+
+    @staticmethod
+    def _abandon(entry: _Component, waiter: _Waiter) -> None:
+        """A waiter that gives up (timeout or cancellation) leaves the queue; if a lease was handed to it at the
+        same moment, it is released, so the room goes to the next in line."""
+        if waiter.lease.done() and not waiter.lease.cancelled():
+            waiter.lease.result().release()
         else:
-            waiter.cancel()
-            if waiter in gate.waiters:
-                gate.waiters.remove(waiter)
+            waiter.lease.cancel()
+        if waiter in entry.waiters:
+            entry.waiters.remove(waiter)
+
+    def _forget_idle(self) -> None:
+        if len(self._components) < MAX_IDLE_COMPONENTS:
+            return
+        for name in [n for n, e in self._components.items() if e.router.idle and not e.waiters]:
+            del self._components[name]

@@ -46,6 +46,10 @@ class InvalidInvocation(InvocationError, InvalidRequest):
     wire = InvalidRequest.wire
 
 
+class ComponentRequired(InvalidInvocation):
+    """An endpoint that hosts inference components, invoked without naming one."""
+
+
 class PayloadTooLarge(InvalidInvocation):
     code = "request_too_large"
     wire = Wire.of_status(413)
@@ -61,7 +65,9 @@ class EndpointNotFound(InvalidInvocation):
 
 
 class Throttled(InvocationError, Overloaded):
-    """Too many requests for this component right now. HTTP 400, as SageMaker sends it; boto3 retries it."""
+    """Too many requests for this component right now: ThrottlingException with HTTP 429 on the SageMaker runtime
+    (botocore retries it by its status in legacy mode and by its code in standard mode, then raises a ClientError
+    whose Error.Code is ThrottlingException), 429 with Retry-After on OpenAI routes. Never reached a copy."""
 
     wire = Overloaded.wire
 

@@ -1,10 +1,13 @@
-"""One request to one copy: a turn (admission), a copy (router), the HTTP exchange, all under a deadline.
+"""One request to one copy: a copy with room (admission and router), the HTTP exchange, all under a deadline.
 
 A copy that cannot be reached, or that refused the request before any work (it is shutting down, loading or
 full: its answer says so), is skipped for another; any other request that reached a copy is never sent twice,
 since it may be running, unless its copy answers in frames: then it is resumed where it stopped when that copy
-dies (pier.runtime.resume). Leaving the exchange closes the upstream request, which stops the copy's work.
-`stop()` (the gateway's drain is over) ends every wait at once with ServiceUnavailable.
+dies (pier.runtime.resume), on another copy with room. A copy that answers 429 (full after all: a race, or a
+limit lower than the gateway knew) did none of the work either: the request goes to another copy with room,
+waiting for one if need be, and when no other copy is ready it is Throttled, never a ModelError. Leaving the
+exchange closes the upstream request, which stops the copy's work. `stop()` (the gateway's drain is over) ends
+every wait at once with ServiceUnavailable.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from pier.backends.base import CopyStatus
 from pier.errors import REFUSED_HEADER
 from pier.runtime import resume
 from pier.runtime.admission import Admission, AdmissionLimits
-from pier.runtime.errors import InvocationError, ModelError, Origin, ServiceUnavailable
+from pier.runtime.errors import InvocationError, ModelError, Origin, ServiceUnavailable, Throttled
 from pier.runtime.eventstream import StreamErrorCode
 from pier.runtime.router import Lease, Router
 from pier.runtime.settings import RuntimeSettings
@@ -29,7 +32,7 @@ from pier.runtime.target import Target
 from pier.runtime.upstream import CopyUnreachable, Upstream
 
 log = logging.getLogger(__name__)
-MAX_ROUTERS = 256  # idle routers of components beyond this many are dropped
+OVERLOADED = 429  # a copy's answer when it is already working on all it takes
 
 
 @dataclass(frozen=True)
@@ -67,9 +70,9 @@ class StreamEnded(Exception):
 class Forwarder:
     def __init__(self, settings: RuntimeSettings, client: httpx.AsyncClient | None = None) -> None:
         self.settings = settings
-        self.admission = Admission(AdmissionLimits(settings.queue, settings.queue_timeout_s))
+        self.admission = Admission(AdmissionLimits(
+            settings.queue, settings.queue_timeout_s, settings.affinity_slack, settings.per_copy_concurrency))
         self.upstream = Upstream(client, connect_timeout_s=settings.connect_timeout_s)
-        self._routers: dict[str, Router] = {}
         self.casualties = resume.Casualties(settings.resume)
         self.stopping = False
         self._waits: set[asyncio.Timeout] = set()
@@ -80,55 +83,65 @@ class Forwarder:
 
     @asynccontextmanager
     async def exchange(self, call: Call) -> AsyncIterator[Exchange]:
-        """A turn, a copy and its answer's status and headers, all held until the block ends."""
-        ready = call.target.ready()
-        if not ready:
+        """A copy with room and its answer's status and headers, both held until the block ends."""
+        if not call.target.ready():
             raise call.target.unavailable(call.endpoint)
-        limit = len(ready) * self.settings.per_copy_concurrency
-        async with self.admission.turn(call.target.component, limit, self._wait_s(call)):
-            router = self.router(call.target.component)
-            tried: list[str] = []
-            if killed := self.casualties.condemned(call):  # it took copies down: keep it from the others
-                origin = self.origin_of(call, killed[-1].copy_id)
-                raise resume.poisoned(call, killed, origin, self.settings.resume.poison_memory_s)
-            headers = {**call.headers, **resume.asks(self.settings.resume)}
-            while (lease := router.pick(call.target.copies, call.prefix, exclude=tried)) is not None:
-                with lease:
-                    copy_id = lease.copy.copy_id
-                    tried.append(copy_id)
-                    origin = self.origin_of(call, copy_id)
+        if killed := self.casualties.condemned(call):  # it took copies down: keep it from the others
+            origin = self.origin_of(call, killed[-1].copy_id)
+            raise resume.poisoned(call, killed, origin, self.settings.resume.poison_memory_s)
+        headers = {**call.headers, **resume.asks(self.settings.resume)}
+        loop = asyncio.get_running_loop()
+        wait_until = loop.time() + self._wait_s(call)
+        tried: list[str] = []
+        full: list[str] = []  # copies that answered 429
+        # The target's copies were resolved just now; a second try takes the latest the router was given.
+        while (lease := await self._lease(call, None if tried else call.target.copies, tried,
+                                          wait_until - loop.time())) is not None:
+            with lease:
+                copy_id = lease.copy.copy_id
+                tried.append(copy_id)
+                origin = self.origin_of(call, copy_id)
+                try:
+                    with self._model_errors(origin, call):
+                        async with self.deadline(call):
+                            response = await self._send(lease.copy, call, headers)
+                except CopyUnreachable as error:
+                    log.warning("%s; trying another copy", error)
+                    continue
+                if resume.framed(response):  # a copy on pier's engine: resumable from here on
+                    self._framed.add((copy_id, lease.copy.pid))
+                    session = resume.Resumable(self, call, lease, origin, response, tried)
                     try:
                         with self._model_errors(origin, call):
-                            async with self.deadline(call):
-                                response = await self._send(lease.copy, call, headers)
-                    except CopyUnreachable as error:
-                        log.warning("%s; trying another copy", error)
-                        continue
-                    if resume.framed(response):  # a copy on pier's engine: resumable from here on
-                        self._framed.add((copy_id, lease.copy.pid))
-                        session = resume.Resumable(self, call, lease, origin, response, tried)
-                        try:
-                            with self._model_errors(origin, call):
-                                head = await session.open()
-                            yield Exchange(session.origin, head, session)
-                        finally:
-                            await session.aclose()
-                        return
-                    if REFUSED_HEADER in response.headers and _untried(call, tried):
-                        # Refused before any work (shutting down, loading, full): safe to run elsewhere.
-                        log.info("copy %s refused the request (%s); trying another copy", copy_id,
-                                 response.headers[REFUSED_HEADER])
-                        await response.aclose()
-                        continue
-                    try:
-                        yield Exchange(origin, response)
+                            head = await session.open()
+                        yield Exchange(session.origin, head, session)
                     finally:
-                        await response.aclose()
+                        await session.aclose()
                     return
-            raise ServiceUnavailable(
-                f"No copy of {call.target.component} on endpoint {call.endpoint} could take the request (tried "
-                f"{', '.join(tried)}); they may be restarting or shutting down. Retry shortly."
+                if response.status_code == OVERLOADED or (REFUSED_HEADER in response.headers
+                                                          and _untried(call, tried)):
+                    # Refused before any work (full, shutting down, loading): safe to run elsewhere.
+                    log.info("copy %s refused the request (%s %s); trying another copy", copy_id,
+                             response.status_code, response.headers.get(REFUSED_HEADER, ""))
+                    if response.status_code == OVERLOADED:
+                        full.append(copy_id)
+                    await response.aclose()
+                    continue
+                try:
+                    yield Exchange(origin, response)
+                finally:
+                    await response.aclose()
+                return
+        if full:
+            raise Throttled(
+                f"Inference component {call.target.component} on endpoint {call.endpoint} is busy: copy "
+                f"{', '.join(full)} answered that it is working on all it takes, and no other copy could take the "
+                "request. Retry with backoff, or add copies."
             )
+        raise ServiceUnavailable(
+            f"No copy of {call.target.component} on endpoint {call.endpoint} could take the request (tried "
+            f"{', '.join(tried)}); they may be restarting or shutting down. Retry shortly."
+        )
 
     async def read(self, exchange: Exchange, call: Call) -> bytes:
         """The whole body within the deadline."""
@@ -159,10 +172,30 @@ class Forwarder:
         except httpx.TransportError as error:
             raise StreamEnded(exchange.origin.broken(error), StreamErrorCode.BROKEN) from None
 
-    async def next_copy(self, call: Call, copies: Sequence[CopyStatus], exclude: Collection[str]) -> Lease | None:
-        """A ready copy for `call` outside `exclude`, counted on until its lease is released (to resume a request
-        on), or None when there is none now."""
-        return self.router(call.target.component).pick(copies, call.prefix, exclude=exclude)
+    async def next_copy(self, call: Call, copies: Sequence[CopyStatus] | None, exclude: Collection[str],
+                        timeout_s: float | None = None) -> Lease | None:
+        """A ready copy for `call` outside `exclude` with room (per-copy concurrency, as for any request), leased
+        until released (to resume a request on); it waits behind earlier requests at most `timeout_s` (and the
+        call's deadline). None when no copy outside `exclude` is ready at all; Throttled when none had room in
+        time. `copies`: a fresh snapshot of the copies, or None for the latest the router was given."""
+        wait = self._wait_s(call) if timeout_s is None else min(timeout_s, self._wait_s(call))
+        return await self._lease(call, copies, exclude, wait)
+
+    async def _lease(self, call: Call, copies: Sequence[CopyStatus] | None, exclude: Collection[str],
+                     timeout_s: float) -> Lease | None:
+        """admission.lease, its wait ended by the deadline and by `stop()` (TimeoutError)."""
+        if self.stopping:
+            raise self.shutting_down()
+        try:
+            async with self.deadline(call):
+                return await self.admission.lease(call.target.component, copies, call.prefix, exclude=exclude,
+                                                  timeout_s=timeout_s)
+        except TimeoutError:
+            if self.stopping:
+                raise self.shutting_down() from None
+            raise Throttled(
+                f"Inference component {call.target.component} on endpoint {call.endpoint} stayed busy: no copy had "
+                "room before the request's deadline. Retry with backoff or add copies.") from None
 
     async def _send(self, copy: CopyStatus, call: Call, headers: Mapping[str, str]) -> httpx.Response:
         """The copy's answer to `call`. A copy on pier's engine whose connection breaks before it answers died
@@ -211,10 +244,7 @@ class Forwarder:
             raise
 
     def router(self, component: str) -> Router:
-        if len(self._routers) > MAX_ROUTERS:
-            for name in [n for n, r in self._routers.items() if r.idle and n != component]:
-                del self._routers[name]
-        return self._routers.setdefault(component, Router(slack=self.settings.affinity_slack))
+        return self.admission.router(component)
 
     def _wait_s(self, call: Call) -> float:
         wait = self.settings.queue_timeout_s

@@ -1,6 +1,9 @@
 """One SageMaker runtime call as the gateway received it: InvokeEndpoint or InvokeEndpointWithResponseStream.
 
-botocore checks none of the header values, so they are checked here with SageMaker's own wording.
+botocore checks only the lower bounds of its parameters' lengths, so every constraint of its `sagemaker-runtime`
+model (botocore/data/sagemaker-runtime/2017-05-13/service-2.json) is checked here, and answered as SageMaker's
+validation layer words it: "N validation error(s) detected: Value 'v' at 'member' failed to satisfy constraint:
+Member must ...", the value left out for members the model marks sensitive.
 """
 
 from __future__ import annotations
@@ -19,15 +22,63 @@ HEADER = "X-Amzn-SageMaker-"
 CUSTOM_ATTRIBUTES = HEADER + "Custom-Attributes"
 INFERENCE_COMPONENT = HEADER + "Inference-Component"
 TARGET_VARIANT = HEADER + "Target-Variant"
+TARGET_MODEL = HEADER + "Target-Model"
+TARGET_CONTAINER_HOSTNAME = HEADER + "Target-Container-Hostname"
 INFERENCE_ID = HEADER + "Inference-Id"
+ENABLE_EXPLANATIONS = HEADER + "Enable-Explanations"
 SESSION_ID = HEADER + "Session-Id"
 STREAM_ACCEPT = HEADER + "Accept"
 STREAM_CONTENT_TYPE = HEADER + "Content-Type"
 INVOKED_VARIANT = "x-Amzn-Invoked-Production-Variant"
 
-ENDPOINT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 COMPONENT_NAME = re.compile(r"^[a-zA-Z0-9]([\-a-zA-Z0-9]*[a-zA-Z0-9])?$")
-VISIBLE_ASCII = re.compile(r"^[\x20-\x7e]*$")
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """One member's constraints, as botocore's model states them."""
+
+    member: str  # as SageMaker names it in its messages
+    max_length: int
+    pattern: str  # as the model writes it, quoted in the message
+    regex: re.Pattern[str]  # what it means, matched against the whole value
+    min_length: int = 0
+    sensitive: bool = False  # the model's `sensitive`: the value is not repeated in the message
+
+    def problems(self, value: str) -> list[str]:
+        shown = "Value" if self.sensitive else f"Value '{value[:80]}'"
+        where = f"{shown} at '{self.member}' failed to satisfy constraint: Member must"
+        found = []
+        if len(value) > self.max_length:
+            found.append(f"{where} have length less than or equal to {self.max_length}")
+        if len(value) < self.min_length:
+            found.append(f"{where} have length greater than or equal to {self.min_length}")
+        if not self.regex.fullmatch(value):
+            found.append(f"{where} satisfy regular expression pattern: {self.pattern}")
+        return found
+
+
+_NAME = r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*"
+_NAME_REGEX = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9])*")
+_PRINTABLE = r"\A\S[\p{Print}]*\z"
+_PRINTABLE_REGEX = re.compile(r"\S[\x20-\x7e]*")
+_ASCII = r"\p{ASCII}*"
+_ASCII_REGEX = re.compile(r"[\x00-\x7f]*")
+
+ENDPOINT = Constraint("endpointName", 63, _NAME, _NAME_REGEX)
+COMPONENT = Constraint("inferenceComponentName", 63, COMPONENT_NAME.pattern, COMPONENT_NAME)
+VARIANT = Constraint("targetVariant", 63, _NAME, _NAME_REGEX)
+CONTAINER_HOSTNAME = Constraint("targetContainerHostname", 63, _NAME, _NAME_REGEX)
+TARGET = Constraint("targetModel", 1024, _PRINTABLE, _PRINTABLE_REGEX, min_length=1)
+INFERENCE = Constraint("inferenceId", 64, _PRINTABLE, _PRINTABLE_REGEX, min_length=1)
+ATTRIBUTES = Constraint("customAttributes", 1024, _ASCII, _ASCII_REGEX, sensitive=True)
+CONTENT_TYPE = Constraint("contentType", 1024, _ASCII, _ASCII_REGEX)
+ACCEPT = Constraint("accept", 1024, _ASCII, _ASCII_REGEX)
+EXPLANATIONS = Constraint("enableExplanations", 64, ".*", re.compile(".*"), min_length=1)
+# InvokeEndpoint may open a session (NEW_SESSION); InvokeEndpointWithResponseStream may only name one.
+SESSION = Constraint("sessionId", 256, r"^(NEW_SESSION)$|^[a-zA-Z0-9](-*[a-zA-Z0-9])*$",
+                     re.compile(r"NEW_SESSION|[a-zA-Z0-9](-*[a-zA-Z0-9])*"))
+STREAM_SESSION = Constraint("sessionId", 256, r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$", _NAME_REGEX)
 
 
 @dataclass(frozen=True)
@@ -41,19 +92,22 @@ class Invocation:
     variant: str | None = None  # X-Amzn-SageMaker-Target-Variant
     inference_id: str | None = None
     session_id: str | None = None
+    target_model: str | None = None  # multi-model endpoints only: pier has none
+    target_container_hostname: str | None = None  # multi-container endpoints only: pier has none
+    enable_explanations: str | None = None  # SageMaker Clarify's: accepted, not acted on
+    stream: bool = False
     request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     received_at: float = field(default_factory=lambda: asyncio.get_running_loop().time())
 
     def __post_init__(self) -> None:
-        check_member("endpointName", self.endpoint, ENDPOINT_NAME, 63)
-        if self.component is not None:
-            check_member("inferenceComponentName", self.component, COMPONENT_NAME, 63)
-        if self.variant is not None:
-            check_member("targetVariant", self.variant, ENDPOINT_NAME, 63)
-        if self.custom_attributes is not None:
-            check_member("customAttributes", self.custom_attributes, VISIBLE_ASCII, 1024)
-        if self.inference_id is not None:
-            check_member("inferenceId", self.inference_id, VISIBLE_ASCII, 64)
+        checks = [
+            (ENDPOINT, self.endpoint), (COMPONENT, self.component), (VARIANT, self.variant),
+            (CONTAINER_HOSTNAME, self.target_container_hostname), (TARGET, self.target_model),
+            (INFERENCE, self.inference_id), (ATTRIBUTES, self.custom_attributes),
+            (CONTENT_TYPE, self.content_type), (ACCEPT, self.accept), (EXPLANATIONS, self.enable_explanations),
+            (STREAM_SESSION if self.stream else SESSION, self.session_id),
+        ]
+        raise_problems([p for constraint, value in checks if value is not None for p in constraint.problems(value)])
 
     def upstream_headers(self) -> dict[str, str]:
         """What the copy is told: the same headers SageMaker passes to a container."""
@@ -66,6 +120,19 @@ class Invocation:
                 headers[name] = value
         return headers
 
+    def unsupported(self) -> InvalidInvocation | None:
+        """What this call asks of the endpoint that pier's endpoints never are (once the endpoint is known)."""
+        if self.target_model is not None:
+            # SageMaker's words (quoted in github.com/aws/amazon-sagemaker-examples issue 1026).
+            return InvalidInvocation(
+                f"Endpoint {self.endpoint} is not a multi-model endpoint and does not support target model header.")
+        if self.target_container_hostname is not None:
+            # pier's words: SageMaker answers a ValidationError here, in words not known.
+            return InvalidInvocation(
+                f"Endpoint {self.endpoint} is not a multi-container endpoint configured for direct invocation: drop "
+                f"TargetContainerHostname ({self.target_container_hostname}).")
+        return None
+
     @classmethod
     async def from_request(cls, endpoint: str, request: Request, *, stream: bool = False,
                            limit: int = MAX_PAYLOAD_BYTES, request_id: str | None = None) -> Invocation:
@@ -76,21 +143,20 @@ class Invocation:
             accept=headers.get(STREAM_ACCEPT if stream else "accept"), custom_attributes=headers.get(CUSTOM_ATTRIBUTES),
             component=headers.get(INFERENCE_COMPONENT), variant=headers.get(TARGET_VARIANT),
             inference_id=headers.get(INFERENCE_ID), session_id=headers.get(SESSION_ID),
+            target_model=headers.get(TARGET_MODEL), target_container_hostname=headers.get(TARGET_CONTAINER_HOSTNAME),
+            enable_explanations=headers.get(ENABLE_EXPLANATIONS), stream=stream,
             request_id=request_id or str(uuid.uuid4()), received_at=received_at,
         )
 
 
-def check_member(member: str, value: str, pattern: re.Pattern[str], max_length: int) -> None:
-    if len(value) > max_length:
-        raise InvalidInvocation(
-            f"1 validation error detected: Value '{value[:80]}' at '{member}' failed to satisfy constraint: "
-            f"Member must have length less than or equal to {max_length}"
-        )
-    if not pattern.match(value):
-        raise InvalidInvocation(
-            f"1 validation error detected: Value '{value}' at '{member}' failed to satisfy constraint: "
-            f"Member must satisfy regular expression pattern: {pattern.pattern}"
-        )
+def raise_problems(problems: list[str]) -> None:
+    if problems:
+        count = f"{len(problems)} validation error{'s' if len(problems) > 1 else ''} detected"
+        raise InvalidInvocation(f"{count}: {'; '.join(problems)}")
+
+
+def check_member(constraint: Constraint, value: str) -> None:
+    raise_problems(constraint.problems(value))
 
 
 async def read_body(request: Request, limit: int) -> bytes:

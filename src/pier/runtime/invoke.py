@@ -85,10 +85,13 @@ class RuntimeService:
             raise exchange.origin.answered(exchange.response.status_code, body)
         return call, exchange
 
-    async def openai(self, request: Request, path: str, endpoint: str | None = None) -> Response:
+    async def openai(self, request: Request, path: str, endpoint: str | None = None, *, sagemaker_path: bool = False,
+                     component: str | None = None) -> Response:
         """OpenAI passthrough of `path` (/v1/chat/completions or /v1/completions) to a copy of `endpoint`, or
-        of the endpoint the body's `model` names ("ENDPOINT" or "ENDPOINT/INFERENCE_COMPONENT")."""
-        return await openai.passthrough(self.forwarder, self.resolve, request, path, endpoint)
+        of the endpoint the body's `model` names ("ENDPOINT" or "ENDPOINT/INFERENCE_COMPONENT"); see
+        pier.runtime.openai for each route's rules."""
+        return await openai.passthrough(self.forwarder, self.resolve, request, path, endpoint,
+                                        sagemaker_path=sagemaker_path, component=component)
 
     async def _invoke(self, invocation: Invocation) -> Response:
         call = await self._call(invocation)
@@ -105,9 +108,12 @@ class RuntimeService:
         def resolve() -> Awaitable[Target]:
             return resolve_target(self.resolve, invocation.endpoint, invocation.component, invocation.variant)
 
+        target = await resolve()
+        if (unsupported := invocation.unsupported()) is not None:
+            raise unsupported
         deadline_s = self.settings.deadline_s
         return Call(
-            invocation.endpoint, await resolve(), "/invocations", invocation.body, invocation.upstream_headers(),
+            invocation.endpoint, target, "/invocations", invocation.body, invocation.upstream_headers(),
             request_prefix(invocation.body), invocation.received_at + deadline_s, deadline_s, retarget=resolve,
         )
 

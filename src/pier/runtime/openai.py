@@ -1,8 +1,19 @@
 """OpenAI passthrough: /v1/chat/completions and /v1/completions forwarded to a copy unchanged.
 
 The copy speaks OpenAI itself, so its answers, errors included, pass through as they are. Errors the
-gateway raises (no copy ready, a full queue, a broken stream) take OpenAI's shape; after a stream has
-begun, as its last `data:` event, followed by `data: [DONE]` as a stream's end always is.
+gateway raises (no copy ready, a full queue or a full copy: 429 with Retry-After, a broken stream) take OpenAI's
+shape; after a stream has begun, as its last `data:` event, followed by `data: [DONE]` as a stream's end always
+is.
+
+Which endpoint and inference component a request is for, by route:
+- `/endpoints/E/openai/v1/...` and `/endpoints/E/inference-components/IC/openai/v1/...`: SageMaker's own
+  OpenAI-compatible paths, with its rules: the component is named in the path (an endpoint that hosts components
+  needs it, one that serves its model directly refuses it) and never by the Inference-Component header.
+- `/endpoints/E/v1/...`: pier's; the component from the X-Amzn-SageMaker-Inference-Component header, under the
+  same rules as InvokeEndpoint.
+- `/v1/...`: pier's; the body's `model` is "ENDPOINT", "ENDPOINT/INFERENCE_COMPONENT" or an inference component's
+  own name, the header winning; "ENDPOINT" alone is refused for an endpoint that hosts components, as InvokeEndpoint
+  without InferenceComponentName is, so nothing works here that would not work on SageMaker.
 """
 
 from __future__ import annotations
@@ -20,13 +31,20 @@ from starlette.responses import Response
 from starlette.types import Receive
 
 from pier.runtime.disconnect import CLIENT_CLOSED_REQUEST, ClientGone, unless_disconnected
-from pier.runtime.errors import InvalidInvocation, as_invocation_error, openai_error, openai_error_body
+from pier.runtime.errors import (
+    ComponentRequired,
+    InvalidInvocation,
+    as_invocation_error,
+    openai_error,
+    openai_error_body,
+)
 from pier.runtime.forward import Call, Exchange, Forwarder, StreamEnded
 from pier.runtime.invocation import (
-    COMPONENT_NAME,
-    ENDPOINT_NAME,
+    COMPONENT,
+    ENDPOINT,
     INFERENCE_COMPONENT,
     TARGET_VARIANT,
+    VARIANT,
     check_member,
     read_body,
 )
@@ -47,21 +65,42 @@ class OpenAIBody(BaseModel):
 
 
 async def passthrough(forwarder: Forwarder, resolve: Resolve, request: Request, path: str,
-                      endpoint: str | None = None) -> Response:
+                      endpoint: str | None = None, *, sagemaker_path: bool = False, component: str | None = None
+                      ) -> Response:
+    """`sagemaker_path`: the request came by SageMaker's OpenAI-compatible path, which names the component (if
+    any) as `component`."""
     request_id = str(uuid.uuid4())
     received = asyncio.get_running_loop().time()
     try:
         body = await read_body(request, forwarder.settings.max_payload_bytes)
         parsed = _parse(body)
-        name, component = _address(endpoint, parsed.model, request.headers.get(INFERENCE_COMPONENT))
+        header = request.headers.get(INFERENCE_COMPONENT)
+        if sagemaker_path:
+            if header is not None:
+                # pier's words: SageMaker refuses the header on this path, in words not known.
+                raise InvalidInvocation(
+                    "The X-Amzn-SageMaker-Inference-Component header is not accepted on the OpenAI-compatible path: "
+                    "name the inference component in the path, /endpoints/ENDPOINT/inference-components/"
+                    "INFERENCE_COMPONENT/openai/v1/..., and drop the header.")
+            header = component
         variant = request.headers.get(TARGET_VARIANT)
+        name, component = _address(endpoint, parsed.model, header)
+        if variant is not None:
+            check_member(VARIANT, variant)
 
         def retarget() -> Awaitable[Target]:
             return resolve_target(resolve, name, component, variant)
 
+        try:
+            target = await retarget()
+        except ComponentRequired as error:
+            if endpoint is not None:
+                raise
+            raise InvalidInvocation(f"{error.message} On this route, name it in `model`: {name}/INFERENCE_COMPONENT "
+                                    "(ListInferenceComponents shows what the endpoint hosts).") from None
         deadline_s = forwarder.settings.openai_deadline_s
         headers = {"Content-Type": "application/json", "X-Request-Id": request_id}
-        call = Call(name, await retarget(), path, body, headers, request_prefix(body),
+        call = Call(name, target, path, body, headers, request_prefix(body),
                     None if deadline_s is None else received + deadline_s, deadline_s, retarget=retarget)
         if parsed.stream:
             return await _stream(forwarder, call, request_id, request.receive)
@@ -94,9 +133,9 @@ def _address(endpoint: str | None, model: str | None, component: str | None) -> 
             )
         endpoint, _, named = model.partition("/")
         component = component or named or None
-    check_member("endpointName", endpoint, ENDPOINT_NAME, 63)
+    check_member(ENDPOINT, endpoint)
     if component is not None:
-        check_member("inferenceComponentName", component, COMPONENT_NAME, 63)
+        check_member(COMPONENT, component)
     return endpoint, component
 
 

@@ -288,10 +288,17 @@ class Resumable:
             self._give_up_at = loop.time() + self.settings.wait_s
         give_up = self._give_up_at
         target = self.call.target
+        fresh: Sequence[CopyStatus] | None = None  # the router's latest copies, until a retarget brings newer
         while True:
             if self.forwarder.stopping:
                 raise forward.StreamEnded(self.forwarder.shutting_down(), StreamErrorCode.BROKEN)
-            lease = await self.forwarder.next_copy(self.call, target.copies, self._excluded(target.copies))
+            try:
+                lease = await self.forwarder.next_copy(self.call, fresh, self._excluded(target.copies),
+                                                       timeout_s=max(0.0, give_up - loop.time()))
+            except InvocationError as error:  # no copy had room in time, or the gateway is stopping
+                raise forward.StreamEnded(
+                    error if self.forwarder.stopping else self._gave_up(f"no other copy had room ({error.message})"),
+                    StreamErrorCode.BROKEN) from None
             if lease is not None and await self._send(lease):
                 return
             if lease is None:
@@ -306,6 +313,7 @@ class Resumable:
                     raise self._out_of_time() from None
                 if self.call.retarget is not None:
                     target = await self.call.retarget()
+                    fresh = target.copies
 
     async def _send(self, lease: Lease) -> bool:
         copy = lease.copy
@@ -322,6 +330,12 @@ class Resumable:
             raise self._out_of_time() from None
         except (CopyUnreachable, httpx.TransportError) as error:
             log.warning("could not resume on copy %s (%s); trying another copy", copy.copy_id, error)
+            lease.release()
+            self.tried.append(copy.copy_id)
+            return False
+        if response.status_code == forward.OVERLOADED and not framed(response):  # full after all: another copy
+            log.info("copy %s is full (429); resuming on another copy", copy.copy_id)
+            await response.aclose()
             lease.release()
             self.tried.append(copy.copy_id)
             return False

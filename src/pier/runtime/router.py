@@ -1,22 +1,25 @@
-"""Which copy answers a request: the least busy ready copy, unless one that recently served the same
+"""Which copy answers a request: the least busy ready copy with room, unless one that recently served the same
 prompt prefix is nearly as free (its prefix cache then skips recomputing that prefix).
 
-`choose()` is the decision, pure over a snapshot. `Router` owns the state it decides on: outstanding
-requests per copy (counted around each request by a `Lease`), when each copy was last chosen (equal
-loads take turns), and the prefix blocks each copy served (a bounded LRU, dropped when its process changes).
+`choose()` is the decision, pure over a snapshot: a copy at its concurrency (see pier.concurrency) is never
+chosen. `Router` owns the state it decides on: outstanding requests per copy (counted around each request by a
+`Lease`), when each copy was last chosen (equal loads take turns), and the prefix blocks each copy served (a
+bounded LRU, dropped when its process changes).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 
 from pier.backends.base import CopyState, CopyStatus
+from pier.concurrency import copy_concurrency
 
 DEFAULT_SLACK = 4  # how many more outstanding requests a prefix-affine copy may have than the least busy one
 DEFAULT_REMEMBERED = 4096  # prefix blocks remembered per copy
+DEFAULT_CONCURRENCY = copy_concurrency({})  # for a copy whose backend does not report its own
 
 
 @dataclass(frozen=True)
@@ -27,25 +30,34 @@ class Candidate:
     outstanding: int = 0
     last_chosen: int = 0  # the router's pick counter when this copy was last chosen; 0 = never
     cached: Collection[str] = ()  # prefix blocks this copy served (see pier.runtime.prefix)
+    capacity: int | None = None  # requests it takes at once; None: no limit
+
+    @property
+    def has_room(self) -> bool:
+        return self.capacity is None or self.outstanding < self.capacity
+
+
+def ready(copy: CopyStatus) -> bool:
+    return copy.state is CopyState.READY and bool(copy.url)
 
 
 def choose(candidates: Sequence[Candidate], prefix: Sequence[str] = (), *, slack: int = DEFAULT_SLACK
            ) -> CopyStatus | None:
-    """The ready copy to send a request to, or None when no copy is ready.
+    """The ready copy with room to send a request to, or None when no ready copy has room.
 
-    `prefix` is the request's cumulative prefix blocks, shortest first. Among ready copies at most `slack`
-    requests busier than the least busy, the one that served the longest run of those blocks wins; with no
-    such copy, the least busy. Ties go to the copy chosen longest ago, then to the lowest copy id."""
-    ready = [c for c in candidates if c.copy.state is CopyState.READY and c.copy.url]
-    if not ready:
+    `prefix` is the request's cumulative prefix blocks, shortest first. Among ready copies with room at most
+    `slack` requests busier than the least busy, the one that served the longest run of those blocks wins; with
+    no such copy, the least busy. Ties go to the copy chosen longest ago, then to the lowest copy id."""
+    open_ = [c for c in candidates if ready(c.copy) and c.has_room]
+    if not open_:
         return None
-    least = min(c.outstanding for c in ready)
-    matches = {c.copy.copy_id: matched_blocks(c.cached, prefix) for c in ready}
-    affine = [c for c in ready if c.outstanding <= least + slack and matches[c.copy.copy_id] > 0]
+    least = min(c.outstanding for c in open_)
+    matches = {c.copy.copy_id: matched_blocks(c.cached, prefix) for c in open_}
+    affine = [c for c in open_ if c.outstanding <= least + slack and matches[c.copy.copy_id] > 0]
     if affine:
         longest = max(matches[c.copy.copy_id] for c in affine)
-        ready = [c for c in affine if matches[c.copy.copy_id] == longest]
-    return min(ready, key=lambda c: (c.outstanding, c.last_chosen, c.copy.copy_id)).copy
+        open_ = [c for c in affine if matches[c.copy.copy_id] == longest]
+    return min(open_, key=lambda c: (c.outstanding, c.last_chosen, c.copy.copy_id)).copy
 
 
 def matched_blocks(cached: Collection[str], prefix: Sequence[str]) -> int:
@@ -67,16 +79,20 @@ class _CopyLoad:
 
 
 class Lease:
-    """One request on one copy: counted as outstanding until released (releasing twice is harmless)."""
+    """One request on one copy: counted as outstanding until released (releasing twice is harmless). Releasing
+    tells the router's `on_release`, so a request waiting for room can take it."""
 
-    def __init__(self, copy: CopyStatus, load: _CopyLoad) -> None:
+    def __init__(self, copy: CopyStatus, load: _CopyLoad, router: Router) -> None:
         self.copy = copy
         self._load: _CopyLoad | None = load
+        self._router = router
 
     def release(self) -> None:
         if self._load is not None:
             self._load.outstanding -= 1
             self._load = None
+            if self._router.on_release is not None:
+                self._router.on_release()
 
     def __enter__(self) -> Lease:
         return self
@@ -88,18 +104,27 @@ class Lease:
 
 
 class Router:
-    """Routing state for the copies of one component. Used from one event loop: no locks needed."""
+    """Routing state for the copies of one component. Used from one event loop: no locks needed.
 
-    def __init__(self, *, slack: int = DEFAULT_SLACK, remembered: int = DEFAULT_REMEMBERED) -> None:
+    `copies` is the latest snapshot of the component's copies it was given; a copy's capacity is its reported
+    concurrency, or `default_concurrency` when its backend reports none."""
+
+    def __init__(self, *, slack: int = DEFAULT_SLACK, remembered: int = DEFAULT_REMEMBERED,
+                 default_concurrency: int = DEFAULT_CONCURRENCY, on_release: Callable[[], None] | None = None
+                 ) -> None:
         self.slack = slack
         self.remembered = remembered
+        self.default_concurrency = default_concurrency
+        self.on_release = on_release
+        self.copies: Sequence[CopyStatus] = ()
         self._loads: dict[str, _CopyLoad] = {}
         self._picks = 0
 
     def pick(self, copies: Sequence[CopyStatus], prefix: Sequence[str] = (), *, exclude: Collection[str] = ()
              ) -> Lease | None:
-        """Choose a copy (skipping `exclude`d ids) and count the request on it until the lease is released."""
-        self._sync(copies)
+        """Choose a copy with room (skipping `exclude`d ids) and count the request on it until the lease is
+        released; `copies` becomes the latest snapshot."""
+        self.sync(copies)
         candidates = [self._candidate(c) for c in copies if c.copy_id not in exclude]
         chosen = choose(candidates, prefix, slack=self.slack)
         if chosen is None:
@@ -109,18 +134,35 @@ class Router:
         load.last_chosen = self._picks
         load.outstanding += 1
         self._remember(load, prefix)
-        return Lease(chosen, load)
+        return Lease(chosen, load, self)
 
     def outstanding(self, copy_id: str) -> int:
         load = self._loads.get(copy_id)
         return load.outstanding if load else 0
 
+    def capacity(self, copy: CopyStatus) -> int:
+        return max(1, copy.concurrency or self.default_concurrency)
+
+    def room(self, exclude: Collection[str] = ()) -> int:
+        """Requests the ready copies of the latest snapshot (but `exclude`d ones) could take now."""
+        return sum(max(0, self.capacity(c) - self.outstanding(c.copy_id)) for c in self.copies
+                   if ready(c) and c.copy_id not in exclude)
+
+    def any_ready(self, exclude: Collection[str] = ()) -> bool:
+        return any(ready(c) and c.copy_id not in exclude for c in self.copies)
+
+    @property
+    def in_flight(self) -> int:
+        return sum(load.outstanding for load in self._loads.values())
+
     @property
     def idle(self) -> bool:
         return all(load.outstanding == 0 for load in self._loads.values())
 
-    def _sync(self, copies: Sequence[CopyStatus]) -> None:
-        """Track new copies, forget idle ones that are gone, and forget what a restarted process had cached."""
+    def sync(self, copies: Sequence[CopyStatus]) -> None:
+        """Take `copies` as the latest snapshot: track new copies, forget idle ones that are gone, and forget
+        what a restarted process had cached."""
+        self.copies = copies
         present = {c.copy_id: c for c in copies}
         for copy_id in [i for i, load in self._loads.items() if i not in present and load.outstanding == 0]:
             del self._loads[copy_id]
@@ -132,7 +174,7 @@ class Router:
 
     def _candidate(self, copy: CopyStatus) -> Candidate:
         load = self._loads[copy.copy_id]
-        return Candidate(copy, load.outstanding, load.last_chosen, load.cached.keys())
+        return Candidate(copy, load.outstanding, load.last_chosen, load.cached.keys(), self.capacity(copy))
 
     def _remember(self, load: _CopyLoad, prefix: Sequence[str]) -> None:
         # Remembered when chosen, not when answered: a request with the same prefix arriving meanwhile

@@ -59,12 +59,18 @@ async def _invocation(service: RuntimeService, endpoint: str, request: Request, 
 def openai_router(service: RuntimeService) -> APIRouter:
     """/v1/chat/completions and /v1/completions, the endpoint named by the body's `model`
     ("ENDPOINT" or "ENDPOINT/INFERENCE_COMPONENT"), and the same under /endpoints/{EndpointName}/v1/,
-    where `model` is free (an OpenAI client's base_url then names the endpoint)."""
+    where `model` is free (an OpenAI client's base_url then names the endpoint); and SageMaker's own
+    OpenAI-compatible paths, /endpoints/{EndpointName}/openai/v1/ and
+    /endpoints/{EndpointName}/inference-components/{InferenceComponentName}/openai/v1/."""
     router = APIRouter(tags=["OpenAI"])
     for path in (CHAT, COMPLETIONS):
         router.add_api_route(path, _by_model(service, path), methods=["POST"], response_model=None)
         router.add_api_route("/endpoints/{endpoint_name}" + path, _by_endpoint(service, path), methods=["POST"],
                              response_model=None)
+        router.add_api_route("/endpoints/{endpoint_name}/openai" + path, _sagemaker_path(service, path),
+                             methods=["POST"], response_model=None)
+        router.add_api_route("/endpoints/{endpoint_name}/inference-components/{component_name}/openai" + path,
+                             _sagemaker_component_path(service, path), methods=["POST"], response_model=None)
     return router
 
 
@@ -78,5 +84,20 @@ def _by_model(service: RuntimeService, path: str) -> Callable[[Request], Awaitab
 def _by_endpoint(service: RuntimeService, path: str) -> Callable[[str, Request], Awaitable[Response]]:
     async def route(endpoint_name: str, request: Request) -> Response:
         return await service.openai(request, path, endpoint_name)
+
+    return route
+
+
+def _sagemaker_path(service: RuntimeService, path: str) -> Callable[[str, Request], Awaitable[Response]]:
+    async def route(endpoint_name: str, request: Request) -> Response:
+        return await service.openai(request, path, endpoint_name, sagemaker_path=True)
+
+    return route
+
+
+def _sagemaker_component_path(service: RuntimeService, path: str
+                              ) -> Callable[[str, str, Request], Awaitable[Response]]:
+    async def route(endpoint_name: str, component_name: str, request: Request) -> Response:
+        return await service.openai(request, path, endpoint_name, sagemaker_path=True, component=component_name)
 
     return route

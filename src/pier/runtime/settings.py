@@ -1,10 +1,16 @@
-"""How the gateway forwards invocations: deadlines, concurrency, and what ends up in error messages."""
+"""How the gateway forwards invocations: deadlines, concurrency, and what ends up in error messages.
+
+A running gateway (`pier up`) reads its queue's bounds from PIER_QUEUE_SIZE (requests that may wait per
+inference component) and PIER_QUEUE_TIMEOUT_SECONDS (the longest one waits for a copy with room).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
-from pier.runtime.router import DEFAULT_SLACK
+from pier.runtime.router import DEFAULT_CONCURRENCY, DEFAULT_SLACK
 
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024  # 6,291,456: what SageMaker's InvokeEndpoint accepts
 BOTO3_READ_TIMEOUT_S = 60.0
@@ -27,12 +33,43 @@ class RuntimeSettings:
     deadline_s: float = BOTO3_READ_TIMEOUT_S - 2.0
     # OpenAI routes: None leaves the limit to the copy (its SAGEMAKER_MODEL_SERVER_TIMEOUT); clients wait longer.
     openai_deadline_s: float | None = None
-    per_copy_concurrency: int = 32  # requests one ready copy is sent at once; the rest wait in the gateway
-    queue: int = 512  # requests that may wait per component before ThrottlingException
-    queue_timeout_s: float = 30.0  # the longest a request waits for a turn (never past its deadline)
+    # Requests a copy is sent at once when its backend does not report its own concurrency (pier.concurrency:
+    # MAX_CONCURRENT_REQUESTS and the engine's parallel sequences, which the local backend reads from the
+    # environment each copy runs with). More wait in the gateway's queue for the first copy with room.
+    per_copy_concurrency: int = DEFAULT_CONCURRENCY
+    queue: int = 512  # requests that may wait per component; one more is a ThrottlingException (429) at once
+    queue_timeout_s: float = 30.0  # the longest a request waits for a copy with room (never past its deadline)
     max_payload_bytes: int = MAX_PAYLOAD_BYTES
     connect_timeout_s: float = 2.0  # a copy that does not accept within this is skipped for another
     affinity_slack: int = DEFAULT_SLACK
     region: str = "us-east-1"  # for the ARNs in error messages
     account: str = "000000000000"
     resume: ResumeSettings = field(default_factory=ResumeSettings)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> RuntimeSettings:
+        """The defaults, with the queue's bounds from the environment; a value that is not a number (or is
+        negative) is an error that names the variable."""
+        env = os.environ if env is None else env
+        settings = cls()
+        queue = _number(env, "PIER_QUEUE_SIZE", int)
+        timeout = _number(env, "PIER_QUEUE_TIMEOUT_SECONDS", float)
+        if queue is not None:
+            settings = replace(settings, queue=int(queue))
+        if timeout is not None:
+            settings = replace(settings, queue_timeout_s=float(timeout))
+        return settings
+
+
+def _number(env: Mapping[str, str], name: str, kind: type[int] | type[float]) -> int | float | None:
+    value = env.get(name, "").strip()
+    if not value:
+        return None
+    try:
+        number = kind(value)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise ValueError(f"{name} must be a number of {'requests' if kind is int else 'seconds'}, 0 or more; got "
+                         f"{value!r}. Fix it in the gateway's environment.")
+    return number

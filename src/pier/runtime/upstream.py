@@ -11,6 +11,7 @@ from collections.abc import Mapping
 import httpx
 
 from pier.backends.base import CopyStatus
+from pier.security.copy_secret import copy_secret_header
 
 
 class CopyUnreachable(Exception):
@@ -32,7 +33,8 @@ class Upstream:
         if copy.url is None:
             raise CopyUnreachable(f"copy {copy.copy_id} has no address")
         request = self.client.build_request(
-            "POST", copy.url.rstrip("/") + path, content=body, headers={**headers, "Accept-Encoding": "identity"}
+            "POST", copy.url.rstrip("/") + path, content=body,
+            headers={**headers, "Accept-Encoding": "identity", **copy_secret_header(copy.secret)},
         )
         try:
             return await self.client.send(request, stream=True)

@@ -22,6 +22,7 @@ from pier.server.errors import (
     CLIENT_CLOSED_REQUEST,
     ClientDisconnected,
     Flavor,
+    TooDeeplyNested,
     error_response,
     flavor_of,
     http_error,
@@ -110,12 +111,16 @@ def install_error_handlers(app: FastAPI, *, hint: str) -> None:
 
     async def http_exception(request: Request, error: Exception) -> Response:
         assert isinstance(error, HTTPException)
+        if isinstance(error.__cause__, RecursionError):  # FastAPI's "error parsing the body", from json.loads
+            return error_response(TooDeeplyNested(), flavor_of(request))
         detail = str(error.detail)
         if error.status_code == 404:
             detail = f"No route {request.method} {request.url.path}. {hint}"
         elif error.status_code == 405:
             detail = f"{request.method} is not allowed on {request.url.path}. {hint}"
-        return http_error(error.status_code, detail, flavor_of(request))
+        response = http_error(error.status_code, detail, flavor_of(request))
+        response.headers.update(error.headers or {})  # a 405's Allow
+        return response
 
     async def client_gone(request: Request, error: Exception) -> Response:
         return Response(status_code=CLIENT_CLOSED_REQUEST)

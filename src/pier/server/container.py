@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import threading
 import time
@@ -27,6 +28,7 @@ from pier.engine.core import EngineConfig
 from pier.engine.engine import Engine
 from pier.errors import PierError
 from pier.model.chat import ChatTemplate
+from pier.security.model_server_guard import guard_model_server
 from pier.server.app import Lifespan, attach_model, create_app, create_handler_app
 from pier.server.model_location import ModelLocation, ModelNotFound, locate_model
 from pier.server.settings import ServerSettings, SettingsError
@@ -40,6 +42,19 @@ T = TypeVar("T")
 
 MAX_SEQUENCES = 256  # llama.cpp's limit on sequence ids in one context
 SHUTDOWN_GRACE_S = 3.0  # after the drain, how long uvicorn waits for connections still open
+# Asked every few seconds by SageMaker, the gateway's supervisor or Prometheus: never worth a log line.
+UNLOGGED_PATHS = frozenset({"/ping", "/health", "/metrics"})
+
+
+class QuietHealthChecks(logging.Filter):
+    """uvicorn's access log without health checks and metric scrapes, so a copy's log (`pier logs`) shows its
+    starts, loads, warnings, errors and the requests it served, not a /ping line every two seconds."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) >= 3:  # uvicorn: (client, method, path, http version, status)
+            return str(args[2]).split("?", 1)[0] not in UNLOGGED_PATHS
+        return True
 
 
 def serve_container(
@@ -55,6 +70,7 @@ def serve_container(
         logging.getLogger().setLevel(settings.log_level.upper())
         location = locate_model(settings.model)
         app = build_app(settings, location)
+        guard_model_server(app, os.environ if env is None else env)  # API_KEY, PIER_COPY_SECRET (pier.security)
     except (SettingsError, ModelNotFound, PierError) as error:
         log.error("cannot serve: %s", error)
         return 1
@@ -62,7 +78,9 @@ def serve_container(
         app, host=settings.host, port=settings.port, log_level=settings.log_level, lifespan="on",
         timeout_graceful_shutdown=int(SHUTDOWN_GRACE_S), timeout_keep_alive=75,
     ), app.state.pier)
-    log.info("serving %s on %s:%d", location.handler or location.gguf, settings.host, settings.port)
+    logging.getLogger("uvicorn.access").addFilter(QuietHealthChecks())  # after uvicorn configured its loggers
+    served = location.handler.path if location.handler else location.gguf
+    log.info("serving %s on %s:%d", served, settings.host, settings.port)
     server.run()
     state: ServerState = app.state.pier
     return 1 if state.failure is not None else 0
@@ -72,7 +90,8 @@ def build_app(settings: ServerSettings, location: ModelLocation) -> FastAPI:
     if location.handler is not None:
         from pier.server.byoc.pool import HandlerService  # bring-your-own-code mode only
 
-        service = HandlerService(location.model_dir, workers=settings.workers, timeout_s=settings.request_deadline_s)
+        service = HandlerService(location.model_dir, workers=settings.workers, timeout_s=settings.request_deadline_s,
+                                 script=location.handler)
         return create_handler_app(settings, handler=service, lifespan=_handler_lifespan(service))
     assert location.gguf is not None
     return create_app(settings, lifespan=_engine_lifespan(settings, location.gguf))
@@ -119,7 +138,8 @@ async def _load(app: FastAPI, settings: ServerSettings, gguf: Path) -> None:
     try:
         engine = await _in_daemon_thread(lambda: start_engine(settings, gguf))
         try:
-            chat = await _in_daemon_thread(lambda: ChatTemplate.for_model(engine.info))
+            chat = await _in_daemon_thread(lambda: ChatTemplate.for_model(
+                engine.info, override=settings.chat_template, model_dir=gguf.parent))
             model = attach_model(app, engine, chat)
         except BaseException:
             engine.stop()

@@ -65,6 +65,18 @@ class DeadlineExceeded(GenerationFailed):
     wire = Wire(424, "timeout_error", 424, "generation", 424, "ModelError")
 
 
+class TooDeeplyNested(InvalidRequest):
+    """A JSON body nested deeper than the parser goes (Python's json stops near 1,000 levels). 400 on every route,
+    as TGI's own router answers it (serde_json's recursion limit is a syntax error to axum)."""
+
+    code = "invalid_json"
+    wire = Wire(400, "invalid_request_error", 400, "validation", 400, "ValidationError")
+
+    def __init__(self) -> None:
+        super().__init__("The request body nests JSON arrays or objects too deeply to be read (about 1,000 levels "
+                         "at most); send a flatter body.")
+
+
 class ClientDisconnected(Exception):
     """The client went away before its answer was ready; nothing is sent back."""
 

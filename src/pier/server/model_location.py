@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pier.server.byoc.location import HandlerScript
+
+log = logging.getLogger("pier.server")
 
 _SHARD = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
 
@@ -17,7 +24,7 @@ class ModelNotFound(FileNotFoundError):
 class ModelLocation:
     model_dir: Path  # the model folder (a .gguf file's own folder when given a file)
     gguf: Path | None = None  # served on pier's engine
-    handler: Path | None = None  # the user's code/inference.py, run instead of the engine
+    handler: HandlerScript | None = None  # the model's own inference.py, run instead of the engine
 
     @property
     def name(self) -> str:
@@ -25,8 +32,10 @@ class ModelLocation:
 
 
 def locate_model(source: str | Path) -> ModelLocation:
-    """A .gguf file is served as is. A folder with code/inference.py (or SAGEMAKER_PROGRAM) runs that
-    code, as a SageMaker container does; otherwise the folder's one GGUF is served."""
+    """A .gguf file is served as is. A folder whose handler script is where SageMaker's containers look for
+    one (SAGEMAKER_SUBMIT_DIRECTORY, code/, the folder's root) runs that code; otherwise the folder's one GGUF
+    is served. A SAGEMAKER_PROGRAM found nowhere is not fatal while there is a GGUF to serve: images built
+    for llama.cpp set it for a server of their own."""
     path = Path(source)
     if path.is_file():
         if path.suffix != ".gguf":
@@ -37,12 +46,26 @@ def locate_model(source: str | Path) -> ModelLocation:
             f"No model at {path}: mount the model folder at /opt/ml/model, set SM_MODEL_DIR or HF_MODEL_ID "
             "to a local folder, or pass --model with a folder or a .gguf file."
         )
-    from pier.server.byoc.location import find_handler  # only needed for folders; it has heavier imports
+    from pier.server.byoc.location import search_handler  # only needed for folders; it has heavier imports
 
-    handler = find_handler(path)
-    if handler is not None:
-        return ModelLocation(model_dir=path, handler=handler)
-    return ModelLocation(model_dir=path, gguf=find_gguf(path))
+    search = search_handler(path)
+    if search.script is not None:
+        log.info("running the model's own %s (found in %s)", search.script.path, search.script.found_by)
+        return ModelLocation(model_dir=path, handler=search.script)
+    try:
+        gguf = find_gguf(path)
+    except ModelNotFound as error:
+        if search.named:
+            raise ModelNotFound(
+                f"SAGEMAKER_PROGRAM={search.program} names a handler script that is not in the model data "
+                f"({search.missing()}), and there is no GGUF model to serve instead: {error}"
+            ) from None
+        raise
+    if search.named:
+        log.warning(
+            "SAGEMAKER_PROGRAM=%s is not in the model data (%s); serving %s on pier's engine instead, with the "
+            "SageMaker, TGI and OpenAI APIs", search.program, search.missing(), gguf.relative_to(path))
+    return ModelLocation(model_dir=path, gguf=gguf)
 
 
 def find_gguf(folder: Path) -> Path:

@@ -10,7 +10,7 @@ from typing import Any
 from pier.engine.engine import Engine
 from pier.engine.request import GenerateRequest, GenerationChunk
 from pier.engine.validate import CheckedRequest
-from pier.model.chat import ChatTemplate
+from pier.model.chat import ChatTemplate, template_kwargs
 from pier.server import continuation, generation
 from pier.server.generation import Completion
 from pier.server.limits import Limits
@@ -61,7 +61,7 @@ class ServedModel:
         """The conversation through the model's chat template, tokenized. BOS is added only when the
         template did not already write it, so the prompt never starts with two."""
         text = self.chat.render(
-            messages, add_generation_prompt=add_generation_prompt, tools=tools, **(extra or {})
+            messages, add_generation_prompt=add_generation_prompt, tools=tools, **template_kwargs(extra)
         )
         written = bool(self.chat.bos_token) and text.startswith(self.chat.bos_token)
         return await self.tokenize(text, add_bos=self.info.add_bos and not written)

@@ -32,6 +32,7 @@ class ServerSettings:
     max_concurrent_requests: int = 128
     max_stop_sequences: int = 4
     messages_api_enabled: bool = True  # accepted for TGI compatibility: chat is always served
+    chat_template: str | None = None  # CHAT_TEMPLATE: a llama.cpp built-in's name, a file, or a jinja2 template
     # pier's engine
     threads: int | None = None  # None = the cores this process may use
     parallel: int = 8  # sequences decoding at once
@@ -64,6 +65,7 @@ class ServerSettings:
             max_concurrent_requests=read.integer("MAX_CONCURRENT_REQUESTS", default=128),
             max_stop_sequences=read.integer("MAX_STOP_SEQUENCES", default=4, low=0),
             messages_api_enabled=read.boolean("MESSAGES_API_ENABLED", default=True),
+            chat_template=env.get("CHAT_TEMPLATE") or None,
             threads=read.integer("PIER_THREADS"),
             parallel=read.integer("PIER_PARALLEL", "MAX_BATCH_SIZE", default=8),
             batch_tokens=read.integer("PIER_BATCH_TOKENS", "MAX_BATCH_PREFILL_TOKENS", default=512),

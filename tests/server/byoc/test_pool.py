@@ -18,7 +18,6 @@ from typing import TypeVar
 import pytest
 
 from pier.server.byoc.errors import HandlerError
-from pier.server.byoc.location import find_handler
 from pier.server.byoc.pool import HandlerService
 
 T = TypeVar("T")
@@ -416,41 +415,3 @@ def test_a_folder_without_code_has_no_handler(tmp_path: Path) -> None:
         asyncio.run(service.start())
 
 
-def _touch(path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("")
-    return path
-
-
-@pytest.mark.parametrize(
-    ("files", "env", "expected"),
-    [
-        (["code/inference.py"], {}, "code/inference.py"),
-        ([], {}, None),
-        (["inference.py"], {}, None),  # only code/ counts, as in SageMaker
-        (["code/serve.py"], {"SAGEMAKER_PROGRAM": "serve.py"}, "code/serve.py"),
-        (["code/serve.py"], {"SAGEMAKER_PROGRAM": "serve"}, "code/serve.py"),
-        (["src/app.py"], {"SAGEMAKER_PROGRAM": "app.py", "SAGEMAKER_SUBMIT_DIRECTORY": "{root}/src"},
-         "src/app.py"),
-        (["code/inference.py"], {"SAGEMAKER_SUBMIT_DIRECTORY": "s3://bucket/sourcedir.tar.gz"},
-         "code/inference.py"),
-    ],
-)
-def test_find_handler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: list[str], env: dict[str, str],
-                      expected: str | None) -> None:
-    monkeypatch.delenv("SAGEMAKER_PROGRAM", raising=False)
-    monkeypatch.delenv("SAGEMAKER_SUBMIT_DIRECTORY", raising=False)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value.format(root=tmp_path))
-    for name in files:
-        _touch(tmp_path / name)
-    found = find_handler(tmp_path)
-    assert found == (tmp_path / expected if expected else None)
-
-
-def test_a_named_program_that_is_missing_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SAGEMAKER_PROGRAM", "serve.py")
-    monkeypatch.delenv("SAGEMAKER_SUBMIT_DIRECTORY", raising=False)
-    with pytest.raises(HandlerError) as caught:
-        find_handler(tmp_path)
-    assert f"there is no {os.path.join(tmp_path, 'code', 'serve.py')}" in caught.value.message

@@ -60,22 +60,24 @@ async def test_tgi_payload_streams_tgi_events() -> None:
     assert events[-1]["generated_text"] == " quick brown fox"
 
 
-async def test_messages_payload_answers_a_chat_completion(client: httpx.AsyncClient) -> None:
+async def test_messages_payload_answers_a_tgi_chat_completion(client: httpx.AsyncClient) -> None:
+    """TGI 2.0's ChatCompletion (the Messages API of the seeds' container); tests/server/flavors/test_tgi_messages.py
+    checks every field against TGI's schema."""
     response = await client.post(
         "/invocations", json={"messages": [{"role": "user", "content": "hello"}], "max_tokens": 3}
     )
     body = response.json()
-    assert response.status_code == 200 and body["object"] == "chat.completion"
-    assert body["usage"]["completion_tokens"] == 3
+    assert response.status_code == 200 and body["object"] == "text_completion"
+    assert body["usage"]["completion_tokens"] == 3 and body["choices"][0]["finish_reason"] == "length"
 
 
-async def test_messages_payload_streams_openai_chunks(client: httpx.AsyncClient) -> None:
+async def test_messages_payload_streams_tgi_chunks(client: httpx.AsyncClient) -> None:
     response = await client.post(
         "/invocations", json={"messages": [{"role": "user", "content": "hello"}], "max_tokens": 3, "stream": True}
     )
     data = sse_data(response.text)
-    assert data[-1] == "[DONE]"
-    assert json.loads(data[0])["object"] == "chat.completion.chunk"
+    assert len(data) == 3 and "[DONE]" not in data  # one chunk per token; TGI 2.0 sends no [DONE]
+    assert all(json.loads(d)["choices"][0]["delta"]["role"] == "assistant" for d in data)
 
 
 async def test_prompt_payload_answers_a_text_completion(client: httpx.AsyncClient) -> None:
@@ -97,7 +99,8 @@ async def test_json_is_read_whatever_the_content_type(client: httpx.AsyncClient)
 async def test_errors_take_the_detected_shape(client: httpx.AsyncClient) -> None:
     chat = await client.post("/invocations", json={"messages": [{"role": "user"}], "n": 3})
     tgi = await client.post("/invocations", json={"inputs": "hi", "parameters": {"max_new_tokens": -1}})
-    assert chat.status_code == 400 and chat.json()["error"]["param"] == "n"
+    assert chat.status_code == 422 and chat.json()["error_type"] == "validation"  # TGI's, as its Messages API
+    assert "n must be 1" in chat.json()["error"]
     assert tgi.status_code == 422 and "`max_new_tokens` must be strictly positive" in tgi.json()["error"]
 
 

@@ -1,13 +1,18 @@
-"""Unpacking a model.tar.gz without letting it write outside its folder.
+"""Unpacking a model.tar.gz without letting it write outside its folder, or more than the disk holds.
 
 Every member is checked before anything is written (absolute paths, `..`, links that leave the folder,
-devices), then tarfile's own "data" filter extracts, so one rule missed here is still caught there.
+devices), then tarfile's own "data" filter extracts, so one rule missed here is still caught there. An archive of
+more than MAX_MEMBERS members, or whose files add up to more than the destination's free space, is refused
+before anything is written (runs on a fetch's worker thread, never on the event loop).
 """
 
 from __future__ import annotations
 
+import shutil
 import tarfile
 from pathlib import Path, PurePosixPath
+
+MAX_MEMBERS = 100_000  # a model is a few hundred files at most
 
 
 class UnsafeArchive(ValueError):
@@ -19,6 +24,7 @@ def extract(archive: Path, dest: Path) -> None:
     try:
         with tarfile.open(archive, "r:*") as tar:
             members = tar.getmembers()
+            check_size(archive, members, dest)
             for member in members:
                 check_member(member)
             tar.extractall(dest, members=members, filter="data")
@@ -28,6 +34,17 @@ def extract(archive: Path, dest: Path) -> None:
     except tarfile.TarError as error:
         raise UnsafeArchive(f"{archive.name} is not a readable tar archive ({error}); pack the model folder with "
                             "tar -czf model.tar.gz -C model_dir .") from None
+
+
+def check_size(archive: Path, members: list[tarfile.TarInfo], dest: Path) -> None:
+    if len(members) > MAX_MEMBERS:
+        raise UnsafeArchive(f"{archive.name} holds {len(members)} members, more than any model ({MAX_MEMBERS}); pack "
+                            "only the model folder.")
+    total = sum(m.size for m in members if m.isfile())
+    free = shutil.disk_usage(dest).free
+    if total > free:
+        raise UnsafeArchive(f"{archive.name} unpacks to {total / 1e9:.1f} GB, more than the {free / 1e9:.1f} GB free "
+                            f"in {dest}; free some space, or give the gateway a --state-dir on a larger disk.")
 
 
 def check_member(member: tarfile.TarInfo) -> None:

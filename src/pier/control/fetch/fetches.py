@@ -17,13 +17,20 @@ from pier.control.fetch.store import ModelDataError, ModelStore
 class Fetched:
     folder: Path | None = None  # set when the files are ready
     error: str = ""  # set when fetching failed, in words for a FailureReason
+    weights_mb: int = 0  # the size of the folder's GGUF files, once ready
+
+
+@dataclass(frozen=True)
+class _Ready:
+    folder: Path
+    weights_mb: int
 
 
 class Fetches:
     def __init__(self, store: ModelStore) -> None:
         self.store = store
         self.notify: Callable[[], None] = lambda: None  # called on the event loop when a fetch ends
-        self._tasks: dict[ModelSource, asyncio.Future[Path]] = {}
+        self._tasks: dict[ModelSource, asyncio.Future[_Ready]] = {}
 
     def get(self, source: ModelSource) -> Fetched:
         """Where the fetch of `source` stands, starting it if nothing is known about it."""
@@ -35,7 +42,8 @@ class Fetches:
             return Fetched()
         error = task.exception()
         if error is None:
-            return Fetched(folder=task.result())
+            ready = task.result()
+            return Fetched(folder=ready.folder, weights_mb=ready.weights_mb)
         if isinstance(error, ModelDataError):
             return Fetched(error=error.message)
         return Fetched(error=f"Fetching {source.url} failed: {type(error).__name__}: {error}")
@@ -50,12 +58,13 @@ class Fetches:
         for task in self._tasks.values():
             task.cancel()
 
-    def _start(self, source: ModelSource) -> asyncio.Future[Path]:
-        """Fetch on a daemon thread: a download in progress must not hold up the gateway's exit."""
+    def _start(self, source: ModelSource) -> asyncio.Future[_Ready]:
+        """Fetch on a daemon thread: a download in progress must not hold up the gateway's exit, and neither the
+        download nor walking and hashing the files may hold up the event loop."""
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[Path] = loop.create_future()
+        future: asyncio.Future[_Ready] = loop.create_future()
 
-        def settle(result: Path | None, error: BaseException | None) -> None:
+        def settle(result: _Ready | None, error: BaseException | None) -> None:
             if future.done():
                 return
             if error is not None:
@@ -67,7 +76,8 @@ class Fetches:
 
         def work() -> None:
             try:
-                result, error = self.store.fetch(source), None
+                folder = self.store.fetch(source)
+                result, error = _Ready(folder, self.store.measure(folder).weights_mb), None
             except Exception as failure:
                 result, error = None, failure
             with contextlib.suppress(RuntimeError):  # the loop closed while we worked

@@ -23,7 +23,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
-from pier.control.fetch import archives, hf, s3
+from pier.control.fetch import archives, folders, hf, s3
 from pier.control.fetch.source import ModelSource
 from pier.errors import PierError
 
@@ -74,11 +74,22 @@ class ModelStore:
 
     # ---- local paths and file:// URLs
 
+    def measure(self, folder: Path) -> folders.FolderInfo:
+        """What a fetched folder holds, within the walk's bounds (blocking: run it off the event loop)."""
+        try:
+            return folders.measure(folder)
+        except folders.FolderRefused as error:
+            raise ModelDataError(str(error)) from None
+
     def _fetch_local(self, source: ModelSource) -> Path:
         path = Path(source.local_path)
         if not path.exists():
             raise ModelDataError(f"No model at {path}: give an existing folder, .gguf file or model.tar.gz.")
         if path.is_dir():
+            try:
+                folders.check_folder(path)
+            except folders.FolderRefused as error:
+                raise ModelDataError(str(error)) from None
             return path.resolve()
         if source.archive:
             digest = _file_sha256(path)

@@ -43,6 +43,9 @@ def decode(body: bytes | str, content_type: str) -> Any:
         return _DECODERS[kind](body)
     except (ValueError, UnicodeDecodeError) as e:
         raise HandlerError(400, f"The request body is not valid {kind}: {e}. Fix the body or its type.") from e
+    except RecursionError:
+        raise HandlerError(400, f"The {kind} body nests arrays or objects too deeply to be read (about 1,000 levels "
+                                f"at most); send a flatter body.") from None
 
 
 def encode(prediction: Any, accept: str) -> tuple[bytes, str]:

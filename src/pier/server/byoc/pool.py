@@ -19,7 +19,7 @@ from pathlib import Path
 from pier.server.byoc.environment import cache_root, prepare_python
 from pier.server.byoc.errors import HandlerError
 from pier.server.byoc.frames import Invocation, Reply
-from pier.server.byoc.location import DEFAULT_PROGRAM, find_handler
+from pier.server.byoc.location import HandlerScript, search_handler
 from pier.server.byoc.process import STOP_GRACE_S, NotDelivered, WorkerDied, WorkerProcess
 
 log = logging.getLogger("pier.server.byoc")
@@ -37,7 +37,8 @@ class HandlerService:
     """
 
     def __init__(self, model_dir: Path, workers: int = 1, timeout_s: float = 60.0, *,
-                 cache_dir: Path | None = None, startup_timeout_s: float = 600.0) -> None:
+                 cache_dir: Path | None = None, startup_timeout_s: float = 600.0,
+                 script: HandlerScript | None = None) -> None:
         if workers < 1:
             raise ValueError(f"workers must be 1 or more, not {workers}; fix SAGEMAKER_MODEL_SERVER_WORKERS.")
         self.model_dir = Path(model_dir)
@@ -45,6 +46,7 @@ class HandlerService:
         self.timeout_s = timeout_s
         self.startup_timeout_s = startup_timeout_s
         self._cache_dir = cache_dir
+        self._script = script
         self._handler = Path()
         self._python = sys.executable
         self._idle: asyncio.Queue[WorkerProcess] = asyncio.Queue()
@@ -62,13 +64,16 @@ class HandlerService:
         if self._state != "new":
             raise HandlerError(500, f"HandlerService.start() was already called (state {self._state}).")
         self._state = "starting"
-        handler = find_handler(self.model_dir)
-        if handler is None:
-            raise HandlerError(500, f"{self.model_dir} has no code/{DEFAULT_PROGRAM}; add one, or set "
-                                    f"SAGEMAKER_PROGRAM to the name of your script.")
-        self._handler = handler
-        env_dir = self._cache_dir or cache_root() / "handlers" / _slug(handler.parent)
-        self._python = await prepare_python(handler.parent / "requirements.txt", env_dir)
+        script = self._script
+        if script is None:
+            search = await asyncio.to_thread(search_handler, self.model_dir)
+            if search.script is None:
+                raise HandlerError(500, f"{self.model_dir} has no code/{search.program} ({search.missing()}); add "
+                                        f"one, or set SAGEMAKER_PROGRAM to the name of your script.")
+            script = self._script = search.script
+        handler = self._handler = script.path
+        env_dir = self._cache_dir or cache_root() / "handlers" / _slug(script.code_dir)
+        self._python = await prepare_python(script.code_dir / "requirements.txt", env_dir)
         started = await asyncio.gather(*(self._spawn() for _ in range(self.workers)), return_exceptions=True)
         workers = [w for w in started if isinstance(w, WorkerProcess)]
         failures = [e for e in started if isinstance(e, BaseException)]
@@ -156,7 +161,8 @@ class HandlerService:
             # It died while idle; its watcher is already starting a replacement.
 
     async def _spawn(self) -> WorkerProcess:
-        return await WorkerProcess.spawn(self._python, self._handler, self.model_dir, self._worker_env(),
+        assert self._script is not None
+        return await WorkerProcess.spawn(self._python, self._script, self.model_dir, self._worker_env(),
                                          self.startup_timeout_s)
 
     def _worker_env(self) -> dict[str, str]:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pier
 from pier.server.byoc.errors import HandlerError
 from pier.server.byoc.frames import HEAD_SIZE, PARENT_ENV, Invocation, Reply, unpack_sizes
+from pier.server.byoc.location import HandlerScript
 
 STOP_GRACE_S = 5.0
 
@@ -40,11 +41,12 @@ class WorkerProcess:
         self._stdout = process.stdout
 
     @classmethod
-    async def spawn(cls, python: str, handler: Path, model_dir: Path, env: dict[str, str],
+    async def spawn(cls, python: str, script: HandlerScript, model_dir: Path, env: dict[str, str],
                     startup_timeout_s: float) -> WorkerProcess:
         pier_root = str(Path(pier.__file__).resolve().parent.parent)
+        handler = script.path
         process = await asyncio.create_subprocess_exec(
-            python, "-c", _BOOT, pier_root, str(handler), str(model_dir),
+            python, "-c", _BOOT, pier_root, str(handler), str(model_dir), *map(str, script.import_path),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env={**env, PARENT_ENV: str(os.getpid())},
             # Its own session: a Ctrl-C or a signal to the server's process group must not kill the
             # workers behind stop()'s back. If the server dies, the worker dies too, busy or not (worker.py).

@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -222,9 +222,11 @@ def resolve(module: Any) -> dict[str, Function]:
     return functions
 
 
-def import_handler(path: Path) -> Any:
-    """Import inference.py as the toolkit does: by module name, with its folder first on sys.path."""
-    sys.path.insert(0, str(path.parent))
+def import_handler(path: Path, import_path: Sequence[Path] = ()) -> Any:
+    """Import inference.py as the toolkit does: by module name, with its folder first on sys.path (then the
+    other folders the container makes importable: code/, the model folder)."""
+    folders = [str(path.parent), *(str(p) for p in import_path if p != path.parent)]
+    sys.path[0:0] = list(dict.fromkeys(folders))
     try:
         return importlib.import_module(path.stem)
     except Exception as e:
@@ -233,8 +235,8 @@ def import_handler(path: Path) -> Any:
         raise HandlerError(500, f"importing {path} raised {type(e).__name__}: {e}{hint}") from e
 
 
-def load(path: Path, model_dir: str) -> Handler:
-    handler = Handler(model_dir, functions=resolve(import_handler(path)))
+def load(path: Path, model_dir: str, import_path: Sequence[Path] = ()) -> Handler:
+    handler = Handler(model_dir, functions=resolve(import_handler(path, import_path)))
     context = Context(model_dir)
     fn = handler.functions
     if "pre_model_fn" in fn:

@@ -1,7 +1,8 @@
 """One handler worker process: imports the user's inference.py, runs model_fn once, then answers invocations.
 
-The server starts it (see process.py) with `<handler.py> <model_dir>` and speaks length-prefixed frames over
-its stdin and stdout (frames.py). The user's functions run here, in the worker's main thread.
+The server starts it (see process.py) with `<handler.py> <model_dir> [<folder to import from> ...]` and
+speaks length-prefixed frames over its stdin and stdout (frames.py). The user's functions run here, in the
+worker's main thread.
 
 A worker dies with its server, even while the user's code is busy: the kernel kills it when the server's
 process ends (Linux's parent-death signal), and a watchdog thread ends it (and whatever it started in its
@@ -78,13 +79,13 @@ def _send(stream: BinaryIO, reply: Reply) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    path, model_dir = (argv or sys.argv[1:])[:2]
+    path, model_dir, *import_path = argv or sys.argv[1:]
     prefix = f"%(asctime)s handler worker {os.getpid()} %(levelname)s"
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format=prefix + " %(name)s: %(message)s")
     frames_in, frames_out = _claim_stdio()
     _die_with_server(frames_in)
     try:
-        handler = load(Path(path), model_dir)
+        handler = load(Path(path), model_dir, [Path(p) for p in import_path])
     except HandlerError as e:
         _send(frames_out, Reply(status=500, error=e.message))
         return 1

@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator
-from typing import Any
+from collections.abc import AsyncGenerator, Callable
+from typing import Any, Protocol
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
@@ -222,7 +222,35 @@ async def models(state: State) -> dict[str, Any]:
     }]}
 
 
-async def respond_chat(body: ChatCompletionRequest, http: Request, state: ServerState) -> Response:
+class ChatView(Protocol):
+    """How one chat request's output is shaped: OpenAI's (pier's /v1 routes) or TGI's Messages API (/invocations)."""
+
+    flavor: Flavor  # the shape of an error event after the stream began
+
+    def response(self, done: Completion) -> dict[str, Any]: ...
+
+    def opening(self) -> list[dict[str, Any]]: ...
+
+    def chunk(self, chunk: GenerationChunk) -> list[dict[str, Any]]: ...
+
+    def frame(self, event: dict[str, Any]) -> bytes: ...
+
+    def closing(self) -> list[bytes]: ...
+
+
+def openai_chat_view(model: ServedModel, body: ChatCompletionRequest) -> ChatView:
+    view = _View(model.name, chat=True, include_usage=body.include_usage)
+    continuation.keep(view.head, "id", "created")  # the same on any copy that continues it
+    return view
+
+
+async def respond_chat(
+    body: ChatCompletionRequest, http: Request, state: ServerState, *,
+    view: Callable[[ServedModel, ChatCompletionRequest], ChatView] = openai_chat_view,
+    default_max_tokens: int | None = None,
+) -> Response:
+    """One chat request. Without max_tokens it may generate up to the model's limit (OpenAI's semantics) unless
+    the dialect has a default of its own (TGI's Messages API: 100)."""
     body.refuse_unsupported()
     model, ticket = state.admit()
     with ticket:
@@ -231,13 +259,12 @@ async def respond_chat(body: ChatCompletionRequest, http: Request, state: Server
             tools=body.tools, extra=body.chat_template_kwargs,
         )
         max_tokens = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
-        request = body.generate_request(model, prompt, max_tokens)
+        request = body.generate_request(model, prompt, default_max_tokens if max_tokens is None else max_tokens)
         checked = model.check(request)
-        view = _View(model.name, chat=True, include_usage=body.include_usage)
-        continuation.keep(view.head, "id", "created")  # the same on any copy that continues it
+        shape = view(model, body)  # keeps the fields that read the same on any copy that continues it
         if body.stream:
-            return sse.EventStream(_events(model, checked, view), ticket.hand_off())
-        return JSONResponse(view.response(await model.complete(checked, wait_for_disconnect(http.receive))))
+            return sse.EventStream(_events(model, checked, shape), ticket.hand_off())
+        return JSONResponse(shape.response(await model.complete(checked, wait_for_disconnect(http.receive))))
 
 
 async def respond_completion(body: CompletionRequest, http: Request, state: ServerState) -> Response:
@@ -264,6 +291,8 @@ _FINISH = {FinishReason.STOP: "stop", FinishReason.LENGTH: "length"}
 
 class _View:
     """Shapes one request's output as a chat completion or a text completion, whole or in chunks."""
+
+    flavor = Flavor.OPENAI
 
     def __init__(self, model: str, *, chat: bool, include_usage: bool, echo: str = "") -> None:
         self.chat = chat
@@ -314,6 +343,12 @@ class _View:
     def _object(self) -> str:
         return "chat.completion.chunk" if self.chat else "text_completion"
 
+    def frame(self, event: dict[str, Any]) -> bytes:
+        return sse.event(event)
+
+    def closing(self) -> list[bytes]:
+        return [sse.event("[DONE]")]
+
     def _chunk(self, delta: dict[str, Any] | str, finish_reason: str | None) -> dict[str, Any]:
         choice: dict[str, Any] = {"index": 0, "delta": delta} if self.chat else {"index": 0, "text": delta}
         choice |= {"logprobs": None, "finish_reason": finish_reason}
@@ -327,16 +362,16 @@ def _usage(prompt: int, completion: int) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
-async def _events(model: ServedModel, checked: CheckedRequest, view: _View) -> AsyncGenerator[bytes, None]:
+async def _events(model: ServedModel, checked: CheckedRequest, view: ChatView) -> AsyncGenerator[bytes, None]:
     try:
         for event in view.opening():
-            yield sse.event(event)
+            yield view.frame(event)
         async for chunk in model.stream(checked):
             for event in view.chunk(chunk):
-                yield sse.event(event)
+                yield view.frame(event)
     except Exception as error:  # after the 200 an error can only be an event; never cut the stream silently
         if not isinstance(error, InvalidRequest):
             log.warning("stream %s failed: %s", checked.request.request_id, error)
-        yield error_event(error, Flavor.OPENAI)
-    yield sse.event("[DONE]")
-
+        yield error_event(error, view.flavor)
+    for tail in view.closing():
+        yield tail

@@ -1,8 +1,9 @@
 """SageMaker's container contract: GET /ping and POST /invocations.
 
 Serving a model on pier's engine, /invocations takes what the Hugging Face LLM container takes, told
-apart by shape: a TGI generate payload (`inputs`), an OpenAI chat payload (`messages`) or a completion
-payload (`prompt`), and answers in the matching shape; `"stream": true` answers with server-sent events.
+apart by shape: a TGI generate payload (`inputs`), a chat payload (`messages`, TGI's Messages API, answered
+in TGI's shapes as that container answers it) or a completion payload (`prompt`, answered as OpenAI does);
+`"stream": true` answers with server-sent events.
 Serving the user's own code/inference.py, /invocations passes the raw body to it, as SageMaker's
 inference toolkit does.
 """
@@ -18,7 +19,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 
 from pier.errors import InvalidRequest
-from pier.server.errors import Flavor
+from pier.server.errors import Flavor, TooDeeplyNested
 from pier.server.flavors import openai, tgi
 from pier.server.state import State, Status
 
@@ -69,9 +70,9 @@ async def invocations(http: Request, state: State) -> Response:
         body = _parse(tgi.GenerateRequestBody, payload, http, Flavor.TGI)
         return await tgi.respond(body, http, state, streaming=body.stream, full_text_default=True,
                                  as_list=not body.stream)
-    if "messages" in payload:
-        chat = _parse(openai.ChatCompletionRequest, payload, http, Flavor.OPENAI)
-        return await openai.respond_chat(chat, http, state)
+    if "messages" in payload:  # TGI's Messages API, in TGI's shapes (errors included)
+        chat = _parse(openai.ChatCompletionRequest, payload, http, Flavor.TGI)
+        return await tgi.respond_messages(chat, http, state)
     if "prompt" in payload:
         completion = _parse(openai.CompletionRequest, payload, http, Flavor.OPENAI)
         return await openai.respond_completion(completion, http, state)
@@ -100,6 +101,8 @@ async def _json_object(http: Request) -> dict[str, Any]:
         payload = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise InvalidRequest(f"The request body is not valid JSON ({error}); send a JSON object.") from None
+    except RecursionError:
+        raise TooDeeplyNested() from None
     if not isinstance(payload, dict):
         raise InvalidRequest(f"The request body must be a JSON object, not {type(payload).__name__}.")
     return payload

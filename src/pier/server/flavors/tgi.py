@@ -1,4 +1,12 @@
-"""Hugging Face TGI's API: /generate, /generate_stream, /info and /health, with TGI's defaults and messages.
+"""Hugging Face TGI's API: /generate, /generate_stream, /info and /health, with TGI's defaults and messages, and
+TGI's Messages API as SageMaker's /invocations serves it.
+
+The shapes and defaults are those of TGI 2.0, the version the Hugging Face LLM container runs in the seeds
+(`huggingface-pytorch-tgi-inference:2.1-tgi2.0`, `get_huggingface_llm_image_uri("huggingface", version="2.0.0")`):
+a request without `max_new_tokens` (or, for chat, `max_tokens`) generates at most 100 tokens; a Messages stream
+sends one chunk per token whose `delta` always carries `role` and a `content` string, TGI's finish reasons
+(`length`, `eos_token`, `stop_sequence`), no `[DONE]`, and no usage (TGI 2.3 and later put it on the last
+chunk when `stream_options.include_usage` asks for it, and so does pier).
 
 Sampling follows TGI: greedy unless `do_sample` or a warper (temperature != 1, top_k, top_p) is set; a
 sampled request without a seed gets a random one, reported in `details.seed`.
@@ -8,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 import uuid
 from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass
@@ -21,14 +30,19 @@ from pier import __version__
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk, SamplingParams
 from pier.engine.validate import CheckedRequest
 from pier.errors import InvalidRequest
-from pier.server import sse
+from pier.server import continuation, sse
 from pier.server.errors import Flavor, error_event
+from pier.server.flavors.openai import ChatCompletionRequest, respond_chat
 from pier.server.generation import Completion, wait_for_disconnect
 from pier.server.served_model import SEED_MODULUS, ServedModel
 from pier.server.state import ServerState, State, Status
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["TGI"])
+
+# TGI 2.0's router: `default_max_new_tokens()` is Some(100) for generate, `max_tokens.or(Some(100))` for chat.
+# (TGI 3 leaves it open: all that MAX_TOTAL_TOKENS leaves; pier's OpenAI routes do that, as OpenAI does.)
+DEFAULT_MAX_NEW_TOKENS = 100
 
 
 class GenerateParameters(BaseModel):
@@ -138,7 +152,7 @@ async def info(state: State) -> dict[str, Any]:
         "max_total_tokens": model.limits.max_total_tokens,
         "max_batch_total_tokens": model.engine.runner.n_ctx, "max_batch_size": settings.parallel,
         "validation_workers": 1, "max_client_batch_size": 1, "router": "pier", "version": __version__,
-        "sha": None, "docker_label": None,
+        "sha": None, "docker_label": None, "chat_template": model.chat.origin.as_dict(),
     }
 
 
@@ -182,7 +196,8 @@ async def _generate_request(model: ServedModel, body: GenerateRequestBody) -> tu
     prompt = await model.tokenize(body.inputs, add_bos=None if body.add_special_tokens else False)
     if params.truncate is not None:
         prompt = prompt[-params.truncate:]  # TGI keeps the end of an over-long input
-    max_new = model.max_new_tokens(len(prompt), params.max_new_tokens)
+    requested = DEFAULT_MAX_NEW_TOKENS if params.max_new_tokens is None else params.max_new_tokens
+    max_new = model.max_new_tokens(len(prompt), requested)
     seed = None
     if params.sampling_enabled:
         seed = params.seed % SEED_MODULUS if params.seed is not None else random.randrange(SEED_MODULUS)
@@ -288,3 +303,70 @@ async def _events(model: ServedModel, checked: CheckedRequest, view: _View) -> A
         log.warning("stream %s failed: %s", checked.request.request_id, error)
         yield error_event(error, Flavor.TGI)
 
+
+
+# -- the Messages API on /invocations ------------------------------------------------------------------
+
+
+async def respond_messages(body: ChatCompletionRequest, http: Request, state: ServerState) -> Response:
+    """TGI's Messages API (SageMaker's /invocations with MESSAGES_API_ENABLED): the chat is rendered and
+    generated as on pier's OpenAI route, and answered in TGI's shapes."""
+    return await respond_chat(body, http, state, view=MessagesView.of, default_max_tokens=DEFAULT_MAX_NEW_TOKENS)
+
+
+class MessagesView:
+    """TGI 2.0's ChatCompletion and ChatCompletionChunk: `id` empty, `object` "text_completion", the model id,
+    `system_fingerprint` "<version>-native", one chunk per generated token."""
+
+    flavor = Flavor.TGI
+
+    def __init__(self, model: ServedModel, include_usage: bool) -> None:
+        self.model = model
+        self.include_usage = include_usage
+        self.head = {"id": "", "object": "text_completion", "created": int(time.time()), "model": model.name,
+                     "system_fingerprint": f"{__version__}-native"}
+        self.generated = 0
+
+    @classmethod
+    def of(cls, model: ServedModel, body: ChatCompletionRequest) -> MessagesView:
+        view = cls(model, body.include_usage)
+        continuation.keep(view.head, "id", "created")  # the same on any copy that continues it
+        return view
+
+    def response(self, done: Completion) -> dict[str, Any]:
+        choice = {"index": 0, "message": {"role": "assistant", "content": done.text}, "logprobs": None,
+                  "finish_reason": _finish_reason(done.finish_reason, done.stop_reason)}
+        return {**self.head, "created": int(time.time()), "choices": [choice],
+                "usage": _usage(done.prompt_tokens, len(done.token_ids))}
+
+    def opening(self) -> list[dict[str, Any]]:
+        return []  # TGI's first chunk already carries the first token
+
+    def chunk(self, chunk: GenerationChunk) -> list[dict[str, Any]]:
+        """One chunk per token; a chunk's text rides on its last token, so the contents add up exactly. The
+        token that ends the answer comes last with the finish reason (EOS has no text: content "")."""
+        self.generated += len(chunk.token_ids)
+        count = len(chunk.token_ids) or (1 if chunk.text or chunk.finished else 0)
+        events = []
+        for i in range(count):
+            last = i == count - 1
+            reason = None
+            if last and chunk.finish_reason is not None:
+                reason = _finish_reason(chunk.finish_reason, chunk.stop_reason)
+            event = {**self.head, "created": int(time.time()), "choices": [{
+                "index": 0, "delta": {"role": "assistant", "content": chunk.text if last else ""},
+                "logprobs": None, "finish_reason": reason}]}
+            if reason is not None and self.include_usage:
+                event["usage"] = _usage(chunk.prompt_tokens, self.generated)
+            events.append(event)
+        return events
+
+    def frame(self, event: dict[str, Any]) -> bytes:
+        return sse.event(event, tgi=True)
+
+    def closing(self) -> list[bytes]:
+        return []  # TGI 2.0 ends the stream without `data: [DONE]`
+
+
+def _usage(prompt: int, completion: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}

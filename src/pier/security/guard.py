@@ -1,0 +1,137 @@
+"""The gateway's door: every request passes here before any route.
+
+    Host/Origin  ──refused──▶ 403 (always, keys or not: DNS rebinding and web pages)
+    /ping        ──────────▶ served
+    no keys      ──────────▶ served as anonymous (the gateway then listens on loopback only)
+    credential   ──missing, unknown, bad signature, expired──▶ AWS's error in the family's shape
+    role/limit   ──not allowed──▶ AccessDeniedException / OpenAI 403
+    ──────────▶ served; control-plane calls and every refusal leave an audit line
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from urllib.parse import quote
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from pier.control.limits import MAX_BODY_BYTES as CONTROL_MAX_BODY_BYTES
+from pier.security.access import EndpointOf, authorize, needs_body
+from pier.security.audit import audit, resource_of
+from pier.security.authenticate import presented, principal_of
+from pier.security.errors import AuthFailure, KeysUnreadable, RequestRefused
+from pier.security.hosts import HostPolicy, check_request
+from pier.security.keystore import KeyStore, KeyStoreError
+from pier.security.principal import ANONYMOUS, Principal
+from pier.security.refusal import refusal_response
+from pier.security.request_body import ClientGone, RequestBody
+from pier.security.routes import Family, Route, operation_of, route_of
+from pier.security.sigv4 import HttpRequest
+
+AUDITED = frozenset({Family.CONTROL, Family.PIER})
+
+
+@dataclass(frozen=True)
+class Call:
+    """What the guard reads of one request."""
+
+    scope: Scope
+    headers: Headers
+    route: Route
+    operation: str
+    request_id: str
+
+    @classmethod
+    def of(cls, scope: Scope) -> Call:
+        headers = Headers(scope=scope)
+        operation = operation_of(scope["method"], scope["path"], headers.get("x-amz-target"))
+        return cls(scope, headers, route_of(scope["path"]), operation, str(uuid.uuid4()))
+
+    def http_request(self, body: bytes | None) -> HttpRequest:
+        raw_path = self.scope.get("raw_path") or quote(self.scope["path"]).encode()
+        return HttpRequest(
+            self.scope["method"], raw_path.decode("latin-1"), self.scope.get("query_string", b"").decode("latin-1"),
+            tuple((k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in self.scope["headers"]), body or b"")
+
+    @property
+    def client(self) -> str:
+        client = self.scope.get("client")
+        return str(client[0]) if client else "-"
+
+
+class SecurityGuard:
+    def __init__(self, app: ASGIApp, *, keys: KeyStore, hosts: HostPolicy, endpoint_of: EndpointOf,
+                 max_body_bytes: int, clock: Callable[[], datetime]) -> None:
+        self.app = app
+        self.keys = keys
+        self.hosts = hosts
+        self.endpoint_of = endpoint_of
+        self.max_body_bytes = max_body_bytes
+        self.clock = clock
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        call = Call.of(scope)
+        length = call.headers.get("content-length", "")
+        body = RequestBody(receive, self.max_body_bytes, int(length) if length.isdigit() else 0)
+        principal: Principal | None = None
+        try:
+            principal = await self._authenticate(call, body)
+            await self._authorize(call, body, principal)
+        except ClientGone:
+            return
+        except AuthFailure as failure:
+            who = principal.name if principal is not None else "-"
+            audit(who, call.operation, _resource(call, body), failure.code, call.client)
+            await refusal_response(call.route.family, failure, call.request_id)(scope, body.replay(), send)
+            return
+        if call.route.family in AUDITED:
+            send = _audited(send, call, principal, _resource(call, body))
+        await self.app(scope, body.replay(), send)
+
+    async def _authenticate(self, call: Call, body: RequestBody) -> Principal:
+        refusal = check_request(call.headers.get("host"), call.headers.get("origin"), self.hosts,
+                                call.headers.get("sec-fetch-site"))
+        if refusal is not None:
+            raise RequestRefused(refusal.message)
+        if call.route.family is Family.OPEN:
+            return ANONYMOUS
+        if call.route.family is Family.CONTROL and body.declared <= CONTROL_MAX_BODY_BYTES:
+            await body.read()  # small JSON; the audit line names the resource in it (a bigger one the API refuses)
+        try:
+            if not self.keys.has_keys():
+                return ANONYMOUS
+            credential = presented(call.http_request(None))
+            if credential.needs_body:
+                await body.read()
+            return principal_of(credential, call.http_request(body.data), self.keys, self.clock())
+        except KeyStoreError as error:  # fail closed
+            raise KeysUnreadable(f"{error} Until then pier refuses every request.") from None
+
+    async def _authorize(self, call: Call, body: RequestBody, principal: Principal) -> None:
+        if needs_body(principal, call.route):
+            await body.read()
+        authorize(principal, call.route, call.operation, body.data, self.endpoint_of)
+
+
+def _resource(call: Call, body: RequestBody) -> str:
+    if call.route.endpoint is not None:
+        return call.route.endpoint
+    if call.route.family is Family.CONTROL:
+        return resource_of(body.data)
+    return call.scope["path"] if call.route.family is Family.PIER else "-"
+
+
+def _audited(send: Send, call: Call, principal: Principal, resource: str) -> Send:
+    async def send_and_audit(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            audit(principal.name, call.operation, resource, str(message["status"]), call.client)
+        await send(message)
+
+    return send_and_audit

@@ -1,0 +1,198 @@
+"""The gateway's keys: `<state_dir>/keys.json`, mode 0600 in a 0700 folder, written atomically.
+
+`pier keys` edits the file directly (the gateway need not run), and a running gateway re-reads it when it
+changes, so a new or revoked key takes effect on the next request. The file holds each access key's secret
+(SigV4 verification needs it) and only a hash of each API key.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import stat
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pier.security.credentials import (
+    api_key_digest,
+    new_access_key_id,
+    new_api_key,
+    new_secret_access_key,
+    same_secret,
+)
+from pier.security.principal import Principal, Role
+
+FILE_NAME = "keys.json"
+FORMAT_VERSION = 1
+NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.@")
+
+
+class KeyStoreError(ValueError):
+    """A key cannot be made, found or read; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class StoredKey:
+    principal: Principal
+    access_key_id: str
+    secret_access_key: str = field(repr=False)
+    api_key_sha256: str = field(repr=False)
+    created: float = 0.0
+
+
+@dataclass(frozen=True)
+class IssuedKey:
+    """A key as it is created: the only time its secrets are shown."""
+
+    stored: StoredKey
+    api_key: str = field(repr=False)
+
+    @property
+    def secret_access_key(self) -> str:
+        return self.stored.secret_access_key
+
+
+def issue(name: str, role: Role, endpoints: Iterable[str] = ()) -> IssuedKey:
+    """Fresh credentials for a principal (not yet stored anywhere)."""
+    _check_name(name)
+    api_key = new_api_key()
+    principal = Principal(name, role, tuple(dict.fromkeys(endpoints)))
+    stored = StoredKey(principal, new_access_key_id(), new_secret_access_key(), api_key_digest(api_key), time.time())
+    return IssuedKey(stored, api_key)
+
+
+class KeyStore:
+    """The keys in the file, plus session keys: in memory only, for a process's own calls to the gateway it runs
+    (`pier serve` deploying its model). Session keys never turn authentication on by themselves."""
+
+    def __init__(self, path: Path, session_keys: Iterable[StoredKey] = ()) -> None:
+        self.path = path
+        self.session_keys = tuple(session_keys)
+        self._seen: tuple[int, int, int] | None = None
+        self._keys: tuple[StoredKey, ...] = ()
+
+    @classmethod
+    def in_state_dir(cls, state_dir: Path, session_keys: Iterable[StoredKey] = ()) -> KeyStore:
+        return cls(Path(state_dir).expanduser() / FILE_NAME, session_keys)
+
+    # ---- reading (the gateway, on every request)
+
+    def saved(self) -> tuple[StoredKey, ...]:
+        """The keys in the file (not the session keys)."""
+        self._refresh()
+        return self._keys
+
+    def has_keys(self) -> bool:
+        return bool(self.saved())
+
+    def by_access_key(self, access_key_id: str) -> StoredKey | None:
+        return next((k for k in self._all() if k.access_key_id == access_key_id), None)
+
+    def by_api_key(self, api_key: str) -> StoredKey | None:
+        digest = api_key_digest(api_key)
+        return next((k for k in self._all() if same_secret(digest, k.api_key_sha256)), None)
+
+    def _all(self) -> tuple[StoredKey, ...]:
+        return self.session_keys + self.saved()
+
+    # ---- writing (`pier keys`)
+
+    def create(self, name: str, role: Role, endpoints: Iterable[str] = ()) -> IssuedKey:
+        issued = issue(name, role, endpoints)
+        with self._locked():
+            keys = self._read()
+            if any(k.principal.name == name for k in keys):
+                raise KeyStoreError(f"A key called {name} exists already; revoke it first (`pier keys revoke {name}`) "
+                                    "or choose another name.")
+            self._write([*keys, issued.stored])
+        return issued
+
+    def revoke(self, name: str) -> StoredKey:
+        with self._locked():
+            keys = self._read()
+            found = [k for k in keys if k.principal.name == name]
+            if not found:
+                names = ", ".join(k.principal.name for k in keys) or "none"
+                raise KeyStoreError(f"No key is called {name} (keys: {names}).")
+            self._write([k for k in keys if k.principal.name != name])
+        return found[0]
+
+    # ---- the file
+
+    def _refresh(self) -> None:
+        try:
+            info = self.path.stat()
+        except FileNotFoundError:
+            seen = None
+        else:
+            seen = (info.st_ino, info.st_mtime_ns, info.st_size)
+        if seen == self._seen:
+            return
+        self._keys = tuple(self._read()) if seen is not None else ()
+        self._seen = seen
+
+    def _read(self) -> list[StoredKey]:
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return []
+        try:
+            document = json.loads(text)
+            return [_from_json(entry) for entry in document["keys"]]
+        except (ValueError, KeyError, TypeError) as error:
+            raise KeyStoreError(f"{self.path} is not a pier key file ({error}); restore it from a backup or move "
+                                "it away and create the keys again.") from None
+
+    def _write(self, keys: list[StoredKey]) -> None:
+        private_folder(self.path.parent)
+        document = {"version": FORMAT_VERSION, "keys": [_to_json(k) for k in keys]}
+        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as out:
+            os.fchmod(out.fileno(), 0o600)  # O_CREAT's mode does not apply to a file left by a crashed writer
+            json.dump(document, out, indent=2)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, self.path)
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """One writer at a time (two `pier keys create` at once must not lose a key)."""
+        private_folder(self.path.parent)
+        descriptor = os.open(self.path.with_name(f".{self.path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(descriptor)
+
+
+def private_folder(folder: Path) -> None:
+    """Create the folder, or take away what others may do in it: 0700."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if stat.S_IMODE(folder.stat().st_mode) & 0o077:
+        folder.chmod(0o700)
+
+
+def _check_name(name: str) -> None:
+    if not name or len(name) > 64 or not set(name) <= NAME_CHARS:
+        raise KeyStoreError(f"Key name {name!r} is not valid: use 1 to 64 letters, digits and - _ . @.")
+
+
+def _to_json(key: StoredKey) -> dict[str, Any]:
+    return {
+        "name": key.principal.name, "role": key.principal.role.value, "endpoints": list(key.principal.endpoints),
+        "access_key_id": key.access_key_id, "secret_access_key": key.secret_access_key,
+        "api_key_sha256": key.api_key_sha256, "created": key.created,
+    }
+
+
+def _from_json(entry: dict[str, Any]) -> StoredKey:
+    principal = Principal(str(entry["name"]), Role(entry["role"]), tuple(str(e) for e in entry.get("endpoints", ())))
+    return StoredKey(principal, str(entry["access_key_id"]), str(entry["secret_access_key"]),
+                     str(entry["api_key_sha256"]), float(entry.get("created", 0.0)))

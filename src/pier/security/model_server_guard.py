@@ -1,0 +1,80 @@
+"""The model server's guard (`pier container`, and each copy the gateway runs).
+
+- A standalone container keeps SageMaker's contract: no authentication (SageMaker's network isolates it), unless
+  API_KEY is set, which, as in TGI, requires `Authorization: Bearer <API_KEY>` everywhere but /ping and
+  /health (401 otherwise).
+- A copy started by a gateway has PIER_COPY_SECRET: it answers only requests carrying that secret in
+  X-Pier-Copy-Secret (403 otherwise), except /ping (its supervisor's health check) and /metrics (counters).
+Errors take the shape of the route's flavor (OpenAI, TGI, or SageMaker's toolkit).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from starlette.datastructures import Headers
+from starlette.requests import HTTPConnection
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from pier.security.bearer import bearer_token
+from pier.security.copy_secret import COPY_SECRET_ENV, COPY_SECRET_HEADER
+from pier.security.credentials import same_secret
+from pier.server.errors import Flavor, flavor_of
+
+log = logging.getLogger("pier.server")
+
+API_KEY_ENV = "API_KEY"  # TGI's variable
+OPEN_WITH_API_KEY = frozenset({"/ping", "/health"})
+OPEN_WITH_COPY_SECRET = frozenset({"/ping", "/metrics"})
+
+
+def guard_model_server(app: FastAPI, env: Mapping[str, str]) -> None:
+    """Install the guard the environment asks for, if any."""
+    copy_secret, api_key = env.get(COPY_SECRET_ENV), env.get(API_KEY_ENV)
+    if copy_secret and api_key:
+        log.warning("API_KEY is ignored: this copy answers only the gateway that started it (PIER_COPY_SECRET); "
+                    "clients authenticate to the gateway.")
+    if copy_secret:
+        app.add_middleware(ModelServerGuard, secret=copy_secret, bearer=False)
+    elif api_key:
+        app.add_middleware(ModelServerGuard, secret=api_key, bearer=True)
+
+
+class ModelServerGuard:
+    def __init__(self, app: ASGIApp, *, secret: str, bearer: bool) -> None:
+        self.app = app
+        self.secret = secret
+        self.bearer = bearer
+        self.open_paths = OPEN_WITH_API_KEY if bearer else OPEN_WITH_COPY_SECRET
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in self.open_paths or self._admitted(Headers(scope=scope)):
+            await self.app(scope, receive, send)
+            return
+        await self._refusal(scope)(scope, receive, send)
+
+    def _admitted(self, headers: Headers) -> bool:
+        given = bearer_token(headers.get("authorization")) if self.bearer else headers.get(COPY_SECRET_HEADER)
+        return given is not None and same_secret(given, self.secret)
+
+    def _refusal(self, scope: Scope) -> JSONResponse:
+        flavor = flavor_of(HTTPConnection(scope))
+        if self.bearer:
+            message = "Unauthorized: send `Authorization: Bearer <key>` with the key this server was given in API_KEY."
+            return JSONResponse(_body(flavor, 401, message, "invalid_api_key"), 401,
+                                headers={"WWW-Authenticate": "Bearer"})
+        message = "Forbidden: this copy answers only the pier gateway that started it; call the gateway's endpoint."
+        return JSONResponse(_body(flavor, 403, message, "forbidden"), 403)
+
+
+def _body(flavor: Flavor, status: int, message: str, code: str) -> dict[str, Any]:
+    kind = "Unauthorized" if status == 401 else "Forbidden"
+    if flavor is Flavor.OPENAI:
+        return {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}}
+    if flavor is Flavor.TGI:
+        return {"error": message, "error_type": kind.lower()}
+    return {"code": status, "type": kind, "message": message}

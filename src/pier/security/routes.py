@@ -1,0 +1,56 @@
+"""Which family of the gateway's API a path belongs to: it decides what a caller needs, and the shape errors
+take (AWS JSON 1.1 for the control plane, rest-json for the runtime, OpenAI's for /v1)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Family(StrEnum):
+    OPEN = "open"  # health checks: no credentials needed
+    CONTROL = "control"  # POST / with X-Amz-Target: SageMaker.<Operation>
+    RUNTIME = "runtime"  # /endpoints/{EndpointName}/invocations[-response-stream]
+    OPENAI = "openai"  # /v1/..., /endpoints/{EndpointName}/.../v1/...
+    PIER = "pier"  # /pier/copies and anything not named above: admin only, so a new route is never open by mistake
+
+
+OPEN_PATHS = frozenset({"/ping"})
+
+
+@dataclass(frozen=True)
+class Route:
+    family: Family
+    endpoint: str | None = None  # the endpoint the path names
+    model_in_body: bool = False  # the endpoint is the body's `model` ("ENDPOINT" or "ENDPOINT/COMPONENT")
+
+    @property
+    def invokes(self) -> bool:
+        return self.family in {Family.RUNTIME, Family.OPENAI}
+
+
+def route_of(path: str) -> Route:
+    """The family of a (percent-decoded) request path."""
+    if path in OPEN_PATHS:
+        return Route(Family.OPEN)
+    if path == "/":
+        return Route(Family.CONTROL)
+    if path.startswith("/endpoints/"):
+        endpoint, _, rest = path.removeprefix("/endpoints/").partition("/")
+        family = Family.OPENAI if "/v1/" in f"/{rest}" else Family.RUNTIME
+        return Route(family, endpoint=endpoint)
+    if path.startswith("/v1/"):
+        return Route(Family.OPENAI, model_in_body=path != "/v1/models")
+    return Route(Family.PIER)
+
+
+def operation_of(method: str, path: str, target: str | None) -> str:
+    """A name for the call in audit lines and AccessDenied messages, as close to AWS's as there is."""
+    route = route_of(path)
+    if route.family is Family.CONTROL:
+        service, _, operation = (target or "").partition(".")
+        return f"{service.lower() or 'sagemaker'}:{operation or 'UnknownOperation'}"
+    if route.family is Family.RUNTIME:
+        streaming = path.endswith("-response-stream")
+        return "sagemaker:InvokeEndpointWithResponseStream" if streaming else "sagemaker:InvokeEndpoint"
+    return f"{method} {path}"

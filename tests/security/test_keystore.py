@@ -1,0 +1,117 @@
+"""The key file: private modes, atomic edits, API keys kept only as hashes, re-read when it changes."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+
+from pier.security.credentials import api_key_digest
+from pier.security.keystore import KeyStore, KeyStoreError, issue
+from pier.security.principal import Role
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_a_created_key_has_both_kinds_of_credentials(tmp_path: Path) -> None:
+    store = KeyStore.in_state_dir(tmp_path / "state")
+    issued = store.create("alice", Role.INVOKE, ["chat", "chat", "other"])
+    stored = issued.stored
+    assert stored.access_key_id.startswith("PIER") and len(stored.access_key_id) == 20
+    assert len(stored.secret_access_key) == 40 and issued.api_key.startswith("pier-") and len(issued.api_key) > 40
+    assert stored.principal.endpoints == ("chat", "other")
+    assert store.by_access_key(stored.access_key_id) == stored
+    assert store.by_api_key(issued.api_key) == stored
+    assert store.by_api_key(issued.api_key + "x") is None
+    assert store.by_access_key("PIERAAAAAAAAAAAAAAAA") is None
+
+
+def test_the_file_is_private_and_holds_no_api_key(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o755)
+    issued = KeyStore.in_state_dir(state).create("alice", Role.ADMIN)
+    path = state / "keys.json"
+    assert mode(path) == 0o600 and mode(state) == 0o700
+    text = path.read_text()
+    assert issued.api_key not in text and api_key_digest(issued.api_key) in text
+    assert issued.secret_access_key in text  # SigV4 verification needs it: hence 0600
+    assert [p.name for p in state.iterdir() if not p.name.startswith(".")] == ["keys.json"]  # no temporary left
+
+
+def test_secrets_stay_out_of_reprs(tmp_path: Path) -> None:
+    issued = issue("alice", Role.ADMIN)
+    shown = repr(issued) + repr(issued.stored) + str(issued.stored)
+    assert issued.api_key not in shown and issued.secret_access_key not in shown
+    assert issued.stored.access_key_id in shown
+
+
+def test_names_are_unique_and_plain(tmp_path: Path) -> None:
+    store = KeyStore.in_state_dir(tmp_path)
+    store.create("alice", Role.ADMIN)
+    with pytest.raises(KeyStoreError, match="exists already"):
+        store.create("alice", Role.INVOKE)
+    for bad in ("", "a b", "a/b", "x" * 65, "é"):
+        with pytest.raises(KeyStoreError, match="not valid"):
+            store.create(bad, Role.INVOKE)
+
+
+def test_revoke(tmp_path: Path) -> None:
+    store = KeyStore.in_state_dir(tmp_path)
+    alice = store.create("alice", Role.ADMIN)
+    store.create("bob", Role.INVOKE)
+    assert store.revoke("alice").principal.name == "alice"
+    assert [k.principal.name for k in store.saved()] == ["bob"]
+    assert store.by_api_key(alice.api_key) is None
+    with pytest.raises(KeyStoreError, match="No key is called alice"):
+        store.revoke("alice")
+
+
+def test_a_reader_sees_changes_made_by_another_store(tmp_path: Path) -> None:
+    """The gateway's store and `pier keys`' are different objects (different processes)."""
+    gateway, cli = KeyStore.in_state_dir(tmp_path), KeyStore.in_state_dir(tmp_path)
+    assert not gateway.has_keys()
+    created = cli.create("alice", Role.ADMIN)
+    assert gateway.by_api_key(created.api_key) is not None
+    cli.revoke("alice")
+    assert gateway.by_api_key(created.api_key) is None and not gateway.has_keys()
+
+
+def test_concurrent_creates_lose_no_key(tmp_path: Path) -> None:
+    def create(index: int) -> None:
+        KeyStore.in_state_dir(tmp_path).create(f"key-{index}", Role.INVOKE)
+
+    threads = [threading.Thread(target=create, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(KeyStore.in_state_dir(tmp_path).saved()) == 8
+
+
+def test_session_keys_authenticate_but_do_not_turn_authentication_on(tmp_path: Path) -> None:
+    session = issue("pier-serve", Role.ADMIN)
+    store = KeyStore.in_state_dir(tmp_path, [session.stored])
+    assert not store.has_keys()
+    assert store.by_api_key(session.api_key) == session.stored
+    assert not (tmp_path / "keys.json").exists()
+
+
+def test_a_damaged_file_is_an_error_that_says_what_to_do(tmp_path: Path) -> None:
+    (tmp_path / "keys.json").write_text(json.dumps({"keys": [{"name": "x"}]}))
+    with pytest.raises(KeyStoreError, match="not a pier key file"):
+        KeyStore.in_state_dir(tmp_path).has_keys()
+
+
+def test_a_world_readable_temporary_left_behind_is_not_reused_as_is(tmp_path: Path) -> None:
+    store = KeyStore.in_state_dir(tmp_path)
+    leftover = tmp_path / f".keys.json.{os.getpid()}.tmp"
+    leftover.write_text("junk")
+    leftover.chmod(0o644)
+    store.create("alice", Role.ADMIN)
+    assert mode(tmp_path / "keys.json") == 0o600
