@@ -73,3 +73,9 @@ def test_bad_values_name_the_variable(env: dict[str, str], fragment: str) -> Non
 )
 def test_host_memory_for_evicted_prefixes_defaults_to_llama_servers_cache_ram(env: dict[str, str], mb: int) -> None:
     assert ServerSettings.from_env(env).host_cache_mb == mb
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, None), ("auto", None), ("off", False), ("true", True)])
+def test_flash_attention_is_llama_cpps_choice_unless_set(value: str | None, expected: bool | None) -> None:
+    env = {} if value is None else {"PIER_FLASH_ATTENTION": value}
+    assert ServerSettings.from_env(env).flash_attention is expected

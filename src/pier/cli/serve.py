@@ -48,20 +48,26 @@ def container(
     raise typer.Exit(serve_container(model, port, host=host, threads=threads, parallel=parallel))
 
 
+GracePeriod = Annotated[float | None, typer.Option(
+    "--grace-period", help="On SIGTERM/Ctrl-C, seconds requests in flight may finish (default PIER_GRACE_PERIOD_S "
+                           "or 30); then they end with an error in their protocol.")]
+
+
 @app.command("up")
 def up(port: Port = None, host: Host = None, state_dir: StateDir = None, allow_host: AllowHost = None,
-       insecure: Insecure = False, access_log: AccessLog = False) -> None:
+       insecure: Insecure = False, access_log: AccessLog = False, grace_period: GracePeriod = None) -> None:
     """Run the gateway: the SageMaker control plane and runtime, OpenAI routes, and the copies it supervises."""
-    _run_gateway(port, host, state_dir, allow_host, insecure, access_log=access_log)
+    _run_gateway(port, host, state_dir, allow_host, insecure, access_log=access_log, grace_period=grace_period)
 
 
 def _run_gateway(port: int | None, host: str | None, state_dir: Path | None, allow_host: list[str] | None,
-                 insecure: bool, session_keys: tuple[StoredKey, ...] = (), access_log: bool = False) -> None:
+                 insecure: bool, session_keys: tuple[StoredKey, ...] = (), access_log: bool = False,
+                 grace_period: float | None = None) -> None:
     from pier.gateway.run import DEFAULT_PORT, run_gateway
 
     raise typer.Exit(run_gateway(port or DEFAULT_PORT, state_dir, host=host or "127.0.0.1",
                                  allowed_hosts=tuple(allow_host or ()), insecure=insecure, session_keys=session_keys,
-                                 access_log=access_log))
+                                 access_log=access_log, grace_period_s=grace_period))
 
 
 @app.command("serve")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pier.engine import continuation
 from pier.engine.common_prefix import common_prefix
 from pier.engine.detok import TextStream
 from pier.engine.host_cache import HostCache
@@ -105,10 +106,13 @@ class EngineCore:
         ok = checked(request, self.runner)
         sampler = TokenSampler(ok.request.sampling, self.runner.info.n_vocab, self.runner.n_ctx)
         sampler.remember(ok.prompt_tokens)
-        return Sequence(
+        seq = Sequence(
             request=ok.request, tokens=list(ok.prompt_tokens), prompt_len=len(ok.prompt_tokens),
             max_tokens=ok.max_tokens, sampler=sampler, text=TextStream(ok.request.stop), emit=emit,
         )
+        if ok.request.continuation:  # resumed from a copy that died (engine/continuation.py)
+            seq.replay = continuation.replay(seq, ok.request.continuation, self.runner)
+        return seq
 
     # -- engine thread -------------------------------------------------------------------------------
 
@@ -117,6 +121,8 @@ class EngineCore:
             raise InvalidRequest(f"Request id {seq.request_id!r} is already in flight; use a unique id.")
         self._by_id[seq.request_id] = seq
         self.waiting.append(seq)
+        if seq.replay is not None:
+            seq.emit(seq.replay)
 
     @property
     def has_work(self) -> bool:

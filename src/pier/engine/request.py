@@ -89,6 +89,9 @@ class GenerateRequest:
     min_tokens: int = 0
     add_bos: bool = True
     parse_special: bool = True  # chat templates put control tokens like <|im_start|> in the text
+    # Tokens this request already generated on a copy that died (see engine/continuation.py): they follow the
+    # prompt, count toward max_tokens and are not generated again; sampler and text stream replay over them.
+    continuation: Sequence[int] = ()
 
 
 class FinishReason(StrEnum):
@@ -149,6 +152,7 @@ class GenerationChunk:
     timings: RequestTimings | None = None
     error: str | None = None
     prompt_tokens: int = 0
+    replayed: bool = False  # the continuation's tokens and the text they made, sent before by another copy
 
     @property
     def finished(self) -> bool:

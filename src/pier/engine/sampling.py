@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import llama_cpp
 import numpy as np
@@ -60,6 +60,27 @@ class TokenSampler:
         token = int(candidates["id"][self._array.selected])
         llama_cpp.llama_sampler_accept(self._chain, token)
         return token
+
+    def replay(self, tokens: Sequence[int]) -> None:
+        """Bring the sampler to where it would be had it sampled `tokens` itself (a continuation): penalties
+        count them, and the seeded RNG advances one draw per token. llama.cpp's dist sampler takes the same
+        draws per call whatever the candidates (tests/engine/test_continuation.py pins this), so calls on
+        two dummy candidates move it exactly as the real ones did."""
+        if self._chain is None or not tokens:
+            return
+        for token in tokens:
+            llama_cpp.llama_sampler_accept(self._chain, token)
+        if self.params.greedy:
+            return  # no dist sampler in a greedy chain: nothing random to advance
+        dist = llama_cpp.llama_sampler_chain_get(self._chain, llama_cpp.llama_sampler_chain_n(self._chain) - 1)
+        dummy = np.zeros(2, dtype=_TOKEN_DATA)
+        array = llama_cpp.llama_token_data_array(
+            data=dummy.ctypes.data_as(llama_cpp.llama_token_data_p), size=2, selected=-1, sorted=False)
+        for _ in tokens:
+            dummy["id"] = (0, 1)
+            dummy["logit"] = 0.0
+            array.size, array.selected, array.sorted = 2, -1, False
+            llama_cpp.llama_sampler_apply(dist, ctypes.byref(array))
 
     def close(self) -> None:
         if self._chain is not None:

@@ -28,6 +28,7 @@ class Sequence:
     first_token: float | None = None
     cached_n: int = 0  # prompt tokens that came from the prefix cache
     slot: KvSlot | None = None
+    replay: GenerationChunk | None = None  # a continuation's tokens as one chunk, emitted once when added
 
     @property
     def request_id(self) -> str:

@@ -27,6 +27,7 @@ from pier.control.reconciler import Reconciler
 from pier.control.state import State
 from pier.gateway import pier_routes
 from pier.gateway.control_route import control_route
+from pier.gateway.drain import Drain, Draining
 from pier.gateway.parts import Gateway
 from pier.gateway.targets import Targets
 from pier.runtime.invoke import RuntimeService
@@ -47,6 +48,8 @@ def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: f
     saver = Backups(gateway.state, backups or BackupPolicy.from_env())
     app = FastAPI(title="pier gateway", lifespan=_lifespan(gateway, saver))
     app.state.gateway = gateway
+    app.state.drain = Drain(gateway.runtime.forwarder.stop)  # stopping drains (gateway/drain.py)
+    app.add_middleware(Draining, drain=app.state.drain)
     app.add_api_route("/", control_route, methods=["POST"], response_model=None, include_in_schema=False)
     app.add_api_route("/ping", pier_routes.ping, methods=["GET"], response_model=None)
     app.add_api_route("/v1/models", pier_routes.openai_models, methods=["GET"], response_model=None)

@@ -10,6 +10,7 @@ import uvicorn
 from pier.control.backups import GatewayLock
 from pier.errors import PierError
 from pier.gateway.app import create_gateway
+from pier.gateway.drain import DrainingServer, grace_period
 from pier.security.exposure import may_listen
 from pier.security.keystore import StoredKey
 from pier.security.settings import SecuritySettings
@@ -23,10 +24,18 @@ STATE_UNUSABLE = 3  # exit code when the gateway cannot start on its state folde
 
 def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host: str = "127.0.0.1",
                 log_level: str = "info", allowed_hosts: tuple[str, ...] = (), insecure: bool = False,
-                session_keys: tuple[StoredKey, ...] = (), access_log: bool = False) -> int:
-    """Serve the gateway until SIGINT/SIGTERM; every copy is stopped on the way out. Refuses (2) to listen beyond
-    loopback without keys unless `insecure`. Its log says what a user needs (where it listens, endpoints changing
-    status, copies failing); `access_log` adds a line per call."""
+                session_keys: tuple[StoredKey, ...] = (), access_log: bool = False,
+                grace_period_s: float | None = None) -> int:
+    """Serve the gateway until SIGINT/SIGTERM, which drain: requests in flight get `grace_period_s` (default
+    PIER_GRACE_PERIOD_S or 30 s) to finish, then end in their protocol; every copy is stopped on the way out.
+    Refuses (2) to listen beyond loopback without keys unless `insecure`. Its log says what a user needs (where it
+    listens, endpoints changing status, copies failing); `access_log` adds a line per call."""
+    try:
+        grace_s = grace_period(grace_period_s)
+    except ValueError as error:
+        logging.basicConfig(level=log_level.upper())
+        log.error("cannot start: %s", error)
+        return 2
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per health check otherwise
     folder = (state_dir or DEFAULT_STATE_DIR).expanduser()
@@ -43,8 +52,10 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
         log.error("%s", error.message)
         return STATE_UNUSABLE
     log.info("pier gateway on http://%s:%d (state in %s)", host, port, folder)
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5,
+                            access_log=access_log)
     try:
-        uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5, access_log=access_log)
+        DrainingServer(config, app.state.drain, grace_s).run()
     finally:
         lock.release()
     return 0
@@ -62,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--state-dir", type=Path, default=None, help=f"default {DEFAULT_STATE_DIR}")
     parser.add_argument("--log-level", default="info")
+    parser.add_argument("--grace-period", type=float, default=None, metavar="SECONDS",
+                        help="on SIGTERM/Ctrl-C, how long requests in flight may finish (default "
+                             "PIER_GRACE_PERIOD_S or 30)")
     parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                         help="also answer requests for this Host name (repeatable; '*' = any)")
     parser.add_argument("--insecure", action="store_true",
@@ -69,4 +83,5 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--access-log", action="store_true", help="log a line for every HTTP call")
     args = parser.parse_args(argv)
     return run_gateway(args.port, args.state_dir, host=args.host, log_level=args.log_level,
-                       allowed_hosts=tuple(args.allow_host), insecure=args.insecure, access_log=args.access_log)
+                       allowed_hosts=tuple(args.allow_host), insecure=args.insecure, access_log=args.access_log,
+                       grace_period_s=args.grace_period)

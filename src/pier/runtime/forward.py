@@ -2,27 +2,31 @@
 
 A copy that cannot be reached, or that refused the request before any work (it is shutting down, loading or
 full: its answer says so), is skipped for another; any other request that reached a copy is never sent twice,
-since it may be running. A copy that answers 429 (full after all: a race, or a limit lower than the gateway
-knew) did none of the work either: the request goes to another copy with room, waiting for one if need be, and
-when no other copy is ready it is Throttled, never a ModelError. Leaving the exchange closes the upstream
-request, which stops the copy's work.
+since it may be running, unless its copy answers in frames: then it is resumed where it stopped when that copy
+dies (pier.runtime.resume), on another copy with room. A copy that answers 429 (full after all: a race, or a
+limit lower than the gateway knew) did none of the work either: the request goes to another copy with room,
+waiting for one if need be, and when no other copy is ready it is Throttled, never a ModelError. Leaving the
+exchange closes the upstream request, which stops the copy's work. `stop()` (the gateway's drain is over) ends
+every wait at once with ServiceUnavailable.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 
 import httpx
 
+from pier.backends.base import CopyStatus
 from pier.errors import REFUSED_HEADER
+from pier.runtime import resume
 from pier.runtime.admission import Admission, AdmissionLimits
-from pier.runtime.errors import ModelError, Origin, ServiceUnavailable, Throttled
+from pier.runtime.errors import InvocationError, ModelError, Origin, ServiceUnavailable, Throttled
 from pier.runtime.eventstream import StreamErrorCode
-from pier.runtime.router import Router
+from pier.runtime.router import Lease, Router
 from pier.runtime.settings import RuntimeSettings
 from pier.runtime.target import Target
 from pier.runtime.upstream import CopyUnreachable, Upstream
@@ -43,18 +47,21 @@ class Call:
     prefix: tuple[str, ...]  # see pier.runtime.prefix
     deadline: float | None  # event-loop time; None leaves it to the copy's own deadline
     deadline_s: float | None  # the same, as the number of seconds users configured
+    retarget: Callable[[], Awaitable[Target]] | None = None  # the copies now, to resume on a replacement
 
 
 @dataclass(frozen=True)
 class Exchange:
     origin: Origin
     response: httpx.Response  # status and headers arrived; the body is still to be read
+    resumable: resume.Resumable | None = None  # a framed answer: its body comes through it, across copies
 
 
 class StreamEnded(Exception):
-    """The copy's answer stopped short after it had begun: out of time, or the connection broke."""
+    """The copy's answer stopped short after it had begun: out of time, the connection broke (and the request
+    could not be resumed), or the gateway is shutting down."""
 
-    def __init__(self, error: ModelError, code: StreamErrorCode) -> None:
+    def __init__(self, error: InvocationError, code: StreamErrorCode) -> None:
         super().__init__(error.message)
         self.error = error
         self.code = code
@@ -66,6 +73,10 @@ class Forwarder:
         self.admission = Admission(AdmissionLimits(
             settings.queue, settings.queue_timeout_s, settings.affinity_slack, settings.per_copy_concurrency))
         self.upstream = Upstream(client, connect_timeout_s=settings.connect_timeout_s)
+        self.casualties = resume.Casualties(settings.resume)
+        self.stopping = False
+        self._waits: set[asyncio.Timeout] = set()
+        self._framed: set[tuple[str, int | None]] = set()  # copies (id, pid) that answered in frames
 
     async def aclose(self) -> None:
         await self.upstream.aclose()
@@ -75,25 +86,38 @@ class Forwarder:
         """A copy with room and its answer's status and headers, both held until the block ends."""
         if not call.target.ready():
             raise call.target.unavailable(call.endpoint)
+        if killed := self.casualties.condemned(call):  # it took copies down: keep it from the others
+            origin = self.origin_of(call, killed[-1].copy_id)
+            raise resume.poisoned(call, killed, origin, self.settings.resume.poison_memory_s)
+        headers = {**call.headers, **resume.asks(self.settings.resume)}
         loop = asyncio.get_running_loop()
         wait_until = loop.time() + self._wait_s(call)
         tried: list[str] = []
         full: list[str] = []  # copies that answered 429
         # The target's copies were resolved just now; a second try takes the latest the router was given.
-        while (lease := await self.admission.lease(
-                call.target.component, None if tried else call.target.copies, call.prefix, exclude=tried,
-                timeout_s=wait_until - loop.time())) is not None:
+        while (lease := await self._lease(call, None if tried else call.target.copies, tried,
+                                          wait_until - loop.time())) is not None:
             with lease:
                 copy_id = lease.copy.copy_id
                 tried.append(copy_id)
-                origin = self._origin(call, copy_id)
+                origin = self.origin_of(call, copy_id)
                 try:
-                    with model_errors(origin, call):
-                        async with asyncio.timeout_at(call.deadline):
-                            response = await self.upstream.send(lease.copy, call.path, call.body, call.headers)
+                    with self._model_errors(origin, call):
+                        async with self.deadline(call):
+                            response = await self._send(lease.copy, call, headers)
                 except CopyUnreachable as error:
                     log.warning("%s; trying another copy", error)
                     continue
+                if resume.framed(response):  # a copy on pier's engine: resumable from here on
+                    self._framed.add((copy_id, lease.copy.pid))
+                    session = resume.Resumable(self, call, lease, origin, response, tried)
+                    try:
+                        with self._model_errors(origin, call):
+                            head = await session.open()
+                        yield Exchange(session.origin, head, session)
+                    finally:
+                        await session.aclose()
+                    return
                 if response.status_code == OVERLOADED or (REFUSED_HEADER in response.headers
                                                           and _untried(call, tried)):
                     # Refused before any work (full, shutting down, loading): safe to run elsewhere.
@@ -121,25 +145,103 @@ class Forwarder:
 
     async def read(self, exchange: Exchange, call: Call) -> bytes:
         """The whole body within the deadline."""
-        with model_errors(exchange.origin, call):
-            async with asyncio.timeout_at(call.deadline):
+        if exchange.resumable is not None:
+            try:
+                return b"".join([part async for part in exchange.resumable.body()])
+            except StreamEnded as ended:
+                raise ended.error from None
+        with self._model_errors(exchange.origin, call):
+            async with self.deadline(call):
                 return await exchange.response.aread()
 
     async def relay(self, exchange: Exchange, call: Call) -> AsyncIterator[bytes]:
         """The body as it arrives; raises StreamEnded when it cannot finish."""
-        chunks = exchange.response.aiter_raw()
+        chunks = exchange.response.aiter_raw() if exchange.resumable is None else exchange.resumable.body()
         try:
             while True:
                 # The timeout wraps the wait only, never a yield: the consumer's time is not the copy's.
-                async with asyncio.timeout_at(call.deadline):
+                async with self.deadline(call):
                     chunk = await anext(chunks, None)
                 if chunk is None:
                     return
                 yield chunk
         except TimeoutError:
+            if self.stopping:
+                raise StreamEnded(self.shutting_down(), StreamErrorCode.BROKEN) from None
             raise StreamEnded(exchange.origin.timed_out(call.deadline_s or 0.0), StreamErrorCode.TIMEOUT) from None
         except httpx.TransportError as error:
             raise StreamEnded(exchange.origin.broken(error), StreamErrorCode.BROKEN) from None
+
+    async def next_copy(self, call: Call, copies: Sequence[CopyStatus] | None, exclude: Collection[str],
+                        timeout_s: float | None = None) -> Lease | None:
+        """A ready copy for `call` outside `exclude` with room (per-copy concurrency, as for any request), leased
+        until released (to resume a request on); it waits behind earlier requests at most `timeout_s` (and the
+        call's deadline). None when no copy outside `exclude` is ready at all; Throttled when none had room in
+        time. `copies`: a fresh snapshot of the copies, or None for the latest the router was given."""
+        wait = self._wait_s(call) if timeout_s is None else min(timeout_s, self._wait_s(call))
+        return await self._lease(call, copies, exclude, wait)
+
+    async def _lease(self, call: Call, copies: Sequence[CopyStatus] | None, exclude: Collection[str],
+                     timeout_s: float) -> Lease | None:
+        """admission.lease, its wait ended by the deadline and by `stop()` (TimeoutError)."""
+        if self.stopping:
+            raise self.shutting_down()
+        try:
+            async with self.deadline(call):
+                return await self.admission.lease(call.target.component, copies, call.prefix, exclude=exclude,
+                                                  timeout_s=timeout_s)
+        except TimeoutError:
+            if self.stopping:
+                raise self.shutting_down() from None
+            raise Throttled(
+                f"Inference component {call.target.component} on endpoint {call.endpoint} stayed busy: no copy had "
+                "room before the request's deadline. Retry with backoff or add copies.") from None
+
+    async def _send(self, copy: CopyStatus, call: Call, headers: Mapping[str, str]) -> httpx.Response:
+        """The copy's answer to `call`. A copy on pier's engine whose connection breaks before it answers died
+        (or was gone, on a pooled connection): nothing reached the client, so another copy may run it."""
+        try:
+            return await self.upstream.send(copy, call.path, call.body, headers)
+        except httpx.TransportError as error:
+            if (copy.copy_id, copy.pid) in self._framed and self.settings.resume.attempts > 0:
+                raise CopyUnreachable(f"copy {copy.copy_id} broke the connection before answering ({error!r})"
+                                      ) from error
+            raise
+
+    @asynccontextmanager
+    async def deadline(self, call: Call) -> AsyncIterator[None]:
+        """One wait under `call`'s deadline (TimeoutError past it); `stop()` ends every such wait at once."""
+        when = asyncio.get_running_loop().time() if self.stopping else call.deadline
+        async with asyncio.timeout_at(when) as wait:
+            self._waits.add(wait)
+            try:
+                yield
+            finally:
+                self._waits.discard(wait)
+
+    def stop(self) -> None:
+        """The gateway is shutting down: every request waiting on a copy ends now, in its protocol."""
+        self.stopping = True
+        now = asyncio.get_running_loop().time()
+        for wait in list(self._waits):
+            wait.reschedule(now)
+
+    def shutting_down(self) -> ServiceUnavailable:
+        return ServiceUnavailable(
+            "The gateway is shutting down and ended this request before it was complete; retry it once the "
+            "gateway is back (or on another one)."
+        )
+
+    @contextmanager
+    def _model_errors(self, origin: Origin, call: Call) -> Iterator[None]:
+        """model_errors(), but a wait that stop() ended says the gateway is shutting down."""
+        try:
+            with model_errors(origin, call):
+                yield
+        except ModelError:
+            if self.stopping:
+                raise self.shutting_down() from None
+            raise
 
     def router(self, component: str) -> Router:
         return self.admission.router(component)
@@ -150,7 +252,7 @@ class Forwarder:
             wait = min(wait, call.deadline - asyncio.get_running_loop().time())
         return wait
 
-    def _origin(self, call: Call, copy_id: str) -> Origin:
+    def origin_of(self, call: Call, copy_id: str) -> Origin:
         return Origin(call.endpoint, call.target.variant, copy_id, self.settings.region, self.settings.account)
 
 

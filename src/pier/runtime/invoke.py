@@ -11,7 +11,7 @@ an error after the 200 is the last event: a ModelStreamError or InternalStreamFa
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable
 from contextlib import AsyncExitStack
 
 import httpx
@@ -105,13 +105,16 @@ class RuntimeService:
             return Response(body, headers=headers)
 
     async def _call(self, invocation: Invocation) -> Call:
-        target = await resolve_target(self.resolve, invocation.endpoint, invocation.component, invocation.variant)
+        def resolve() -> Awaitable[Target]:
+            return resolve_target(self.resolve, invocation.endpoint, invocation.component, invocation.variant)
+
+        target = await resolve()
         if (unsupported := invocation.unsupported()) is not None:
             raise unsupported
         deadline_s = self.settings.deadline_s
         return Call(
             invocation.endpoint, target, "/invocations", invocation.body, invocation.upstream_headers(),
-            request_prefix(invocation.body), invocation.received_at + deadline_s, deadline_s,
+            request_prefix(invocation.body), invocation.received_at + deadline_s, deadline_s, retarget=resolve,
         )
 
     async def _frames(self, exchange: Exchange, call: Call) -> AsyncGenerator[bytes, None]:

@@ -2,7 +2,8 @@
 
 The copy speaks OpenAI itself, so its answers, errors included, pass through as they are. Errors the
 gateway raises (no copy ready, a full queue or a full copy: 429 with Retry-After, a broken stream) take OpenAI's
-shape; after a stream has begun, as its last `data:` event.
+shape; after a stream has begun, as its last `data:` event, followed by `data: [DONE]` as a stream's end always
+is.
 
 Which endpoint and inference component a request is for, by route:
 - `/endpoints/E/openai/v1/...` and `/endpoints/E/inference-components/IC/openai/v1/...`: SageMaker's own
@@ -20,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable
 from contextlib import AsyncExitStack
 
 from pydantic import BaseModel, ConfigDict
@@ -49,7 +50,7 @@ from pier.runtime.invocation import (
 )
 from pier.runtime.prefix import request_prefix
 from pier.runtime.streaming import ClosingStream
-from pier.runtime.target import Resolve, resolve_target
+from pier.runtime.target import Resolve, Target, resolve_target
 
 REQUEST_ID = "x-request-id"
 
@@ -86,8 +87,12 @@ async def passthrough(forwarder: Forwarder, resolve: Resolve, request: Request, 
         name, component = _address(endpoint, parsed.model, header)
         if variant is not None:
             check_member(VARIANT, variant)
+
+        def retarget() -> Awaitable[Target]:
+            return resolve_target(resolve, name, component, variant)
+
         try:
-            target = await resolve_target(resolve, name, component, variant)
+            target = await retarget()
         except ComponentRequired as error:
             if endpoint is not None:
                 raise
@@ -96,7 +101,7 @@ async def passthrough(forwarder: Forwarder, resolve: Resolve, request: Request, 
         deadline_s = forwarder.settings.openai_deadline_s
         headers = {"Content-Type": "application/json", "X-Request-Id": request_id}
         call = Call(name, target, path, body, headers, request_prefix(body),
-                    None if deadline_s is None else received + deadline_s, deadline_s)
+                    None if deadline_s is None else received + deadline_s, deadline_s, retarget=retarget)
         if parsed.stream:
             return await _stream(forwarder, call, request_id, request.receive)
         return await unless_disconnected(_whole(forwarder, call, request_id), request.receive)
@@ -165,7 +170,7 @@ async def _events(forwarder: Forwarder, exchange: Exchange, call: Call) -> Async
     except Exception as error:
         failure = error.error if isinstance(error, StreamEnded) else as_invocation_error(error)
         separator = b"" if tail == b"\n\n" else b"\n\n"  # never glue the error onto a cut-off event
-        yield separator + b"data: " + json.dumps(openai_error_body(failure)).encode() + b"\n\n"
+        yield separator + b"data: " + json.dumps(openai_error_body(failure)).encode() + b"\n\ndata: [DONE]\n\n"
 
 
 def _headers(exchange: Exchange, request_id: str) -> dict[str, str]:

@@ -8,12 +8,22 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from pier.runtime.router import DEFAULT_CONCURRENCY, DEFAULT_SLACK
 
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024  # 6,291,456: what SageMaker's InvokeEndpoint accepts
 BOTO3_READ_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class ResumeSettings:
+    """Requests resumed on another copy when theirs dies (pier.runtime.resume)."""
+
+    attempts: int = 3  # the most times one request is resumed on another copy; 0 turns resuming off
+    poison_copies: int = 2  # a request that was on this many copies when they died is not sent to another
+    poison_memory_s: float = 600.0  # how long such a request is refused at once
+    wait_s: float = 30.0  # the longest a request waits for a ready copy to resume on (within its deadline)
 
 
 @dataclass(frozen=True)
@@ -34,6 +44,7 @@ class RuntimeSettings:
     affinity_slack: int = DEFAULT_SLACK
     region: str = "us-east-1"  # for the ARNs in error messages
     account: str = "000000000000"
+    resume: ResumeSettings = field(default_factory=ResumeSettings)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RuntimeSettings:

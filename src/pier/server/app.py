@@ -17,6 +17,7 @@ from pier.engine.engine import Engine
 from pier.errors import PierError
 from pier.model.chat import ChatTemplate
 from pier.server.body_limit import BodyLimit
+from pier.server.continuation import ResumableAnswers
 from pier.server.errors import (
     CLIENT_CLOSED_REQUEST,
     ClientDisconnected,
@@ -53,6 +54,7 @@ def create_app(
 ) -> FastAPI:
     """The app over a started `engine`; without one it answers 503 until `attach_model` is called."""
     app = _app(settings or ServerSettings(), lifespan, ROUTES_HINT)
+    app.add_middleware(ResumableAnswers)  # outermost: the gateway may resume these requests on another copy
     if engine is not None:
         attach_model(app, engine, chat)
     app.include_router(sagemaker.llm_router)

@@ -103,6 +103,7 @@ def start_engine(settings: ServerSettings, gguf: Path) -> Engine:
 
     runner = LlamaRunner(
         gguf, n_ctx=settings.context_size, n_batch=settings.batch_tokens, n_threads=settings.threads,
+        flash_attn=settings.flash_attention,
         # Finished prompts stay cached as prefixes under sequence ids of their own.
         n_seq_max=sequence_ids(settings.parallel, settings.context_size),
     )
@@ -148,8 +149,9 @@ async def _load(app: FastAPI, settings: ServerSettings, gguf: Path) -> None:
         log.error("could not load %s: %s", gguf, state.failure)
         return
     log.info(
-        "%s ready in %.1f s: %d KV cells, %d parallel sequences, limits %s",
+        "%s ready in %.1f s: %d KV cells, %d parallel sequences, limits %s, flash attention %s",
         model.name, time.monotonic() - started, engine.runner.n_ctx, settings.parallel, model.limits,
+        {None: "auto", True: "on", False: "off"}[settings.flash_attention],
     )
 
 

@@ -15,7 +15,8 @@ from starlette.types import Receive
 from pier.engine.engine import Engine
 from pier.engine.request import FinishReason, GenerationChunk, RequestTimings
 from pier.engine.validate import CheckedRequest
-from pier.errors import GenerationFailed, PierError
+from pier.errors import EngineStopped, GenerationFailed, PierError
+from pier.server import continuation
 from pier.server.errors import ClientDisconnected, DeadlineExceeded
 from pier.server.metrics import GenerationTrace
 
@@ -48,7 +49,13 @@ async def stream(
     """The request's chunks, up to and including the finished one. Raises DeadlineExceeded when the
     deadline passes and GenerationFailed when the engine fails; leaving early aborts the request."""
     deadline = asyncio.get_running_loop().time() + deadline_s
-    chunks = engine.generate(request)
+    progress = continuation.current()  # the gateway can resume this request elsewhere
+    try:
+        chunks = engine.generate(request)
+    except EngineStopped as error:
+        if progress is not None:
+            await progress.abandon(error.message)
+        raise
     try:
         while True:
             try:
@@ -66,14 +73,20 @@ async def stream(
                 raise
             trace.chunk(chunk)
             if chunk.finish_reason in (FinishReason.ERROR, FinishReason.ABORT):
+                if progress is not None and chunk.finish_reason is FinishReason.ERROR:
+                    await progress.abandon(chunk.error or "the engine failed")
                 raise GenerationFailed(
                     f"Generation failed: {chunk.error or 'the request was cancelled by the server'}. "
                     "Retry the request; if it keeps failing, check the model server's log."
                 )
+            if progress is not None:
+                await progress.observe(chunk)
             yield chunk
             if chunk.finished:
                 return
     finally:
+        if progress is not None:
+            progress.stopped()
         trace.end("cancelled")  # a no-op when the request already ended another way
         await chunks.aclose()
 

@@ -11,7 +11,7 @@ from pier.engine.engine import Engine
 from pier.engine.request import GenerateRequest, GenerationChunk
 from pier.engine.validate import CheckedRequest
 from pier.model.chat import ChatTemplate, template_kwargs
-from pier.server import generation
+from pier.server import continuation, generation
 from pier.server.generation import Completion
 from pier.server.limits import Limits
 from pier.server.metrics import ServerMetrics
@@ -86,6 +86,9 @@ class ServedModel:
     def check(self, request: GenerateRequest) -> CheckedRequest:
         """Validate now, so a bad request is answered with a status code rather than inside a 200 stream;
         the engine takes the checked request as it is."""
+        progress = continuation.current()
+        if progress is not None:  # resumable: a pinned seed, or a continuation of another copy's work
+            request = progress.prepare(request)
         return self.engine.check(request)
 
     def stream(self, request: CheckedRequest) -> AsyncIterator[GenerationChunk]:

@@ -41,6 +41,9 @@ class ServerSettings:
     prefix_cache: bool = True
     prefix_floor_cells: int | None = None  # KV cells finished prompts always may keep; None = 1/16 of the cache
     host_cache_mb: int = DEFAULT_HOST_CACHE_MB  # host memory for prefixes evicted from the KV cache; 0 = none
+    # llama.cpp's flash attention; None = its own choice (on for CPUs). Faster, but a token's result then depends
+    # on how it was batched: off makes recomputed tokens (a resumed request, a cached prefix) bit-exact.
+    flash_attention: bool | None = None
     # SageMaker's container contract
     timeout_s: float = 60.0
     workers: int = 1
@@ -71,6 +74,7 @@ class ServerSettings:
             prefix_cache=read.boolean("PIER_PREFIX_CACHE", default=True),
             prefix_floor_cells=read.integer("PIER_PREFIX_CACHE_FLOOR_CELLS", low=0),
             host_cache_mb=read.integer("PIER_HOST_CACHE_MB", default=DEFAULT_HOST_CACHE_MB, low=0),
+            flash_attention=read.optional_boolean("PIER_FLASH_ATTENTION"),
             timeout_s=read.number("SAGEMAKER_MODEL_SERVER_TIMEOUT", default=60.0),
             workers=read.integer("SAGEMAKER_MODEL_SERVER_WORKERS", default=1),
             drain_s=read.number("PIER_DRAIN_SECONDS", default=25.0, low=0.0),
@@ -144,6 +148,13 @@ class _Reader:
         if not number >= low:
             raise SettingsError(f"{name} must be at least {low}; got {number}. Fix it in the environment.")
         return number
+
+    def optional_boolean(self, *names: str) -> bool | None:
+        """true, false, or auto (None)."""
+        found = self._raw(names)
+        if found is None or found[1].strip('"').lower() == "auto":
+            return None
+        return self.boolean(*names, default=False)
 
     def boolean(self, *names: str, default: bool) -> bool:
         found = self._raw(names)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 _SIZES = struct.Struct("!II")  # metadata length, body length
+PARENT_ENV = "PIER_WORKER_PARENT"  # the server's pid, in the worker's environment: the worker dies with it
 
 
 @dataclass(frozen=True)

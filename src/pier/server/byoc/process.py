@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import signal
 from pathlib import Path
 
 import pier
 from pier.server.byoc.errors import HandlerError
-from pier.server.byoc.frames import HEAD_SIZE, Invocation, Reply, unpack_sizes
+from pier.server.byoc.frames import HEAD_SIZE, PARENT_ENV, Invocation, Reply, unpack_sizes
 from pier.server.byoc.location import HandlerScript
 
 STOP_GRACE_S = 5.0
@@ -46,9 +47,9 @@ class WorkerProcess:
         handler = script.path
         process = await asyncio.create_subprocess_exec(
             python, "-c", _BOOT, pier_root, str(handler), str(model_dir), *map(str, script.import_path),
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env={**env, PARENT_ENV: str(os.getpid())},
             # Its own session: a Ctrl-C or a signal to the server's process group must not kill the
-            # workers behind stop()'s back. If the server dies, the worker reads EOF and exits.
+            # workers behind stop()'s back. If the server dies, the worker dies too, busy or not (worker.py).
             start_new_session=True,
         )
         worker = cls(process)

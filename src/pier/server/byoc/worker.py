@@ -3,18 +3,27 @@
 The server starts it (see process.py) with `<handler.py> <model_dir> [<folder to import from> ...]` and
 speaks length-prefixed frames over its stdin and stdout (frames.py). The user's functions run here, in the
 worker's main thread.
+
+A worker dies with its server, even while the user's code is busy: the kernel kills it when the server's
+process ends (Linux's parent-death signal), and a watchdog thread ends it (and whatever it started in its
+process group) when the server closes the pipe or goes away, should the main thread not get to read the EOF.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
+import select
+import signal
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import BinaryIO
 
 from pier.server.byoc.errors import HandlerError
-from pier.server.byoc.frames import Invocation, Reply, read_frame
+from pier.server.byoc.frames import PARENT_ENV, Invocation, Reply, read_frame
 from pier.server.byoc.toolkit import handle, load
 
 
@@ -30,6 +39,40 @@ def _claim_stdio() -> tuple[BinaryIO, BinaryIO]:
     return frames_in, frames_out
 
 
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+ORPHANED = 70  # exit status when the server was gone before the worker could watch it
+EOF_GRACE_S = 1.0  # after the server closed the pipe, how long an idle main loop gets to exit on its own
+
+
+def _die_with_server(frames_in: BinaryIO) -> None:
+    """SIGKILL from the kernel when the server's process ends, and a watchdog for the rest."""
+    parent = int(os.environ.get(PARENT_ENV) or os.getppid())
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the server died before the signal was armed: nobody would send it
+        os._exit(ORPHANED)
+    threading.Thread(target=_watchdog, args=(frames_in.fileno(), parent), name="pier-worker-watchdog",
+                     daemon=True).start()
+
+
+def _watchdog(fd: int, parent: int) -> None:
+    """End this worker's process group once the server is gone: its end of the pipe closed (seen as a hang-up
+    even while the main thread is busy in the user's code), or this process was handed to another parent."""
+    poller = select.poll()
+    poller.register(fd, select.POLLHUP | select.POLLERR)
+    while True:
+        hung_up = any(event & (select.POLLHUP | select.POLLERR) for _, event in poller.poll(500))
+        if hung_up or os.getppid() != parent:
+            break
+    time.sleep(EOF_GRACE_S)  # an idle worker reads the EOF and exits cleanly meanwhile
+    logging.getLogger(__name__).warning("the server is gone; ending this worker")
+    try:
+        os.killpg(os.getpgrp(), signal.SIGKILL)  # its own group: process.py starts it in a new session
+    finally:
+        os._exit(ORPHANED)
+
+
 def _send(stream: BinaryIO, reply: Reply) -> None:
     stream.write(reply.to_frame())
     stream.flush()
@@ -40,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     prefix = f"%(asctime)s handler worker {os.getpid()} %(levelname)s"
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format=prefix + " %(name)s: %(message)s")
     frames_in, frames_out = _claim_stdio()
+    _die_with_server(frames_in)
     try:
         handler = load(Path(path), model_dir, [Path(p) for p in import_path])
     except HandlerError as e:

@@ -21,7 +21,7 @@ from pier import __version__
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk, SamplingParams
 from pier.engine.validate import CheckedRequest
 from pier.errors import InvalidRequest
-from pier.server import sse
+from pier.server import continuation, sse
 from pier.server.errors import Flavor, error_event
 from pier.server.generation import Completion, wait_for_disconnect
 from pier.server.served_model import SEED_MODULUS, ServedModel
@@ -239,7 +239,9 @@ class ChatView(Protocol):
 
 
 def openai_chat_view(model: ServedModel, body: ChatCompletionRequest) -> ChatView:
-    return _View(model.name, chat=True, include_usage=body.include_usage)
+    view = _View(model.name, chat=True, include_usage=body.include_usage)
+    continuation.keep(view.head, "id", "created")  # the same on any copy that continues it
+    return view
 
 
 async def respond_chat(
@@ -259,7 +261,7 @@ async def respond_chat(
         max_tokens = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
         request = body.generate_request(model, prompt, default_max_tokens if max_tokens is None else max_tokens)
         checked = model.check(request)
-        shape = view(model, body)
+        shape = view(model, body)  # keeps the fields that read the same on any copy that continues it
         if body.stream:
             return sse.EventStream(_events(model, checked, shape), ticket.hand_off())
         return JSONResponse(shape.response(await model.complete(checked, wait_for_disconnect(http.receive))))
@@ -276,6 +278,7 @@ async def respond_completion(body: CompletionRequest, http: Request, state: Serv
         checked = model.check(request)
         echo = (given if isinstance(given, str) else model.detokenize(prompt)) if body.echo else ""
         view = _View(model.name, chat=False, include_usage=body.include_usage, echo=echo)
+        continuation.keep(view.head, "id", "created")  # the same on any copy that continues it
         if body.stream:
             return sse.EventStream(_events(model, checked, view), ticket.hand_off())
         return JSONResponse(view.response(await model.complete(checked, wait_for_disconnect(http.receive))))

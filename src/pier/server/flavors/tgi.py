@@ -30,7 +30,7 @@ from pier import __version__
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk, SamplingParams
 from pier.engine.validate import CheckedRequest
 from pier.errors import InvalidRequest
-from pier.server import sse
+from pier.server import continuation, sse
 from pier.server.errors import Flavor, error_event
 from pier.server.flavors.openai import ChatCompletionRequest, respond_chat
 from pier.server.generation import Completion, wait_for_disconnect
@@ -178,6 +178,8 @@ async def respond(
         request, seed = await _generate_request(model, body)
         checked = model.check(request)
         full_text = params.return_full_text if params.return_full_text is not None else full_text_default
+        if seed is not None:  # as run: a continuation keeps the seed of the copy that began it
+            seed = checked.request.sampling.seed
         view = _View(
             model, request, seed=seed, prefix=body.inputs if full_text else "", details=params.details,
             prefill=params.details or params.decoder_input_details,
@@ -327,7 +329,9 @@ class MessagesView:
 
     @classmethod
     def of(cls, model: ServedModel, body: ChatCompletionRequest) -> MessagesView:
-        return cls(model, body.include_usage)
+        view = cls(model, body.include_usage)
+        continuation.keep(view.head, "id", "created")  # the same on any copy that continues it
+        return view
 
     def response(self, done: Completion) -> dict[str, Any]:
         choice = {"index": 0, "message": {"role": "assistant", "content": done.text}, "logprobs": None,
