@@ -42,20 +42,6 @@ def model_dir(tiny_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
 
 
 @pytest.fixture(scope="module")
-def s3_url() -> Iterator[str]:
-    """moto's S3 in server mode: the gateway process reaches it through AWS_ENDPOINT_URL_S3."""
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port())
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory, s3_url: str) -> Iterator[GatewayProcess]:
     folder = tmp_path_factory.mktemp("pier")
     env = {"AWS_ENDPOINT_URL_S3": s3_url, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x",

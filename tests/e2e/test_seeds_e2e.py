@@ -66,19 +66,6 @@ def tar_gz(files: dict[str, Path | str]) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def s3_url() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port())
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory, s3_url: str) -> Iterator[GatewayProcess]:
     folder = tmp_path_factory.mktemp("pier")
     env = {"AWS_ENDPOINT_URL_S3": s3_url, "PIER_CACHE_DIR": str(folder / "cache"), **CREDENTIALS}
