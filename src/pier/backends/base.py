@@ -1,5 +1,5 @@
 """Where copies run. The control plane decides which copies should exist; a backend makes it so and
-reports what is actually running. `local` runs processes on this host; `ray` (next) runs actors on a cluster.
+reports what is actually running. `local` runs processes on this host; `ray` runs actors on a Ray cluster.
 """
 
 from __future__ import annotations
@@ -9,6 +9,21 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Instance:
+    """The instance of a variant a copy is packed into, and how big one instance is. The local backend maps it
+    onto this host's cores (already in `CopySpec.cores`); the ray backend reserves it on a node (a placement
+    group bundle) and runs every copy packed into it there."""
+
+    variant: str  # whose instances: "<endpoint>/<variant>"
+    index: int  # which of the variant's instances
+    type: str  # the instance type's name, e.g. "ml.c7g.xlarge"
+    vcpus: int  # the size of one instance of that type
+    memory_mb: int
+    accelerators: int = 0
+    owned: tuple[int, ...] = ()  # the instance's vCPUs this copy runs on (all of them when it reserved none)
 
 
 @dataclass(frozen=True)
@@ -22,6 +37,8 @@ class CopySpec:
     cores: tuple[int, ...] = ()  # CPU ids to pin the process to; threads = len(cores); () = no pinning
     memory_mb: int = 0  # accounted, not enforced, on the local backend
     accelerators: int = 0
+    instance: Instance | None = None  # None: no variant's capacity behind it (a backend sizes it from the above)
+    host: str = "127.0.0.1"  # the address its model server listens on (a Ray node's own address, remotely)
 
 
 class CopyState(StrEnum):

@@ -20,18 +20,18 @@ from pier.security.copy_secret import COPY_SECRET_ENV
 PIER_ROOT = str(Path(pier.__file__).resolve().parent.parent)
 
 
-def free_port() -> int:
-    """A loopback port free right now. Another process may take it before the copy binds it; the copy then
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port free on `host` right now. Another process may take it before the copy binds it; the copy then
     exits, and its restart picks a new port."""
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((host, 0))
         return int(sock.getsockname()[1])
 
 
 def command(python: str, spec: CopySpec, port: int) -> list[str]:
     """The model server for `spec`, started through the launcher that pins it and ties it to this process."""
     server = [python, "-m", "pier.server.container", "--model", str(spec.model_dir), "--port", str(port),
-              "--host", "127.0.0.1"]
+              "--host", spec.host]
     if spec.cores:
         server += ["--threads", str(len(spec.cores))]
     cores = ",".join(str(core) for core in spec.cores)

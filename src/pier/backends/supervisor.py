@@ -136,9 +136,9 @@ class CopySupervisor:
             return _Run(None, await self._end(process, f"was stopped after a supervision error ({error})"))
 
     def _launch(self) -> CopyProcess:
-        port = free_port()
+        port = free_port(self.spec.host)
         rotate(self.log_path)
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"http://{self.spec.host}:{port}"
         self._note(f"starting copy {self.spec.copy_id} of {self.spec.component} on port {port}, cores "
                    f"{list(self.spec.cores) or 'any'}, start {self.restarts + 1}")
         self.process = CopyProcess.spawn(self.spec, port, self.log_path, python=self.settings.python,

@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pier.backends.base import CopySpec
+from pier.backends.base import CopySpec, Instance
 from pier.control import capacity
 from pier.control.capacity import CopyCap, Demand, Placement
 from pier.control.instance_types import InstanceType, host_cores_for
@@ -70,30 +70,30 @@ def _uncapped(endpoints: Iterable[EndpointRecord], components: Iterable[Componen
             continue
         for variant in endpoint.variants:
             itype = lookup(variant.instance_type)
+            owner = Workload.of_variant(endpoint.name, variant.name)
             if variant.model is not None:
-                placed = _classic(endpoint, variant, itype, host)
+                placed = _classic(owner, variant, itype, host)
             else:
                 hosted = by_variant.get((endpoint.name.lower(), variant.name), [])
-                placed = _components(hosted, variant, itype, keep, host)
+                placed = _components(owner, hosted, variant, itype, keep, host)
             specs += placed.specs
             placements += placed.placements
             problems.update(placed.problems)
     return Desired(tuple(specs), tuple(placements), problems)
 
 
-def _classic(endpoint: EndpointRecord, variant: VariantRecord, itype: InstanceType,
-             host: tuple[int, ...]) -> Desired:
+def _classic(workload: Workload, variant: VariantRecord, itype: InstanceType, host: tuple[int, ...]) -> Desired:
     if variant.model_dir is None or variant.container is None:
         return Desired()  # its model is still being fetched
-    workload = Workload.of_variant(endpoint.name, variant.name)
     placements = capacity.whole_instances(workload, itype, variant.instance_count)
     environment = variant.container.Environment
-    specs = [_spec(s, itype, host, Path(variant.model_dir), environment, itype.memory_mb) for s in placements]
+    specs = [_spec(s, workload, itype, host, Path(variant.model_dir), environment, itype.memory_mb)
+             for s in placements]
     return Desired(tuple(specs), placements)
 
 
-def _components(hosted: list[ComponentRecord], variant: VariantRecord, itype: InstanceType, keep: Sequence[Placement],
-                host: tuple[int, ...]) -> Desired:
+def _components(owner: Workload, hosted: list[ComponentRecord], variant: VariantRecord, itype: InstanceType,
+                keep: Sequence[Placement], host: tuple[int, ...]) -> Desired:
     ready = [c for c in hosted if c.model_dir is not None and c.weights_mb is not None]
     demands = [_demand(c) for c in ready]
     packing = capacity.pack(itype, variant.instance_count, demands, keep)
@@ -103,7 +103,7 @@ def _components(hosted: list[ComponentRecord], variant: VariantRecord, itype: In
         component = records[placement.workload]
         memory = component.specification.resources.MinMemoryRequiredInMb
         model_dir = Path(component.model_dir or "")
-        specs.append(_spec(placement, itype, host, model_dir, component.container.Environment, memory))
+        specs.append(_spec(placement, owner, itype, host, model_dir, component.container.Environment, memory))
     problems = {s.workload: f"{s.missing} of {records[s.workload].copies} copies not placed. {s.reason}"
                 for s in packing.shortfalls}
     return Desired(tuple(specs), packing.placements, problems)
@@ -130,13 +130,14 @@ def demand_of(workload: Workload, resources: ResourceRequirements, copies: int, 
     )
 
 
-def _spec(placement: Placement, itype: InstanceType, host: tuple[int, ...], model_dir: Path,
+def _spec(placement: Placement, owner: Workload, itype: InstanceType, host: tuple[int, ...], model_dir: Path,
           environment: dict[str, str], memory_mb: int) -> CopySpec:
     # A copy that reserved no cores shares all of its instance's.
     vcpus = placement.vcpus or tuple(range(itype.vcpus))
     cores = host_cores_for(placement.instance, vcpus, itype, host)
+    # The instance (number and type) is part of what a copy is: on the ray backend it is where the copy runs.
     identity = json.dumps([placement.workload, str(model_dir), sorted(environment.items()), cores, memory_mb,
-                           len(placement.accelerators)])
+                           len(placement.accelerators), placement.instance, itype.name, vcpus])
     digest = hashlib.sha256(identity.encode()).hexdigest()[:8]
     return CopySpec(
         copy_id=f"{placement.workload.slug}-{placement.ordinal}-{digest}",
@@ -146,4 +147,6 @@ def _spec(placement: Placement, itype: InstanceType, host: tuple[int, ...], mode
         cores=cores,
         memory_mb=memory_mb,
         accelerators=len(placement.accelerators),
+        instance=Instance(owner, placement.instance, itype.name, itype.vcpus, itype.memory_mb, itype.accelerators,
+                          vcpus),
     )
