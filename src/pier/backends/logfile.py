@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 
 MAX_LOG_BYTES = 16 * 1024 * 1024  # past this, the log moves to <name>.1 at the next start
@@ -32,3 +33,10 @@ def tail(path: Path, lines: int) -> str:
     text = data.decode("utf-8", "replace")
     kept = text.splitlines(keepends=True)[-lines:]
     return "".join(kept)
+
+
+def note(path: Path, line: str) -> None:
+    """One of pier's own lines in a copy's log, between the process's, so the log tells the whole story."""
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    with path.open("a") as out:
+        out.write(f"==== pier {stamp}: {line} ====\n")

@@ -1,0 +1,18 @@
+"""The ray backend: copies as actors on the nodes of a Ray cluster, instances as placement groups.
+
+| file | owns |
+|---|---|
+| `config.py` | `RayConfig`: the cluster's address, namespace, how instance types become bundles, node folders |
+| `placement.py` | pure: an instance's bundle, the node it should go to, the missing capacity in words, a node's cores |
+| `groups.py` | pier's placement groups (one per instance): created, shared, released, swept |
+| `models.py` | the model's files on a node: the gateway's folder when the node sees it, else a copy into its cache |
+| `actor.py` | `CopyActor`, on the node: the model, then the local backend's supervised process, its status and log |
+| `backend.py` | `RayBackend`: the Backend protocol; keeps each copy alive, mirrors its log, takes over survivors |
+
+Ray itself is imported only when the backend connects, so pier runs without it on the local backend.
+"""
+
+from pier.backends.ray.backend import RayBackend, RayUnavailable
+from pier.backends.ray.config import ConfigError, RayConfig
+
+__all__ = ["ConfigError", "RayBackend", "RayConfig", "RayUnavailable"]

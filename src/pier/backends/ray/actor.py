@@ -1,0 +1,172 @@
+"""A copy on a Ray node: a detached actor, named `pier-copy-<copy_id>` in pier's namespace, that gets the model onto
+its node, then runs the same model-server process as the local backend (`pier.backends.supervisor`: pinned to its
+cores, health-checked, restarted with backoff, killed with the actor through the parent-death signal), listening
+on the node's address. The gateway asks it for its status and the new lines of its log.
+
+This module runs on the nodes and imports Ray only there; the class becomes an actor with `ray.remote(CopyActor)`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from pier.backends.base import CopySpec, CopyState, CopyStatus
+from pier.backends.logfile import note
+from pier.backends.ray.models import Manifest, NodeModels, holds
+from pier.backends.ray.placement import instance_of, node_cores
+from pier.backends.supervisor import CopySupervisor, SupervisionSettings
+
+log = logging.getLogger("pier.backends.ray")
+
+COPY_SECRET_ENV = "PIER_COPY_SECRET"  # the name pier.security reads (the copy answers only the gateway)
+MAX_LOG_CHUNK = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ActorSetup:
+    """What the gateway tells a copy's actor besides its spec."""
+
+    node_dir: str  # where copies keep their files on the node
+    settings: SupervisionSettings  # how the process is supervised (its interpreter is the node's own)
+    group: str  # the placement group of its instance
+    slot: int  # its instance's number among pier's instances on the node (which cores it gets)
+    transfer: str = "auto"  # "always": copy the model even when the node sees the gateway's folder
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who the actor is, for a gateway that takes it over after a restart."""
+
+    spec: CopySpec  # as the gateway asked for it
+    secret: str
+    group: str
+    node_id: str
+    address: str
+    log_start: int  # the size of the copy's log on the node when this actor began (earlier actors' lines before)
+
+
+@dataclass(frozen=True)
+class Report:
+    status: CopyStatus
+    log: bytes  # the copy's log from the offset asked for
+    log_offset: int  # where the next read starts
+
+
+class CopyActor:
+    def __init__(self, spec: CopySpec, secret: str, setup: ActorSetup) -> None:
+        import ray
+
+        self.spec = spec
+        self.secret = secret
+        self.setup = setup
+        self.node_id = ray.get_runtime_context().get_node_id()
+        self.address = ray.util.get_node_ip_address()
+        self.folder = Path(setup.node_dir) / "copies" / spec.copy_id
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.folder / "copy.log"
+        self.models = NodeModels(Path(setup.node_dir) / "models")
+        self.model_dir: Path | None = None
+        self.phase = "getting the model onto its node"
+        self.supervisor: CopySupervisor | None = None
+        self._client: httpx.AsyncClient | None = None
+        self._scratch: Path | None = None
+        self.log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
+        # Ray sets OMP_NUM_THREADS=1 for its workers; the model server sizes its own threads from its cores.
+        if "OMP_NUM_THREADS" not in spec.environment:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        self._note(f"copy {spec.copy_id} of {spec.component}: actor on node {self.node_id} ({self.address}), "
+                   f"instance group {setup.group}")
+
+    def identity(self) -> Identity:
+        return Identity(self.spec, self.secret, self.setup.group, self.node_id, self.address, self.log_start)
+
+    # ---- the model
+
+    async def prepare(self, manifest: Manifest) -> bool:
+        """True when this node has the model (the gateway's folder, or a copy in the node's cache); False when
+        the gateway must send it (`receive`, then `received`)."""
+        shared = Path(manifest.folder)
+        if self.setup.transfer != "always" and await asyncio.to_thread(holds, shared, manifest):
+            self.model_dir = shared
+            return True
+        cached = await asyncio.to_thread(self.models.folder, manifest)
+        if cached is not None:
+            self.model_dir = cached
+            self._note(f"model {manifest.key[:12]} already on this node in {cached}")
+            return True
+        self._scratch = await asyncio.to_thread(self.models.begin)
+        self.phase = f"receiving the model ({manifest.size / 2**20:.0f} MiB) from the gateway"
+        self._note(f"{self.phase} into {self.models.root}")
+        return False
+
+    async def receive(self, name: str, offset: int, data: bytes) -> None:
+        if self._scratch is None:
+            raise RuntimeError("receive() before prepare() asked for the model")
+        await asyncio.to_thread(self.models.write, self._scratch, name, offset, data)
+
+    async def received(self, manifest: Manifest) -> None:
+        if self._scratch is None:
+            raise RuntimeError("received() before prepare() asked for the model")
+        self.model_dir = await asyncio.to_thread(self.models.publish, self._scratch, manifest)
+        self._scratch = None
+        self._note(f"model received into {self.model_dir}")
+
+    # ---- the model server
+
+    async def start(self) -> None:
+        """Launch the model server under the local backend's supervision, on this node's address and cores."""
+        if self.supervisor is not None:
+            return
+        if self.model_dir is None:
+            raise RuntimeError("start() before the model is on this node")
+        cores = tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else ()
+        spec = dataclasses.replace(
+            self.spec, model_dir=self.model_dir, host=self.address,
+            cores=node_cores(self.setup.slot, instance_of(self.spec), cores),
+            environment={**self.spec.environment, COPY_SECRET_ENV: self.secret})
+        settings = dataclasses.replace(self.setup.settings, python=sys.executable)
+        self._client = httpx.AsyncClient(trust_env=False)
+        self.supervisor = CopySupervisor(spec, self.folder, settings, self._client)
+        self.supervisor.start()
+
+    def report(self, log_offset: int) -> Report:
+        if self.supervisor is not None:
+            status = dataclasses.replace(self.supervisor.status(), secret=self.secret)
+        else:
+            status = CopyStatus(self.spec.copy_id, self.spec.component, CopyState.STARTING, message=self.phase,
+                                secret=self.secret)
+        data, offset = self._read_log(log_offset)
+        return Report(status, data, offset)
+
+    async def stop(self, log_offset: int) -> bytes:
+        """Drain and stop the model server (SIGTERM, SIGKILL after the grace period); the log's last lines."""
+        if self.supervisor is not None:
+            await self.supervisor.stop()
+        if self._client is not None:
+            await self._client.aclose()
+        return self._read_log(log_offset)[0]
+
+    # ---- its log
+
+    def _read_log(self, offset: int) -> tuple[bytes, int]:
+        try:
+            size = self.log_path.stat().st_size
+        except OSError:
+            return b"", offset
+        if size < offset:  # rotated: start again from its beginning
+            offset = 0
+        with self.log_path.open("rb") as log_file:
+            log_file.seek(offset)
+            data = log_file.read(MAX_LOG_CHUNK)
+        return data, offset + len(data)
+
+    def _note(self, line: str) -> None:
+        note(self.log_path, line)

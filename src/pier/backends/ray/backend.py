@@ -1,0 +1,513 @@
+"""The ray backend: every copy is an actor on a node of a Ray cluster (`pier.backends.ray.actor`), inside the
+placement group of its instance (`groups.py`), running the same model-server process as the local backend.
+
+The gateway keeps each copy alive from here: it reserves the instance, starts the actor, sends the model when the
+node cannot see it, then asks the actor for its status and its new log lines every half second (the log is
+mirrored under `<state_dir>/copies/<copy_id>/copy.log`, so it outlives the copy's node). An actor that dies (its
+process, or its whole node) is replaced in the same instance, which Ray has placed again on a node with room; the
+copy reports RESTARTING meanwhile, as a local copy does, and FAILED with the missing capacity when no node has room.
+
+Actors are detached and named `pier-copy-<copy_id>` in pier's namespace: a gateway that starts again takes over
+the copies still running (`connect()`), and the reconciler stops the ones no longer wanted; instances no copy
+uses are removed. On its way out the gateway leaves copies running on a cluster that is not its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pier.backends.base import CopySpec, CopyState, CopyStatus
+from pier.backends.logfile import note, rotate, tail
+from pier.backends.ray.actor import ActorSetup, CopyActor, Identity, Report
+from pier.backends.ray.config import RayConfig
+from pier.backends.ray.groups import Groups, live_nodes
+from pier.backends.ray.models import Manifest, chunks, manifest_of
+from pier.backends.ray.placement import (
+    ACTOR_PREFIX,
+    Reservation,
+    actor_name,
+    instance_of,
+    missing_capacity,
+    node_slot,
+    reservation,
+)
+from pier.backends.supervisor import SupervisionSettings
+
+log = logging.getLogger("pier.backends.ray")
+
+MIB = 2**20
+PLACING_S = 2.0  # how long an instance may take to be placed before the copy says which capacity is missing
+
+
+class RayUnavailable(RuntimeError):
+    """Ray is not installed, or the cluster cannot be reached; the message says what to do."""
+
+
+class _Gone(Exception):
+    """The copy's actor is gone (or never came up); the message says why, in words."""
+
+
+class LogMirror:
+    """The gateway's copy of a remote copy's log: the lines its actor sends, and the gateway's own notes."""
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / "copy.log"
+        self._offset_path = folder / "node-offset"
+        try:
+            self.offset = int(self._offset_path.read_text())  # how far the node's log has been mirrored
+        except (OSError, ValueError):
+            self.offset = 0
+
+    def append(self, data: bytes, offset: int) -> None:
+        if data:
+            rotate(self.path)
+            with self.path.open("ab") as out:
+                out.write(data)
+        if offset != self.offset:
+            self.offset = offset
+            self._offset_path.write_text(str(offset))
+
+    def note(self, line: str) -> None:
+        note(self.path, line)
+
+
+@dataclass
+class RemoteCopy:
+    spec: CopySpec
+    secret: str
+    mirror: LogMirror
+    state: CopyState = CopyState.STARTING
+    message: str = "waiting for its instance"
+    url: str | None = None
+    pid: int | None = None
+    restarts: int = 0  # actors that had to be replaced
+    process_restarts: int = 0  # restarts of the model server by its current actor
+    actor: Any = None
+    group: str | None = None
+    node_id: str | None = None
+    adopted: bool = False
+    ready_since: float | None = None
+    was_ready: bool = False  # the current actor's copy has been ready at least once
+    task: asyncio.Task[None] | None = None
+
+    def status(self) -> CopyStatus:
+        alive = self.actor is not None and self.state in (CopyState.STARTING, CopyState.READY)
+        return CopyStatus(self.spec.copy_id, self.spec.component, self.state, self.url if alive else None,
+                          self.message, self.restarts + self.process_restarts, self.pid if alive else None,
+                          secret=self.secret)
+
+    def set(self, state: CopyState, message: str = "") -> None:
+        if state is CopyState.READY and self.state is not CopyState.READY:
+            self.ready_since, self.was_ready = time.monotonic(), True
+        elif state is not CopyState.READY:
+            self.ready_since = None
+        self.state, self.message = state, message
+
+    def take(self, report: Report) -> None:
+        status = report.status
+        self.url, self.pid, self.process_restarts = status.url, status.pid, status.restarts
+        self.set(status.state, status.message)
+        self.mirror.append(report.log, report.log_offset)
+
+
+class RayBackend:
+    name = "ray"
+
+    def __init__(self, state_dir: Path, config: RayConfig | None = None, settings: SupervisionSettings | None = None,
+                 *, report_s: float = 0.5) -> None:
+        self.state_dir = Path(state_dir)
+        self.config = config or RayConfig()
+        self.settings = settings or SupervisionSettings()
+        self.report_s = report_s  # how often each actor is asked for its status and log
+        self._copies: dict[str, RemoteCopy] = {}
+        self._groups = Groups()
+        self._connected = False
+        self._initialized_here = False
+        self._unkept: list[RemoteCopy] = []  # taken over at connect(), waiting for a keeper on the event loop
+        self._lock = threading.Lock()
+
+    # ---- the cluster
+
+    def connect(self) -> None:
+        """Join the cluster (or start pier's own Ray on this host), then take over the copies an earlier gateway
+        left running there. Blocking, and done once: `pier up` calls it before it serves, start() otherwise."""
+        with self._lock:
+            if self._connected:
+                return
+            ray = _import_ray()
+            if ray.is_initialized():  # this process already joined a cluster (tests, or an embedding program)
+                namespace = ray.get_runtime_context().namespace
+                if namespace != self.config.namespace:
+                    wanted = self.config.namespace
+                    raise RayUnavailable(f"This process is connected to Ray in namespace {namespace!r}, not "
+                                         f"{wanted!r}: connect with namespace={wanted!r}.")
+            else:
+                self._init(ray)
+            self._take_over()
+            self._connected = True
+
+    def _init(self, ray: Any) -> None:
+        options: dict[str, Any] = {"namespace": self.config.namespace, "logging_level": logging.WARNING,
+                                   "log_to_driver": False}
+        try:
+            if self.config.own_cluster:
+                log.info("starting a Ray of pier's own on this host (pier up --ray-address joins an existing one)")
+                ray.init(include_dashboard=False, **options)
+            else:
+                log.info("joining the Ray cluster at %s (namespace %s)", self.config.address, self.config.namespace)
+                ray.init(address=self.config.address, **options)
+        except (ConnectionError, RuntimeError, ValueError) as error:
+            raise RayUnavailable(f"Cannot join the Ray cluster at {self.config.address}: {error}. Check the address "
+                                 "(auto, host:6379 or ray://host:10001) and that this host runs the cluster's Ray "
+                                 "version.") from None
+        self._initialized_here = True
+
+    def _take_over(self) -> None:
+        """Adopt every copy actor in the namespace; remove instances none of them uses."""
+        import ray
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        for name in sorted(ray.util.list_named_actors()):
+            if not name.startswith(ACTOR_PREFIX):
+                continue
+            try:
+                handle = ray.get_actor(name)
+                answer: Any = ray.get(handle.identity.remote(), timeout=30)
+                identity: Identity = answer
+            except (RayActorError, GetTimeoutError, ValueError) as error:
+                log.warning("actor %s left by an earlier gateway does not answer (%s); removing it", name, error)
+                _kill(ray.get_actor(name) if _exists(name) else None)
+                continue
+            spec = identity.spec
+            copy = RemoteCopy(spec, identity.secret, LogMirror(self._folder(spec.copy_id)), actor=handle,
+                              group=identity.group, node_id=identity.node_id, adopted=True,
+                              message="taken over from an earlier gateway")
+            copy.mirror.note(f"taken over by a new gateway: actor on node {identity.node_id} ({identity.address})")
+            self._groups.adopt(spec.copy_id, identity.group, instance_of(spec).variant)
+            self._copies[spec.copy_id] = copy
+            self._unkept.append(copy)
+        if self._copies:
+            log.info("took over %d copies running on the cluster: %s", len(self._copies), ", ".join(self._copies))
+        self._groups.sweep()
+
+    def _keep_adopted(self) -> None:
+        """Start keeping the copies taken over at connect(), once there is an event loop to do it on."""
+        if not self._unkept:
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        for copy in self._unkept:
+            if self._copies.get(copy.spec.copy_id) is copy and copy.task is None:
+                copy.task = asyncio.create_task(self._keep(copy), name=f"ray-copy-{copy.spec.copy_id}")
+        self._unkept.clear()
+
+    async def _ensure_connected(self) -> None:
+        if not self._connected:
+            await asyncio.to_thread(self.connect)
+        self._keep_adopted()
+
+    # ---- the Backend protocol
+
+    async def start(self, spec: CopySpec) -> None:
+        """Run the copy on the cluster and keep it there until stopped. Starting a running copy again with the
+        same spec does nothing."""
+        await self._ensure_connected()
+        running = self._copies.get(spec.copy_id)
+        if running is not None:
+            if running.spec != spec and not running.adopted:
+                raise ValueError(f"Copy {spec.copy_id} is already running with another spec; stop it first, or "
+                                 "give the new copy another id.")
+            return
+        copy = RemoteCopy(spec, secrets.token_urlsafe(32), LogMirror(self._folder(spec.copy_id)))
+        self._copies[spec.copy_id] = copy
+        copy.task = asyncio.create_task(self._keep(copy), name=f"ray-copy-{spec.copy_id}")
+
+    async def stop(self, copy_id: str) -> None:
+        """Drain the copy (SIGTERM, SIGKILL after the grace period), end its actor, release its instance if no
+        other copy uses it, and forget it. Unknown ids are ignored."""
+        copy = self._copies.pop(copy_id, None)
+        if copy is None:
+            return
+        await _cancel(copy.task)
+        actor, copy.actor = copy.actor, None
+        if actor is not None:
+            try:
+                rest = await asyncio.wait_for(_awaitable(actor.stop.remote(copy.mirror.offset)),
+                                              self.settings.grace_s + 10)
+                copy.mirror.append(rest, copy.mirror.offset + len(rest))
+            except Exception as error:  # its node is gone, or it does not answer: it is killed all the same
+                copy.mirror.note(f"its actor could not drain the copy ({type(error).__name__})")
+            await asyncio.to_thread(_kill, actor)
+        if copy.group is not None:
+            await asyncio.to_thread(self._groups.release, copy_id, copy.group)
+        copy.set(CopyState.STOPPED, "stopped")
+        copy.mirror.note("stopped by pier")
+
+    def statuses(self) -> list[CopyStatus]:
+        self._keep_adopted()
+        return [copy.status() for copy in self._copies.values()]
+
+    def logs(self, copy_id: str, lines: int = 200) -> str:
+        """The end of the copy's log as mirrored on the gateway, across its restarts and nodes."""
+        path = self._folder(copy_id) / "copy.log"
+        if not path.exists():
+            known = ", ".join(sorted(self._copies)) or "none"
+            raise KeyError(f"No log for copy {copy_id} under {self.state_dir}; copies running here: {known}.")
+        return tail(path, lines)
+
+    async def close(self) -> None:
+        """The gateway is exiting: leave the copies running for the next gateway on a cluster that is not pier's
+        own (`keep_copies`), else stop them all; then leave the cluster."""
+        if self.config.keeps_copies(started_ray=self._initialized_here and self.config.own_cluster):
+            copies = list(self._copies.values())
+            await asyncio.gather(*(_cancel(copy.task) for copy in copies))
+            if copies:
+                log.info("leaving %d copies on the cluster for the next gateway", len(copies))
+            self._copies.clear()
+        else:
+            await asyncio.gather(*(self.stop(copy_id) for copy_id in list(self._copies)))
+        if self._initialized_here:
+            import ray
+
+            await asyncio.to_thread(ray.shutdown)
+            self._initialized_here = False
+        self._connected = False
+
+    def node_of(self, copy_id: str) -> str | None:
+        """The node the copy's actor runs on (None while it has none)."""
+        copy = self._copies.get(copy_id)
+        return copy.node_id if copy is not None and copy.actor is not None else None
+
+    # ---- keeping one copy alive
+
+    async def _keep(self, copy: RemoteCopy) -> None:
+        backoff, failures = self.settings.backoff_initial_s, 0
+        while True:
+            try:
+                if copy.actor is None:
+                    await self._place(copy)
+                why = await self._watch(copy)
+            except asyncio.CancelledError:
+                raise
+            except _Gone as gone:
+                why = str(gone)
+            except Exception as error:  # a bug here must not leave a copy unkept
+                log.exception("copy %s: keeping it on Ray failed", copy.spec.copy_id)
+                why = _death(error)
+            stable = copy.ready_since is not None and time.monotonic() - copy.ready_since >= self.settings.stable_s
+            failures = 0 if copy.was_ready else failures + 1
+            await self._discard(copy)
+            if failures >= self.settings.max_failed_starts:
+                copy.set(CopyState.FAILED, f"gave up after {failures} starts on the cluster that never became ready; "
+                                           f"the last one: {why}")
+                copy.mirror.note(copy.message)
+                log.error("copy %s failed: %s", copy.spec.copy_id, copy.message)
+                return
+            if stable:
+                backoff = self.settings.backoff_initial_s
+            copy.set(CopyState.RESTARTING, f"{why}; starting it again in {backoff:.0f} s")
+            copy.mirror.note(copy.message)
+            log.warning("copy %s: %s", copy.spec.copy_id, copy.message)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self.settings.backoff_max_s)
+            copy.restarts += 1
+
+    async def _place(self, copy: RemoteCopy) -> None:
+        """Reserve the copy's instance, start its actor there, get the model onto the node, start the server."""
+        spec, instance = copy.spec, instance_of(copy.spec)
+        wanted = reservation(spec, self.config)
+        copy.group, copy.was_ready = wanted.group, False
+        copy.set(CopyState.STARTING, f"reserving its instance ({wanted.describe()})")
+        handle = await asyncio.to_thread(self._groups.acquire, spec.copy_id, wanted, instance.variant)
+        node = await self._until_placed(copy, handle, wanted)
+        slot = node_slot(wanted.group, node, await asyncio.to_thread(self._groups.placed))
+        setup = ActorSetup(self.config.node_dir, self.settings, wanted.group, slot, self.config.model_transfer)
+        copy.set(CopyState.STARTING, f"starting its Ray actor on node {node}")
+        copy.actor = await asyncio.to_thread(self._new_actor, copy, setup, handle, wanted.bundle)
+        identity: Identity = await self._call(copy.actor.identity.remote(), self.settings.startup_timeout_s)
+        copy.node_id = identity.node_id
+        copy.mirror.append(b"", identity.log_start)  # the node's log from here on: the actor's first line
+        manifest = await asyncio.to_thread(manifest_of, spec.model_dir)
+        if not await self._call(copy.actor.prepare.remote(manifest), self.settings.startup_timeout_s):
+            await self._send_model(copy, manifest)
+        await self._call(copy.actor.start.remote(), self.settings.startup_timeout_s)
+
+    async def _until_placed(self, copy: RemoteCopy, handle: Any, wanted: Reservation) -> str:
+        """The node holding the instance, once Ray has placed it; until then the copy says what capacity is
+        missing (FAILED after `capacity_wait_s`, which is how the endpoint learns it; it keeps waiting)."""
+        since = time.monotonic()
+        while True:
+            node = await asyncio.to_thread(self._groups.node_of, handle)
+            if node is not None:
+                return node
+            if await asyncio.to_thread(self._groups.state, handle) == "REMOVED":
+                raise _Gone(f"its instance {wanted.group} was removed from the cluster")
+            if time.monotonic() - since < PLACING_S:  # Ray usually places a group within milliseconds
+                await asyncio.sleep(0.1)
+                continue
+            why = missing_capacity(wanted, await asyncio.to_thread(live_nodes), instance_of(copy.spec))
+            late = time.monotonic() - since >= self.config.capacity_wait_s
+            if (copy.state, copy.message) != (CopyState.FAILED if late else CopyState.STARTING, why):
+                copy.mirror.note(why)
+            copy.set(CopyState.FAILED if late else CopyState.STARTING, why)
+            await asyncio.sleep(max(self.report_s, 0.5))
+
+    def _new_actor(self, copy: RemoteCopy, setup: ActorSetup, handle: Any, bundle: Mapping[str, float]) -> Any:
+        import ray
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        name = actor_name(copy.spec.copy_id)
+        options: dict[str, Any] = {
+            "name": name, "namespace": self.config.namespace, "lifetime": "detached", "max_restarts": 0,
+            "num_cpus": 0, "scheduling_strategy": PlacementGroupSchedulingStrategy(handle, 0),
+        }
+        gpus = min(copy.spec.accelerators * self.config.gpus_per_accelerator, bundle.get("GPU", 0.0))
+        if gpus:
+            options["num_gpus"] = gpus  # Ray sets CUDA_VISIBLE_DEVICES for the actor; its process inherits it
+        for attempt in range(20):
+            try:
+                return _actor_class().options(**options).remote(copy.spec, copy.secret, setup)
+            except ValueError:  # the name is taken: an actor of an earlier start that is not gone yet
+                if attempt == 0:
+                    log.warning("copy %s: an actor named %s still runs; replacing it", copy.spec.copy_id, name)
+                if _exists(name):
+                    _kill(ray.get_actor(name))
+                time.sleep(0.25)
+        raise _Gone(f"the actor name {name} stays taken in namespace {self.config.namespace}")
+
+    async def _send_model(self, copy: RemoteCopy, manifest: Manifest) -> None:
+        """The model's files through Ray's object store, one chunk at a time, into the node's cache."""
+        import ray
+
+        total, sent = manifest.size, 0
+        pieces = chunks(manifest)
+        while (piece := await asyncio.to_thread(next, pieces, None)) is not None:
+            name, offset, data = piece
+            copy.set(CopyState.STARTING, f"copying the model to node {copy.node_id}: {sent / MIB:.0f} of "
+                                         f"{total / MIB:.0f} MiB")
+            chunk = ray.put(data)
+            await self._call(copy.actor.receive.remote(name, offset, chunk), self.settings.startup_timeout_s)
+            del chunk
+            sent += len(data)
+        await self._call(copy.actor.received.remote(manifest), self.settings.startup_timeout_s)
+
+    async def _watch(self, copy: RemoteCopy) -> str:
+        """Take the actor's reports until it dies; why it died. An actor that stops answering (its node may be
+        unreachable) takes no traffic until it answers again."""
+        from ray.exceptions import ActorUnavailableError, RayActorError
+
+        misses = 0
+        while True:
+            try:
+                report: Report = await self._call(copy.actor.report.remote(copy.mirror.offset),
+                                                  self.settings.ping_timeout_s)
+            except (ActorUnavailableError, TimeoutError):
+                misses += 1
+                if misses >= self.settings.unhealthy_after and copy.state is CopyState.READY:
+                    copy.set(CopyState.STARTING, f"its Ray actor on node {copy.node_id} does not answer ({misses} "
+                                                 "checks in a row); no traffic until it does")
+                    log.warning("copy %s: %s", copy.spec.copy_id, copy.message)
+            except RayActorError as error:
+                return _death(error)
+            else:
+                misses = 0
+                copy.take(report)
+            await asyncio.sleep(self.report_s)
+
+    async def _discard(self, copy: RemoteCopy) -> None:
+        actor, copy.actor = copy.actor, None
+        copy.url = copy.pid = None
+        copy.ready_since = None
+        if actor is not None:
+            await asyncio.to_thread(_kill, actor)
+
+    @staticmethod
+    async def _call(ref: Any, timeout_s: float) -> Any:
+        return await asyncio.wait_for(_awaitable(ref), timeout_s)
+
+    def _folder(self, copy_id: str) -> Path:
+        if not copy_id or "/" in copy_id or copy_id.startswith("."):
+            raise ValueError(f"Copy id {copy_id!r} cannot name a folder; use letters, digits and dashes.")
+        return self.state_dir / "copies" / copy_id
+
+
+# ---- Ray, kept at arm's length
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise RayUnavailable("The ray backend needs Ray: pip install 'pier[ray]' (on the gateway and on every node "
+                             "of the cluster, the same version).") from None
+    return ray
+
+
+_ACTOR_CLASS: Any = None
+
+
+def _actor_class() -> Any:
+    global _ACTOR_CLASS
+    if _ACTOR_CLASS is None:
+        import ray
+
+        _ACTOR_CLASS = ray.remote(CopyActor)
+    return _ACTOR_CLASS
+
+
+def _awaitable(ref: Any) -> Any:
+    """An ObjectRef as an asyncio future (Ray's refs are awaitable, but wait_for wants a future or coroutine)."""
+    return asyncio.wrap_future(ref.future())
+
+
+def _exists(name: str) -> bool:
+    import ray
+
+    try:
+        ray.get_actor(name)
+    except ValueError:
+        return False
+    return True
+
+
+def _kill(actor: Any) -> None:
+    import ray
+
+    if actor is not None:
+        with contextlib.suppress(Exception):  # already dead, or its node is gone: nothing left to kill
+            ray.kill(actor, no_restart=True)
+
+
+def _death(error: BaseException) -> str:
+    """Why an actor died, in a few words (Ray's own message runs to many lines)."""
+    if isinstance(error, TimeoutError):
+        return "its Ray actor did not answer in time"
+    text = str(error)
+    if "node has died" in text or "node was" in text:
+        return "its Ray node died"
+    if "worker process has died" in text or ("exit" in text.lower() and "worker" in text.lower()):
+        return "its Ray actor's process died"
+    if "ray.kill" in text:
+        return "its Ray actor was killed"
+    if "placement group" in text.lower():
+        return "its instance's placement group was removed"
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(error).__name__)
+    return f"its Ray actor failed ({first[:200]})"
+
+
+async def _cancel(task: asyncio.Task[None] | None) -> None:
+    if task is not None and not task.done():
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
