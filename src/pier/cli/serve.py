@@ -16,6 +16,7 @@ from pier.cli.app import app, console
 from pier.cli.models import demo_model
 
 if TYPE_CHECKING:
+    from pier.backends.ray.config import RayConfig
     from pier.client.client import PierClient
     from pier.security.keystore import IssuedKey, StoredKey
 
@@ -54,20 +55,47 @@ GracePeriod = Annotated[float | None, typer.Option(
 
 
 @app.command("up")
-def up(port: Port = None, host: Host = None, state_dir: StateDir = None, allow_host: AllowHost = None,
-       insecure: Insecure = False, access_log: AccessLog = False, grace_period: GracePeriod = None) -> None:
+def up(
+    port: Port = None,
+    host: Host = None,
+    state_dir: StateDir = None,
+    allow_host: AllowHost = None,
+    insecure: Insecure = False,
+    access_log: AccessLog = False,
+    grace_period: GracePeriod = None,
+    backend: Annotated[str, typer.Option(help="Where copies run: local (this host) or ray (a Ray cluster).")] = "local",
+    ray_address: Annotated[str | None, typer.Option(help=(
+        "The Ray cluster for --backend ray: auto, HOST:6379 or ray://HOST:10001 (default: start a Ray of the "
+        "gateway's own on this host)."))] = None,
+    ray_config: Annotated[Path | None, typer.Option(help=(
+        "YAML for --backend ray: namespace, how instance types map to bundles, node labels or custom resources "
+        "(docs/ray.md)."))] = None,
+    ray_cpus_per_vcpu: Annotated[float | None, typer.Option(help=(
+        "Ray CPUs an instance reserves per vCPU of its type (default 1: a real instance)."))] = None,
+) -> None:
     """Run the gateway: the SageMaker control plane and runtime, OpenAI routes, and the copies it supervises."""
-    _run_gateway(port, host, state_dir, allow_host, insecure, access_log=access_log, grace_period=grace_period)
+    from pier.gateway import run
+
+    if backend not in run.BACKENDS:
+        raise typer.BadParameter(f"use one of {', '.join(run.BACKENDS)}", param_hint="--backend")
+    ray = None
+    if backend == "ray":
+        try:
+            ray = run.ray_config(ray_config, ray_address, None, ray_cpus_per_vcpu)
+        except ValueError as error:
+            raise typer.BadParameter(str(error), param_hint="--ray-config") from None
+    _run_gateway(port, host, state_dir, allow_host, insecure, access_log=access_log, grace_period=grace_period,
+                 backend=backend, ray=ray)
 
 
 def _run_gateway(port: int | None, host: str | None, state_dir: Path | None, allow_host: list[str] | None,
                  insecure: bool, session_keys: tuple[StoredKey, ...] = (), access_log: bool = False,
-                 grace_period: float | None = None) -> None:
+                 grace_period: float | None = None, backend: str = "local", ray: RayConfig | None = None) -> None:
     from pier.gateway.run import DEFAULT_PORT, run_gateway
 
     raise typer.Exit(run_gateway(port or DEFAULT_PORT, state_dir, host=host or "127.0.0.1",
                                  allowed_hosts=tuple(allow_host or ()), insecure=insecure, session_keys=session_keys,
-                                 access_log=access_log, grace_period_s=grace_period))
+                                 access_log=access_log, grace_period_s=grace_period, backend=backend, ray=ray))
 
 
 @app.command("serve")

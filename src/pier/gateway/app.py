@@ -55,6 +55,7 @@ def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: f
     app.add_api_route("/v1/models", pier_routes.openai_models, methods=["GET"], response_model=None)
     app.add_api_route("/pier/copies", pier_routes.copies, methods=["GET"], response_model=None)
     app.add_api_route("/pier/copies/{copy_id}/logs", pier_routes.copy_logs, methods=["GET"], response_model=None)
+    app.add_api_route("/metrics", pier_routes.metrics, methods=["GET"], response_model=None, include_in_schema=False)
     app.include_router(runtime_router(gateway.runtime))
     app.include_router(openai_router(gateway.runtime))
     install_security(app, state_dir, security or SecuritySettings.from_env(),  # pier.security: see docs/security.md

@@ -3,9 +3,11 @@ backend runs (for `pier ls`, `describe` and `logs`)."""
 
 from __future__ import annotations
 
+import httpx
 from fastapi import Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
+from pier.gateway import copy_metrics
 from pier.gateway.parts import gateway_of
 
 
@@ -37,3 +39,12 @@ async def copy_logs(copy_id: str, request: Request, lines: int = 200) -> Respons
     except (KeyError, ValueError) as error:
         message = error.args[0] if error.args else str(error)
         return JSONResponse({"message": f"{message} GET /pier/copies lists the copies."}, 404)
+
+
+async def metrics(request: Request) -> Response:
+    """Every ready copy's metrics, labelled with the copy and its component, wherever the copy runs."""
+    copies = gateway_of(request).backend.statuses()
+    async with httpx.AsyncClient(trust_env=False) as client:
+        scraped = await copy_metrics.scrape(client, copies)
+    body, content_type = copy_metrics.exposition(copies, scraped)
+    return Response(body, media_type=content_type)

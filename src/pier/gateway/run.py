@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import uvicorn
 
@@ -15,6 +16,10 @@ from pier.security.exposure import may_listen
 from pier.security.keystore import StoredKey
 from pier.security.settings import SecuritySettings
 
+if TYPE_CHECKING:
+    from pier.backends.base import Backend
+    from pier.backends.ray.config import RayConfig
+
 log = logging.getLogger("pier.gateway")
 
 DEFAULT_STATE_DIR = Path.home() / ".pier"
@@ -25,9 +30,10 @@ STATE_UNUSABLE = 3  # exit code when the gateway cannot start on its state folde
 def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host: str = "127.0.0.1",
                 log_level: str = "info", allowed_hosts: tuple[str, ...] = (), insecure: bool = False,
                 session_keys: tuple[StoredKey, ...] = (), access_log: bool = False,
-                grace_period_s: float | None = None) -> int:
+                grace_period_s: float | None = None, backend: str = "local", ray: RayConfig | None = None) -> int:
     """Serve the gateway until SIGINT/SIGTERM, which drain: requests in flight get `grace_period_s` (default
-    PIER_GRACE_PERIOD_S or 30 s) to finish, then end in their protocol; every copy is stopped on the way out.
+    PIER_GRACE_PERIOD_S or 30 s) to finish, then end in their protocol; every copy is stopped on the way out (on a
+    Ray cluster that is not the gateway's own, copies stay for the next gateway: see pier.backends.ray).
     Refuses (2) to listen beyond loopback without keys unless `insecure`. Its log says what a user needs (where it
     listens, endpoints changing status, copies failing); `access_log` adds a line per call."""
     try:
@@ -45,13 +51,19 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
     lock = None
     try:  # one gateway per state folder; a damaged state is refused, never replaced (`pier state` mends it)
         lock = GatewayLock.take(folder)
-        app = create_gateway(folder, security=security)
+        chosen = open_backend(backend, folder, ray)
+        app = create_gateway(folder, security=security, backend=chosen)
     except PierError as error:
         if lock is not None:
             lock.release()
         log.error("%s", error.message)
         return STATE_UNUSABLE
-    log.info("pier gateway on http://%s:%d (state in %s)", host, port, folder)
+    except (ValueError, RuntimeError) as error:  # an unknown backend, a bad Ray config, no Ray, no cluster
+        if lock is not None:
+            lock.release()
+        log.error("%s", error)
+        return 2
+    log.info("pier gateway on http://%s:%d (state in %s, copies on the %s backend)", host, port, folder, backend)
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5,
                             access_log=access_log)
     try:
@@ -59,6 +71,34 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
     finally:
         lock.release()
     return 0
+
+
+# ---- --backend ray ---------------------------------------------------------------------------------------------
+
+
+BACKENDS = ("local", "ray")
+
+
+def open_backend(name: str, state_dir: Path, ray: RayConfig | None = None) -> Backend | None:
+    """The backend called `name` (None: the gateway's default, local). The ray backend joins its cluster here,
+    before the gateway serves, and takes over the copies an earlier gateway left running."""
+    if name == "local":
+        return None
+    if name == "ray":
+        from pier.backends.ray import RayBackend, RayConfig
+
+        backend = RayBackend(state_dir, ray or RayConfig())
+        backend.connect()
+        return backend
+    raise ValueError(f"Unknown backend {name!r}: use one of {', '.join(BACKENDS)}.")
+
+
+def ray_config(config: Path | None = None, address: str | None = None, namespace: str | None = None,
+               cpus_per_vcpu: float | None = None) -> RayConfig:
+    """The `--ray-config` file's settings with the `--ray-*` options on top."""
+    from pier.backends.ray.config import RayConfig
+
+    return RayConfig.load(config, address=address, namespace=namespace, cpus_per_vcpu=cpus_per_vcpu)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,7 +121,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--insecure", action="store_true",
                         help="listen beyond loopback even without keys (no authentication)")
     parser.add_argument("--access-log", action="store_true", help="log a line for every HTTP call")
+    parser.add_argument("--backend", choices=BACKENDS, default="local", help="where copies run (default local)")
+    parser.add_argument("--ray-address", default=None, help="auto, host:6379 or ray://host:10001 (default: a Ray "
+                        "of the gateway's own)")
+    parser.add_argument("--ray-config", type=Path, default=None, help="YAML: see pier.backends.ray.config")
+    parser.add_argument("--ray-namespace", default=None)
+    parser.add_argument("--ray-cpus-per-vcpu", type=float, default=None)
     args = parser.parse_args(argv)
+    ray = None
+    if args.backend == "ray":
+        try:
+            ray = ray_config(args.ray_config, args.ray_address, args.ray_namespace, args.ray_cpus_per_vcpu)
+        except ValueError as error:
+            parser.error(str(error))
     return run_gateway(args.port, args.state_dir, host=args.host, log_level=args.log_level,
                        allowed_hosts=tuple(args.allow_host), insecure=args.insecure, access_log=args.access_log,
-                       grace_period_s=args.grace_period)
+                       grace_period_s=args.grace_period, backend=args.backend, ray=ray)

@@ -51,6 +51,7 @@ class Identity:
     node_id: str
     address: str
     log_start: int  # the size of the copy's log on the node when this actor began (earlier actors' lines before)
+    pid: int  # the actor's process on its node
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,8 @@ class CopyActor:
                    f"instance group {setup.group}")
 
     def identity(self) -> Identity:
-        return Identity(self.spec, self.secret, self.setup.group, self.node_id, self.address, self.log_start)
+        return Identity(self.spec, self.secret, self.setup.group, self.node_id, self.address, self.log_start,
+                        os.getpid())
 
     # ---- the model
 

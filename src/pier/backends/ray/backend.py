@@ -213,6 +213,11 @@ class RayBackend:
                 copy.task = asyncio.create_task(self._keep(copy), name=f"ray-copy-{copy.spec.copy_id}")
         self._unkept.clear()
 
+    async def resume(self) -> None:
+        """Keep the copies taken over at connect() from now on (the first statuses() on the event loop, or any
+        start() or stop(), does it too)."""
+        await self._ensure_connected()
+
     async def _ensure_connected(self) -> None:
         if not self._connected:
             await asyncio.to_thread(self.connect)
