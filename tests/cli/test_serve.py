@@ -35,3 +35,12 @@ def test_invoke_needs_exactly_one_body() -> None:
     result = CliRunner().invoke(app, ["invoke", "demo", "--url", "http://127.0.0.1:9"])
     assert result.exit_code == 2  # refused before any connection is tried
     assert "--prompt" in result.output
+
+
+def test_up_refuses_an_unknown_backend_and_a_bad_ray_config(tmp_path) -> None:
+    result = CliRunner().invoke(app, ["up", "--backend", "nope"])
+    assert result.exit_code == 2 and "use one of local, ray" in result.output
+    config = tmp_path / "ray.yaml"
+    config.write_text("cpus_per_vcpu: lots\n")
+    result = CliRunner().invoke(app, ["up", "--backend", "ray", "--ray-config", str(config)])
+    assert result.exit_code == 2 and "cpus_per_vcpu" in result.output  # refused before Ray is touched
