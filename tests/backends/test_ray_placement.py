@@ -29,6 +29,8 @@ def spec(instance: Instance | None, copy_id: str = "c-0", **fields: object) -> C
 @pytest.mark.parametrize(("name", "instance", "config", "bundle"), [
     ("a real instance: its vCPUs and memory", C7G_XL, RayConfig(), {"CPU": 4, "memory": 8192 * MIB}),
     ("accelerators are GPUs", G5_12XL, RayConfig(memory=False), {"CPU": 48, "GPU": 4}),
+    ("the gateway's host as one instance: its cores only (no node gives Ray all its memory)",
+     Instance("e/v", 0, "local", 2, 24000, 0, (0, 1)), RayConfig(), {"CPU": 2}),
     ("scaled for small test nodes", C7G_XL, RayConfig(cpus_per_vcpu=0.25, memory=False), {"CPU": 1}),
     ("a custom resource on every bundle", C7G_XL, RayConfig(cpus_per_vcpu=0, memory=False,
                                                             resources={"pier_instance": 1}), {"pier_instance": 1}),

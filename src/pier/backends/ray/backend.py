@@ -20,10 +20,11 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pier.backends.base import CopySpec, CopyState, CopyStatus
 from pier.backends.logfile import note, rotate, tail
@@ -43,9 +44,13 @@ from pier.backends.ray.placement import (
 from pier.backends.supervisor import SupervisionSettings
 
 log = logging.getLogger("pier.backends.ray")
+T = TypeVar("T")
 
 MIB = 2**20
-PLACING_S = 2.0  # how long an instance may take to be placed before the copy says which capacity is missing
+TAKE_OVER_S = 30.0  # how long a new gateway waits for the actors it finds to say who they are
+PLACING_S = 2.0
+CALL_S = 15.0  # a call into the cluster's control store that takes longer is given up (the cluster is in trouble)
+SHUTDOWN_S = 15.0  # how long an instance may take to be placed before the copy says which capacity is missing
 
 
 class RayUnavailable(RuntimeError):
@@ -162,7 +167,7 @@ class RayBackend:
         try:
             if self.config.own_cluster:
                 log.info("starting a Ray of pier's own on this host (pier up --ray-address joins an existing one)")
-                ray.init(include_dashboard=False, **options)
+                ray.init(address="local", include_dashboard=False, **options)
             else:
                 log.info("joining the Ray cluster at %s (namespace %s)", self.config.address, self.config.namespace)
                 ray.init(address=self.config.address, **options)
@@ -175,19 +180,27 @@ class RayBackend:
     def _take_over(self) -> None:
         """Adopt every copy actor in the namespace; remove instances none of them uses."""
         import ray
-        from ray.exceptions import GetTimeoutError, RayActorError
+        from ray.exceptions import GetTimeoutError
 
+        handles: dict[str, Any] = {}
         for name in sorted(ray.util.list_named_actors()):
-            if not name.startswith(ACTOR_PREFIX):
-                continue
+            if name.startswith(ACTOR_PREFIX):
+                with contextlib.suppress(ValueError):  # gone since it was listed
+                    handles[name] = ray.get_actor(name)
+        asked = {name: handle.identity.remote() for name, handle in handles.items()}
+        if asked:
+            ray.wait(list(asked.values()), num_returns=len(asked), timeout=TAKE_OVER_S)
+        for name, ref in asked.items():
             try:
-                handle = ray.get_actor(name)
-                answer: Any = ray.get(handle.identity.remote(), timeout=30)
+                answer: Any = ray.get(ref, timeout=0)
                 identity: Identity = answer
-            except (RayActorError, GetTimeoutError, ValueError) as error:
-                log.warning("actor %s left by an earlier gateway does not answer (%s); removing it", name, error)
-                _kill(ray.get_actor(name) if _exists(name) else None)
+            except Exception as error:  # dead, still being created, or of a pier this one cannot read
+                why = "no answer in time" if isinstance(error, GetTimeoutError) else type(error).__name__
+                log.warning("copy actor %s left by an earlier gateway cannot be taken over (%s); removing it; the "
+                            "reconciler starts its copy again if it is still wanted", name, why)
+                _kill(handles[name])
                 continue
+            handle = handles[name]
             spec = identity.spec
             copy = RemoteCopy(spec, identity.secret, LogMirror(self._folder(spec.copy_id)), actor=handle,
                               group=identity.group, node_id=identity.node_id, adopted=True,
@@ -220,7 +233,7 @@ class RayBackend:
 
     async def _ensure_connected(self) -> None:
         if not self._connected:
-            await asyncio.to_thread(self.connect)
+            await _blocking(self.connect)
         self._keep_adopted()
 
     # ---- the Backend protocol
@@ -254,9 +267,14 @@ class RayBackend:
                 copy.mirror.append(rest, copy.mirror.offset + len(rest))
             except Exception as error:  # its node is gone, or it does not answer: it is killed all the same
                 copy.mirror.note(f"its actor could not drain the copy ({type(error).__name__})")
-            await asyncio.to_thread(_kill, actor)
-        if copy.group is not None:
-            await asyncio.to_thread(self._groups.release, copy_id, copy.group)
+        try:
+            if actor is not None:
+                await _blocking(partial(_kill, actor), CALL_S)
+            if copy.group is not None:
+                await _blocking(partial(self._groups.release, copy_id, copy.group), CALL_S)
+        except TimeoutError:  # the cluster does not answer (it may be going down with the gateway)
+            log.warning("copy %s: the Ray cluster did not answer within %.0f s; its actor and instance may be left "
+                        "for the next gateway to sweep", copy_id, CALL_S)
         copy.set(CopyState.STOPPED, "stopped")
         copy.mirror.note("stopped by pier")
 
@@ -286,7 +304,8 @@ class RayBackend:
         if self._initialized_here:
             import ray
 
-            await asyncio.to_thread(ray.shutdown)
+            with contextlib.suppress(TimeoutError):
+                await _blocking(ray.shutdown, SHUTDOWN_S)
             self._initialized_here = False
         self._connected = False
 
@@ -335,12 +354,12 @@ class RayBackend:
         wanted = reservation(spec, self.config)
         copy.group, copy.was_ready = wanted.group, False
         copy.set(CopyState.STARTING, f"reserving its instance ({wanted.describe()})")
-        handle = await asyncio.to_thread(self._groups.acquire, spec.copy_id, wanted, instance.variant)
+        handle = await _blocking(partial(self._groups.acquire, spec.copy_id, wanted, instance.variant), CALL_S)
         node = await self._until_placed(copy, handle, wanted)
-        slot = node_slot(wanted.group, node, await asyncio.to_thread(self._groups.placed))
+        slot = node_slot(wanted.group, node, await _blocking(self._groups.placed, CALL_S))
         setup = ActorSetup(self.config.node_dir, self.settings, wanted.group, slot, self.config.model_transfer)
         copy.set(CopyState.STARTING, f"starting its Ray actor on node {node}")
-        copy.actor = await asyncio.to_thread(self._new_actor, copy, setup, handle, wanted.bundle)
+        copy.actor = await _blocking(partial(self._new_actor, copy, setup, handle, wanted.bundle), CALL_S)
         identity: Identity = await self._call(copy.actor.identity.remote(), self.settings.startup_timeout_s)
         copy.node_id = identity.node_id
         copy.mirror.append(b"", identity.log_start)  # the node's log from here on: the actor's first line
@@ -354,15 +373,15 @@ class RayBackend:
         missing (FAILED after `capacity_wait_s`, which is how the endpoint learns it; it keeps waiting)."""
         since = time.monotonic()
         while True:
-            node = await asyncio.to_thread(self._groups.node_of, handle)
+            node = await _blocking(partial(self._groups.node_of, handle), CALL_S)
             if node is not None:
                 return node
-            if await asyncio.to_thread(self._groups.state, handle) == "REMOVED":
+            if await _blocking(partial(self._groups.state, handle), CALL_S) == "REMOVED":
                 raise _Gone(f"its instance {wanted.group} was removed from the cluster")
             if time.monotonic() - since < PLACING_S:  # Ray usually places a group within milliseconds
                 await asyncio.sleep(0.1)
                 continue
-            why = missing_capacity(wanted, await asyncio.to_thread(live_nodes), instance_of(copy.spec))
+            why = missing_capacity(wanted, await _blocking(live_nodes, CALL_S), instance_of(copy.spec))
             late = time.monotonic() - since >= self.config.capacity_wait_s
             if (copy.state, copy.message) != (CopyState.FAILED if late else CopyState.STARTING, why):
                 copy.mirror.note(why)
@@ -436,7 +455,7 @@ class RayBackend:
         copy.url = copy.pid = None
         copy.ready_since = None
         if actor is not None:
-            await asyncio.to_thread(_kill, actor)
+            await _blocking(partial(_kill, actor), CALL_S)
 
     @staticmethod
     async def _call(ref: Any, timeout_s: float) -> Any:
@@ -510,6 +529,30 @@ def _death(error: BaseException) -> str:
         return "its instance's placement group was removed"
     first = next((line.strip() for line in text.splitlines() if line.strip()), type(error).__name__)
     return f"its Ray actor failed ({first[:200]})"
+
+
+async def _blocking(work: Callable[[], T], timeout_s: float | None = None) -> T:
+    """A blocking call into Ray on a daemon thread of its own: a call into a cluster that is going away may never
+    return, and must neither hold up the event loop nor keep the gateway from exiting."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(outcome: Callable[[], None]) -> None:
+        if not future.done():
+            outcome()
+
+    def run() -> None:
+        try:
+            result = work()
+        except BaseException as error:
+            done = partial(future.set_exception, error)
+        else:
+            done = partial(future.set_result, result)
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(settle, done)
+
+    threading.Thread(target=run, name="pier-ray-call", daemon=True).start()
+    return await (asyncio.wait_for(future, timeout_s) if timeout_s is not None else future)
 
 
 async def _cancel(task: asyncio.Task[None] | None) -> None:

@@ -1,7 +1,7 @@
 """How pier uses a Ray cluster: where it is, how an instance type becomes a placement group bundle, where copies
 keep their files on each node. Read from `pier up --ray-config FILE` (YAML) and the `--ray-*` options.
 
-    address: auto                 # none: start a Ray of pier's own on this host; auto; ray://head:10001; head:6379
+    address: auto                 # none or local: a Ray of pier's own on this host; auto; ray://head:10001; head:6379
     namespace: pier               # pier's actors and placement groups live here (one gateway per namespace)
     cpus_per_vcpu: 1.0            # Ray CPUs an instance reserves per vCPU of its type
     memory: true                  # reserve the instance type's memory too
@@ -86,8 +86,8 @@ class RayConfig(BaseModel):
 
     @property
     def own_cluster(self) -> bool:
-        """No address: pier starts a Ray of its own on this host, which ends with the gateway."""
-        return self.address is None
+        """No address (or `local`): pier starts a Ray of its own on this host, which ends with the gateway."""
+        return self.address in (None, "local")
 
     def keeps_copies(self, started_ray: bool) -> bool:
         """Whether copies keep running when the gateway exits, for the next gateway to take over: by default,

@@ -15,6 +15,7 @@ from pier.backends.base import CopySpec, Instance
 from pier.backends.ray.config import RayConfig
 
 MIB = 2**20
+LOCAL = "local"  # the instance type that is the gateway's host (pier.control.instance_types.LOCAL)
 GROUP_PREFIX = "pier-instance-"
 ACTOR_PREFIX = "pier-copy-"
 
@@ -68,11 +69,13 @@ def reservation(spec: CopySpec, config: RayConfig) -> Reservation:
 
 
 def _sized(instance: Instance, config: RayConfig) -> dict[str, float]:
-    """The default: a real instance of the type (its vCPUs, memory and accelerators), scaled by the config."""
+    """The default: a real instance of the type (its vCPUs, memory and accelerators), scaled by the config. The
+    type `local` (the gateway's host as one instance) reserves its cores only: no node offers Ray all of its
+    memory, so a host's whole memory would never fit one."""
     bundle: dict[str, float] = {}
     if instance.vcpus and config.cpus_per_vcpu:
         bundle["CPU"] = instance.vcpus * config.cpus_per_vcpu
-    if config.memory and instance.memory_mb:
+    if config.memory and instance.memory_mb and instance.type != LOCAL:
         bundle["memory"] = float(instance.memory_mb * MIB)
     if instance.accelerators and config.gpus_per_accelerator:
         bundle["GPU"] = instance.accelerators * config.gpus_per_accelerator
