@@ -152,3 +152,13 @@ def test_a_bad_config_names_the_key(tmp_path: Path, text: str, words: str) -> No
     with pytest.raises(ConfigError) as raised:
         RayConfig.load(path)
     assert words in str(raised.value)
+
+
+def test_copy_ids_on_ray_do_not_depend_on_the_gateways_cores(tmp_path: Path) -> None:
+    from pier.backends.ray import RayBackend
+    from pier.gateway.app import create_gateway
+
+    backend = RayBackend(tmp_path / "state")  # not connected: nothing here touches Ray
+    app = create_gateway(tmp_path / "state", backend=backend)
+    assert app.state.gateway.reconciler.host == tuple(range(256))
+    app.state.gateway.state.close()

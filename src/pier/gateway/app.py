@@ -89,7 +89,8 @@ def _lifespan(gateway: Gateway, backups: Backups) -> Callable[[FastAPI], Any]:
 def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStore | None) -> Gateway:
     state = State.open(state_dir)
     fetches = Fetches(store or ModelStore(state_dir / "models"))
-    reconciler = Reconciler(state, backend, fetches, tick_s=tick_s)
+    # A backend whose copies do not run on this host (ray) says which cores copies are numbered against.
+    reconciler = Reconciler(state, backend, fetches, tick_s=tick_s, host=getattr(backend, "host_cores", None))
     control = ControlPlane(state, copies=reconciler.copies, wake=lambda: reconciler.wake(retry_fetches=True))
     targets = Targets(state, reconciler.copies)
     return Gateway(state, backend, reconciler, control, targets,

@@ -127,6 +127,9 @@ class RemoteCopy:
 
 class RayBackend:
     name = "ray"
+    # Copies run on nodes, not on the gateway's host: their vCPU numbers (and so their ids) must not depend on the
+    # gateway's cores, or a gateway that restarts on another machine would replace every copy it could adopt.
+    host_cores: tuple[int, ...] = tuple(range(256))
 
     def __init__(self, state_dir: Path, config: RayConfig | None = None, settings: SupervisionSettings | None = None,
                  *, report_s: float = 0.5) -> None:
