@@ -132,6 +132,8 @@ def test_instances_spread_over_nodes_and_copies_pack_into_them(running: Running,
                        Path(f"/proc/{status.pid}/environ").read_text().split("\0") if "=" in line)
         assert environ["PIER_COPY_SECRET"] == status.secret and len(status.secret or "") > 30
         assert "OMP_NUM_THREADS" not in environ  # Ray's 1 for its workers is not the model server's
+        nice = int(Path(f"/proc/{status.pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+        assert nice == 0  # Ray's workers run at nice 15; a model server serves users at normal priority
         argv = Path(f"/proc/{status.pid}/cmdline").read_text().split("\0")
         assert argv[argv.index("--host") + 1] == status.url.split("//")[1].split(":")[0]
     assert len({running.status(c.copy_id).secret for c in classic + packed}) == 5  # a secret per copy
@@ -243,15 +245,22 @@ def test_a_node_that_cannot_see_the_model_gets_a_copy_of_it(running: Running, mo
 
 
 def test_missing_capacity_is_reported_until_a_node_brings_it(cluster: Any, tmp_path: Path, model_dir: Path) -> None:
+    """An instance type mapped to a custom resource and a node label: it waits, says what is missing, and starts
+    when a node that has both joins (what a Ray autoscaler does for a pending placement group)."""
     big = ("ml.c7g.2xlarge", 8, 16384)
-    mapped = {"ml.c7g.2xlarge": TypeMapping(resources={"big_node": 1})}
+    mapped = {"ml.c7g.2xlarge": TypeMapping(resources={"big_node": 1}, labels={"pier-pool": "big"})}
     with backend_on(tmp_path / "state", instance_types=mapped) as running:
         running.start(spec("big", model_dir, instance("big2/AllTraffic", 0, itype=big), "big2/AllTraffic"))
         running.wait_for(lambda: running.status("big").state is CopyState.FAILED, 30, "the copy to give up waiting")
         message = running.status("big").message
-        assert "Waiting for capacity: instance 0 of big2/AllTraffic (ml.c7g.2xlarge) needs 1 big_node" in message
+        assert ("Waiting for capacity: instance 0 of big2/AllTraffic (ml.c7g.2xlarge) needs 1 big_node on a node "
+                "labelled {'pier-pool': 'big'}") in message
         assert "more than any of the cluster's 3 live node(s) has" in message
-        added = cluster.add_node(**node_args(num_cpus=1, resources={"big_node": 1}))  # what an autoscaler does
+        decoy = cluster.add_node(**node_args(num_cpus=1, resources={"big_node": 1}))  # the resource, not the label
+        time.sleep(3)
+        assert running.status("big").state is CopyState.FAILED
+        cluster.remove_node(decoy)
+        added = cluster.add_node(**node_args(num_cpus=1, resources={"big_node": 1}, labels={"pier-pool": "big"}))
         try:
             running.wait_ready("big")
             assert running.backend.node_of("big") == added.node_id

@@ -135,6 +135,7 @@ class CopyActor:
             cores=node_cores(self.setup.slot, instance_of(self.spec), cores),
             environment={**self.spec.environment, COPY_SECRET_ENV: self.secret})
         settings = dataclasses.replace(self.setup.settings, python=sys.executable)
+        self._normal_priority()
         self._client = httpx.AsyncClient(trust_env=False)
         self.supervisor = CopySupervisor(spec, self.folder, settings, self._client)
         self.supervisor.start()
@@ -155,6 +156,22 @@ class CopyActor:
         if self._client is not None:
             await self._client.aclose()
         return self._read_log(log_offset)[0]
+
+    def _normal_priority(self) -> None:
+        """Ray starts its workers at a low priority (nice 15, its worker_niceness), which the model server would
+        inherit: on a busy node it would get less CPU than the same copy on the local backend. It serves users, so
+        it runs at the node's normal priority."""
+        try:
+            niceness = os.getpriority(os.PRIO_PROCESS, 0)
+        except OSError:
+            return
+        if niceness <= 0:
+            return
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, 0)
+        except OSError as error:
+            self._note(f"the model server runs at nice {niceness} like Ray's workers: this node may not raise it "
+                       f"({error}). Start the node's Ray with RAY_worker_niceness=0, or give it CAP_SYS_NICE.")
 
     # ---- its log
 
