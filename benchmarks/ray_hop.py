@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 
 from common import bench_model, log, raise_on_sigterm
-from measure import Arm, Measurer, Shape
+from measure import Arm, Measurer, Runs, Shape
 from peers import ENDPOINT, Catalog, Fleet, Server, completions, deploy_endpoint, running
-from report import TOKS, Check, Section, paired, ratio, render_report
+from report import TOKS, Check, Section, paired, ranged, ratio, render_report
 
 RAY_CONFIG = """\
 cpus_per_vcpu: 0
@@ -61,6 +61,60 @@ def copy_node(cluster: object) -> str:
     return f"the ray copy runs on {where} ({identity.node_id[:12]}), at {identity.address}"
 
 
+CpuRuns = dict[tuple[str, int, str], list[float]]  # (arm, concurrency, process) -> CPU ms per 1000 output tokens
+
+
+def cpu_ms(pid: int) -> float:
+    """CPU time (user + system) the process has used so far, in ms; its children are not counted."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def interleaved(measurer: Measurer, arms: list[Arm], processes: dict[str, dict[str, int]], shape: Shape,
+                levels: list[int]) -> tuple[Runs, CpuRuns]:
+    """As Measurer.interleaved (a warm-up per arm, then repeat 1 of every arm, repeat 2, ...), and the CPU each
+    process of the arm (gateway, copy, the copy's actor) spent per 1000 output tokens: CPU time barely depends on
+    how busy the machine is, so it shows the hop's cost where throughput drowns in the machine's noise."""
+    for arm in arms:
+        measurer.once(arm, shape, min(4, max(levels)), 4, seed=10_000)
+    runs: Runs = {}
+    cpu: CpuRuns = {}
+    for c in levels:
+        for repeat in range(measurer.repeats):
+            for arm in arms:
+                before = {name: cpu_ms(pid) for name, pid in processes[arm.label].items()}
+                metrics = measurer.once(arm, shape, c, max(measurer.requests, 2 * c), seed=repeat)
+                tokens = max(1, metrics.total_output_tokens)
+                for name, pid in processes[arm.label].items():
+                    cpu.setdefault((arm.label, c, name), []).append((cpu_ms(pid) - before[name]) * 1000 / tokens)
+                runs.setdefault((arm.label, c), []).append(metrics)
+                log(f"c={c} #{repeat + 1} {arm.label}: {metrics.output_throughput:.1f} tok/s, "
+                    f"{metrics.completed}/{metrics.started} ok")
+    return runs, cpu
+
+
+def cpu_table(cpu: CpuRuns, arms: list[Arm], levels: list[int]) -> list[str]:
+    names = ("gateway", "copy", "copy's actor")
+    lines = ["## CPU per 1000 output tokens", "",
+             "CPU time (user + system) each process spent during a run, per 1000 output tokens: median (min–max) "
+             "over repeats, in ms. The copy's actor (ray only) keeps its model server alive and reports to the "
+             "gateway; the gateway relays the stream.", "",
+             "| c | server | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+    for c in levels:
+        for arm in arms:
+            cells = [ranged(cpu[(arm.label, c, n)]) if (arm.label, c, n) in cpu else "–" for n in names]
+            lines.append(f"| {c} | {arm.label} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
+def actor_pid() -> int:
+    import ray
+
+    actors = [n for n in ray.util.list_named_actors() if n.startswith("pier-copy-")]
+    pid: int = ray.get(ray.get_actor(actors[0]).identity.remote(), timeout=30).pid
+    return pid
+
+
 def run(args: argparse.Namespace) -> None:
     started = time.monotonic()
     model = Path(args.model) if args.model else bench_model()
@@ -84,15 +138,19 @@ def run(args: argparse.Namespace) -> None:
                                           str(config)), plain.port, plain.ready_path)
             with running(fleet, [local, on_ray]):
                 commands = [local.shown(), on_ray.shown()]
+                processes: dict[str, dict[str, int]] = {}
                 for gateway in (local, on_ray):
                     url, command = deploy_endpoint(gateway, model, fleet)
                     log(f"{gateway.label}: endpoint {ENDPOINT} in service, its copy at {url}")
                     commands.append(f"# {gateway.label}: the copy runs\n{command}")
+                    processes[gateway.label] = {"gateway": fleet.processes[gateway.label].pid,
+                                                "copy": fleet.extra_pids[-1]}
+                processes[on_ray.label]["copy's actor"] = actor_pid()
                 where = copy_node(cluster)
                 log(where)
                 arms = [Arm(local.label, completions(local), model=ENDPOINT),
                         Arm(on_ray.label, completions(on_ray), model=ENDPOINT)]
-                runs = measurer.interleaved(arms, shape, args.levels)
+                runs, cpu = interleaved(measurer, arms, processes, shape, args.levels)
             checks = []
             for c in args.levels:
                 toks = ratio(runs, on_ray.label, local.label, c, TOKS)
@@ -114,6 +172,7 @@ def run(args: argparse.Namespace) -> None:
         cluster.shutdown()  # type: ignore[attr-defined]
     text = render_report(args, model, sections, measurer.problems, time.monotonic() - started, True)
     text = text.replace("# pier vs llama-server and llama-cpp-python's server", "# pier on Ray: the extra hop", 1)
+    text += "\n" + "\n".join(cpu_table(cpu, arms, args.levels))
     print(text)
     if args.out:
         Path(args.out).write_text(text + "\n")

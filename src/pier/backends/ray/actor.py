@@ -28,6 +28,8 @@ log = logging.getLogger("pier.backends.ray")
 
 COPY_SECRET_ENV = "PIER_COPY_SECRET"  # the name pier.security reads (the copy answers only the gateway)
 MAX_LOG_CHUNK = 1024 * 1024
+CHECK_S = 0.1  # how often a long poll looks at the copy
+LOG_BATCH_S = 1.0  # new log lines wait this long for more before they go to the gateway
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,13 @@ class Identity:
     address: str
     log_start: int  # the size of the copy's log on the node when this actor began (earlier actors' lines before)
     pid: int  # the actor's process on its node
+
+
+Seen = tuple[str, str | None, int, str, int | None]  # what of a status the gateway acts on
+
+
+def seen(status: CopyStatus) -> Seen:
+    return (status.state.value, status.url, status.restarts, status.message, status.pid)
 
 
 @dataclass(frozen=True)
@@ -140,14 +149,28 @@ class CopyActor:
         self.supervisor = CopySupervisor(spec, self.folder, settings, self._client)
         self.supervisor.start()
 
-    def report(self, log_offset: int) -> Report:
+    async def report(self, log_offset: int, known: Seen | None = None, wait_s: float = 0.0) -> Report:
+        """The copy's status and its log from `log_offset`, as soon as the status differs from `known` (what the
+        gateway last saw), new log lines have waited `LOG_BATCH_S`, or `wait_s` has passed: a long poll, so the
+        gateway hears of a change at once and of nothing, cheaply, while nothing happens. A dead actor fails the
+        call at once."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        deadline, lines_due = now + wait_s, now + LOG_BATCH_S
+        while True:
+            status = self._status()
+            now = loop.time()
+            if known is None or seen(status) != known or now >= deadline or (
+                    now >= lines_due and self._log_size() != log_offset):
+                data, offset = self._read_log(log_offset)
+                return Report(status, data, offset)
+            await asyncio.sleep(CHECK_S)
+
+    def _status(self) -> CopyStatus:
         if self.supervisor is not None:
-            status = dataclasses.replace(self.supervisor.status(), secret=self.secret)
-        else:
-            status = CopyStatus(self.spec.copy_id, self.spec.component, CopyState.STARTING, message=self.phase,
-                                secret=self.secret)
-        data, offset = self._read_log(log_offset)
-        return Report(status, data, offset)
+            return dataclasses.replace(self.supervisor.status(), secret=self.secret)
+        return CopyStatus(self.spec.copy_id, self.spec.component, CopyState.STARTING, message=self.phase,
+                          secret=self.secret)
 
     async def stop(self, log_offset: int) -> bytes:
         """Drain and stop the model server (SIGTERM, SIGKILL after the grace period); the log's last lines."""
@@ -174,6 +197,12 @@ class CopyActor:
                        f"({error}). Start the node's Ray with RAY_worker_niceness=0, or give it CAP_SYS_NICE.")
 
     # ---- its log
+
+    def _log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
 
     def _read_log(self, offset: int) -> tuple[bytes, int]:
         try:

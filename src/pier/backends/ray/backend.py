@@ -2,8 +2,10 @@
 placement group of its instance (`groups.py`), running the same model-server process as the local backend.
 
 The gateway keeps each copy alive from here: it reserves the instance, starts the actor, sends the model when the
-node cannot see it, then asks the actor for its status and its new log lines every half second (the log is
-mirrored under `<state_dir>/copies/<copy_id>/copy.log`, so it outlives the copy's node). An actor that dies (its
+node cannot see it, then keeps one long-poll call open to the actor, which answers when the copy's status changes,
+when new log lines have gathered for a second, or after five quiet seconds (the log is mirrored under
+`<state_dir>/copies/<copy_id>/copy.log`, so it outlives the copy's node); an actor that dies fails that call at
+once. An actor that dies (its
 process, or its whole node) is replaced in the same instance, which Ray has placed again on a node with room; the
 copy reports RESTARTING meanwhile, as a local copy does, and FAILED with the missing capacity when no node has room.
 
@@ -28,7 +30,7 @@ from typing import Any, TypeVar
 
 from pier.backends.base import CopySpec, CopyState, CopyStatus
 from pier.backends.logfile import note, rotate, tail
-from pier.backends.ray.actor import ActorSetup, CopyActor, Identity, Report
+from pier.backends.ray.actor import ActorSetup, CopyActor, Identity, Report, seen
 from pier.backends.ray.config import RayConfig
 from pier.backends.ray.groups import Groups, live_nodes
 from pier.backends.ray.models import Manifest, chunks, manifest_of
@@ -132,11 +134,12 @@ class RayBackend:
     host_cores: tuple[int, ...] = tuple(range(256))
 
     def __init__(self, state_dir: Path, config: RayConfig | None = None, settings: SupervisionSettings | None = None,
-                 *, report_s: float = 0.5) -> None:
+                 *, report_s: float = 0.5, long_poll_s: float = 5.0) -> None:
         self.state_dir = Path(state_dir)
         self.config = config or RayConfig()
         self.settings = settings or SupervisionSettings()
-        self.report_s = report_s  # how often each actor is asked for its status and log
+        self.report_s = report_s  # how soon an actor that did not answer is asked again
+        self.long_poll_s = long_poll_s  # how long an actor holds a report back while nothing changes
         self._copies: dict[str, RemoteCopy] = {}
         self._groups = Groups()
         self._connected = False
@@ -435,22 +438,26 @@ class RayBackend:
         unreachable) takes no traffic until it answers again."""
         from ray.exceptions import ActorUnavailableError, RayActorError
 
-        misses = 0
+        misses, known = 0, None
         while True:
             try:
-                report: Report = await self._call(copy.actor.report.remote(copy.mirror.offset),
-                                                  self.settings.ping_timeout_s)
-            except (ActorUnavailableError, TimeoutError):
+                ref = copy.actor.report.remote(copy.mirror.offset, known, self.long_poll_s)
+                report: Report = await self._call(ref, self.long_poll_s + self.settings.ping_timeout_s)
+            except TimeoutError:  # silent past its long poll: its node may be cut off
+                misses = max(misses + 1, self.settings.unhealthy_after)
+            except ActorUnavailableError:  # refused at once: its node may be going down
                 misses += 1
-                if misses >= self.settings.unhealthy_after and copy.state is CopyState.READY:
-                    copy.set(CopyState.STARTING, f"its Ray actor on node {copy.node_id} does not answer ({misses} "
-                                                 "checks in a row); no traffic until it does")
-                    log.warning("copy %s: %s", copy.spec.copy_id, copy.message)
             except RayActorError as error:
                 return _death(error)
             else:
-                misses = 0
+                misses, known = 0, seen(report.status)
                 copy.take(report)
+                continue
+            if misses >= self.settings.unhealthy_after and copy.state is CopyState.READY:
+                copy.set(CopyState.STARTING, f"its Ray actor on node {copy.node_id} does not answer; no traffic "
+                                             "until it does")
+                log.warning("copy %s: %s", copy.spec.copy_id, copy.message)
+            known = None  # the next answer comes at once
             await asyncio.sleep(self.report_s)
 
     async def _discard(self, copy: RemoteCopy) -> None:
