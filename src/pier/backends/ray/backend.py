@@ -286,7 +286,7 @@ class RayBackend:
 
     def statuses(self) -> list[CopyStatus]:
         self._keep_adopted()
-        return [copy.status() for copy in self._copies.values()]
+        return [copy.status() for copy in list(self._copies.values())]  # connect() may add to it on a thread
 
     def logs(self, copy_id: str, lines: int = 200) -> str:
         """The end of the copy's log as mirrored on the gateway, across its restarts and nodes."""
