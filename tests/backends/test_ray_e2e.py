@@ -102,8 +102,12 @@ def running(cluster: Any, tmp_path: Path) -> Iterator[Running]:
     assert copy_actors() == [] and instance_groups() == [], "copies or instances left behind"
 
 
-def generate(url: str) -> httpx.Response:
-    return httpx.post(url + "/generate", json={"inputs": "the cat", "parameters": {"max_new_tokens": 2}}, timeout=30)
+def generate(copy: CopyStatus, secret: str | None = None) -> httpx.Response:
+    """A request straight to the copy, with the secret the gateway would send (or `secret`)."""
+    assert copy.url, copy
+    headers = {"X-Pier-Copy-Secret": copy.secret if secret is None else secret}
+    return httpx.post(copy.url + "/generate", json={"inputs": "the cat", "parameters": {"max_new_tokens": 2}},
+                      headers=headers, timeout=30)
 
 
 def actor_identity(copy_id: str) -> Any:
@@ -127,7 +131,8 @@ def test_instances_spread_over_nodes_and_copies_pack_into_them(running: Running,
     for copy in classic + packed:
         status = running.status(copy.copy_id)
         assert status.url and status.pid and status.message == "" and status.restarts == 0
-        assert generate(status.url).status_code == 200
+        assert generate(status).status_code == 200
+        assert generate(status, secret="guess").status_code == 403  # it answers only its gateway
         environ = dict(line.split("=", 1) for line in
                        Path(f"/proc/{status.pid}/environ").read_text().split("\0") if "=" in line)
         assert environ["PIER_COPY_SECRET"] == status.secret and len(status.secret or "") > 30
@@ -162,12 +167,12 @@ def test_a_copy_whose_actor_dies_comes_back_in_its_instance(running: Running, mo
     assert running.status("solo").url is None  # no traffic to a copy whose actor is gone
     served = 0
     while running.status("solo").state is not CopyState.READY:
-        assert other.url and generate(other.url).status_code == 200
+        assert generate(other).status_code == 200
         served += 1
         assert served < 500, f"solo did not come back: {running.status('solo')}"
     after = running.status("solo")
     assert served > 0 and after.restarts == 1 and after.pid != before.pid and after.url
-    assert generate(after.url).status_code == 200
+    assert generate(after).status_code == 200
     assert instance_groups() == group  # the same instance, not a new one
     assert running.status("other").pid == other.pid
     assert "its Ray actor's process died; starting it again" in running.backend.logs("solo")
@@ -188,14 +193,12 @@ def test_a_dead_node_takes_its_copies_elsewhere_while_the_others_serve(cluster: 
         running.wait_for(lambda: running.status(victim).state is not CopyState.READY, 30, "the node's death")
         served = 0
         while running.status(victim).state is not CopyState.READY:
-            url = running.status(survivor).url
-            assert url and generate(url).status_code == 200
+            assert generate(running.status(survivor)).status_code == 200
             served += 1
             assert served < 2000, f"{victim} did not come back: {running.status(victim)}"
         moved = running.backend.node_of(victim)
         assert served > 0 and moved not in (None, lost) and moved in node_ids()
-        victim_url = running.status(victim).url
-        assert victim_url and generate(victim_url).status_code == 200
+        assert generate(running.status(victim)).status_code == 200
         assert running.status(survivor).restarts == 0
         assert "its Ray node died" in running.backend.logs(victim)
     finally:
@@ -237,7 +240,7 @@ def test_a_node_that_cannot_see_the_model_gets_a_copy_of_it(running: Running, mo
     running.start(spec("sent", model_dir, instance("sent/AllTraffic", 0)))
     running.wait_ready("sent")
     status = running.status("sent")
-    assert status.url and status.pid and generate(status.url).status_code == 200
+    assert status.url and status.pid and generate(status).status_code == 200
     maps = Path(f"/proc/{status.pid}/maps").read_text()
     cache = tmp_path / "nodes" / "models"
     assert str(cache) in maps and str(model_dir) not in maps

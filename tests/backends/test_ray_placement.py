@@ -154,11 +154,16 @@ def test_a_bad_config_names_the_key(tmp_path: Path, text: str, words: str) -> No
     assert words in str(raised.value)
 
 
-def test_copy_ids_on_ray_do_not_depend_on_the_gateways_cores(tmp_path: Path) -> None:
+def test_copies_on_ray_do_not_depend_on_the_gateways_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
     from pier.backends.ray import RayBackend
     from pier.gateway.app import create_gateway
 
+    monkeypatch.delenv("PIER_MAX_COPIES_PER_HOST", raising=False)
     backend = RayBackend(tmp_path / "state")  # not connected: nothing here touches Ray
     app = create_gateway(tmp_path / "state", backend=backend)
-    assert app.state.gateway.reconciler.host == tuple(range(256))
-    app.state.gateway.state.close()
+    gateway = app.state.gateway
+    assert gateway.reconciler.host == tuple(range(256))
+    # Nor does this host's size cap them: the cluster's capacity does (or PIER_MAX_COPIES_PER_HOST).
+    assert gateway.reconciler.copy_cap.copies == gateway.control.copy_cap.copies == 1024
+    gateway.state.close()

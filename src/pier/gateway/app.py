@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,6 +22,7 @@ from fastapi import FastAPI
 from pier.backends.base import Backend
 from pier.control.api import ControlPlane
 from pier.control.backups import BackupPolicy, Backups
+from pier.control.capacity import COPY_CAP_SETTING, CopyCap, host_copy_cap
 from pier.control.fetch.fetches import Fetches
 from pier.control.fetch.store import ModelStore
 from pier.control.reconciler import Reconciler
@@ -36,6 +38,8 @@ from pier.runtime.settings import RuntimeSettings
 from pier.security.install import install_security
 from pier.security.scope import endpoint_of_state
 from pier.security.settings import SecuritySettings
+
+CLUSTER_COPY_CAP = 1024  # copies on a cluster (ray backend) unless PIER_MAX_COPIES_PER_HOST says otherwise
 
 
 def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: float = 1.0,
@@ -89,12 +93,24 @@ def _lifespan(gateway: Gateway, backups: Backups) -> Callable[[FastAPI], Any]:
 def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStore | None) -> Gateway:
     state = State.open(state_dir)
     fetches = Fetches(store or ModelStore(state_dir / "models"))
-    # A backend whose copies do not run on this host (ray) says which cores copies are numbered against.
-    reconciler = Reconciler(state, backend, fetches, tick_s=tick_s, host=getattr(backend, "host_cores", None))
-    control = ControlPlane(state, copies=reconciler.copies, wake=lambda: reconciler.wake(retry_fetches=True))
+    # A backend whose copies do not run on this host (ray) says which cores copies are numbered against, and this
+    # host's cores and memory do not cap how many copies there are.
+    elsewhere = getattr(backend, "host_cores", None)
+    cap = _cluster_copy_cap() if elsewhere is not None else None
+    reconciler = Reconciler(state, backend, fetches, tick_s=tick_s, host=elsewhere, copy_cap=cap)
+    control = ControlPlane(state, copies=reconciler.copies, wake=lambda: reconciler.wake(retry_fetches=True),
+                           copy_cap=cap)
     targets = Targets(state, reconciler.copies)
     return Gateway(state, backend, reconciler, control, targets,
                    RuntimeService(targets.resolve, RuntimeSettings.from_env()))
+
+
+def _cluster_copy_cap() -> CopyCap:
+    """The cap on copies when they run on a cluster's nodes: PIER_MAX_COPIES_PER_HOST when set, else a bound only
+    against runaway counts (the cluster's free capacity is what really limits them)."""
+    if os.environ.get(COPY_CAP_SETTING, "").strip():
+        return host_copy_cap()
+    return CopyCap(CLUSTER_COPY_CAP, f"the default on a cluster; {COPY_CAP_SETTING} changes it")
 
 
 def _local_backend(state_dir: Path) -> Backend:

@@ -26,7 +26,6 @@ from pier.backends.supervisor import CopySupervisor, SupervisionSettings
 
 log = logging.getLogger("pier.backends.ray")
 
-COPY_SECRET_ENV = "PIER_COPY_SECRET"  # the name pier.security reads (the copy answers only the gateway)
 MAX_LOG_CHUNK = 1024 * 1024
 CHECK_S = 0.1  # how often a long poll looks at the copy
 LOG_BATCH_S = 1.0  # new log lines wait this long for more before they go to the gateway
@@ -139,14 +138,15 @@ class CopyActor:
         if self.model_dir is None:
             raise RuntimeError("start() before the model is on this node")
         cores = tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else ()
-        spec = dataclasses.replace(
-            self.spec, model_dir=self.model_dir, host=self.address,
-            cores=node_cores(self.setup.slot, instance_of(self.spec), cores),
-            environment={**self.spec.environment, COPY_SECRET_ENV: self.secret})
+        spec = dataclasses.replace(self.spec, model_dir=self.model_dir, host=self.address,
+                                   cores=node_cores(self.setup.slot, instance_of(self.spec), cores))
         settings = dataclasses.replace(self.setup.settings, python=sys.executable)
         self._normal_priority()
         self._client = httpx.AsyncClient(trust_env=False)
         self.supervisor = CopySupervisor(spec, self.folder, settings, self._client)
+        # The gateway's secret for this copy (it made it, and a new gateway learns it from identity()), not one of
+        # the supervisor's own: the process gets it in PIER_COPY_SECRET and answers only requests that carry it.
+        self.supervisor.secret = self.secret
         self.supervisor.start()
 
     async def report(self, log_offset: int, known: Seen | None = None, wait_s: float = 0.0) -> Report:

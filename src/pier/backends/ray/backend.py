@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -44,6 +43,8 @@ from pier.backends.ray.placement import (
     reservation,
 )
 from pier.backends.supervisor import SupervisionSettings
+from pier.concurrency import copy_concurrency
+from pier.security.copy_secret import new_copy_secret
 
 log = logging.getLogger("pier.backends.ray")
 T = TypeVar("T")
@@ -97,6 +98,7 @@ class RemoteCopy:
     message: str = "waiting for its instance"
     url: str | None = None
     pid: int | None = None
+    concurrency: int | None = None  # requests the copy takes at once, as its process reports it
     restarts: int = 0  # actors that had to be replaced
     process_restarts: int = 0  # restarts of the model server by its current actor
     actor: Any = None
@@ -111,7 +113,7 @@ class RemoteCopy:
         alive = self.actor is not None and self.state in (CopyState.STARTING, CopyState.READY)
         return CopyStatus(self.spec.copy_id, self.spec.component, self.state, self.url if alive else None,
                           self.message, self.restarts + self.process_restarts, self.pid if alive else None,
-                          secret=self.secret)
+                          secret=self.secret, concurrency=self.concurrency)
 
     def set(self, state: CopyState, message: str = "") -> None:
         if state is CopyState.READY and self.state is not CopyState.READY:
@@ -123,6 +125,7 @@ class RemoteCopy:
     def take(self, report: Report) -> None:
         status = report.status
         self.url, self.pid, self.process_restarts = status.url, status.pid, status.restarts
+        self.concurrency = status.concurrency if status.concurrency is not None else self.concurrency
         self.set(status.state, status.message)
         self.mirror.append(report.log, report.log_offset)
 
@@ -254,7 +257,8 @@ class RayBackend:
                 raise ValueError(f"Copy {spec.copy_id} is already running with another spec; stop it first, or "
                                  "give the new copy another id.")
             return
-        copy = RemoteCopy(spec, secrets.token_urlsafe(32), LogMirror(self._folder(spec.copy_id)))
+        copy = RemoteCopy(spec, new_copy_secret(), LogMirror(self._folder(spec.copy_id)),
+                          concurrency=copy_concurrency(spec.environment))
         self._copies[spec.copy_id] = copy
         copy.task = asyncio.create_task(self._keep(copy), name=f"ray-copy-{spec.copy_id}")
 
