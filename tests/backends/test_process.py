@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,16 @@ import pytest
 
 from pier.backends.base import CopySpec
 from pier.backends.launch import parse_cores
-from pier.backends.process import PIER_ROOT, CopyProcess, PidFile, command, describe_exit, environment
+from pier.backends.process import (
+    PIER_ROOT,
+    CopyProcess,
+    PidFile,
+    command,
+    describe_exit,
+    environment,
+    free_port,
+    http_url,
+)
 
 SPEC = CopySpec("ic-1", "ic", Path("/models/m"), {"HF_MODEL_ID": "tiny", "PYTHONPATH": "/user/code"}, cores=(2, 3))
 
@@ -143,3 +153,24 @@ def test_only_a_copy_that_fetches_its_code_from_s3_gets_the_way_to_s3(tmp_path: 
     assert "AWS_SECRET_ACCESS_KEY" not in environment(plain, parent)
     fetching = environment(byoc, parent)
     assert fetching["AWS_SECRET_ACCESS_KEY"] == "s3cr3t" and fetching["AWS_ENDPOINT_URL_S3"] == "http://127.0.0.1:9000"
+
+
+@pytest.mark.parametrize(("host", "port", "url"), [
+    ("127.0.0.1", 8080, "http://127.0.0.1:8080"),
+    ("10.0.3.7", 41000, "http://10.0.3.7:41000"),
+    ("::1", 8080, "http://[::1]:8080"),
+    ("[::1]", 8080, "http://[::1]:8080"),
+    ("fd00::12:7", 5, "http://[fd00::12:7]:5"),
+    ("node-3.cluster.local", 80, "http://node-3.cluster.local:80"),
+])
+def test_a_copy_url_brackets_ipv6_addresses(host: str, port: int, url: str) -> None:
+    assert http_url(host, port) == url
+
+
+@pytest.mark.skipif(not socket.has_ipv6, reason="this machine has no IPv6")
+def test_a_free_port_on_an_ipv6_loopback() -> None:
+    try:
+        port = free_port("::1")
+    except OSError:
+        pytest.skip("::1 is not configured on this machine")
+    assert 0 < port < 65536

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
+from pier.control.api import ControlPlane
 from pier.control.errors import ValidationError
 from pier.control.instance_types import (
     InstanceType,
@@ -12,6 +14,7 @@ from pier.control.instance_types import (
     lookup,
     oversize_warning,
 )
+from pier.control.state import State
 
 
 @pytest.mark.parametrize(("name", "vcpus", "gib", "accelerators"), [
@@ -59,3 +62,13 @@ def test_oversize_instance_is_named_with_a_way_out() -> None:
     assert "65536 MiB of memory but this host has 16384 MiB" in warning
     assert "'local'" in warning
     assert oversize_warning(lookup("ml.c7g.large"), (0, 1), 16384) is None
+
+
+@pytest.mark.parametrize(("on_this_host", "warned"), [(True, True), (False, False)])
+def test_an_instance_bigger_than_this_host_is_warned_of_only_when_copies_run_here(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, on_this_host: bool, warned: bool) -> None:
+    plane = ControlPlane(State.open(tmp_path / "state"), copies=lambda workload: [], on_this_host=on_this_host)
+    huge = "ml.c7i.48xlarge"  # 192 vCPUs: more than any test machine
+    plane.call("CreateEndpointConfig", {"EndpointConfigName": "c", "ProductionVariants": [
+        {"VariantName": "v", "InstanceType": huge, "InitialInstanceCount": 1}]}, "us-east-1")
+    assert ("this host gives pier" in caplog.text) is warned

@@ -23,9 +23,17 @@ PIER_ROOT = str(Path(pier.__file__).resolve().parent.parent)
 def free_port(host: str = "127.0.0.1") -> int:
     """A port free on `host` right now. Another process may take it before the copy binds it; the copy then
     exits, and its restart picks a new port."""
-    with socket.socket() as sock:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET  # a Ray node may have an IPv6 address
+    with socket.socket(family) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def http_url(host: str, port: int) -> str:
+    """The URL of a server on `host`:`port`; an IPv6 address goes in brackets (RFC 3986), else the port would read
+    as part of the address."""
+    bare = host.strip("[]")
+    return f"http://[{bare}]:{port}" if ":" in bare else f"http://{bare}:{port}"
 
 
 def command(python: str, spec: CopySpec, port: int) -> list[str]:

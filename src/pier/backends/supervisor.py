@@ -20,7 +20,7 @@ import httpx
 
 from pier.backends.base import CopySpec, CopyState, CopyStatus
 from pier.backends.logfile import rotate, tail
-from pier.backends.process import CopyProcess, PidFile, describe_exit, environment, free_port
+from pier.backends.process import CopyProcess, PidFile, describe_exit, environment, free_port, http_url
 from pier.concurrency import copy_concurrency
 from pier.security.copy_secret import new_copy_secret
 
@@ -138,7 +138,7 @@ class CopySupervisor:
     def _launch(self) -> CopyProcess:
         port = free_port(self.spec.host)
         rotate(self.log_path)
-        self.url = f"http://{self.spec.host}:{port}"
+        self.url = http_url(self.spec.host, port)
         self._note(f"starting copy {self.spec.copy_id} of {self.spec.component} on port {port}, cores "
                    f"{list(self.spec.cores) or 'any'}, start {self.restarts + 1}")
         self.process = CopyProcess.spawn(self.spec, port, self.log_path, python=self.settings.python,

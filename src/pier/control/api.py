@@ -66,9 +66,13 @@ Body = dict[str, Any]
 
 class ControlPlane:
     def __init__(self, state: State, *, copies: views.Copies, wake: Callable[[], None] = lambda: None,
-                 clock: Callable[[], float] = time.time, copy_cap: CopyCap | None = None) -> None:
+                 clock: Callable[[], float] = time.time, copy_cap: CopyCap | None = None,
+                 on_this_host: bool = True) -> None:
         self.state = state
         self.copy_cap = copy_cap or host_copy_cap()
+        # An instance bigger than this host only matters when copies run here; on a cluster the backend says
+        # which capacity is missing when it places the instance.
+        self.on_this_host = on_this_host
         self.copies = copies
         self.wake = wake
         self.clock = clock
@@ -116,7 +120,9 @@ class ControlPlane:
     def create_endpoint_config(self, body: Body, region: str) -> Body:
         request = parse(CreateEndpointConfigInput, body)
         for variant in request.ProductionVariants:
-            warn_if_oversize(lookup(variant.InstanceType or ""))
+            itype = lookup(variant.InstanceType or "")
+            if self.on_this_host:
+                warn_if_oversize(itype)
             if variant.ModelName is not None:
                 self._model(variant.ModelName, region)
         record = ConfigRecord(name=request.EndpointConfigName, created=self.clock(), request=request,

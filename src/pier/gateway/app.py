@@ -99,7 +99,7 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
     cap = _cluster_copy_cap() if elsewhere is not None else None
     reconciler = Reconciler(state, backend, fetches, tick_s=tick_s, host=elsewhere, copy_cap=cap)
     control = ControlPlane(state, copies=reconciler.copies, wake=lambda: reconciler.wake(retry_fetches=True),
-                           copy_cap=cap)
+                           copy_cap=cap, on_this_host=elsewhere is None)
     targets = Targets(state, reconciler.copies)
     return Gateway(state, backend, reconciler, control, targets,
                    RuntimeService(targets.resolve, RuntimeSettings.from_env()))
