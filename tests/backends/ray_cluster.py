@@ -30,9 +30,10 @@ def node_args(**extra: Any) -> dict[str, Any]:
 
 
 @contextmanager
-def ray_cluster(workers: int = 2, cpus: int = NODE_CPUS) -> Iterator[Any]:
+def ray_cluster(workers: int = 2, cpus: int = NODE_CPUS, client_port: int | None = None) -> Iterator[Any]:
     """A head and `workers` worker nodes of `cpus` logical CPUs each; this process is connected to it; everything
-    is gone afterwards."""
+    is gone afterwards. With `client_port`, the head also serves Ray Client (`ray://127.0.0.1:<client_port>`),
+    whose per-client servers need the head's runtime-env agent, which comes with its dashboard processes."""
     ray = pytest.importorskip("ray", reason="the ray backend's tests need Ray (pip install 'pier[ray]')")
     from ray.cluster_utils import Cluster
 
@@ -41,8 +42,9 @@ def ray_cluster(workers: int = 2, cpus: int = NODE_CPUS) -> Iterator[Any]:
     # do not spin-wait on the cores the tests share.
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (SRC, saved["PYTHONPATH"]) if p)
     os.environ["OMP_WAIT_POLICY"] = "passive"
-    cluster = Cluster(initialize_head=True, head_node_args=node_args(
-        num_cpus=cpus, include_dashboard=False, _system_config=SYSTEM))
+    head = ({"ray_client_server_port": client_port} if client_port is not None
+            else {"include_dashboard": False})
+    cluster = Cluster(initialize_head=True, head_node_args=node_args(num_cpus=cpus, _system_config=SYSTEM, **head))
     try:
         for _ in range(workers):
             cluster.add_node(**node_args(num_cpus=cpus))
