@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -101,10 +102,8 @@ def ray_config(config: Path | None = None, address: str | None = None, namespace
     return RayConfig.load(config, address=address, namespace=namespace, cpus_per_vcpu=cpus_per_vcpu)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m pier.gateway`: what `pier up` runs."""
-    import argparse
-
+def arguments() -> argparse.ArgumentParser:
+    """`python -m pier.gateway`'s options (a manifest's command line can be checked against them)."""
     parser = argparse.ArgumentParser(
         prog="python -m pier.gateway",
         description="The pier gateway (`pier up`): SageMaker control plane, runtime and OpenAI on one port.",
@@ -127,6 +126,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ray-config", type=Path, default=None, help="YAML: see pier.backends.ray.config")
     parser.add_argument("--ray-namespace", default=None)
     parser.add_argument("--ray-cpus-per-vcpu", type=float, default=None)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m pier.gateway`: what `pier up` runs."""
+    parser = arguments()
     args = parser.parse_args(argv)
     ray = None
     if args.backend == "ray":
