@@ -51,9 +51,9 @@ T = TypeVar("T")
 
 MIB = 2**20
 TAKE_OVER_S = 30.0  # how long a new gateway waits for the actors it finds to say who they are
-PLACING_S = 2.0
+PLACING_S = 2.0  # how long an instance may take to be placed before the copy says which capacity is missing
 CALL_S = 15.0  # a call into the cluster's control store that takes longer is given up (the cluster is in trouble)
-SHUTDOWN_S = 15.0  # how long an instance may take to be placed before the copy says which capacity is missing
+SHUTDOWN_S = 15.0  # how long leaving a Ray the gateway started may take on the way out
 
 
 class RayUnavailable(RuntimeError):
