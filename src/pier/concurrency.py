@@ -6,6 +6,10 @@ MAX_BATCH_SIZE) sequences at once, the rest waiting inside that copy. The gatewa
 `copy_concurrency()` of its environment: further requests wait in the gateway's queue, where they go to
 whichever copy frees up first instead of queueing behind one copy's engine.
 
+The copy itself knows best: a copy serving its own inference.py takes as many as it has handler workers, which
+its environment alone does not tell before it has loaded. A ready copy says so on `/ping` (`CONCURRENCY_HEADER`),
+and its supervisor takes that word over the estimate from the environment.
+
 Pure, and imports nothing of pier, so the server, the backends and the runtime may all use it.
 """
 
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+CONCURRENCY_HEADER = "X-Pier-Concurrency"  # on a ready copy's /ping: what it takes at once, as it knows it best
 DEFAULT_MAX_CONCURRENT_REQUESTS = 128  # TGI's default
 DEFAULT_PARALLEL = 8  # sequences a copy's engine decodes at once
 MAX_CONCURRENT_REQUESTS = ("MAX_CONCURRENT_REQUESTS",)
@@ -26,6 +31,15 @@ def copy_concurrency(environment: Mapping[str, str]) -> int:
     limit = _integer(environment, MAX_CONCURRENT_REQUESTS, DEFAULT_MAX_CONCURRENT_REQUESTS)
     parallel = _integer(environment, PARALLEL, DEFAULT_PARALLEL)
     return min(limit, parallel)
+
+
+def reported_concurrency(value: str | None) -> int | None:
+    """A copy's own word on its concurrency (its /ping header), or None when it said nothing usable."""
+    try:
+        number = int((value or "").strip())
+    except ValueError:
+        return None
+    return number if number >= 1 else None
 
 
 def _integer(environment: Mapping[str, str], names: tuple[str, ...], default: int) -> int:

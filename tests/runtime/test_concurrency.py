@@ -10,8 +10,9 @@ import pytest
 
 from pier.backends.base import CopySpec
 from pier.backends.supervisor import CopySupervisor, SupervisionSettings
-from pier.concurrency import copy_concurrency
+from pier.concurrency import CONCURRENCY_HEADER, copy_concurrency, reported_concurrency
 from pier.server.settings import ServerSettings
+from tests.server.conftest import app_client
 
 ENVIRONMENTS = [
     # (environment, concurrency)
@@ -54,3 +55,40 @@ def test_the_local_backend_reports_each_copys_concurrency(tmp_path: Path, monkey
     spec = CopySpec("c-1", "c", tmp_path, environment={"PIER_PARALLEL": "3", "MAX_CONCURRENT_REQUESTS": "2"})
     supervisor = CopySupervisor(spec, tmp_path / "c-1", SupervisionSettings(), httpx.AsyncClient())
     assert supervisor.status().concurrency == 2
+
+
+@pytest.mark.parametrize(("header", "expected"), [
+    ("2", 2), (" 16 ", 16), (None, None), ("", None), ("0", None), ("-3", None), ("many", None), ("2.5", None),
+])
+def test_a_copy_s_own_word_on_its_concurrency(header: str | None, expected: int | None) -> None:
+    assert reported_concurrency(header) == expected
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("header", "expected"), [("1", 1), ("garbage", 8), (None, 8)])
+async def test_the_supervisor_takes_the_ready_copy_s_word_over_its_environment(
+        tmp_path: Path, header: str | None, expected: int) -> None:
+    """A copy serving its own inference.py with one handler worker says 1, though its environment reads as 8."""
+    def ping(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"status": "ready"}, headers={CONCURRENCY_HEADER: header} if header else {})
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(ping)) as client:
+        supervisor = CopySupervisor(CopySpec("c-0", "c", tmp_path), tmp_path / "c-0", SupervisionSettings(), client)
+        supervisor.url = "http://copy"
+        assert supervisor.status().concurrency == 8
+        assert await supervisor.ping()
+        assert supervisor.status().concurrency == expected
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("settings", "expected"), [
+    (ServerSettings(), 8),
+    (ServerSettings(parallel=3), 3),
+    (ServerSettings(parallel=16, max_concurrent_requests=4), 4),
+    (ServerSettings(workers=4), 8),  # workers are a handler's; the engine runs its parallel sequences
+])
+async def test_a_ready_copy_on_the_engine_says_its_concurrency_on_ping(settings: ServerSettings,
+                                                                       expected: int) -> None:
+    async with app_client(settings=settings) as client:
+        ping = await client.get("/ping")
+    assert ping.status_code == 200 and ping.headers[CONCURRENCY_HEADER] == str(expected)

@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from pier.concurrency import CONCURRENCY_HEADER
 from pier.server.app import create_handler_app
 from pier.server.byoc.pool import HandlerService
 from pier.server.settings import ServerSettings
@@ -109,3 +110,13 @@ def test_the_container_runs_a_model_folders_inference_py(handler_dir: Path, tmp_
         assert response.json() == {"text": "hello sagemaker"}
         server.terminate()
         assert server.wait(30) == 0
+
+
+@pytest.mark.parametrize(("workers", "limit", "expected"), [(1, 4, 1), (3, 4, 3), (8, 4, 4)])
+async def test_ping_says_the_copy_takes_as_many_requests_as_it_has_workers(
+        service: HandlerService, workers: int, limit: int, expected: int) -> None:
+    await service.start()
+    app = create_handler_app(ServerSettings(max_concurrent_requests=limit, workers=workers), handler=service)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://pier") as client:
+        ping = await client.get("/ping")
+    assert ping.status_code == 200 and ping.headers[CONCURRENCY_HEADER] == str(expected)

@@ -21,7 +21,7 @@ import httpx
 from pier.backends.base import CopySpec, CopyState, CopyStatus
 from pier.backends.logfile import rotate, tail
 from pier.backends.process import CopyProcess, PidFile, describe_exit, environment, free_port, http_url
-from pier.concurrency import copy_concurrency
+from pier.concurrency import CONCURRENCY_HEADER, copy_concurrency, reported_concurrency
 from pier.security.copy_secret import new_copy_secret
 
 log = logging.getLogger(__name__)
@@ -151,7 +151,7 @@ class CopySupervisor:
         """When /ping first answered 200, or None if the process exited or ran out of time first."""
         deadline = time.monotonic() + self.settings.startup_timeout_s
         while process.poll() is None and time.monotonic() < deadline:
-            if await self._ping():
+            if await self.ping():
                 self.state, self.message = CopyState.READY, ""
                 return time.monotonic()
             await asyncio.sleep(self.settings.poll_s)
@@ -165,7 +165,7 @@ class CopySupervisor:
             if time.monotonic() < next_ping or process.poll() is not None:
                 continue
             next_ping = time.monotonic() + self.settings.health_interval_s
-            failures = 0 if await self._ping() else failures + 1
+            failures = 0 if await self.ping() else failures + 1
             if failures >= self.settings.unhealthy_after and self.state is CopyState.READY:
                 self.state = CopyState.STARTING
                 self.message = f"not answering GET /ping ({failures} checks in a row); no traffic until it does"
@@ -185,14 +185,18 @@ class CopySupervisor:
         self._note(f"copy {self.spec.copy_id}: the process {why}")
         return why
 
-    async def _ping(self) -> bool:
+    async def ping(self) -> bool:
+        """Whether the copy answers /ping with 200 now; a ready copy's word on its concurrency is taken."""
         if self.url is None:
             return False
         try:
             response = await self._client.get(self.url + "/ping", timeout=self.settings.ping_timeout_s)
         except httpx.HTTPError:
             return False
-        return response.status_code == 200
+        if response.status_code != 200:
+            return False
+        self.concurrency = reported_concurrency(response.headers.get(CONCURRENCY_HEADER)) or self.concurrency
+        return True
 
     def _note(self, line: str) -> None:
         """pier's own lines in the copy's log, between the process's, so the log tells the whole story."""

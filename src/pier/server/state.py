@@ -46,6 +46,13 @@ class ServerState:
         self.failure: str | None = None
 
     @property
+    def concurrency(self) -> int:
+        """Requests this copy works on at once: its engine's parallel sequences, or its handler's workers, never
+        more than MAX_CONCURRENT_REQUESTS. The gateway sends it no more (`pier.concurrency`)."""
+        busy = self.settings.workers if self.handler is not None else self.settings.parallel
+        return max(1, min(self.settings.max_concurrent_requests, busy))
+
+    @property
     def status(self) -> Status:
         if self.draining:
             return Status.DRAINING

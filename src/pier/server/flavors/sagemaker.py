@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 
+from pier.concurrency import CONCURRENCY_HEADER
 from pier.errors import InvalidRequest
 from pier.server.errors import Flavor, TooDeeplyNested
 from pier.server.flavors import openai, tgi
@@ -50,7 +51,7 @@ async def ping(state: State) -> Response:
     """200 once the model is loaded; 503 while loading, draining or failed. Never waits on inference."""
     status = state.status
     if status is Status.READY:
-        return JSONResponse({"status": status.value})
+        return JSONResponse({"status": status.value}, headers={CONCURRENCY_HEADER: str(state.concurrency)})
     return JSONResponse({"status": status.value, "message": state.not_ready_message()}, status_code=503)
 
 
