@@ -25,6 +25,7 @@ from pier.runtime.errors import REQUEST_ID, as_invocation_error, sagemaker_error
 from pier.runtime.forward import Call, Exchange, Forwarder, StreamEnded
 from pier.runtime.invocation import CUSTOM_ATTRIBUTES, INVOKED_VARIANT, STREAM_CONTENT_TYPE, Invocation
 from pier.runtime.prefix import request_prefix
+from pier.runtime.routing import route_of
 from pier.runtime.settings import RuntimeSettings
 from pier.runtime.streaming import ClosingStream
 from pier.runtime.target import Resolve, Target, resolve_target
@@ -115,6 +116,7 @@ class RuntimeService:
         return Call(
             invocation.endpoint, target, "/invocations", invocation.body, invocation.upstream_headers(),
             request_prefix(invocation.body), invocation.received_at + deadline_s, deadline_s, retarget=resolve,
+            route=route_of(target.routing, invocation.body),
         )
 
     async def _frames(self, exchange: Exchange, call: Call) -> AsyncGenerator[bytes, None]:

@@ -48,7 +48,8 @@ from pier.runtime.invocation import (
     check_member,
     read_body,
 )
-from pier.runtime.prefix import request_prefix
+from pier.runtime.prefix import content_text, request_prefix
+from pier.runtime.routing import route_of
 from pier.runtime.streaming import ClosingStream
 from pier.runtime.target import Resolve, Target, resolve_target
 
@@ -100,8 +101,9 @@ async def passthrough(forwarder: Forwarder, resolve: Resolve, request: Request, 
                                     "(ListInferenceComponents shows what the endpoint hosts).") from None
         deadline_s = forwarder.settings.openai_deadline_s
         headers = {"Content-Type": "application/json", "X-Request-Id": request_id}
+        route = route_of(target.routing, content_text(body) if target.routing.prefix_aware else "")
         call = Call(name, target, path, body, headers, request_prefix(body),
-                    None if deadline_s is None else received + deadline_s, deadline_s, retarget=retarget)
+                    None if deadline_s is None else received + deadline_s, deadline_s, retarget=retarget, route=route)
         if parsed.stream:
             return await _stream(forwarder, call, request_id, request.receive)
         return await unless_disconnected(_whole(forwarder, call, request_id), request.receive)
