@@ -50,6 +50,7 @@ class Call:
     deadline_s: float | None  # the same, as the number of seconds users configured
     retarget: Callable[[], Awaitable[Target]] | None = None  # the copies now, to resume on a replacement
     route: Route = DEFAULT_ROUTE  # its strategy, prefix key, and the copy of its session
+    method: str = "POST"
 
 
 @dataclass(frozen=True)
@@ -206,7 +207,7 @@ class Forwarder:
         """The copy's answer to `call`. A copy on pier's engine whose connection breaks before it answers died
         (or was gone, on a pooled connection): nothing reached the client, so another copy may run it."""
         try:
-            return await self.upstream.send(copy, call.path, call.body, headers)
+            return await self.upstream.send(copy, call.path, call.body, headers, method=call.method)
         except httpx.TransportError as error:
             if (copy.copy_id, copy.pid) in self._framed and self.settings.resume.attempts > 0:
                 raise CopyUnreachable(f"copy {copy.copy_id} broke the connection before answering ({error!r})"

@@ -1,4 +1,5 @@
-"""OpenAI passthrough: /v1/chat/completions and /v1/completions forwarded to a copy unchanged.
+"""OpenAI passthrough: /v1/chat/completions, /v1/completions, /v1/embeddings (and, under an endpoint, GET
+/v1/models) forwarded to a copy unchanged.
 
 The copy speaks OpenAI itself, so its answers, errors included, pass through as they are. Errors the
 gateway raises (no copy ready, a full queue or a full copy: 429 with Retry-After, a broken stream) take OpenAI's
@@ -74,7 +75,7 @@ async def passthrough(forwarder: Forwarder, resolve: Resolve, request: Request, 
     received = asyncio.get_running_loop().time()
     try:
         body = await read_body(request, forwarder.settings.max_payload_bytes)
-        parsed = _parse(body)
+        parsed = _parse(body) if request.method == "POST" else OpenAIBody()
         header = request.headers.get(INFERENCE_COMPONENT)
         if sagemaker_path:
             if header is not None:
@@ -103,7 +104,8 @@ async def passthrough(forwarder: Forwarder, resolve: Resolve, request: Request, 
         headers = {"Content-Type": "application/json", "X-Request-Id": request_id}
         route = route_of(target.routing, content_text(body) if target.routing.prefix_aware else "")
         call = Call(name, target, path, body, headers, request_prefix(body),
-                    None if deadline_s is None else received + deadline_s, deadline_s, retarget=retarget, route=route)
+                    None if deadline_s is None else received + deadline_s, deadline_s, retarget=retarget, route=route,
+                    method=request.method)
         if parsed.stream:
             return await _stream(forwarder, call, request_id, request.receive)
         return await unless_disconnected(_whole(forwarder, call, request_id), request.receive)
