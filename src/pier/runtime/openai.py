@@ -96,6 +96,11 @@ async def passthrough(forwarder: Forwarder, resolve: Resolve, request: Request, 
         try:
             target = await retarget()
         except ComponentRequired as error:
+            if sagemaker_path:  # the header SageMaker's words ask for is refused on this path
+                raise InvalidInvocation(
+                    f"{error.message} On this path, name it in the path: /endpoints/{name}/inference-components/"
+                    "INFERENCE_COMPONENT/openai/v1/... (ListInferenceComponents shows what the endpoint hosts)."
+                ) from None
             if endpoint is not None:
                 raise
             raise InvalidInvocation(f"{error.message} On this route, name it in `model`: {name}/INFERENCE_COMPONENT "
