@@ -8,8 +8,9 @@ InvokeEndpointWithResponseStream) go to that copy. A body of `{"requestType": "N
 `{}`, since pier's copies keep no state but their caches; the close answer carries
 `X-Amzn-SageMaker-Closed-Session-Id`. A copy that answers with that header itself closes its session too.
 
-Where SageMaker's session ends with its instance, pier's goes on: when the session's copy is gone or stopped, its
-next call goes to another copy, which becomes the session's (the conversation is recomputed there once).
+SageMaker documents that a session's calls go to the instance that supports it, not what happens once that instance
+is gone; pier's session goes on: when its copy is gone or stopped, its next call goes to another copy, which becomes
+the session's (the conversation is recomputed there once).
 
 The gateway holds them in memory, bounded (the least recently used past `limit` are forgotten) and each for `ttl_s`
 from its opening (the toolkit's SAGEMAKER_SESSIONS_EXPIRATION default, 1200 s). Unknown, closed and expired ids are
