@@ -106,3 +106,10 @@ def test_a_generation_model_asked_for_embeddings(generation_server: str) -> None
 
 def test_models_lists_the_embedding_model(embedding_server: str) -> None:
     assert [m.id for m in client(embedding_server).models.list()] == ["embed-mean"]
+
+
+def test_info_and_health_read_as_teis(embedding_server: str) -> None:
+    info = httpx.get(embedding_server + "/info").json()
+    assert info["model_type"] == {"embedding": {"pooling": "mean"}} and info["max_input_length"] == 256
+    assert httpx.get(embedding_server + "/health").status_code == 200
+    assert "pier_http_requests_total" in httpx.get(embedding_server + "/metrics").text
