@@ -81,3 +81,16 @@ def test_bad_inputs_are_refused_before_any_work(embedder: Embedder, inputs: list
 def test_a_generation_model_is_not_an_embedding_model(tiny_gguf: Path) -> None:
     with pytest.raises(ValueError, match="not an embedding model"):
         Embedder(tiny_gguf, n_ctx=128)
+
+
+def test_a_stopped_embedder_refuses_at_once(embedding_ggufs: dict[str, Path]) -> None:
+    from pier.errors import EngineStopped
+
+    stopped = Embedder(embedding_ggufs["mean"], n_ctx=128)
+    tokens = stopped.tokenize("the cat")
+    pending = [stopped.embed([tokens]) for _ in range(8)]
+    stopped.stop()
+    for future in pending:  # each one answered or failed, never left waiting
+        assert future.exception(timeout=5) is None or isinstance(future.exception(), EngineStopped)
+    with pytest.raises(EngineStopped):
+        stopped.embed([tokens]).result(timeout=5)

@@ -83,7 +83,7 @@ class Embedder:
         self.n_batch = llama_cpp.llama_n_batch(self._ctx)
         self.n_seq_max = llama_cpp.llama_n_seq_max(self._ctx)
         self.n_embd = llama_cpp.llama_model_n_embd(self._model)
-        self.add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
+        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
         self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, self.n_seq_max)
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="pier-embedder", daemon=True)
@@ -132,7 +132,7 @@ class Embedder:
                 raise InvalidRequest(
                     f"Input {index} has {len(tokens)} tokens, more than the {self.n_batch} this model embeds at once: "
                     "shorten it, or split it into several inputs.", param="input")
-            if any(not 0 <= t < llama_cpp.llama_vocab_n_tokens(self._vocab) for t in tokens):
+            if any(not 0 <= t < self.n_vocab for t in tokens):
                 raise InvalidRequest(f"Input {index} has token ids outside the model's vocabulary.", param="input")
 
     def embed(self, inputs: Sequence[Sequence[int]]) -> Future[list[np.ndarray]]:
@@ -148,10 +148,15 @@ class Embedder:
         return await asyncio.wrap_future(self.embed(inputs))
 
     def stop(self) -> None:
+        """Finish the batch being decoded, fail what still waits, free llama.cpp's memory."""
         if self.alive:
             self.alive = False
             self._jobs.put(None)
             self._thread.join(timeout=30)
+            while not self._jobs.empty():
+                job = self._jobs.get()
+                if job is not None and not job.future.done():
+                    job.future.set_exception(EngineStopped("The embedder stopped before this request's turn."))
             llama_cpp.llama_batch_free(self._batch)
             self._free()
 
