@@ -98,7 +98,7 @@ class RuntimeService:
 
     async def openai(self, request: Request, path: str, endpoint: str | None = None, *, sagemaker_path: bool = False,
                      component: str | None = None) -> Response:
-        """OpenAI passthrough of `path` (/v1/chat/completions or /v1/completions) to a copy of `endpoint`, or
+        """OpenAI passthrough of `path` (chat completions, completions, embeddings, models) to a copy of `endpoint`, or
         of the endpoint the body's `model` names ("ENDPOINT" or "ENDPOINT/INFERENCE_COMPONENT"); see
         pier.runtime.openai for each route's rules."""
         return await openai.passthrough(self.forwarder, self.resolve, request, path, endpoint,
@@ -130,13 +130,22 @@ class RuntimeService:
             self.sessions.close(session.id)
             headers[CLOSED_SESSION_HEADER] = session.id
         elif invocation.session_id == NEW_SESSION:
-            lease = self.forwarder.router(call.target.component).pick(call.target.copies, call.prefix, route=call.route)
-            if lease is None:
-                raise call.target.unavailable(call.endpoint)
-            lease.release()  # nothing runs on it: the session only needs to know its copy
-            opened = self.sessions.open(invocation.endpoint, call.target.component, lease.copy.copy_id)
+            opened = self.sessions.open(invocation.endpoint, call.target.component, self._session_copy(call))
             headers[NEW_SESSION_HEADER] = opened.header()
         return Response(b"{}", headers=headers)
+
+    def _session_copy(self, call: Call) -> str:
+        """The copy a session opened without a generation goes to: the router's choice, or when every copy is busy
+        the least busy ready one (nothing runs on it now: the session only needs to know its copy)."""
+        router = self.forwarder.router(call.target.component)
+        lease = router.pick(call.target.copies, call.prefix, route=call.route)
+        if lease is not None:
+            lease.release()
+            return lease.copy.copy_id
+        ready = call.target.ready()
+        if not ready:
+            raise call.target.unavailable(call.endpoint)
+        return min(ready, key=lambda c: (router.outstanding(c.copy_id), c.copy_id)).copy_id
 
     def _follow(self, session: Session | None, exchange: Exchange) -> None:
         """The session moves to the copy that answered (its own copy was gone), or ends if the copy closed it."""
