@@ -87,3 +87,23 @@ def test_mistakes_name_the_field(tmp_path: Path, text: str, problem: str) -> Non
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(DeployFileError, match=r"Cannot read .*nope\.yaml"):
         load(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize(("routing", "expected"), [
+    ("", None),
+    ("routing: {strategy: RANDOM}", {"RoutingStrategy": "RANDOM"}),
+    ("routing: {strategy: PREFIX_AWARE, prefix_length: 2048, concurrency_threshold: 4}",
+     {"RoutingStrategy": "PREFIX_AWARE",
+      "PrefixAwareRoutingConfig": {"PrefixLength": 2048, "ConcurrencyThreshold": 4}}),
+])
+def test_routing_becomes_the_variants_routing_config(tmp_path: Path, routing: str,
+                                                     expected: dict[str, object] | None) -> None:
+    path = write(tmp_path, f"endpoint: chat\n{routing}\nmodel: {{data: models/tiny.gguf}}\n")
+    [variant] = calls(load(path), path.parent).config["ProductionVariants"]
+    assert variant.get("RoutingConfig") == expected
+
+
+def test_an_unknown_routing_strategy_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "endpoint: chat\nrouting: {strategy: ROUND_ROBIN}\nmodel: {data: m.gguf}\n")
+    with pytest.raises(DeployFileError, match=r"routing\.strategy"):
+        load(path)

@@ -194,6 +194,9 @@ def test_component_errors_through_the_openai_client(deployed: Served, base: str,
     if base == "/v1" and message == COMPONENT_REQUIRED:  # pier's own route adds how to name it there
         assert said == (f"{message} On this route, name it in `model`: {model}/INFERENCE_COMPONENT "
                         "(ListInferenceComponents shows what the endpoint hosts).")
+    elif base.endswith("/openai/v1") and message == COMPONENT_REQUIRED:  # the header it asks for is refused there
+        assert said == (f"{message} On this path, name it in the path: /endpoints/hosting/inference-components/"
+                        "INFERENCE_COMPONENT/openai/v1/... (ListInferenceComponents shows what the endpoint hosts).")
     else:
         assert said == message
 

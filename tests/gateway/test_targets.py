@@ -5,11 +5,12 @@ from pathlib import Path
 import pytest
 
 from pier.backends.base import CopyState, CopyStatus
-from pier.control.records import ComponentRecord, EndpointRecord, VariantRecord
+from pier.control.records import ComponentRecord, EndpointRecord, RoutingRecord, VariantRecord
 from pier.control.shapes import ComponentSpec, ContainerSpec
 from pier.control.state import State
 from pier.gateway.targets import COMPONENT_NOT_ALLOWED, COMPONENT_REQUIRED, NO_CAPACITY, Targets
 from pier.runtime.errors import EndpointNotFound, InvalidInvocation
+from pier.runtime.routing import Routing, Strategy
 
 SPEC = ComponentSpec.model_validate({"ModelName": "m", "ComputeResourceRequirements": {"MinMemoryRequiredInMb": 256}})
 
@@ -83,3 +84,23 @@ def test_resolve_errors(targets: Targets, endpoint_name: str, component_name: st
     with pytest.raises(error) as raised:
         targets.resolve(endpoint_name, component_name, variant)
     assert words in str(raised.value)
+
+
+@pytest.mark.parametrize(("record", "expected"), [
+    (None, Routing()),
+    (RoutingRecord(strategy="RANDOM"), Routing(Strategy.RANDOM)),
+    (RoutingRecord(strategy="PREFIX_AWARE", prefix_length=2048, concurrency_threshold=3),
+     Routing(Strategy.PREFIX_AWARE, 2048, 3)),
+])
+def test_a_variants_routing_config_reaches_its_targets_and_its_components(
+        tmp_path: Path, record: RoutingRecord | None, expected: Routing) -> None:
+    state = State.open(tmp_path)
+    host = endpoint("host", ("AllTraffic", None, 1.0))
+    classic = endpoint("classic", ("AllTraffic", "m", 1.0))
+    for stored in (host, classic):
+        state.endpoints.put(stored.model_copy(update={"variants": (
+            stored.variants[0].model_copy(update={"routing": record}),)}))
+    state.components.put(component("chat", "host"))
+    targets = Targets(state, lambda workload: [])
+    assert targets.resolve("classic", None, None).routing == expected
+    assert targets.resolve("host", "chat", None).routing == expected

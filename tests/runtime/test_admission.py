@@ -12,6 +12,7 @@ from pier.backends.base import CopyState, CopyStatus
 from pier.runtime.admission import Admission, AdmissionLimits
 from pier.runtime.errors import Throttled
 from pier.runtime.router import Lease
+from pier.runtime.routing import Route
 
 pytestmark = pytest.mark.anyio
 
@@ -196,3 +197,24 @@ async def test_components_are_independent() -> None:
     b.send("y", [copy("b1")])
     await settle()
     assert a.got == {"x": "a1"} and b.got == {"y": "b1"}
+
+
+async def test_a_pinned_request_waits_for_its_copy_while_another_has_room() -> None:
+    admission = Admission(AdmissionLimits(queue=10))
+    copies = [copy("a", 1), copy("b", 1)]
+    first = await admission.lease("ic", copies, route=Route(pin="a"))
+    assert first is not None and first.copy.copy_id == "a"
+    waiting = asyncio.create_task(admission.lease("ic", copies, route=Route(pin="a"), timeout_s=5))
+    await settle()
+    assert not waiting.done() and admission.waiting("ic") == 1  # b has room, but it is not its session's copy
+    other = await admission.lease("ic", copies)  # an unpinned request behind it takes b
+    assert other is not None and other.copy.copy_id == "b"
+    first.release()
+    second = await waiting
+    assert second is not None and second.copy.copy_id == "a"
+
+
+async def test_a_pinned_request_whose_copy_is_not_ready_gets_none() -> None:
+    admission = Admission(AdmissionLimits(queue=10))
+    copies = [copy("a", 1, state=CopyState.STARTING), copy("b", 1)]
+    assert await admission.lease("ic", copies, route=Route(pin="a")) is None

@@ -21,3 +21,13 @@ def test_the_queue_bounds_come_from_the_environment(env: dict[str, str], queue: 
 def test_a_bad_value_names_its_variable(env: dict[str, str]) -> None:
     with pytest.raises(ValueError, match=next(iter(env))):
         RuntimeSettings.from_env(env)
+
+
+@pytest.mark.parametrize(("env", "ttl_s"), [({}, 1200.0), ({"PIER_SESSION_TTL_SECONDS": "60"}, 60.0)])
+def test_the_session_ttl_comes_from_the_environment(env: dict[str, str], ttl_s: float) -> None:
+    assert RuntimeSettings.from_env(env).session_ttl_s == ttl_s
+
+
+def test_a_bad_session_ttl_names_its_variable() -> None:
+    with pytest.raises(ValueError, match="PIER_SESSION_TTL_SECONDS"):
+        RuntimeSettings.from_env({"PIER_SESSION_TTL_SECONDS": "forever"})

@@ -62,7 +62,7 @@ async def test_body_of_exactly_6_mib_is_read(client: httpx.AsyncClient) -> None:
 
 
 async def test_unknown_route_and_wrong_method(client: httpx.AsyncClient) -> None:
-    missing = await client.post("/v1/embeddings", json={})
+    missing = await client.post("/v1/audio/speech", json={})
     wrong = await client.get("/generate")
     assert missing.status_code == 404 and "POST /v1/chat/completions" in missing.json()["error"]["message"]
     assert wrong.status_code == 405 and "GET is not allowed on /generate" in wrong.json()["error"]

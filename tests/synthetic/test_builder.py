@@ -228,3 +228,19 @@ def test_unquantized_types_accept_any_even_head_dim(tmp_path: Path) -> None:
     shape = ModelShape(n_vocab=1000, n_embd=72, n_layer=1, n_ff=100, n_head=4, n_head_kv=4)
     path = build_gguf(tmp_path / "odd.gguf", shape, "F16")
     assert describe(path)["shape"]["n_embd"] == 72
+
+
+def test_embedding_models_declare_their_pooling(embedding_ggufs: dict[str, Path]) -> None:
+    from gguf import GGUFReader
+
+    for pooling, path in embedding_ggufs.items():
+        fields = GGUFReader(path).fields
+        assert int(fields["llama.pooling_type"].parts[-1][0]) == {"mean": 1, "cls": 2, "last": 3}[pooling]
+        assert bool(fields["llama.attention.causal"].parts[-1][0]) is (pooling == "last")
+
+
+def test_an_unknown_pooling_is_refused(tmp_path: Path) -> None:
+    from pier.synthetic.builder import TINY, build_gguf
+
+    with pytest.raises(ValueError, match="pooling must be one of mean, cls, last"):
+        build_gguf(tmp_path / "x.gguf", TINY, pooling="max")

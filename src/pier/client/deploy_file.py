@@ -3,6 +3,10 @@
     endpoint: chat
     instance_type: local            # or any ml.* type pier knows; default local (this host)
     instance_count: 1
+    routing:                        # optional: the variant's RoutingConfig (default: least outstanding, prefix-affine)
+      strategy: PREFIX_AWARE        # LEAST_OUTSTANDING_REQUESTS, RANDOM, PREFIX_AWARE or KV_AWARE
+      prefix_length: 2048           # PREFIX_AWARE only: bytes of body (characters of messages) that make the prefix
+      concurrency_threshold: 4      # PREFIX_AWARE only: in flight on a copy before its prefix overflows
     model:                          # a model on every instance (one copy per instance) ...
       data: hf://Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_k_m.gguf
       environment: {MAX_TOTAL_TOKENS: 4096}
@@ -22,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
@@ -80,10 +84,27 @@ class ComponentBlock(Block):
         return wanted
 
 
+class RoutingBlock(Block):
+    strategy: Literal["LEAST_OUTSTANDING_REQUESTS", "RANDOM", "PREFIX_AWARE", "KV_AWARE"]
+    prefix_length: int | None = None
+    concurrency_threshold: int | None = None
+
+    def config(self) -> dict[str, Any]:
+        """The variant's RoutingConfig; the control plane checks what PREFIX_AWARE needs."""
+        config: dict[str, Any] = {"RoutingStrategy": self.strategy}
+        prefix_aware = {key: value for key, value in (("PrefixLength", self.prefix_length),
+                                                      ("ConcurrencyThreshold", self.concurrency_threshold))
+                        if value is not None}
+        if prefix_aware:
+            config["PrefixAwareRoutingConfig"] = prefix_aware
+        return config
+
+
 class DeployFile(Block):
     endpoint: Name
     instance_type: str = "local"
     instance_count: Annotated[int, Field(ge=1)] = 1
+    routing: RoutingBlock | None = None
     model: ModelBlock | None = None
     components: list[ComponentBlock] = Field(default_factory=list)
 
@@ -129,6 +150,8 @@ def calls(file: DeployFile, base: Path) -> Calls:
                                "InitialInstanceCount": file.instance_count}
     if classic:
         variant["ModelName"] = classic[0]["ModelName"]
+    if file.routing is not None:
+        variant["RoutingConfig"] = file.routing.config()
     config_name = _named(file.endpoint, variant)
     components = [{
         "InferenceComponentName": c.name, "EndpointName": file.endpoint, "VariantName": VARIANT,

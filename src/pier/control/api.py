@@ -36,6 +36,7 @@ from pier.control.records import (
     ConfigRecord,
     EndpointRecord,
     ModelRecord,
+    RoutingRecord,
     VariantRecord,
 )
 from pier.control.shapes import (
@@ -50,6 +51,7 @@ from pier.control.shapes import (
     EndpointNameInput,
     ListInput,
     ModelNameInput,
+    RoutingConfigSpec,
     UpdateEndpointInput,
     UpdateEndpointWeightsAndCapacitiesInput,
     UpdateInferenceComponentInput,
@@ -331,7 +333,7 @@ class ControlPlane:
             variants.append(VariantRecord(
                 name=variant.VariantName, instance_type=variant.InstanceType or "",
                 instance_count=variant.InitialInstanceCount or 1, weight=variant.weight, model=variant.ModelName,
-                container=container,
+                container=container, routing=_routing(variant.RoutingConfig),
             ))
         return tuple(variants)
 
@@ -450,3 +452,14 @@ OPERATIONS = (
     "CreateInferenceComponent", "DescribeInferenceComponent", "DeleteInferenceComponent", "ListInferenceComponents",
     "UpdateInferenceComponent", "UpdateInferenceComponentRuntimeConfig",
 )
+
+
+def _routing(config: RoutingConfigSpec | None) -> RoutingRecord | None:
+    if config is None:
+        return None
+    prefix_aware = config.PrefixAwareRoutingConfig
+    return RoutingRecord(
+        strategy=config.RoutingStrategy,
+        prefix_length=prefix_aware.PrefixLength if prefix_aware else None,
+        concurrency_threshold=prefix_aware.ConcurrencyThreshold if prefix_aware else None,
+    )

@@ -34,6 +34,16 @@ class ConfigRecord(Record):
     request: CreateEndpointConfigInput
 
 
+class RoutingRecord(BaseModel):
+    """A variant's RoutingConfig as its endpoint keeps it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    strategy: str  # RoutingStrategy: LEAST_OUTSTANDING_REQUESTS, RANDOM, PREFIX_AWARE or KV_AWARE
+    prefix_length: int | None = None  # PREFIX_AWARE only
+    concurrency_threshold: int | None = None  # PREFIX_AWARE only
+
+
 class VariantRecord(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -44,6 +54,7 @@ class VariantRecord(BaseModel):
     model: str | None = None  # a classic variant serves this model on every instance
     container: ContainerSpec | None = None  # the model's container when the endpoint was made
     model_dir: str | None = None  # where its files were fetched to, once they were
+    routing: RoutingRecord | None = None  # None: pier's default routing
 
 
 class EndpointRecord(Record):

@@ -82,12 +82,44 @@ class CreateModelInput(Shape):
 # ---- endpoint configs and endpoints
 
 
+RoutingStrategyName = Literal["LEAST_OUTSTANDING_REQUESTS", "RANDOM", "PREFIX_AWARE", "KV_AWARE"]
+
+
+class PrefixAwareRoutingSpec(Shape):
+    PrefixLength: Annotated[int, Field(ge=1024, le=65536)] | None = None
+    ConcurrencyThreshold: Annotated[int, Field(ge=1, le=1024)] | None = None
+
+
+class RoutingConfigSpec(Shape):
+    """A variant's ProductionVariantRoutingConfig: how its requests are spread over its copies."""
+
+    RoutingStrategy: RoutingStrategyName
+    PrefixAwareRoutingConfig: PrefixAwareRoutingSpec | None = None
+
+    @model_validator(mode="after")
+    def _prefix_aware_settings(self) -> RoutingConfigSpec:
+        settings = self.PrefixAwareRoutingConfig
+        if self.RoutingStrategy != "PREFIX_AWARE":
+            if settings is not None:
+                raise ValueError(
+                    f"PrefixAwareRoutingConfig applies only to RoutingStrategy PREFIX_AWARE, not "
+                    f"{self.RoutingStrategy}: remove it, or set RoutingStrategy to PREFIX_AWARE.")
+            return self
+        if settings is None or settings.PrefixLength is None or settings.ConcurrencyThreshold is None:
+            raise ValueError(
+                "RoutingStrategy PREFIX_AWARE needs PrefixAwareRoutingConfig with PrefixLength (1024-65536: bytes "
+                "of the request body, or characters of an OpenAI request's messages) and ConcurrencyThreshold "
+                "(1-1024 requests in flight on a copy before its prefix overflows to another copy).")
+        return self
+
+
 class VariantSpec(Shape):
     VariantName: EndpointNameStr
     ModelName: ModelNameStr | None = None
     InstanceType: str | None = None
     InitialInstanceCount: Annotated[int, Field(ge=1, le=1000)] | None = None
     InitialVariantWeight: Annotated[float, Field(ge=0)] | None = None
+    RoutingConfig: RoutingConfigSpec | None = None
 
     @model_validator(mode="before")
     @classmethod

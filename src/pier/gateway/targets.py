@@ -13,10 +13,11 @@ from collections.abc import Callable, Sequence
 
 from pier.backends.base import CopyStatus
 from pier.control.names import ACCOUNT
-from pier.control.records import ComponentRecord, EndpointRecord, VariantRecord
+from pier.control.records import ComponentRecord, EndpointRecord, RoutingRecord, VariantRecord
 from pier.control.state import State, UnreadableRecord
 from pier.control.workload import Workload
 from pier.runtime.errors import ComponentRequired, EndpointNotFound, InvalidInvocation
+from pier.runtime.routing import DEFAULT_ROUTING, Routing, Strategy
 from pier.runtime.target import Target
 
 Copies = Callable[[Workload], list[CopyStatus]]
@@ -72,13 +73,16 @@ class Targets:
             raise InvalidInvocation(COMPONENT_NOT_ALLOWED)
         chosen = self._variant(record, variant)
         workload = Workload.of_variant(record.name, chosen.name)
-        return Target(self.copies(workload), workload, chosen.name)
+        return Target(self.copies(workload), workload, chosen.name, routing(chosen.routing))
 
     def _component_target(self, record: ComponentRecord) -> Target:
         if record.copies == 0:
             raise InvalidInvocation(NO_CAPACITY)
         workload = Workload.of_component(record.name)
-        return Target(self.copies(workload), workload, record.variant)
+        endpoint = self.state.endpoints.get(record.endpoint)
+        variant = endpoint.variant(record.variant) if endpoint is not None else None
+        return Target(self.copies(workload), workload, record.variant,
+                      routing(variant.routing if variant is not None else None))
 
     def _component(self, endpoint: EndpointRecord, name: str) -> ComponentRecord:
         for record in self.state.components.all():
@@ -103,6 +107,14 @@ class Targets:
         if len(record.variants) == 1:
             return record.variants[0]
         return record.variants[self.pick([v.weight for v in record.variants])]
+
+
+def routing(record: RoutingRecord | None) -> Routing:
+    """A variant's stored RoutingConfig as the router applies it; the copies of its inference components are
+    routed by it too."""
+    if record is None:
+        return DEFAULT_ROUTING
+    return Routing(Strategy(record.strategy), record.prefix_length or 0, record.concurrency_threshold or 0)
 
 
 def _weighted(weights: Sequence[float]) -> int:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pier.backends.base import CopyStatus
 from pier.runtime.errors import Throttled
 from pier.runtime.router import DEFAULT_CONCURRENCY, DEFAULT_SLACK, Lease, Router
+from pier.runtime.routing import DEFAULT_ROUTE, Route
 
 MAX_IDLE_COMPONENTS = 256  # idle components' routers beyond this many are dropped (with what they remember)
 
@@ -36,6 +37,7 @@ class AdmissionLimits:
 class _Waiter:
     prefix: Sequence[str]
     exclude: Collection[str]
+    route: Route
     lease: asyncio.Future[Lease]
 
 
@@ -62,21 +64,25 @@ class Admission:
         return len(entry.waiters) if entry else 0
 
     async def lease(self, component: str, copies: Sequence[CopyStatus] | None, prefix: Sequence[str] = (), *,
-                    exclude: Collection[str] = (), timeout_s: float | None = None) -> Lease | None:
+                    exclude: Collection[str] = (), timeout_s: float | None = None, route: Route = DEFAULT_ROUTE
+                    ) -> Lease | None:
         """A lease on a ready copy of `component` with room (none of `exclude`), waiting at most `timeout_s`
         (default: the configured bound) behind earlier requests. None when no copy outside `exclude` is ready at
         all, so there is nothing to wait for; raises Throttled when the queue is full or time is up.
 
         `copies` is a fresh snapshot of the component's copies (None: the latest one given, as for a request's
-        second try); the latest is what waiting requests are placed on."""
+        second try); the latest is what waiting requests are placed on. `route`: the strategy, and the one copy a
+        session's request may take (it waits for that copy's room)."""
         timeout_s = max(0.0, self.limits.timeout_s if timeout_s is None else timeout_s)
         entry = self._component(component)
         router = entry.router
         if copies is not None:
             router.sync(copies)
+        if route.pin is not None:  # every other copy is out of its reach
+            exclude = {*exclude, *(c.copy_id for c in router.copies if c.copy_id != route.pin)}
         self._dispatch(entry)  # earlier requests first: this snapshot may bring room they can use
         if router.room(exclude) > 0:  # what is left is room no earlier request can use
-            lease = router.pick(router.copies, prefix, exclude=exclude)
+            lease = router.pick(router.copies, prefix, exclude=exclude, route=route)
             if lease is not None:
                 return lease
         if not router.any_ready(exclude):
@@ -87,7 +93,7 @@ class Admission:
                 f"copies take, and {len(entry.waiters)} are waiting, the most it queues. Retry with backoff, add "
                 "copies, or raise the queue limit."
             )
-        waiter = _Waiter(prefix, exclude, asyncio.get_running_loop().create_future())
+        waiter = _Waiter(prefix, exclude, route, asyncio.get_running_loop().create_future())
         entry.waiters.append(waiter)
         try:
             async with asyncio.timeout(timeout_s):
@@ -122,7 +128,7 @@ class Admission:
             if router.room() == 0:
                 kept.extend(entry.waiters[index:])
                 break
-            lease = router.pick(router.copies, waiter.prefix, exclude=waiter.exclude)
+            lease = router.pick(router.copies, waiter.prefix, exclude=waiter.exclude, route=waiter.route)
             if lease is None:
                 kept.append(waiter)
             else:

@@ -16,7 +16,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import httpx
 
@@ -27,6 +27,7 @@ from pier.runtime.admission import Admission, AdmissionLimits
 from pier.runtime.errors import InvocationError, ModelError, Origin, ServiceUnavailable, Throttled
 from pier.runtime.eventstream import StreamErrorCode
 from pier.runtime.router import Lease, Router
+from pier.runtime.routing import DEFAULT_ROUTE, Route
 from pier.runtime.settings import RuntimeSettings
 from pier.runtime.target import Target
 from pier.runtime.upstream import CopyUnreachable, Upstream
@@ -48,6 +49,8 @@ class Call:
     deadline: float | None  # event-loop time; None leaves it to the copy's own deadline
     deadline_s: float | None  # the same, as the number of seconds users configured
     retarget: Callable[[], Awaitable[Target]] | None = None  # the copies now, to resume on a replacement
+    route: Route = DEFAULT_ROUTE  # its strategy, prefix key, and the copy of its session
+    method: str = "POST"
 
 
 @dataclass(frozen=True)
@@ -186,10 +189,13 @@ class Forwarder:
         """admission.lease, its wait ended by the deadline and by `stop()` (TimeoutError)."""
         if self.stopping:
             raise self.shutting_down()
+        route = call.route
+        if route.pin is not None and route.pin in exclude:  # its session's copy failed it: any other will do
+            route = replace(route, pin=None)
         try:
             async with self.deadline(call):
                 return await self.admission.lease(call.target.component, copies, call.prefix, exclude=exclude,
-                                                  timeout_s=timeout_s)
+                                                  timeout_s=timeout_s, route=route)
         except TimeoutError:
             if self.stopping:
                 raise self.shutting_down() from None
@@ -201,7 +207,7 @@ class Forwarder:
         """The copy's answer to `call`. A copy on pier's engine whose connection breaks before it answers died
         (or was gone, on a pooled connection): nothing reached the client, so another copy may run it."""
         try:
-            return await self.upstream.send(copy, call.path, call.body, headers)
+            return await self.upstream.send(copy, call.path, call.body, headers, method=call.method)
         except httpx.TransportError as error:
             if (copy.copy_id, copy.pid) in self._framed and self.settings.resume.attempts > 0:
                 raise CopyUnreachable(f"copy {copy.copy_id} broke the connection before answering ({error!r})"

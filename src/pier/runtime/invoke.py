@@ -21,10 +21,19 @@ from starlette.types import Receive
 
 from pier.runtime import eventstream, openai
 from pier.runtime.disconnect import CLIENT_CLOSED_REQUEST, ClientGone, unless_disconnected
-from pier.runtime.errors import REQUEST_ID, as_invocation_error, sagemaker_error
+from pier.runtime.errors import REQUEST_ID, InvalidInvocation, as_invocation_error, sagemaker_error
 from pier.runtime.forward import Call, Exchange, Forwarder, StreamEnded
 from pier.runtime.invocation import CUSTOM_ATTRIBUTES, INVOKED_VARIANT, STREAM_CONTENT_TYPE, Invocation
 from pier.runtime.prefix import request_prefix
+from pier.runtime.routing import route_of
+from pier.runtime.sessions import (
+    CLOSED_SESSION_HEADER,
+    NEW_SESSION,
+    NEW_SESSION_HEADER,
+    Session,
+    Sessions,
+    request_type,
+)
 from pier.runtime.settings import RuntimeSettings
 from pier.runtime.streaming import ClosingStream
 from pier.runtime.target import Resolve, Target, resolve_target
@@ -43,6 +52,7 @@ class RuntimeService:
         self.resolve = resolve
         self.settings = settings or RuntimeSettings()
         self.forwarder = Forwarder(self.settings, client)
+        self.sessions = Sessions(ttl_s=self.settings.session_ttl_s, limit=self.settings.max_sessions)
 
     async def aclose(self) -> None:
         await self.forwarder.aclose()
@@ -78,23 +88,27 @@ class RuntimeService:
 
     async def _open_stream(self, invocation: Invocation, resources: AsyncExitStack) -> tuple[Call, Exchange]:
         """A copy's successful answer, started; `resources` then hold its turn, lease and connection."""
-        call = await self._call(invocation)
+        call, session = await self._call(invocation)
         exchange = await resources.enter_async_context(self.forwarder.exchange(call))
         if not exchange.response.is_success:
             body = await self.forwarder.read(exchange, call)
             raise exchange.origin.answered(exchange.response.status_code, body)
+        self._follow(session, exchange)
         return call, exchange
 
     async def openai(self, request: Request, path: str, endpoint: str | None = None, *, sagemaker_path: bool = False,
                      component: str | None = None) -> Response:
-        """OpenAI passthrough of `path` (/v1/chat/completions or /v1/completions) to a copy of `endpoint`, or
+        """OpenAI passthrough of `path` (chat completions, completions, embeddings, models) to a copy of `endpoint`, or
         of the endpoint the body's `model` names ("ENDPOINT" or "ENDPOINT/INFERENCE_COMPONENT"); see
         pier.runtime.openai for each route's rules."""
         return await openai.passthrough(self.forwarder, self.resolve, request, path, endpoint,
                                         sagemaker_path=sagemaker_path, component=component)
 
     async def _invoke(self, invocation: Invocation) -> Response:
-        call = await self._call(invocation)
+        call, session = await self._call(invocation)
+        kind = request_type(invocation.body) if invocation.session_id is not None else None
+        if kind is not None:
+            return self._session_request(invocation, call, session, kind)
         async with self.forwarder.exchange(call) as exchange:
             body = await self.forwarder.read(exchange, call)
             if not exchange.response.is_success:
@@ -102,20 +116,73 @@ class RuntimeService:
             headers = _answer_headers(invocation, call.target, exchange.response)
             if "content-type" in exchange.response.headers:  # as the copy wrote it: no charset added
                 headers["Content-Type"] = exchange.response.headers["content-type"]
+            if invocation.session_id == NEW_SESSION:
+                opened = self.sessions.open(invocation.endpoint, call.target.component, exchange.origin.copy_id)
+                headers[NEW_SESSION_HEADER] = opened.header()
+            self._follow(session, exchange)
             return Response(body, headers=headers)
 
-    async def _call(self, invocation: Invocation) -> Call:
+    def _session_request(self, invocation: Invocation, call: Call, session: Session | None, kind: str) -> Response:
+        """The toolkit's own session requests, answered here: the copies keep no session state to open or close."""
+        headers = {INVOKED_VARIANT: call.target.variant, REQUEST_ID: invocation.request_id,
+                   "Content-Type": "application/json"}
+        if session is not None and kind == "CLOSE":
+            self.sessions.close(session.id)
+            headers[CLOSED_SESSION_HEADER] = session.id
+        elif invocation.session_id == NEW_SESSION:
+            opened = self.sessions.open(invocation.endpoint, call.target.component, self._session_copy(call))
+            headers[NEW_SESSION_HEADER] = opened.header()
+        return Response(b"{}", headers=headers)
+
+    def _session_copy(self, call: Call) -> str:
+        """The copy a session opened without a generation goes to: the router's choice, or when every copy is busy
+        the least busy ready one (nothing runs on it now: the session only needs to know its copy)."""
+        router = self.forwarder.router(call.target.component)
+        lease = router.pick(call.target.copies, call.prefix, route=call.route)
+        if lease is not None:
+            lease.release()
+            return lease.copy.copy_id
+        ready = call.target.ready()
+        if not ready:
+            raise call.target.unavailable(call.endpoint)
+        return min(ready, key=lambda c: (router.outstanding(c.copy_id), c.copy_id)).copy_id
+
+    def _follow(self, session: Session | None, exchange: Exchange) -> None:
+        """The session moves to the copy that answered (its own copy was gone), or ends if the copy closed it."""
+        if session is None:
+            return
+        if CLOSED_SESSION_HEADER in exchange.response.headers:
+            self.sessions.close(session.id)
+        elif exchange.origin.copy_id != session.copy_id:
+            log.info("session %s moved from copy %s to %s", session.id, session.copy_id, exchange.origin.copy_id)
+            session.copy_id = exchange.origin.copy_id
+
+    async def _call(self, invocation: Invocation) -> tuple[Call, Session | None]:
         def resolve() -> Awaitable[Target]:
             return resolve_target(self.resolve, invocation.endpoint, invocation.component, invocation.variant)
 
         target = await resolve()
         if (unsupported := invocation.unsupported()) is not None:
             raise unsupported
+        session = self._session(invocation, target)
+        ready = {c.copy_id for c in target.ready()}
+        pin = session.copy_id if session is not None and session.copy_id in ready else None  # else: it moves
         deadline_s = self.settings.deadline_s
         return Call(
             invocation.endpoint, target, "/invocations", invocation.body, invocation.upstream_headers(),
             request_prefix(invocation.body), invocation.received_at + deadline_s, deadline_s, retarget=resolve,
-        )
+            route=route_of(target.routing, invocation.body, pin),
+        ), session
+
+    def _session(self, invocation: Invocation, target: Target) -> Session | None:
+        if invocation.session_id is None or invocation.session_id == NEW_SESSION:
+            return None
+        session = self.sessions.find(invocation.session_id, invocation.endpoint)
+        if session.component != target.component:
+            raise InvalidInvocation(
+                f"Session {session.id} was opened on {session.component}, not {target.component}: call it with the "
+                "same InferenceComponentName (and TargetVariant) it was opened with, or open a new session.")
+        return session
 
     async def _frames(self, exchange: Exchange, call: Call) -> AsyncGenerator[bytes, None]:
         try:

@@ -1,4 +1,5 @@
-"""OpenAI passthrough: /v1/chat/completions and /v1/completions forwarded to a copy unchanged.
+"""OpenAI passthrough: /v1/chat/completions, /v1/completions, /v1/embeddings (and, under an endpoint, GET
+/v1/models) forwarded to a copy unchanged.
 
 The copy speaks OpenAI itself, so its answers, errors included, pass through as they are. Errors the
 gateway raises (no copy ready, a full queue or a full copy: 429 with Retry-After, a broken stream) take OpenAI's
@@ -48,7 +49,8 @@ from pier.runtime.invocation import (
     check_member,
     read_body,
 )
-from pier.runtime.prefix import request_prefix
+from pier.runtime.prefix import content_text, request_prefix
+from pier.runtime.routing import route_of
 from pier.runtime.streaming import ClosingStream
 from pier.runtime.target import Resolve, Target, resolve_target
 
@@ -73,7 +75,7 @@ async def passthrough(forwarder: Forwarder, resolve: Resolve, request: Request, 
     received = asyncio.get_running_loop().time()
     try:
         body = await read_body(request, forwarder.settings.max_payload_bytes)
-        parsed = _parse(body)
+        parsed = _parse(body) if request.method == "POST" else OpenAIBody()
         header = request.headers.get(INFERENCE_COMPONENT)
         if sagemaker_path:
             if header is not None:
@@ -94,14 +96,21 @@ async def passthrough(forwarder: Forwarder, resolve: Resolve, request: Request, 
         try:
             target = await retarget()
         except ComponentRequired as error:
+            if sagemaker_path:  # the header SageMaker's words ask for is refused on this path
+                raise InvalidInvocation(
+                    f"{error.message} On this path, name it in the path: /endpoints/{name}/inference-components/"
+                    "INFERENCE_COMPONENT/openai/v1/... (ListInferenceComponents shows what the endpoint hosts)."
+                ) from None
             if endpoint is not None:
                 raise
             raise InvalidInvocation(f"{error.message} On this route, name it in `model`: {name}/INFERENCE_COMPONENT "
                                     "(ListInferenceComponents shows what the endpoint hosts).") from None
         deadline_s = forwarder.settings.openai_deadline_s
         headers = {"Content-Type": "application/json", "X-Request-Id": request_id}
+        route = route_of(target.routing, content_text(body) if target.routing.prefix_aware else "")
         call = Call(name, target, path, body, headers, request_prefix(body),
-                    None if deadline_s is None else received + deadline_s, deadline_s, retarget=retarget)
+                    None if deadline_s is None else received + deadline_s, deadline_s, retarget=retarget, route=route,
+                    method=request.method)
         if parsed.stream:
             return await _stream(forwarder, call, request_id, request.receive)
         return await unless_disconnected(_whole(forwarder, call, request_id), request.receive)

@@ -25,12 +25,13 @@ class _Message(BaseModel):
     content: str | list[Any] | None = None
 
     def text(self) -> str:
+        return f"{self.role}\x1f{self.content_text()}\x1e"
+
+    def content_text(self) -> str:
         if isinstance(self.content, list):
             parts = [p.get("text", "") if isinstance(p, dict) else str(p) for p in self.content]
-            content = "".join(str(p) for p in parts)
-        else:
-            content = self.content or ""
-        return f"{self.role}\x1f{content}\x1e"
+            return "".join(str(p) for p in parts)
+        return self.content or ""
 
 
 class _Prompted(BaseModel):
@@ -42,9 +43,9 @@ class _Prompted(BaseModel):
     messages: list[_Message] | None = None
     prompt: str | list[int] | list[str] | list[list[int]] | None = None
 
-    def text(self) -> str:
+    def text(self, *, roles: bool = True) -> str:
         if self.messages:
-            return "".join(m.text() for m in self.messages)
+            return "".join(m.text() if roles else m.content_text() for m in self.messages)
         if self.inputs is not None:
             return self.inputs
         prompt = self.prompt
@@ -62,6 +63,17 @@ def prompt_text(body: bytes) -> str:
         return ""
     try:
         return _Prompted.model_validate_json(body).text()
+    except ValidationError:
+        return ""
+
+
+def content_text(body: bytes) -> str:
+    """The text content of an OpenAI request's messages, joined (its prompt for a completion): what AWS's
+    PREFIX_AWARE routing takes its prefix from on the OpenAI-compatible path; "" for other bodies."""
+    if body.lstrip()[:1] != b"{":
+        return ""
+    try:
+        return _Prompted.model_validate_json(body).text(roles=False)
     except ValidationError:
         return ""
 

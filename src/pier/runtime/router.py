@@ -1,14 +1,16 @@
-"""Which copy answers a request: the least busy ready copy with room, unless one that recently served the same
-prompt prefix is nearly as free (its prefix cache then skips recomputing that prefix).
+"""Which copy answers a request, by the variant's routing strategy (pier.runtime.routing): by default the least
+busy ready copy with room, unless one that recently served the same prompt prefix is nearly as free (its prefix
+cache then skips recomputing that prefix).
 
 `choose()` is the decision, pure over a snapshot: a copy at its concurrency (see pier.concurrency) is never
-chosen. `Router` owns the state it decides on: outstanding requests per copy (counted around each request by a
-`Lease`), when each copy was last chosen (equal loads take turns), and the prefix blocks each copy served (a
-bounded LRU, dropped when its process changes).
+chosen, whatever the strategy. `Router` owns the state it decides on: outstanding requests per copy (counted
+around each request by a `Lease`), when each copy was last chosen (equal loads take turns), and the prefix blocks
+each copy served (a bounded LRU, dropped when its process changes).
 """
 
 from __future__ import annotations
 
+import random
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +18,7 @@ from types import TracebackType
 
 from pier.backends.base import CopyState, CopyStatus
 from pier.concurrency import copy_concurrency
+from pier.runtime.routing import DEFAULT_ROUTE, Route, Strategy, rendezvous_order
 
 DEFAULT_SLACK = 4  # how many more outstanding requests a prefix-affine copy may have than the least busy one
 DEFAULT_REMEMBERED = 4096  # prefix blocks remembered per copy
@@ -41,23 +44,58 @@ def ready(copy: CopyStatus) -> bool:
     return copy.state is CopyState.READY and bool(copy.url)
 
 
-def choose(candidates: Sequence[Candidate], prefix: Sequence[str] = (), *, slack: int = DEFAULT_SLACK
-           ) -> CopyStatus | None:
-    """The ready copy with room to send a request to, or None when no ready copy has room.
+def choose(candidates: Sequence[Candidate], prefix: Sequence[str] = (), *, slack: int = DEFAULT_SLACK,
+           route: Route = DEFAULT_ROUTE, draw: Callable[[int], int] = random.randrange) -> CopyStatus | None:
+    """The ready copy with room to send a request to, or None when no ready copy has room (or, for a request
+    pinned to a copy, when that copy has none).
 
-    `prefix` is the request's cumulative prefix blocks, shortest first. Among ready copies with room at most
-    `slack` requests busier than the least busy, the one that served the longest run of those blocks wins; with
-    no such copy, the least busy. Ties go to the copy chosen longest ago, then to the lowest copy id."""
+    By `route.routing.strategy` (see pier.runtime.routing); `draw(n)` picks an index below n for RANDOM."""
     open_ = [c for c in candidates if ready(c.copy) and c.has_room]
+    if route.pin is not None:
+        open_ = [c for c in open_ if c.copy.copy_id == route.pin]
     if not open_:
         return None
+    strategy = route.routing.strategy
+    if strategy is Strategy.LEAST_OUTSTANDING_REQUESTS:
+        return least_busy(open_)
+    if strategy is Strategy.RANDOM:
+        ordered = sorted(open_, key=lambda c: c.copy.copy_id)
+        return ordered[draw(len(ordered))].copy
+    if strategy is Strategy.PREFIX_AWARE and route.key is not None:
+        return prefix_aware(candidates, open_, route.key, route.routing.concurrency_threshold)
+    return affine(open_, prefix, slack)
+
+
+def least_busy(open_: Sequence[Candidate]) -> CopyStatus:
+    """Fewest outstanding; ties go to the copy chosen longest ago, then to the lowest copy id."""
+    return min(open_, key=lambda c: (c.outstanding, c.last_chosen, c.copy.copy_id)).copy
+
+
+def affine(open_: Sequence[Candidate], prefix: Sequence[str], slack: int) -> CopyStatus:
+    """`prefix` is the request's cumulative prefix blocks, shortest first. Among copies at most `slack` requests
+    busier than the least busy, the one that served the longest run of those blocks wins; with no such copy, the
+    least busy."""
     least = min(c.outstanding for c in open_)
     matches = {c.copy.copy_id: matched_blocks(c.cached, prefix) for c in open_}
-    affine = [c for c in open_ if c.outstanding <= least + slack and matches[c.copy.copy_id] > 0]
-    if affine:
-        longest = max(matches[c.copy.copy_id] for c in affine)
-        open_ = [c for c in affine if matches[c.copy.copy_id] == longest]
-    return min(open_, key=lambda c: (c.outstanding, c.last_chosen, c.copy.copy_id)).copy
+    affine_ = [c for c in open_ if c.outstanding <= least + slack and matches[c.copy.copy_id] > 0]
+    if affine_:
+        longest = max(matches[c.copy.copy_id] for c in affine_)
+        open_ = [c for c in affine_ if matches[c.copy.copy_id] == longest]
+    return least_busy(open_)
+
+
+def prefix_aware(candidates: Sequence[Candidate], open_: Sequence[Candidate], key: str, threshold: int
+                 ) -> CopyStatus:
+    """The first copy in `key`'s hashed order of the ready copies that has room and fewer than `threshold` in
+    flight; when every one is at the threshold, the least busy with room. The order counts every ready copy, full
+    or not, so a prefix comes back to its copy once that copy has room again."""
+    order = rendezvous_order(key, [c.copy.copy_id for c in candidates if ready(c.copy)])
+    by_id = {c.copy.copy_id: c for c in open_}
+    for copy_id in order:
+        candidate = by_id.get(copy_id)
+        if candidate is not None and candidate.outstanding < threshold:
+            return candidate.copy
+    return least_busy(open_)
 
 
 def matched_blocks(cached: Collection[str], prefix: Sequence[str]) -> int:
@@ -110,9 +148,10 @@ class Router:
     concurrency, or `default_concurrency` when its backend reports none."""
 
     def __init__(self, *, slack: int = DEFAULT_SLACK, remembered: int = DEFAULT_REMEMBERED,
-                 default_concurrency: int = DEFAULT_CONCURRENCY, on_release: Callable[[], None] | None = None
-                 ) -> None:
+                 default_concurrency: int = DEFAULT_CONCURRENCY, on_release: Callable[[], None] | None = None,
+                 draw: Callable[[int], int] = random.randrange) -> None:
         self.slack = slack
+        self.draw = draw
         self.remembered = remembered
         self.default_concurrency = default_concurrency
         self.on_release = on_release
@@ -120,13 +159,13 @@ class Router:
         self._loads: dict[str, _CopyLoad] = {}
         self._picks = 0
 
-    def pick(self, copies: Sequence[CopyStatus], prefix: Sequence[str] = (), *, exclude: Collection[str] = ()
-             ) -> Lease | None:
-        """Choose a copy with room (skipping `exclude`d ids) and count the request on it until the lease is
-        released; `copies` becomes the latest snapshot."""
+    def pick(self, copies: Sequence[CopyStatus], prefix: Sequence[str] = (), *, exclude: Collection[str] = (),
+             route: Route = DEFAULT_ROUTE) -> Lease | None:
+        """Choose a copy with room (skipping `exclude`d ids) by `route`, and count the request on it until the
+        lease is released; `copies` becomes the latest snapshot."""
         self.sync(copies)
         candidates = [self._candidate(c) for c in copies if c.copy_id not in exclude]
-        chosen = choose(candidates, prefix, slack=self.slack)
+        chosen = choose(candidates, prefix, slack=self.slack, route=route, draw=self.draw)
         if chosen is None:
             return None
         load = self._loads[chosen.copy_id]

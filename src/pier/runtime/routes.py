@@ -23,6 +23,8 @@ from pier.runtime.invoke import RuntimeService
 
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
+EMBEDDINGS = "/v1/embeddings"
+MODELS = "/v1/models"
 
 
 def runtime_router(service: RuntimeService) -> APIRouter:
@@ -57,20 +59,22 @@ async def _invocation(service: RuntimeService, endpoint: str, request: Request, 
 
 
 def openai_router(service: RuntimeService) -> APIRouter:
-    """/v1/chat/completions and /v1/completions, the endpoint named by the body's `model`
+    """/v1/chat/completions, /v1/completions and /v1/embeddings, the endpoint named by the body's `model`
     ("ENDPOINT" or "ENDPOINT/INFERENCE_COMPONENT"), and the same under /endpoints/{EndpointName}/v1/,
     where `model` is free (an OpenAI client's base_url then names the endpoint); and SageMaker's own
     OpenAI-compatible paths, /endpoints/{EndpointName}/openai/v1/ and
-    /endpoints/{EndpointName}/inference-components/{InferenceComponentName}/openai/v1/."""
+    /endpoints/{EndpointName}/inference-components/{InferenceComponentName}/openai/v1/. Under an endpoint's
+    paths, GET /v1/models is the copy's own list."""
     router = APIRouter(tags=["OpenAI"])
-    for path in (CHAT, COMPLETIONS):
-        router.add_api_route(path, _by_model(service, path), methods=["POST"], response_model=None)
-        router.add_api_route("/endpoints/{endpoint_name}" + path, _by_endpoint(service, path), methods=["POST"],
+    for path, method in ((CHAT, "POST"), (COMPLETIONS, "POST"), (EMBEDDINGS, "POST"), (MODELS, "GET")):
+        if method == "POST":  # GET /v1/models lists every endpoint (the gateway's own route)
+            router.add_api_route(path, _by_model(service, path), methods=[method], response_model=None)
+        router.add_api_route("/endpoints/{endpoint_name}" + path, _by_endpoint(service, path), methods=[method],
                              response_model=None)
         router.add_api_route("/endpoints/{endpoint_name}/openai" + path, _sagemaker_path(service, path),
-                             methods=["POST"], response_model=None)
+                             methods=[method], response_model=None)
         router.add_api_route("/endpoints/{endpoint_name}/inference-components/{component_name}/openai" + path,
-                             _sagemaker_component_path(service, path), methods=["POST"], response_model=None)
+                             _sagemaker_component_path(service, path), methods=[method], response_model=None)
     return router
 
 

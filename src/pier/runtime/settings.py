@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from pier.runtime.router import DEFAULT_CONCURRENCY, DEFAULT_SLACK
+from pier.runtime.sessions import DEFAULT_LIMIT, DEFAULT_TTL_S
 
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024  # 6,291,456: what SageMaker's InvokeEndpoint accepts
 BOTO3_READ_TIMEOUT_S = 60.0
@@ -45,6 +46,8 @@ class RuntimeSettings:
     region: str = "us-east-1"  # for the ARNs in error messages
     account: str = "000000000000"
     resume: ResumeSettings = field(default_factory=ResumeSettings)
+    session_ttl_s: float = DEFAULT_TTL_S  # a stateful session's life from its opening (PIER_SESSION_TTL_SECONDS)
+    max_sessions: int = DEFAULT_LIMIT  # open sessions kept; past this, the least recently used are forgotten
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RuntimeSettings:
@@ -58,6 +61,9 @@ class RuntimeSettings:
             settings = replace(settings, queue=int(queue))
         if timeout is not None:
             settings = replace(settings, queue_timeout_s=float(timeout))
+        ttl = _number(env, "PIER_SESSION_TTL_SECONDS", float)
+        if ttl is not None:
+            settings = replace(settings, session_ttl_s=float(ttl))
         return settings
 
 

@@ -13,6 +13,7 @@ from typing import TypeAlias
 
 from pier.backends.base import CopyState, CopyStatus
 from pier.runtime.errors import InvocationError, ModelNotReady, ServiceUnavailable
+from pier.runtime.routing import DEFAULT_ROUTING, Routing
 
 DEFAULT_VARIANT = "AllTraffic"  # what the SageMaker SDK names a single variant
 
@@ -25,6 +26,7 @@ class Target:
     copies: Sequence[CopyStatus]  # every copy of the component, whatever its state
     component: str  # the inference component (or "<endpoint>/<variant>"): the unit of admission and routing
     variant: str = DEFAULT_VARIANT  # reported in x-Amzn-Invoked-Production-Variant
+    routing: Routing = DEFAULT_ROUTING  # the variant's RoutingConfig
 
     @classmethod
     def of(cls, endpoint: str, copies: Sequence[CopyStatus]) -> Target:

@@ -28,12 +28,14 @@ class Upstream:
             trust_env=False,  # an HTTP(S)_PROXY meant for the internet must not capture loopback traffic
         )
 
-    async def send(self, copy: CopyStatus, path: str, body: bytes, headers: Mapping[str, str]) -> httpx.Response:
-        """POST and return once the copy's status and headers arrived; read (or close) the body after."""
+    async def send(self, copy: CopyStatus, path: str, body: bytes, headers: Mapping[str, str], *,
+                   method: str = "POST") -> httpx.Response:
+        """Send (POST unless told) and return once the copy's status and headers arrived; read (or close) the body
+        after."""
         if copy.url is None:
             raise CopyUnreachable(f"copy {copy.copy_id} has no address")
         request = self.client.build_request(
-            "POST", copy.url.rstrip("/") + path, content=body,
+            method, copy.url.rstrip("/") + path, content=body,
             headers={**headers, "Accept-Encoding": "identity", **copy_secret_header(copy.secret)},
         )
         try:

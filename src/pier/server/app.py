@@ -28,7 +28,7 @@ from pier.server.errors import (
     http_error,
     validation_error,
 )
-from pier.server.flavors import openai, sagemaker, tgi
+from pier.server.flavors import embeddings, openai, sagemaker, tgi
 from pier.server.metrics import RequestMetrics
 from pier.server.served_model import ServedModel
 from pier.server.settings import ServerSettings
@@ -40,7 +40,8 @@ Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
 ROUTES_HINT = (
     "This server serves GET /ping, POST /invocations, POST /generate, POST /generate_stream, GET /info, "
-    "GET /health, POST /v1/chat/completions, POST /v1/completions, GET /v1/models and GET /metrics."
+    "GET /health, POST /v1/chat/completions, POST /v1/completions, GET /v1/models, POST /v1/embeddings and POST "
+    "/embed (embedding models) and GET /metrics."
 )
 HANDLER_ROUTES_HINT = (
     "This server runs the model's own code/inference.py and serves GET /ping, POST /invocations and "
@@ -60,6 +61,7 @@ def create_app(
     app.include_router(sagemaker.llm_router)
     app.include_router(tgi.router)
     app.include_router(openai.router)
+    app.include_router(embeddings.router)
     return app
 
 

@@ -29,9 +29,11 @@ from pier.engine.engine import Engine
 from pier.engine.prefix_cache import sequence_ids
 from pier.errors import PierError
 from pier.model.chat import ChatTemplate
+from pier.model.gguf_meta import read_metadata
 from pier.security.model_server_guard import guard_model_server
 from pier.server.app import Lifespan, attach_model, create_app, create_handler_app
 from pier.server.model_location import ModelLocation, ModelNotFound, locate_model
+from pier.server.served_embedder import ServedEmbedder
 from pier.server.settings import ServerSettings, SettingsError
 from pier.server.state import ServerState
 
@@ -128,13 +130,50 @@ def _engine_lifespan(settings: ServerSettings, gguf: Path) -> Lifespan:
             loading.cancel()
             if state.model is not None:
                 await asyncio.to_thread(state.model.engine.stop)
+            if state.embedder is not None:
+                await asyncio.to_thread(state.embedder.embedder.stop)
 
     return lifespan
+
+
+def embedding_model_name(gguf: Path) -> str | None:
+    """The name of the GGUF's model when it is an embedding model (its `<arch>.pooling_type` is mean, cls or last),
+    else None."""
+    arch = read_metadata(gguf, ["general.architecture"]).get("general.architecture")
+    meta = read_metadata(gguf, [f"{arch}.pooling_type", "general.name"])
+    if meta.get(f"{arch}.pooling_type") not in (1, 2, 3):
+        return None
+    return str(meta.get("general.name") or gguf.stem)
+
+
+async def _load_embedder(app: FastAPI, settings: ServerSettings, gguf: Path, name: str) -> None:
+    from pier.engine.embedder import Embedder  # loads llama.cpp
+
+    state: ServerState = app.state.pier
+    started = time.monotonic()
+    try:
+        embedder = await _in_daemon_thread(lambda: Embedder(
+            gguf, n_ctx=settings.context_size, n_seq_max=min(settings.parallel, 64), n_threads=settings.threads,
+            flash_attn=settings.flash_attention))
+    except Exception as error:
+        state.failure = f"{type(error).__name__}: {error}"
+        log.error("could not load %s: %s", gguf, state.failure)
+        return
+    state.embedder = ServedEmbedder(embedder, settings.model_name or name)
+    log.info("%s ready in %.1f s: an embedding model (%s pooling, %d dimensions, inputs up to %d tokens)",
+             state.embedder.name, time.monotonic() - started, embedder.pooling, embedder.n_embd, embedder.n_batch)
 
 
 async def _load(app: FastAPI, settings: ServerSettings, gguf: Path) -> None:
     state: ServerState = app.state.pier
     started = time.monotonic()
+    try:
+        embedding = await asyncio.to_thread(embedding_model_name, gguf)
+    except (OSError, ValueError):
+        embedding = None  # llama.cpp's load says what is wrong with the file
+    if embedding is not None:
+        await _load_embedder(app, settings, gguf, embedding)
+        return
     try:
         engine = await _in_daemon_thread(lambda: start_engine(settings, gguf))
         try:

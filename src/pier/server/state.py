@@ -9,10 +9,11 @@ from typing import Annotated, Protocol
 from fastapi import Depends, Request
 
 from pier.engine.core import EngineStats
-from pier.errors import NotReady
+from pier.errors import InvalidRequest, NotReady
 from pier.server.admission import Admission, Ticket
 from pier.server.errors import ShuttingDown
 from pier.server.metrics import ServerMetrics
+from pier.server.served_embedder import ServedEmbedder
 from pier.server.served_model import ServedModel
 from pier.server.settings import ServerSettings
 
@@ -41,6 +42,7 @@ class ServerState:
         self.admission = Admission(settings.max_concurrent_requests)
         self.metrics = ServerMetrics(self._engine_stats, lambda: self.admission.in_flight)
         self.model: ServedModel | None = None
+        self.embedder: ServedEmbedder | None = None  # an embedding model is served instead of `model`
         self.handler: InvocationHandler | None = None
         self.draining = False
         self.failure: str | None = None
@@ -60,6 +62,8 @@ class ServerState:
             return Status.FAILED
         if self.handler is not None:
             return Status.READY if self.handler.ready else Status.LOADING
+        if self.embedder is not None:
+            return Status.READY if self.embedder.alive else Status.FAILED
         if self.model is None:
             return Status.LOADING
         return Status.READY if self.model.engine.alive else Status.FAILED
@@ -67,9 +71,32 @@ class ServerState:
     def loaded(self) -> ServedModel:
         """The model, for questions about it (no generation); raises 503 errors while there is none."""
         self._check_open()
+        if self.embedder is not None:
+            raise self.embedder.generation_refused()
         if self.model is None or not self.model.engine.alive:
             raise NotReady(self.not_ready_message())
         return self.model
+
+    def listed(self) -> tuple[str, int, int | None]:
+        """What /v1/models says of the model served: its name, when it loaded, its longest input (or context)."""
+        self._check_open()
+        if self.embedder is not None:
+            return self.embedder.name, self.embedder.created, self.embedder.embedder.n_batch
+        model = self.loaded()
+        return model.name, model.created, model.limits.max_total_tokens
+
+    def admit_embedding(self) -> tuple[ServedEmbedder, Ticket]:
+        """The embedding model and a concurrency ticket; a generation model's answer is a clear 400."""
+        self._check_open()
+        if self.embedder is None:
+            if self.model is not None:
+                raise InvalidRequest(
+                    f"Model {self.model.name} is a generation model, not an embedding model (its GGUF sets no pooling "
+                    "type): it gives no embeddings. Deploy an embedding GGUF (mean, cls or last pooling) for them.")
+            raise NotReady(self.not_ready_message())
+        if not self.embedder.alive:
+            raise NotReady("The embedder has stopped; restart this model server.")
+        return self.embedder, self.admission.enter()
 
     def admit(self) -> tuple[ServedModel, Ticket]:
         """The model and a concurrency ticket for one generation; raises 503 or 429 errors otherwise."""

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter, LlamaFileType, TokenType
+from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter, LlamaFileType, PoolingType, TokenType
 from gguf.constants import GGML_QUANT_SIZES, GGML_QUANT_VERSION
 from gguf.quants import quantize
 
@@ -103,8 +103,14 @@ def build_gguf(
     quant: str = "Q8_0",
     seed: int = 0,
     name: str = "pier-synthetic",
+    pooling: str | None = None,
 ) -> Path:
-    """Write a llama GGUF with random weights to `path`; same arguments, same bytes."""
+    """Write a llama GGUF with random weights to `path`; same arguments, same bytes.
+
+    `pooling` ("mean", "cls" or "last") makes it an embedding model: llama.cpp pools its last hidden states that
+    way (`llama.pooling_type`); mean and cls pooling also see the whole input (non-causal attention), as BERT-like
+    embedding models do, while last pooling keeps causal attention, as decoder embedding models do."""
+    pooling_type = _check_pooling(pooling)
     qtype, file_type = _check_quant(quant)
     _check_shape(shape, qtype)
     if seed < 0:
@@ -115,6 +121,9 @@ def build_gguf(
     writer = GGUFWriter(out, "llama")
     try:
         _add_model_metadata(writer, shape, file_type, name)
+        if pooling_type is not None:
+            writer.add_pooling_type(pooling_type)
+            writer.add_causal_attention(pooling_type is PoolingType.LAST)
         _add_vocab_metadata(writer, vocab)
         for spec in plan:
             _add_tensor_info(writer, spec, qtype)
@@ -179,6 +188,18 @@ def _field(reader: GGUFReader, key: str) -> Any:
 
 
 # --- validation ----------------------------------------------------------------------
+
+
+POOLINGS = {"mean": PoolingType.MEAN, "cls": PoolingType.CLS, "last": PoolingType.LAST}
+
+
+def _check_pooling(pooling: str | None) -> PoolingType | None:
+    if pooling is None:
+        return None
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling must be one of {', '.join(POOLINGS)} (or None for a generation model), got "
+                         f"{pooling!r}")
+    return POOLINGS[pooling]
 
 
 def _check_quant(quant: str) -> tuple[GGMLQuantizationType, LlamaFileType]:

@@ -215,10 +215,9 @@ async def completions(body: CompletionRequest, http: Request, state: State) -> R
 
 @router.get("/v1/models")
 async def models(state: State) -> dict[str, Any]:
-    model = state.loaded()
+    name, created, max_len = state.listed()
     return {"object": "list", "data": [{
-        "id": model.name, "object": "model", "created": model.created, "owned_by": "pier",
-        "max_model_len": model.limits.max_total_tokens,
+        "id": name, "object": "model", "created": created, "owned_by": "pier", "max_model_len": max_len,
     }]}
 
 

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 from pier.concurrency import CONCURRENCY_HEADER
 from pier.errors import InvalidRequest
 from pier.server.errors import Flavor, TooDeeplyNested
-from pier.server.flavors import openai, tgi
+from pier.server.flavors import embeddings, openai, tgi
 from pier.server.state import State, Status
 
 router = APIRouter(tags=["SageMaker"])  # both modes
@@ -67,6 +67,9 @@ async def execution_parameters(state: State) -> dict[str, Any]:
 @llm_router.post("/invocations", response_model=None, openapi_extra=INVOCATIONS_BODY)
 async def invocations(http: Request, state: State) -> Response:
     payload = await _json_object(http)
+    if state.embedder is not None and embeddings.is_embed_payload(payload):  # SageMaker's TEI container's shape
+        embed = _parse(embeddings.EmbedRequest, payload, http, embeddings.EMBED_FLAVOR)
+        return JSONResponse(await embeddings.respond_embed(embed, state))
     if "inputs" in payload:
         body = _parse(tgi.GenerateRequestBody, payload, http, Flavor.TGI)
         return await tgi.respond(body, http, state, streaming=body.stream, full_text_default=True,

@@ -142,6 +142,15 @@ async def generate_stream(
 
 @router.get("/info")
 async def info(state: State) -> dict[str, Any]:
+    if state.embedder is not None:  # Text Embeddings Inference's /info
+        embedder = state.embedder.embedder
+        return {
+            "model_id": state.embedder.name, "model_sha": None, "model_dtype": "gguf",
+            "model_type": {"embedding": {"pooling": embedder.pooling}},
+            "max_concurrent_requests": state.settings.max_concurrent_requests,
+            "max_input_length": embedder.n_batch, "max_batch_tokens": embedder.n_batch,
+            "max_batch_requests": embedder.n_seq_max, "auto_truncate": False, "version": __version__,
+        }
     model = state.loaded()
     settings = state.settings
     return {

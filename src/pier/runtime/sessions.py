@@ -1,0 +1,103 @@
+"""Stateful sessions, as SageMaker routes them: the calls of a session go to the copy that opened it, whose
+prefix cache keeps the conversation, so each turn computes only what is new.
+
+InvokeEndpoint with SessionId=NEW_SESSION opens one on the copy that answers, and the answer carries
+`X-Amzn-SageMaker-New-Session-Id: <id>; Expires=<ISO 8601>`; later calls with SessionId=<id> (InvokeEndpoint or
+InvokeEndpointWithResponseStream) go to that copy. A body of `{"requestType": "NEW_SESSION"}` or
+`{"requestType": "CLOSE"}` (the SageMaker inference toolkit's session requests) is answered by the gateway itself,
+`{}`, since pier's copies keep no state but their caches; the close answer carries
+`X-Amzn-SageMaker-Closed-Session-Id`. A copy that answers with that header itself closes its session too.
+
+SageMaker documents that a session's calls go to the instance that supports it, not what happens once that instance
+is gone; pier's session goes on: when its copy is gone or stopped, its next call goes to another copy, which becomes
+the session's (the conversation is recomputed there once).
+
+The gateway holds them in memory, bounded (the least recently used past `limit` are forgotten) and each for `ttl_s`
+from its opening (the toolkit's SAGEMAKER_SESSIONS_EXPIRATION default, 1200 s). Unknown, closed and expired ids are
+a ValidationError that says to open a new session.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from pier.runtime.errors import InvalidInvocation
+
+NEW_SESSION = "NEW_SESSION"
+NEW_SESSION_HEADER = "X-Amzn-SageMaker-New-Session-Id"
+CLOSED_SESSION_HEADER = "X-Amzn-SageMaker-Closed-Session-Id"
+DEFAULT_TTL_S = 1200.0
+DEFAULT_LIMIT = 100_000
+
+
+@dataclass
+class Session:
+    id: str
+    endpoint: str
+    component: str  # the workload its copy serves
+    copy_id: str
+    expires: float  # wall-clock seconds
+
+    def header(self) -> str:
+        """X-Amzn-SageMaker-New-Session-Id's value."""
+        when = datetime.fromtimestamp(self.expires, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return f"{self.id}; Expires={when}"
+
+
+class Sessions:
+    """The open sessions of one gateway. Used from one event loop."""
+
+    def __init__(self, *, ttl_s: float = DEFAULT_TTL_S, limit: int = DEFAULT_LIMIT,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.ttl_s = ttl_s
+        self.limit = limit
+        self.clock = clock
+        self._open: OrderedDict[str, Session] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def open(self, endpoint: str, component: str, copy_id: str) -> Session:
+        session = Session(uuid.uuid4().hex, endpoint, component, copy_id, self.clock() + self.ttl_s)
+        self._open[session.id] = session
+        while len(self._open) > self.limit:
+            self._open.popitem(last=False)
+        return session
+
+    def find(self, session_id: str, endpoint: str) -> Session:
+        """The open session `session_id` of `endpoint`; InvalidInvocation when there is none."""
+        session = self._open.get(session_id)
+        if session is not None and session.expires <= self.clock():
+            del self._open[session_id]
+            session = None
+        if session is None or session.endpoint.lower() != endpoint.lower():
+            # pier's words: SageMaker's for this case are not known.
+            raise InvalidInvocation(
+                f"Session {session_id} is not open on endpoint {endpoint}: it expired, was closed, or was never "
+                f"opened there. Open a new one with SessionId={NEW_SESSION} and use the id its answer's "
+                f"{NEW_SESSION_HEADER} header gives.")
+        self._open.move_to_end(session_id)
+        return session
+
+    def close(self, session_id: str) -> bool:
+        return self._open.pop(session_id, None) is not None
+
+
+def request_type(body: bytes) -> str | None:
+    """`NEW_SESSION` or `CLOSE` for the toolkit's session requests, else None (an ordinary payload)."""
+    if len(body) > 256 or body.lstrip()[:1] != b"{":
+        return None
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict) or set(parsed) != {"requestType"}:
+        return None
+    kind = parsed["requestType"]
+    return kind if kind in (NEW_SESSION, "CLOSE") else None
