@@ -50,10 +50,13 @@ def answer(parsed: list[Frame]) -> tuple[int, dict[str, str], bytes]:
 
 
 def comparable(data: bytes) -> Any:
-    """The answer with what differs between copies by nature (timings) taken out."""
+    """The answer with what differs between copies by nature taken out: timings, and the time TGI's Messages API
+    stamps on each chunk as it sends it (`object` "text_completion"; an OpenAI stream's `created` is the stream's
+    own and must read the same)."""
     def strip(value: Any) -> Any:
         if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items() if k != "timings"}
+            stamped = value.get("object") == "text_completion"
+            return {k: strip(v) for k, v in value.items() if k != "timings" and not (stamped and k == "created")}
         if isinstance(value, list):
             return [strip(v) for v in value]
         return value
