@@ -1,13 +1,15 @@
-"""The gateway's own routes besides the SageMaker APIs: health, the OpenAI model list, and the copies the
-backend runs (for `pier ls`, `describe` and `logs`)."""
+"""The gateway's own routes besides the SageMaker APIs: health, the OpenAI model list, the copies the
+backend runs (for `pier ls`, `describe` and `logs`), and the live summary the web console charts."""
 
 from __future__ import annotations
+
+import time
 
 import httpx
 from fastapi import Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
-from pier.gateway import copy_metrics
+from pier.gateway import copy_metrics, metrics_summary
 from pier.gateway.parts import gateway_of
 
 
@@ -48,3 +50,16 @@ async def metrics(request: Request) -> Response:
         scraped = await copy_metrics.scrape(client, copies)
     body, content_type = copy_metrics.exposition(copies, scraped)
     return Response(body, media_type=content_type)
+
+
+async def summary(request: Request) -> Response:
+    """Per workload: copies by state, load, tokens and latency histograms (the console's charts; see
+    gateway/metrics_summary.py)."""
+    gateway = gateway_of(request)
+    copies = gateway.backend.statuses()
+    async with httpx.AsyncClient(trust_env=False) as client:
+        scraped = await copy_metrics.scrape(client, copies)
+    workloads = metrics_summary.summarize(copies, scraped)
+    admission = gateway.runtime.forwarder.admission
+    waiting = {name: admission.waiting(name) for name in workloads}
+    return JSONResponse(metrics_summary.summary_json(workloads, waiting, time.time()))
