@@ -4,11 +4,13 @@ backend runs (for `pier ls`, `describe` and `logs`), and the live summary the we
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import httpx
 from fastapi import Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
+from pier.backends.base import CopySpec
 from pier.gateway import copy_metrics, metrics_summary
 from pier.gateway.parts import gateway_of
 
@@ -28,11 +30,21 @@ async def openai_models(request: Request) -> Response:
 
 async def copies(request: Request) -> Response:
     """Every copy the backend runs (pier's own API, for `pier ls`, `describe` and `logs`)."""
-    statuses = gateway_of(request).backend.statuses()
+    gateway = gateway_of(request)
     rows = [{"copy_id": c.copy_id, "component": c.component, "state": c.state.value, "url": c.url,
-             "message": c.message, "restarts": c.restarts, "pid": c.pid, "concurrency": c.concurrency}
-            for c in statuses]
+             "message": c.message, "restarts": c.restarts, "pid": c.pid, "concurrency": c.concurrency,
+             **_placement(gateway.reconciler.spec(c.copy_id))}
+            for c in gateway.backend.statuses()]
     return JSONResponse({"copies": rows})
+
+
+def _placement(spec: CopySpec | None) -> dict[str, Any]:
+    """Where the copy runs: its instance ("<endpoint>/<variant>#<index>" and type) and the cores it is pinned to."""
+    if spec is None or spec.instance is None:
+        return {"instance": None, "instance_type": None, "cores": list(spec.cores) if spec else []}
+    instance = spec.instance
+    return {"instance": f"{instance.variant}#{instance.index}", "instance_type": instance.type,
+            "cores": list(spec.cores)}
 
 
 async def copy_logs(copy_id: str, request: Request, lines: int = 200) -> Response:

@@ -1,0 +1,111 @@
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { getJson } from '../api.js';
+import { Chart, round } from '../Chart.jsx';
+import { point } from '../rates.js';
+import { scalingActivities } from '../scaling.js';
+
+const KEEP = 180; // points per workload: 6 minutes at one every 2 s
+const EVERY_MS = 2000;
+
+const CHARTS = [
+  { title: 'Requests / s', unit: '', series: [['requests', 'finished requests/s']] },
+  { title: 'Output tokens / s', unit: '', series: [['tokens', 'tokens/s']] },
+  { title: 'Time to first token (ms)', unit: '', series: [['ttft50', 'p50'], ['ttft90', 'p90'], ['ttft99', 'p99']] },
+  { title: 'Inter-token latency (ms)', unit: '', series: [['itl50', 'p50'], ['itl90', 'p90'], ['itl99', 'p99']] },
+  { title: 'Queue and running', unit: '', series: [['queue', 'waiting'], ['running', 'running']] },
+  { title: 'KV cache use (%)', unit: '', series: [['kv', 'busiest copy']] },
+  { title: 'Copies', unit: '', series: [['ready', 'ready'], ['copies', 'all']] },
+];
+
+// History of points per workload, from successive summaries.
+function useHistory() {
+  const [history, setHistory] = useState({});
+  const last = useRef(null);
+  const [error, setError] = useState(null);
+  useEffect(() => {
+    let stopped = false;
+    let timer;
+    const tick = async () => {
+      try {
+        const summary = await getJson('/pier/metrics/summary');
+        const previous = last.current;
+        last.current = summary;
+        const seconds = previous ? summary.time - previous.time : 0;
+        setHistory((old) => {
+          const next = {};
+          for (const [name, current] of Object.entries(summary.workloads)) {
+            const p = point(previous?.workloads[name], current, seconds);
+            next[name] = [...(old[name] || []), { t: summary.time, ...p }].slice(-KEEP);
+          }
+          return next;
+        });
+        setError(null);
+      } catch (e) {
+        setError(e);
+      }
+      if (!stopped) timer = setTimeout(tick, EVERY_MS);
+    };
+    tick();
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
+  }, []);
+  return { history, error };
+}
+
+export function Charts() {
+  const { history, error } = useHistory();
+  const names = Object.keys(history);
+  const [chosen, setChosen] = useState('');
+  const name = names.includes(chosen) ? chosen : names[0];
+  return (
+    <section aria-labelledby="charts-title">
+      <h2 id="charts-title">Live charts</h2>
+      {error && <p class="error" role="alert">Could not read the metrics: {error.message}</p>}
+      {names.length === 0 && !error && <p role="status">Waiting for metrics… (a workload appears once it has copies)</p>}
+      {names.length > 0 && (
+        <p>
+          <label for="workload">Workload</label>{' '}
+          <select id="workload" value={name} onChange={(e) => setChosen(e.currentTarget.value)}>
+            {names.map((n) => <option key={n} value={n}>{n}</option>)}
+          </select>
+        </p>
+      )}
+      {name && <Workload name={name} points={history[name]} />}
+    </section>
+  );
+}
+
+function Workload({ name, points }) {
+  const xs = points.map((p) => p.t);
+  return (
+    <>
+      <div class="charts">
+        {CHARTS.map((chart) => {
+          const ys = chart.series.map(([key]) => points.map((p) => p[key]));
+          const latest = chart.series.map(([key, label]) => `${label} ${round(points[points.length - 1]?.[key])}`).join(', ');
+          return <Chart key={`${name}-${chart.title}`} title={chart.title} unit={chart.unit} data={[xs, ...ys]}
+            series={chart.series.map(([, label]) => ({ label }))} summary={latest} />;
+        })}
+      </div>
+      <Scaling component={name} />
+    </>
+  );
+}
+
+function Scaling({ component }) {
+  const [activities, setActivities] = useState(null);
+  useEffect(() => {
+    scalingActivities(component).then(setActivities);
+  }, [component]);
+  if (activities === null) return null; // no autoscaling API on this gateway
+  return (
+    <section class="card" aria-labelledby="scaling-title">
+      <h3 id="scaling-title">Scaling activities</h3>
+      {activities.length === 0 ? <p>None yet.</p> : (
+        <ul>{activities.map((a) => <li key={a.ActivityId}>{a.StartTime} {a.StatusCode}: {a.Description}</li>)}</ul>
+      )}
+    </section>
+  );
+}
