@@ -38,7 +38,7 @@ function KeyForm({ access, onKey }) {
     setValue('');
   };
   return (
-    <form class="key" onSubmit={submit} aria-label="API key">
+    <form class="key" onSubmit={submit} aria-label="Access">
       <label for="api-key">API key</label>
       <input id="api-key" type="password" autocomplete="off" value={value} placeholder={apiKey() ? 'key set for this tab' : 'pier_…'}
         onInput={(e) => setValue(e.currentTarget.value)} />

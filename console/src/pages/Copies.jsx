@@ -5,7 +5,7 @@ import { Status } from './Endpoints.jsx';
 
 export function Copies({ path }) {
   const filter = path?.[0] ? decodeURIComponent(path[0]) : '';
-  const { value, error } = usePoll(() => getJson('/pier/copies'), 2000);
+  const { value, error } = usePoll(() => getJson('/pier/copies'), 1000);
   const [selected, setSelected] = useState(null);
   const copies = (value?.copies || []).filter((c) => !filter || c.component === filter);
   return (
@@ -54,7 +54,7 @@ function Log({ copyId }) {
   return (
     <section class="card" aria-labelledby="log-title">
       <h3 id="log-title">Log of {copyId}</h3>
-      <label><input type="checkbox" checked={live} onChange={(e) => setLive(e.currentTarget.checked)} /> Live tail</label>
+      <label class="check"><input type="checkbox" checked={live} onChange={(e) => setLive(e.currentTarget.checked)} /> Live tail</label>
       {error && <p class="error" role="alert">{error.message}</p>}
       <pre ref={pre} class="log" role="log" aria-live={live ? 'polite' : 'off'} tabindex="0">{value ?? 'Loading…'}</pre>
     </section>

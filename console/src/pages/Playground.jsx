@@ -13,7 +13,10 @@ async function loadModels(admin) {
   if (admin) {
     for (const c of await listAll('ListInferenceComponents', 'InferenceComponents')) owners[c.InferenceComponentName] = c.EndpointName;
   }
-  return models.map((id) => ({ id, target: owners[id] ? { endpoint: owners[id], component: id } : { endpoint: id } }));
+  // An endpoint that hosts components answers only through one of them: list the components, not it.
+  const hosts = new Set(Object.values(owners));
+  return models.filter((id) => !hosts.has(id))
+    .map((id) => ({ id, target: owners[id] ? { endpoint: owners[id], component: id } : { endpoint: id } }));
 }
 
 const INITIAL = { mode: 'chat', system: '', prompt: '', maxTokens: '64', temperature: '0', topP: '1', seed: '', stream: true };
