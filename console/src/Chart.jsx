@@ -43,6 +43,7 @@ export function Chart({ title, data, series, unit = '', time = true, summary }) 
 
 export function round(value) {
   if (value === null || value === undefined || Number.isNaN(value)) return '–';
+  if (Number.isInteger(value)) return String(value);
   if (Math.abs(value) >= 100) return Math.round(value).toString();
   if (Math.abs(value) >= 10) return value.toFixed(1);
   return value.toFixed(2);
