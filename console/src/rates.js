@@ -3,7 +3,7 @@
 
 // Per-second increase of a counter; a copy that restarted resets its counters, so a drop counts as no increase.
 export function rate(previous, current, seconds) {
-  if (!(seconds > 0) || previous === undefined) return null;
+  if (!(seconds > 0) || previous == null) return null;
   return Math.max(0, current - previous) / seconds;
 }
 
