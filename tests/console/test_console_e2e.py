@@ -76,6 +76,9 @@ def copies(url: str, headers: dict[str, str] | None = None) -> list[dict[str, An
 def test_deploy_from_a_deploy_file_then_the_endpoint_page_shows_it(gateway: GatewayProcess, model_dir: Path,
                                                                   page: Any) -> None:
     page.goto(f"{gateway.url}/console#/deploy")
+    page.get_by_label("Deploy file (YAML)").fill("endpoint: x\ncomponents: []\n")
+    page.get_by_role("button", name="Deploy").click()
+    page.get_by_role("alert").filter(has_text="give either `model`").wait_for(timeout=WAIT_MS)
     page.get_by_label("Deploy file (YAML)").fill(deploy_file(model_dir))
     page.get_by_role("button", name="Deploy").click()
     page.get_by_text("Done: the endpoint is as the file says").wait_for(timeout=WAIT_MS)
@@ -137,6 +140,39 @@ def test_a_playground_chat_streams_tokens(gateway: GatewayProcess, page: Any) ->
     assert raw.startswith("POST /v1/chat/completions") and '"stream": true' in raw
     page.get_by_text("curl", exact=True).click()
     assert "/v1/chat/completions" in page.locator("details", has_text="curl").locator("pre").inner_text()
+
+
+@pytest.mark.parametrize(("mode", "route"), [
+    ("TGI payload (SageMaker runtime)", f"/endpoints/{ENDPOINT}/invocations-response-stream"),
+    ("Completion (OpenAI)", "/v1/completions"),
+])
+def test_the_playground_streams_tgi_payloads_and_completions(gateway: GatewayProcess, page: Any, mode: str,
+                                                             route: str) -> None:
+    page.goto(f"{gateway.url}/console#/playground")
+    page.get_by_label("Model").select_option(COMPONENT)
+    page.get_by_label("API", exact=True).select_option(label=mode)
+    page.get_by_label("Max tokens").fill("24")
+    page.get_by_label("Prompt").fill("Once upon a time")
+    with page.expect_response(lambda r: r.url.endswith(route)) as answer:
+        page.get_by_role("button", name="Send").click()
+    assert answer.value.status == 200
+    page.get_by_role("button", name="Send").wait_for(timeout=WAIT_MS)
+    assert page.locator("pre.answer").inner_text().strip()
+    assert not page.get_by_role("alert").count()
+
+
+def test_a_bad_request_shows_the_apis_message(gateway: GatewayProcess, page: Any) -> None:
+    page.goto(f"{gateway.url}/console#/playground")
+    page.get_by_label("Model").select_option(COMPONENT)
+    page.get_by_label("Max tokens").fill("100000000")
+    page.get_by_label("Message").fill("hello")
+    page.get_by_role("button", name="Send").click()
+    alert = page.get_by_role("alert")
+    alert.wait_for(timeout=WAIT_MS)
+    assert "max_tokens" in alert.inner_text() or "context" in alert.inner_text(), alert.inner_text()
+    page.get_by_label("Max tokens").fill("8")  # the page goes on
+    page.get_by_role("button", name="Send").click()
+    page.locator(".chat li.assistant").first.wait_for(timeout=WAIT_MS)
 
 
 def test_the_copy_count_changes_from_the_endpoints_page(gateway: GatewayProcess, page: Any) -> None:

@@ -87,29 +87,30 @@ export function Playground({ admin }) {
       {models && models.length === 0 && <p>No endpoint is in service yet.</p>}
       <form class="playground" onSubmit={run}>
         <div class="fields">
-          <label>Model <select value={model} onChange={(e) => setModel(e.currentTarget.value)}>
+          <Field id="pg-model" label="Model"><select id="pg-model" value={model} onChange={(e) => setModel(e.currentTarget.value)}>
             {(models || []).map((m) => <option key={m.id} value={m.id}>{m.id}</option>)}
-          </select></label>
-          <label>API <select value={form.mode} onChange={set('mode')}>
+          </select></Field>
+          <Field id="pg-api" label="API"><select id="pg-api" value={form.mode} onChange={set('mode')}>
             {MODES.map((m) => <option key={m.id} value={m.id}>{m.label}</option>)}
-          </select></label>
-          <label>Max tokens <input type="number" min="1" value={form.maxTokens} onInput={set('maxTokens')} /></label>
-          <label>Temperature <input type="number" min="0" max="2" step="0.1" value={form.temperature} onInput={set('temperature')} /></label>
-          <label>Top p <input type="number" min="0" max="1" step="0.05" value={form.topP} onInput={set('topP')} /></label>
-          <label>Seed <input type="number" value={form.seed} onInput={set('seed')} /></label>
+          </select></Field>
+          <Field id="pg-max" label="Max tokens"><input id="pg-max" type="number" min="1" value={form.maxTokens} onInput={set('maxTokens')} /></Field>
+          <Field id="pg-temp" label="Temperature"><input id="pg-temp" type="number" min="0" max="2" step="0.1" value={form.temperature} onInput={set('temperature')} /></Field>
+          <Field id="pg-top-p" label="Top p"><input id="pg-top-p" type="number" min="0" max="1" step="0.05" value={form.topP} onInput={set('topP')} /></Field>
+          <Field id="pg-seed" label="Seed"><input id="pg-seed" type="number" value={form.seed} onInput={set('seed')} /></Field>
           <label class="check"><input type="checkbox" checked={form.stream} onChange={set('stream')} /> Stream</label>
         </div>
         {form.mode === 'chat' && (
           <>
-            <label class="block">System prompt <textarea rows="2" value={form.system} onInput={set('system')} /></label>
+            <label class="block" for="pg-system">System prompt</label>
+            <textarea id="pg-system" rows="2" value={form.system} onInput={set('system')} />
             <ol class="chat" aria-label="Conversation">
               {messages.map((m, i) => <li key={i} class={m.role}><strong>{m.role}</strong> {m.content}</li>)}
               {busy && <li class="assistant"><strong>assistant</strong> <span class="answer">{answer}</span></li>}
             </ol>
           </>
         )}
-        <label class="block">{form.mode === 'chat' ? 'Message' : 'Prompt'}
-          <textarea rows="3" value={form.prompt} onInput={set('prompt')} required /></label>
+        <label class="block" for="pg-prompt">{form.mode === 'chat' ? 'Message' : 'Prompt'}</label>
+        <textarea id="pg-prompt" rows="3" value={form.prompt} onInput={set('prompt')} required />
         <div class="actions">
           <button type="submit" disabled={busy || !model}>{busy ? 'Generating…' : 'Send'}</button>
           {busy && <button type="button" onClick={() => abort.current?.abort()}>Stop</button>}
@@ -139,5 +140,14 @@ export function Playground({ admin }) {
         <pre>{boto3Snippet(origin, full, request)}</pre>
       </details>
     </section>
+  );
+}
+
+function Field({ id, label, children }) {
+  return (
+    <div class="field">
+      <label for={id}>{label}</label>
+      {children}
+    </div>
   );
 }
