@@ -30,6 +30,12 @@ function useHash() {
   return hash;
 }
 
+// The hash names the page, so the skip link moves the focus itself instead of changing the hash.
+function skipToMain(event) {
+  event.preventDefault();
+  document.getElementById('main').focus();
+}
+
 function KeyForm({ access, onKey }) {
   const [value, setValue] = useState('');
   const submit = (event) => {
@@ -69,7 +75,7 @@ function App() {
 
   return (
     <>
-      <a class="skip" href="#main">Skip to content</a>
+      <a class="skip" href="#main" onClick={skipToMain}>Skip to content</a>
       <header>
         <h1>pier</h1>
         <nav aria-label="Console pages">

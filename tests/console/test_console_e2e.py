@@ -92,7 +92,14 @@ def test_deploy_from_a_deploy_file_then_the_endpoint_page_shows_it(gateway: Gate
     assert described["RuntimeConfig"] == {"DesiredCopyCount": 2, "CurrentCopyCount": 2}
 
 
+UNNAMED = """() => [...document.querySelectorAll('input, select, textarea, button')].filter((el) => {
+    const labels = [...(el.labels || [])].map((l) => l.textContent.trim()).join('');
+    return !(labels || el.getAttribute('aria-label') || (el.tagName === 'BUTTON' && el.textContent.trim()));
+}).map((el) => el.outerHTML)"""
+
+
 def test_pages_load_wide_and_on_a_phone(gateway: GatewayProcess, browser: Any) -> None:
+    assert f"web console: {gateway.url}/console" in gateway.output()
     for viewport in (WIDE, PHONE):
         context = browser.new_context(viewport=viewport)
         page = context.new_page()
@@ -100,15 +107,39 @@ def test_pages_load_wide_and_on_a_phone(gateway: GatewayProcess, browser: Any) -
         page.locator("tr[data-copy] .copy-state", has_text="Ready").first.wait_for(timeout=WAIT_MS)
         page.get_by_role("button", name="Show log").first.click()
         page.get_by_role("log").filter(has_text="starting copy").wait_for(timeout=WAIT_MS)
-        page.goto(f"{gateway.url}/console#/charts")
-        page.get_by_label("Workload").wait_for(timeout=WAIT_MS)
-        assert page.locator("figure.chart").count() == 7
-        assert page.locator("figure.chart canvas").count() == 7  # uPlot drew each
-        page.goto(f"{gateway.url}/console#/bench")
-        page.get_by_role("heading", name="Bench results").wait_for()
-        width = page.evaluate("document.documentElement.scrollWidth")
-        assert width <= viewport["width"]  # nothing overflows sideways, on a phone either
+        for name in ("charts", "playground", "deploy", "bench", "endpoints"):
+            page.goto(f"{gateway.url}/console#/{name}")
+            page.get_by_role("heading", level=2).wait_for(timeout=WAIT_MS)
+            if name == "charts":
+                page.get_by_label("Workload").wait_for(timeout=WAIT_MS)
+                assert page.locator("figure.chart").count() == 7
+                assert page.locator("figure.chart canvas").count() == 7  # uPlot drew each
+            assert page.evaluate(UNNAMED) == [], name  # every control has an accessible name
+            width = page.evaluate("document.documentElement.scrollWidth")
+            assert width <= viewport["width"], name  # nothing overflows sideways, on a phone either
         context.close()
+
+
+def test_the_keyboard_reaches_every_page(gateway: GatewayProcess, page: Any) -> None:
+    page.goto(f"{gateway.url}/console#/endpoints")
+    page.get_by_role("heading", name="Endpoints and inference components").wait_for(timeout=WAIT_MS)
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+    page.keyboard.press("Tab")  # past the skip link: the pages
+    focused = [page.evaluate("document.activeElement.textContent")]
+    for _ in range(5):
+        page.keyboard.press("Tab")
+        focused.append(page.evaluate("document.activeElement.textContent"))
+    assert focused == ["Endpoints", "Copies", "Live charts", "Playground", "Deploy", "Bench results"]
+    page.keyboard.press("Enter")
+    page.get_by_role("heading", name="Bench results").wait_for(timeout=WAIT_MS)
+    assert page.get_by_role("link", name="Bench results").get_attribute("aria-current") == "page"
+    page.goto(f"{gateway.url}/console#/copies")
+    page.reload()  # a fresh load: the focus at the start of the page
+    page.get_by_role("heading", name="Copies").wait_for(timeout=WAIT_MS)
+    page.keyboard.press("Tab")
+    page.keyboard.press("Enter")  # the skip link: the focus goes to the page's content, the page stays
+    assert page.evaluate("document.activeElement.id") == "main" and page.url.endswith("#/copies")
 
 
 def test_a_playground_chat_streams_tokens(gateway: GatewayProcess, page: Any) -> None:
