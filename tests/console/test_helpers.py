@@ -202,3 +202,12 @@ def test_a_file_that_is_not_a_bench_summary(page: Any, text: str, says: str) -> 
         try { m.readSummary(text); return null; } catch (e) { return e.message; }
     }""", text)
     assert error is not None and says in error
+
+
+@pytest.mark.parametrize(("workload", "resource"), [
+    ("chat-ic", "inference-component/chat-ic"),
+    ("chat/AllTraffic", "endpoint/chat/variant/AllTraffic"),
+])
+def test_the_scaling_hook_names_a_workload_as_application_auto_scaling_does(page: Any, workload: str,
+                                                                            resource: str) -> None:
+    assert call(page, "scaling.js", "resourceId", workload) == resource

@@ -1,5 +1,6 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { getJson } from '../api.js';
+import { usePoll } from '../poll.js';
 import { Chart, round } from '../Chart.jsx';
 import { point } from '../rates.js';
 import { scalingActivities } from '../scaling.js';
@@ -95,17 +96,30 @@ function Workload({ name, points }) {
 }
 
 function Scaling({ component }) {
-  const [activities, setActivities] = useState(null);
-  useEffect(() => {
-    scalingActivities(component).then(setActivities);
-  }, [component]);
-  if (activities === null) return null; // no autoscaling API on this gateway
+  const { value: activities } = usePoll(() => scalingActivities(component), 5000, [component]);
+  if (!activities) return null; // no autoscaling API on this gateway
   return (
     <section class="card" aria-labelledby="scaling-title">
       <h3 id="scaling-title">Scaling activities</h3>
       {activities.length === 0 ? <p>None yet.</p> : (
-        <ul>{activities.map((a) => <li key={a.ActivityId}>{a.StartTime} {a.StatusCode}: {a.Description}</li>)}</ul>
+        <div class="scroll">
+          <table>
+            <thead><tr><th scope="col">Started</th><th scope="col">Status</th><th scope="col">What</th><th scope="col">Why</th></tr></thead>
+            <tbody>
+              {activities.map((a) => (
+                <tr key={a.ActivityId}>
+                  <td>{when(a.StartTime)}</td><td>{a.StatusCode}</td><td>{a.Description}</td><td>{a.Cause}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
       )}
     </section>
   );
+}
+
+// JSON 1.1 timestamps are epoch seconds.
+function when(time) {
+  return typeof time === 'number' ? new Date(time * 1000).toLocaleTimeString() : String(time ?? '');
 }
