@@ -3,12 +3,16 @@ table-driven; the route over a gateway with a fake backend)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import httpx
 import pytest
 
 from pier.backends.base import CopyState, CopyStatus
 from pier.gateway.metrics_summary import WorkloadSummary, summarize, summary_json
 from tests.gateway.served import Served, served
+from tests.waiting import until
 
 __all__ = ["served"]
 
@@ -74,8 +78,20 @@ def test_summary_json_names_every_workload_with_the_time() -> None:
     assert body["workloads"]["a"]["gateway_waiting"] == 3 and body["workloads"]["b"]["gateway_waiting"] == 0
 
 
-def test_the_route_lists_each_workload_with_its_copies(served: Served) -> None:
-    served.backend.copies["w-0"] = CopyStatus("w-0", "w", CopyState.RESTARTING)
-    body = httpx.get(served.url + "/pier/metrics/summary").json()
-    assert body["workloads"]["w"]["copies"] == {"Restarting": 1}
+def test_the_route_lists_each_workload_with_its_copies(served: Served, tmp_path: Path) -> None:
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF" + bytes(64))
+    deployed = (f"endpoint: e\ncomponents:\n  - name: w\n    model: {{data: {model}}}\n    copies: 2\n"
+                "    cpus: 1\n    memory_mb: 256\n")
+    until(lambda: httpx.post(served.url + "/pier/deploy", content=deployed).json()["waiting"] is None,
+          what="deployed")
+
+    def summary() -> dict[str, Any]:
+        body: dict[str, Any] = httpx.get(served.url + "/pier/metrics/summary").json()
+        return body
+
+    until(lambda: summary()["workloads"].get("w", {}).get("copies") == {"Ready": 2}, what="two ready copies")
+    body = summary()
     assert isinstance(body["time"], float)
+    assert body["workloads"]["w"]["gateway_waiting"] == 0  # the fake copies answer no /metrics: zeros
+    assert body["workloads"]["w"]["generations"] == 0 and body["workloads"]["w"]["ttft"] == []
