@@ -35,12 +35,12 @@ export function Bench() {
         <>
           <h3>{summary.name || 'Runs'}{summary.interrupted && ' (interrupted)'}</h3>
           <div class="scroll">
-            <table>
+            <table class="stack">
               <caption class="visually-hidden">Runs</caption>
               <thead><tr>{COLUMNS.map(([key, label]) => <th key={key} scope="col">{label}</th>)}</tr></thead>
               <tbody>
                 {runs.map((run, i) => (
-                  <tr key={i}>{COLUMNS.map(([key]) => <td key={key}>{typeof run[key] === 'number' ? round(run[key]) : run[key] ?? '–'}</td>)}</tr>
+                  <tr key={i}>{COLUMNS.map(([key, label]) => <td key={key} data-label={label}>{typeof run[key] === 'number' ? round(run[key]) : run[key] ?? '–'}</td>)}</tr>
                 ))}
               </tbody>
             </table>

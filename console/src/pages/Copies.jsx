@@ -16,7 +16,7 @@ export function Copies({ path }) {
       {value && copies.length === 0 && <p>No copies{filter && ` of ${filter}`}.</p>}
       {copies.length > 0 && (
         <div class="scroll">
-          <table>
+          <table class="stack">
             <caption class="visually-hidden">Copies</caption>
             <thead>
               <tr><th scope="col">Copy</th><th scope="col">Workload</th><th scope="col">State</th><th scope="col">Instance</th><th scope="col">Cores</th><th scope="col">Restarts</th><th scope="col">Concurrency</th><th scope="col">Message</th><th scope="col">Log</th></tr>
@@ -24,15 +24,15 @@ export function Copies({ path }) {
             <tbody>
               {copies.map((c) => (
                 <tr key={c.copy_id} data-copy={c.copy_id}>
-                  <td>{c.copy_id}</td>
-                  <td>{c.component}</td>
-                  <td class="copy-state"><Status value={c.state} /></td>
-                  <td>{c.instance ? `${c.instance} (${c.instance_type})` : '–'}</td>
-                  <td>{c.cores?.length ? c.cores.join(', ') : '–'}</td>
-                  <td class="restarts">{c.restarts}</td>
-                  <td>{c.concurrency ?? '–'}</td>
-                  <td class="reason">{c.message}</td>
-                  <td><button type="button" aria-pressed={selected === c.copy_id} onClick={() => setSelected(c.copy_id)}>Show log</button></td>
+                  <td data-label="Copy">{c.copy_id}</td>
+                  <td data-label="Workload">{c.component}</td>
+                  <td data-label="State" class="copy-state"><Status value={c.state} /></td>
+                  <td data-label="Instance">{c.instance ? `${c.instance} (${c.instance_type})` : '–'}</td>
+                  <td data-label="Cores">{c.cores?.length ? c.cores.join(', ') : '–'}</td>
+                  <td data-label="Restarts" class="restarts">{c.restarts}</td>
+                  <td data-label="Concurrency">{c.concurrency ?? '–'}</td>
+                  <td data-label="Message" class="reason">{c.message}</td>
+                  <td data-label="Log"><button type="button" aria-pressed={selected === c.copy_id} onClick={() => setSelected(c.copy_id)}>Show log</button></td>
                 </tr>
               ))}
             </tbody>
@@ -48,11 +48,15 @@ function Log({ copyId }) {
   const [live, setLive] = useState(true);
   const { value, error } = usePoll(() => getText(`/pier/copies/${encodeURIComponent(copyId)}/logs?lines=200`), live ? 1500 : 0, [copyId, live]);
   const pre = useRef(null);
+  const box = useRef(null);
+  useEffect(() => {
+    box.current?.scrollIntoView({ block: 'nearest' }); // below the table, off a phone's screen
+  }, [copyId]);
   useEffect(() => {
     if (live && pre.current) pre.current.scrollTop = pre.current.scrollHeight;
   }, [value, live]);
   return (
-    <section class="card" aria-labelledby="log-title">
+    <section ref={box} class="card" aria-labelledby="log-title">
       <h3 id="log-title">Log of {copyId}</h3>
       <label class="check"><input type="checkbox" checked={live} onChange={(e) => setLive(e.currentTarget.checked)} /> Live tail</label>
       {error && <p class="error" role="alert">{error.message}</p>}

@@ -55,7 +55,7 @@ function Endpoint({ endpoint, components, admin, onChange }) {
       )}
       {components.length > 0 && (
         <div class="scroll">
-          <table>
+          <table class="stack">
             <caption>Inference components</caption>
             <thead>
               <tr><th scope="col">Component</th><th scope="col">Status</th><th scope="col">Copies (current / desired)</th><th scope="col">Reason</th>{admin && <th scope="col">Change copies</th>}</tr>
@@ -63,11 +63,11 @@ function Endpoint({ endpoint, components, admin, onChange }) {
             <tbody>
               {components.map((c) => (
                 <tr key={c.InferenceComponentName}>
-                  <td><a href={`#/copies/${encodeURIComponent(c.InferenceComponentName)}`}>{c.InferenceComponentName}</a></td>
-                  <td><Status value={c.InferenceComponentStatus} /></td>
-                  <td class="copies-count">{c.RuntimeConfig?.CurrentCopyCount ?? '–'} / {c.RuntimeConfig?.DesiredCopyCount ?? '–'}</td>
-                  <td class="reason">{c.FailureReason || ''}</td>
-                  {admin && <td><CopyCount component={c} onChange={onChange} /></td>}
+                  <td data-label="Component"><a href={`#/copies/${encodeURIComponent(c.InferenceComponentName)}`}>{c.InferenceComponentName}</a></td>
+                  <td data-label="Status"><Status value={c.InferenceComponentStatus} /></td>
+                  <td data-label="Copies (current / desired)" class="copies-count">{c.RuntimeConfig?.CurrentCopyCount ?? '–'} / {c.RuntimeConfig?.DesiredCopyCount ?? '–'}</td>
+                  <td data-label="Reason" class="reason">{c.FailureReason || ''}</td>
+                  {admin && <td data-label="Change copies"><CopyCount component={c} onChange={onChange} /></td>}
                 </tr>
               ))}
             </tbody>
