@@ -59,3 +59,36 @@ export function point(previous, current, seconds) {
 function ms(seconds) {
   return seconds === null ? null : seconds * 1000;
 }
+
+const SUMMED = ['generations', 'generated_tokens', 'prompt_tokens', 'in_flight', 'running', 'engine_waiting', 'gateway_waiting'];
+export const ENDPOINT_PREFIX = 'endpoint:'; // SageMaker names have no ':', so no workload is named so
+
+// An endpoint's summary entry: its workloads' added up (counters, gauges, copies by state, histogram buckets by
+// bound, so its percentiles are of all its requests); KV use is the busiest copy's.
+export function combine(entries) {
+  const combined = { copies: {}, kv_usage: Math.max(0, ...entries.map((e) => e.kv_usage || 0)) };
+  for (const key of SUMMED) combined[key] = entries.reduce((total, e) => total + (e[key] || 0), 0);
+  for (const e of entries) {
+    for (const [state, count] of Object.entries(e.copies || {})) combined.copies[state] = (combined.copies[state] || 0) + count;
+  }
+  for (const key of ['ttft', 'itl']) {
+    const bounds = new Map();
+    for (const e of entries) {
+      for (const [le, count] of e[key] || []) bounds.set(String(le), [le, (bounds.get(String(le))?.[1] || 0) + count]);
+    }
+    combined[key] = [...bounds.values()].sort(([a], [b]) => (a === '+Inf') - (b === '+Inf') || (a === '+Inf' ? 0 : a - b));
+  }
+  return combined;
+}
+
+// What the charts page can show from one summary: every workload, and every endpoint's workloads combined.
+export function views(summary) {
+  const out = {};
+  const byEndpoint = {};
+  for (const [name, entry] of Object.entries(summary.workloads)) {
+    out[name] = entry;
+    if (entry.endpoint) (byEndpoint[entry.endpoint] ||= []).push(entry);
+  }
+  for (const [endpoint, entries] of Object.entries(byEndpoint)) out[ENDPOINT_PREFIX + endpoint] = combine(entries);
+  return out;
+}

@@ -58,9 +58,11 @@ def page(browser: Any) -> Iterator[Any]:
     opened = context.new_page()
     errors: list[str] = []
     opened.on("pageerror", lambda error: errors.append(str(error)))
+    opened.on("console", lambda message: errors.append(message.text)
+              if message.type == "error" and "Content Security Policy" in message.text else None)
     yield opened
     context.close()
-    assert errors == [], errors  # no script error on any page
+    assert errors == [], errors  # no script error on any page, nothing the CSP had to block
 
 
 def sagemaker(url: str) -> Any:
@@ -111,7 +113,9 @@ def test_pages_load_wide_and_on_a_phone(gateway: GatewayProcess, browser: Any) -
             page.goto(f"{gateway.url}/console#/{name}")
             page.get_by_role("heading", level=2).wait_for(timeout=WAIT_MS)
             if name == "charts":
-                page.get_by_label("Workload").wait_for(timeout=WAIT_MS)
+                page.get_by_label("Charts of").wait_for(timeout=WAIT_MS)
+                options = page.get_by_label("Charts of").locator("option").all_inner_texts()
+                assert options == [ENDPOINT, COMPONENT]  # the endpoint (its components added up), the component
                 assert page.locator("figure.chart").count() == 7
                 assert page.locator("figure.chart canvas").count() == 7  # uPlot drew each
             assert page.evaluate(UNNAMED) == [], name  # every control has an accessible name

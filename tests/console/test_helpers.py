@@ -211,3 +211,17 @@ def test_a_file_that_is_not_a_bench_summary(page: Any, text: str, says: str) -> 
 def test_the_scaling_hook_names_a_workload_as_application_auto_scaling_does(page: Any, workload: str,
                                                                             resource: str) -> None:
     assert call(page, "scaling.js", "resourceId", workload) == resource
+
+
+def test_an_endpoint_adds_its_workloads_up(page: Any) -> None:
+    a = {"endpoint": "e", "generations": 2, "running": 1, "kv_usage": 0.2, "copies": {"Ready": 1},
+         "ttft": [[0.1, 1], [0.5, 2], ["+Inf", 2]], "itl": []}
+    b = {"endpoint": "e", "generations": 3, "running": 2, "kv_usage": 0.6, "copies": {"Ready": 1, "Starting": 1},
+         "ttft": [["+Inf", 4], [0.5, 3], [0.1, 0]], "itl": []}
+    c = {"endpoint": None, "generations": 9, "copies": {}, "ttft": [], "itl": []}
+    shown = call(page, "rates.js", "views", {"time": 1, "workloads": {"a": a, "b": b, "c": c}})
+    assert sorted(shown) == ["a", "b", "c", "endpoint:e"]
+    combined = shown["endpoint:e"]
+    assert (combined["generations"], combined["running"], combined["kv_usage"]) == (5, 3, 0.6)
+    assert combined["copies"] == {"Ready": 2, "Starting": 1}
+    assert combined["ttft"] == [[0.1, 1], [0.5, 5], ["+Inf", 6]]  # by bound, in order, +Inf last

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from pier.backends.base import CopyState, CopyStatus
-from pier.gateway.metrics_summary import WorkloadSummary, summarize, summary_json
+from pier.gateway.metrics_summary import WorkloadSummary, endpoint_of_workload, summarize, summary_json
 from tests.gateway.served import Served, served
 from tests.waiting import until
 
@@ -76,6 +76,18 @@ def test_summary_json_names_every_workload_with_the_time() -> None:
     body = summary_json({"b": WorkloadSummary(), "a": WorkloadSummary()}, {"a": 3}, now=12.5)
     assert body["time"] == 12.5 and list(body["workloads"]) == ["a", "b"]
     assert body["workloads"]["a"]["gateway_waiting"] == 3 and body["workloads"]["b"]["gateway_waiting"] == 0
+    assert body["workloads"]["a"]["endpoint"] is None
+
+
+@pytest.mark.parametrize(("workload", "endpoint"), [
+    ("chat-ic", "chat"),  # a component: its endpoint from the stored components
+    ("classic/AllTraffic", "classic"),  # a classic endpoint's variant
+    ("gone-ic", None),  # a component no longer stored
+])
+def test_each_workload_names_its_endpoint(workload: str, endpoint: str | None) -> None:
+    body = summary_json({workload: WorkloadSummary()}, {}, now=1.0,
+                        endpoint_of=endpoint_of_workload({"chat-ic": "chat"}))
+    assert body["workloads"][workload]["endpoint"] == endpoint
 
 
 def test_the_route_lists_each_workload_with_its_copies(served: Served, tmp_path: Path) -> None:
@@ -95,3 +107,4 @@ def test_the_route_lists_each_workload_with_its_copies(served: Served, tmp_path:
     assert isinstance(body["time"], float)
     assert body["workloads"]["w"]["gateway_waiting"] == 0  # the fake copies answer no /metrics: zeros
     assert body["workloads"]["w"]["generations"] == 0 and body["workloads"]["w"]["ttft"] == []
+    assert body["workloads"]["w"]["endpoint"] == "e"

@@ -2,7 +2,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { getJson } from '../api.js';
 import { usePoll } from '../poll.js';
 import { Chart, round } from '../Chart.jsx';
-import { point } from '../rates.js';
+import { ENDPOINT_PREFIX, point, views } from '../rates.js';
 import { scalingActivities } from '../scaling.js';
 
 const KEEP = 180; // points per workload: 6 minutes at one every 2 s
@@ -32,10 +32,11 @@ function useHistory() {
         const previous = last.current;
         last.current = summary;
         const seconds = previous ? summary.time - previous.time : 0;
+        const before = previous ? views(previous) : {};
         setHistory((old) => {
           const next = {};
-          for (const [name, current] of Object.entries(summary.workloads)) {
-            const p = point(previous?.workloads[name], current, seconds);
+          for (const [name, current] of Object.entries(views(summary))) {
+            const p = point(before[name], current, seconds);
             next[name] = [...(old[name] || []), { t: summary.time, ...p }].slice(-KEEP);
           }
           return next;
@@ -55,11 +56,13 @@ function useHistory() {
   return { history, error };
 }
 
+const isEndpoint = (name) => name.startsWith(ENDPOINT_PREFIX);
+
 export function Charts() {
   const { history, error } = useHistory();
-  const names = Object.keys(history);
+  const names = Object.keys(history).sort();
   const [chosen, setChosen] = useState('');
-  const name = names.includes(chosen) ? chosen : names[0];
+  const name = names.includes(chosen) ? chosen : names.find((n) => !isEndpoint(n)) || names[0];
   return (
     <section aria-labelledby="charts-title">
       <h2 id="charts-title">Live charts</h2>
@@ -67,13 +70,19 @@ export function Charts() {
       {names.length === 0 && !error && <p role="status">Waiting for metrics… (a workload appears once it has copies)</p>}
       {names.length > 0 && (
         <p>
-          <label for="workload">Workload</label>{' '}
+          <label for="workload">Charts of</label>{' '}
           <select id="workload" value={name} onChange={(e) => setChosen(e.currentTarget.value)}>
-            {names.map((n) => <option key={n} value={n}>{n}</option>)}
+            <optgroup label="Endpoints (all their components)">
+              {names.filter(isEndpoint).map((n) => <option key={n} value={n}>{n.slice(ENDPOINT_PREFIX.length)}</option>)}
+            </optgroup>
+            <optgroup label="Inference components and variants">
+              {names.filter((n) => !isEndpoint(n)).map((n) => <option key={n} value={n}>{n}</option>)}
+            </optgroup>
           </select>
         </p>
       )}
       {name && <Workload name={name} points={history[name]} />}
+      {name && !isEndpoint(name) && <Scaling component={name} />}
     </section>
   );
 }
@@ -90,7 +99,6 @@ function Workload({ name, points }) {
             series={chart.series.map(([, label]) => ({ label }))} summary={latest} />;
         })}
       </div>
-      <Scaling component={name} />
     </>
   );
 }

@@ -5,7 +5,7 @@ the percentiles of a window from two summaries, as Prometheus's rate() and histo
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,9 +52,21 @@ def summarize(copies: Sequence[CopyStatus], scraped: Iterable[tuple[CopyStatus, 
     return workloads
 
 
-def summary_json(workloads: Mapping[str, WorkloadSummary], waiting: Mapping[str, int], now: float) -> dict[str, Any]:
-    return {"time": now, "workloads": {name: entry.as_json(waiting.get(name, 0))
+def summary_json(workloads: Mapping[str, WorkloadSummary], waiting: Mapping[str, int], now: float,
+                 endpoint_of: Callable[[str], str | None] = lambda _: None) -> dict[str, Any]:
+    """`endpoint_of`: the endpoint a workload serves, so the page can add an endpoint's workloads up."""
+    return {"time": now, "workloads": {name: {"endpoint": endpoint_of(name), **entry.as_json(waiting.get(name, 0))}
                                        for name, entry in sorted(workloads.items())}}
+
+
+def endpoint_of_workload(owners: Mapping[str, str]) -> Callable[[str], str | None]:
+    """A classic endpoint's workload is `endpoint/variant`; a component's is its name, hosted by `owners[name]`."""
+    def endpoint(workload: str) -> str | None:
+        if "/" in workload:
+            return workload.partition("/")[0]
+        return owners.get(workload)
+
+    return endpoint
 
 
 def _add(entry: WorkloadSummary, text: str) -> None:

@@ -74,4 +74,6 @@ async def summary(request: Request) -> Response:
     workloads = metrics_summary.summarize(copies, scraped)
     admission = gateway.runtime.forwarder.admission
     waiting = {name: admission.waiting(name) for name in workloads}
-    return JSONResponse(metrics_summary.summary_json(workloads, waiting, time.time()))
+    owners = {c.name: c.endpoint for c in gateway.state.components.all()}
+    return JSONResponse(metrics_summary.summary_json(workloads, waiting, time.time(),
+                                                     metrics_summary.endpoint_of_workload(owners)))
