@@ -4,11 +4,14 @@ with the CSP; nothing outside the build; and with keys in force the page still l
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import httpx
 import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
 
-from pier.console.assets import ASSET_CACHE, CSP, PAGE_CACHE
+from pier.console.assets import ASSET_CACHE, CSP, NOT_BUILT, PAGE_CACHE, console_router
 from pier.security.keystore import KeyStore
 from pier.security.principal import Role
 from tests.gateway.served import Served
@@ -71,3 +74,14 @@ def test_a_page_on_another_site_cannot_use_it(served: Served) -> None:
     """The console's files are open, but the Host/Origin check still stands before them."""
     response = httpx.get(served.url + "/console", headers={"Host": "evil.example"})
     assert response.status_code in (400, 403) and "evil.example" in response.text
+
+
+def test_an_installation_without_the_build_says_how_to_get_it(tmp_path: Path) -> None:
+    app = FastAPI()
+    app.include_router(console_router(tmp_path))
+    with TestClient(app) as client:
+        for path in ("/console", "/console/assets/index-x.js"):
+            response = client.get(path)
+            assert response.status_code == 404
+            assert response.text == NOT_BUILT and "console/build.sh" in response.text
+            assert response.headers["content-security-policy"] == CSP

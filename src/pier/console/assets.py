@@ -30,10 +30,10 @@ def console_router(static: Path = STATIC) -> APIRouter:
     router = APIRouter(include_in_schema=False)
 
     async def page() -> Response:
-        return _file(static / PAGE, PAGE_CACHE)
+        return _file(static, static / PAGE, PAGE_CACHE)
 
     async def asset(name: str) -> Response:
-        return _file(_asset_path(static, name), ASSET_CACHE)
+        return _file(static, _asset_path(static, name), ASSET_CACHE)
 
     router.add_api_route("/console", page, methods=["GET", "HEAD"], response_model=None)
     router.add_api_route("/console/", page, methods=["GET", "HEAD"], response_model=None)
@@ -50,9 +50,9 @@ def _asset_path(static: Path, name: str) -> Path | None:
     return path if path.is_file() else None
 
 
-def _file(path: Path | None, cache: str) -> Response:
+def _file(static: Path, path: Path | None, cache: str) -> Response:
     if path is None or not path.is_file():
-        missing = not (STATIC / PAGE).is_file()
+        missing = not (static / PAGE).is_file()
         message = NOT_BUILT if missing else "No such console file; open /console to load the console."
         return PlainTextResponse(message, 404, headers=SAFE)
     media_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
