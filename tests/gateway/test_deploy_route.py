@@ -83,3 +83,17 @@ def test_a_bad_file_is_a_validation_error_saying_what_to_fix(served: Served, tex
     assert answer.status_code == 400
     assert answer.json()["__type"] == "ValidationException"
     assert says in answer.json()["message"]
+
+
+def test_a_failed_endpoint_ends_the_deploy_with_its_reason(served: Served, tmp_path: Path) -> None:
+    text = f"endpoint: broken\nmodel: {{data: {tmp_path / 'missing.gguf'}}}\n"
+
+    def ended() -> list[httpx.Response]:
+        answer = deploy(served, text)
+        return [answer] if answer.status_code != 200 else []
+
+    [answer] = until(ended, what="the deploy ended")
+    assert answer.status_code == 400 and answer.json()["__type"] == "ValidationException"
+    message = answer.json()["message"]
+    assert message.startswith("Endpoint broken is Failed: ") and "missing.gguf" in message
+    assert "deploy a changed file" in message

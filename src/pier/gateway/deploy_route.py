@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse, Response
 from pier.client.deploy_file import Calls, DeployFileError, calls, component_changed, parse
 from pier.control.errors import ControlError, ValidationError
 from pier.control.names import region_of
+from pier.control.records import IN_PROGRESS
 from pier.gateway.control_route import AMZ_JSON, read_body
 from pier.gateway.parts import gateway_of
 
@@ -53,11 +54,16 @@ def converge(call: Call, todo: Calls) -> tuple[list[str], str | None]:
     if current is None:
         call("CreateEndpoint", todo.endpoint)
         return [*steps, f"creating endpoint {name}"], f"endpoint {name} is Creating"
-    if current["EndpointStatus"] != "InService":
-        return steps, f"endpoint {name} is {current['EndpointStatus']}"
+    status = current["EndpointStatus"]
+    if status in IN_PROGRESS:
+        return steps, f"endpoint {name} is {status}"
     if current["EndpointConfigName"] != config:
         call("UpdateEndpoint", todo.endpoint)
         return [*steps, f"updating endpoint {name} to {config}"], f"endpoint {name} is Updating"
+    if status != "InService":
+        raise ValidationError(
+            f"Endpoint {name} is {status}: {current.get('FailureReason') or 'no reason given'}. Fix what the reason "
+            f"says, then deploy a changed file (it updates the endpoint) or delete the endpoint and deploy again.")
     return steps + _converge_components(call, name, todo), None
 
 
