@@ -1,4 +1,4 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { listAll, sagemaker } from '../api.js';
 import { usePoll } from '../poll.js';
 
@@ -80,7 +80,12 @@ function Endpoint({ endpoint, components, admin, onChange }) {
 
 function CopyCount({ component, onChange }) {
   const name = component.InferenceComponentName;
-  const [count, setCount] = useState(String(component.RuntimeConfig?.DesiredCopyCount ?? 1));
+  const desired = component.RuntimeConfig?.DesiredCopyCount ?? 1;
+  const [count, setCount] = useState(String(desired));
+  const editing = useRef(false);
+  useEffect(() => {
+    if (!editing.current) setCount(String(desired)); // follow changes made elsewhere, never over the user's typing
+  }, [desired]);
   const [note, setNote] = useState(null);
   const submit = async (event) => {
     event.preventDefault();
@@ -97,7 +102,8 @@ function CopyCount({ component, onChange }) {
   return (
     <form class="inline" onSubmit={submit}>
       <label for={id} class="visually-hidden">Copies of {name}</label>
-      <input id={id} type="number" min="0" step="1" required value={count} onInput={(e) => setCount(e.currentTarget.value)} />
+      <input id={id} type="number" min="0" step="1" required value={count} onInput={(e) => setCount(e.currentTarget.value)}
+        onFocus={() => { editing.current = true; }} onBlur={() => { editing.current = false; }} />
       <button type="submit">Set</button>
       {note && <span role={note.kind} class={note.kind === 'alert' ? 'error' : 'muted'}>{note.text}</span>}
     </form>
