@@ -89,7 +89,7 @@ def test_deploy_from_a_deploy_file_then_the_endpoint_page_shows_it(gateway: Gate
     page.get_by_role("navigation").get_by_role("link", name="Endpoints").click()
     row = page.locator("tr", has=page.get_by_role("link", name=COMPONENT))
     row.locator(".copies-count", has_text="2 / 2").wait_for(timeout=WAIT_MS)
-    assert "InService" in row.inner_text()
+    row.locator(".status", has_text="InService").wait_for(timeout=WAIT_MS)  # may follow the count by a tick
     described = sagemaker(gateway.url).describe_inference_component(InferenceComponentName=COMPONENT)
     assert described["RuntimeConfig"] == {"DesiredCopyCount": 2, "CurrentCopyCount": 2}
 
