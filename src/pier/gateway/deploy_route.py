@@ -8,6 +8,7 @@ endpoint is InService); the file's names come from its content, so the caller se
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from pier.control.names import region_of
 from pier.control.records import IN_PROGRESS
 from pier.gateway.control_route import AMZ_JSON, read_body
 from pier.gateway.parts import gateway_of
+
+log = logging.getLogger("pier.gateway")
 
 Call = Callable[[str, dict[str, Any]], dict[str, Any]]
 SOURCE = "The deploy file"
@@ -39,6 +42,10 @@ async def deploy_route(request: Request) -> Response:
     except ControlError as error:
         return JSONResponse({"__type": error.wire.sagemaker_code, "message": error.message},
                             error.wire.sagemaker_status, media_type=AMZ_JSON)
+    except Exception as error:
+        log.exception("deploy from the console failed")
+        message = f"Internal error in pier ({type(error).__name__}: {error}); please report it. Retrying may work."
+        return JSONResponse({"__type": "InternalFailure", "message": message}, 500, media_type=AMZ_JSON)
     return JSONResponse({"endpoint": todo.endpoint["EndpointName"], "steps": steps, "waiting": waiting})
 
 
