@@ -11,6 +11,10 @@ from pier.security.routes import Family, Route, operation_of, route_of
     ("path", "route"),
     [
         ("/ping", Route(Family.OPEN)),
+        ("/console", Route(Family.OPEN)),  # the console's page and assets: it sends the key on its API calls
+        ("/console/", Route(Family.OPEN)),
+        ("/console/assets/index-abc.js", Route(Family.OPEN)),
+        ("/consoles", Route(Family.PIER)),
         ("/", Route(Family.CONTROL)),
         ("/endpoints/e1/invocations", Route(Family.RUNTIME, endpoint="e1")),
         ("/endpoints/e1/invocations-response-stream", Route(Family.RUNTIME, endpoint="e1")),

@@ -17,7 +17,7 @@ import httpx
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from pier.client.deploy_file import Calls, DeployFile, calls
+from pier.client.deploy_file import Calls, DeployFile, calls, component_changed
 from pier.control.records import IN_PROGRESS
 from pier.security.client_credentials import cli_credentials
 from pier.security.signing import SigV4Signer
@@ -113,7 +113,7 @@ class PierClient:
                 say(f"creating inference component {name}")
                 continue
             described = self.sagemaker.describe_inference_component(InferenceComponentName=name)
-            if _component_changed(described, wanted):
+            if component_changed(described, wanted):
                 self.sagemaker.update_inference_component(InferenceComponentName=name, **{
                     k: wanted[k] for k in ("Specification", "RuntimeConfig")})
                 say(f"updating inference component {name}")
@@ -326,13 +326,6 @@ class PierClient:
 
 def _message(error: ClientError) -> str:
     return str(error.response.get("Error", {}).get("Message", ""))
-
-
-def _component_changed(described: dict[str, Any], wanted: dict[str, Any]) -> bool:
-    spec = described.get("Specification", {})
-    return (spec.get("ModelName") != wanted["Specification"]["ModelName"]
-            or spec.get("ComputeResourceRequirements") != wanted["Specification"]["ComputeResourceRequirements"]
-            or described["RuntimeConfig"]["DesiredCopyCount"] != wanted["RuntimeConfig"]["CopyCount"])
 
 
 def _openai_message(text: str) -> str:

@@ -129,17 +129,24 @@ class Calls(BaseModel):
 
 def load(path: Path) -> DeployFile:
     try:
-        raw = yaml.safe_load(path.read_text())
+        text = path.read_text()
     except OSError as error:
         raise DeployFileError(f"Cannot read {path}: {error.strerror}.") from None
+    return parse(text, str(path))
+
+
+def parse(text: str, source: str) -> DeployFile:
+    """A deploy file's text; `source` names it in messages (its path, or where it came from)."""
+    try:
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as error:
-        raise DeployFileError(f"{path} is not valid YAML: {error}") from None
+        raise DeployFileError(f"{source} is not valid YAML: {error}") from None
     if not isinstance(raw, dict):
-        raise DeployFileError(f"{path} must hold a mapping with at least `endpoint` and `model` or `components`.")
+        raise DeployFileError(f"{source} must hold a mapping with at least `endpoint` and `model` or `components`.")
     try:
         return DeployFile.model_validate(raw)
     except PydanticValidationError as error:
-        raise DeployFileError(f"{path}: " + "; ".join(_problem(p) for p in error.errors(include_url=False))) from None
+        raise DeployFileError(f"{source}: " + "; ".join(_problem(p) for p in error.errors(include_url=False))) from None
 
 
 def calls(file: DeployFile, base: Path) -> Calls:
@@ -164,6 +171,14 @@ def calls(file: DeployFile, base: Path) -> Calls:
         endpoint={"EndpointName": file.endpoint, "EndpointConfigName": config_name},
         components=components,
     )
+
+
+def component_changed(described: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """Whether a described inference component differs from the CreateInferenceComponent request `wanted`."""
+    spec = described.get("Specification", {})
+    return (spec.get("ModelName") != wanted["Specification"]["ModelName"]
+            or spec.get("ComputeResourceRequirements") != wanted["Specification"]["ComputeResourceRequirements"]
+            or described["RuntimeConfig"]["DesiredCopyCount"] != wanted["RuntimeConfig"]["CopyCount"])
 
 
 def _model_call(owner: str, block: ModelBlock, base: Path) -> dict[str, Any]:

@@ -98,6 +98,7 @@ class Reconciler:
         self._wake = asyncio.Event()
         fetches.notify = self._wake.set  # a finished download is worth acting on at once
         self._placements: tuple[Placement, ...] = ()
+        self._specs: dict[str, CopySpec] = {}  # the copies last asked for, by id: where each one is placed
         self._proven: set[str] = set()
         self._busy: dict[str, asyncio.Task[None]] = {}  # copy id -> its start or stop in progress
         self._skipped: set[tuple[str, str, str]] = set()  # unreadable records already logged
@@ -128,6 +129,7 @@ class Reconciler:
         desired = desired_copies(endpoints, components, self._placements, self.host, self.instance_type,
                                  self.copy_cap, running)
         self._placements = desired.placements
+        self._specs = {spec.copy_id: spec for spec in desired.specs}
         self._proven = {c.copy_id for c in actual if c.state is CopyState.READY} | (
             self._proven & {c.copy_id for c in actual})
         todo = plan(desired.specs, actual)
@@ -138,6 +140,10 @@ class Reconciler:
     def copies(self, workload: Workload) -> list[CopyStatus]:
         """The copies serving `workload`, as the router sees them (a backend labels each copy with it)."""
         return [c for c in self.backend.statuses() if c.component == workload]
+
+    def spec(self, copy_id: str) -> CopySpec | None:
+        """What the copy was asked to be (its instance and cores), as of the last tick; None: not wanted now."""
+        return self._specs.get(copy_id)
 
     async def close(self) -> None:
         self.fetches.close()

@@ -20,6 +20,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from pier.backends.base import Backend
+from pier.console.assets import console_router
 from pier.control.api import ControlPlane
 from pier.control.backups import BackupPolicy, Backups
 from pier.control.capacity import COPY_CAP_SETTING, CopyCap, host_copy_cap
@@ -29,6 +30,7 @@ from pier.control.reconciler import Reconciler
 from pier.control.state import State
 from pier.gateway import pier_routes
 from pier.gateway.control_route import control_route
+from pier.gateway.deploy_route import deploy_route
 from pier.gateway.drain import Drain, Draining
 from pier.gateway.parts import Gateway
 from pier.gateway.targets import Targets
@@ -59,6 +61,9 @@ def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: f
     app.add_api_route("/v1/models", pier_routes.openai_models, methods=["GET"], response_model=None)
     app.add_api_route("/pier/copies", pier_routes.copies, methods=["GET"], response_model=None)
     app.add_api_route("/pier/copies/{copy_id}/logs", pier_routes.copy_logs, methods=["GET"], response_model=None)
+    app.add_api_route("/pier/metrics/summary", pier_routes.summary, methods=["GET"], response_model=None)
+    app.add_api_route("/pier/deploy", deploy_route, methods=["POST"], response_model=None)
+    app.include_router(console_router())  # the web console's files (pier.console)
     app.add_api_route("/metrics", pier_routes.metrics, methods=["GET"], response_model=None, include_in_schema=False)
     app.include_router(runtime_router(gateway.runtime))
     app.include_router(openai_router(gateway.runtime))

@@ -24,7 +24,7 @@ async def control_route(request: Request) -> Response:
     request_id = str(uuid.uuid4())
     try:
         operation = _operation(request.headers.get("x-amz-target", ""))
-        body = parse_body(await _body(request))
+        body = parse_body(await read_body(request))
         reply = gateway_of(request).control.call(operation, body, region_of(request.headers.get("authorization")))
         return JSONResponse(reply, headers={REQUEST_ID: request_id}, media_type=AMZ_JSON)
     except ControlError as error:
@@ -44,7 +44,7 @@ def _operation(target: str) -> str:
     return operation
 
 
-async def _body(request: Request) -> bytes:
+async def read_body(request: Request) -> bytes:
     """The body, read no further than the control plane's limit (a client may send anything, of any size)."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > MAX_BODY_BYTES:

@@ -1,13 +1,17 @@
-"""The gateway's own routes besides the SageMaker APIs: health, the OpenAI model list, and the copies the
-backend runs (for `pier ls`, `describe` and `logs`)."""
+"""The gateway's own routes besides the SageMaker APIs: health, the OpenAI model list, the copies the
+backend runs (for `pier ls`, `describe` and `logs`), and the live summary the web console charts."""
 
 from __future__ import annotations
+
+import time
+from typing import Any
 
 import httpx
 from fastapi import Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
-from pier.gateway import copy_metrics
+from pier.backends.base import CopySpec
+from pier.gateway import copy_metrics, metrics_summary
 from pier.gateway.parts import gateway_of
 
 
@@ -26,11 +30,21 @@ async def openai_models(request: Request) -> Response:
 
 async def copies(request: Request) -> Response:
     """Every copy the backend runs (pier's own API, for `pier ls`, `describe` and `logs`)."""
-    statuses = gateway_of(request).backend.statuses()
+    gateway = gateway_of(request)
     rows = [{"copy_id": c.copy_id, "component": c.component, "state": c.state.value, "url": c.url,
-             "message": c.message, "restarts": c.restarts, "pid": c.pid, "concurrency": c.concurrency}
-            for c in statuses]
+             "message": c.message, "restarts": c.restarts, "pid": c.pid, "concurrency": c.concurrency,
+             **_placement(gateway.reconciler.spec(c.copy_id))}
+            for c in gateway.backend.statuses()]
     return JSONResponse({"copies": rows})
+
+
+def _placement(spec: CopySpec | None) -> dict[str, Any]:
+    """Where the copy runs: its instance ("<endpoint>/<variant>#<index>" and type) and the cores it is pinned to."""
+    if spec is None or spec.instance is None:
+        return {"instance": None, "instance_type": None, "cores": list(spec.cores) if spec else []}
+    instance = spec.instance
+    return {"instance": f"{instance.variant}#{instance.index}", "instance_type": instance.type,
+            "cores": list(spec.cores)}
 
 
 async def copy_logs(copy_id: str, request: Request, lines: int = 200) -> Response:
@@ -48,3 +62,18 @@ async def metrics(request: Request) -> Response:
         scraped = await copy_metrics.scrape(client, copies)
     body, content_type = copy_metrics.exposition(copies, scraped)
     return Response(body, media_type=content_type)
+
+
+async def summary(request: Request) -> Response:
+    """Per workload: copies by state, load, tokens and latency histograms (the console's charts; see
+    gateway/metrics_summary.py)."""
+    gateway = gateway_of(request)
+    copies = gateway.backend.statuses()
+    async with httpx.AsyncClient(trust_env=False) as client:
+        scraped = await copy_metrics.scrape(client, copies)
+    workloads = metrics_summary.summarize(copies, scraped)
+    admission = gateway.runtime.forwarder.admission
+    waiting = {name: admission.waiting(name) for name in workloads}
+    owners = {c.name: c.endpoint for c in gateway.state.components.all()}
+    return JSONResponse(metrics_summary.summary_json(workloads, waiting, time.time(),
+                                                     metrics_summary.endpoint_of_workload(owners)))

@@ -65,6 +65,7 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
         log.error("%s", error)
         return 2
     log.info("pier gateway on http://%s:%d (state in %s, copies on the %s backend)", host, port, folder, backend)
+    log.info("web console: http://%s:%d/console", host, port)
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5,
                             access_log=access_log)
     try:

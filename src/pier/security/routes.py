@@ -8,7 +8,7 @@ from enum import StrEnum
 
 
 class Family(StrEnum):
-    OPEN = "open"  # health checks: no credentials needed
+    OPEN = "open"  # health checks and the console's static files: no credentials needed
     CONTROL = "control"  # POST / with X-Amz-Target: SageMaker.<Operation>
     RUNTIME = "runtime"  # /endpoints/{EndpointName}/invocations[-response-stream]
     OPENAI = "openai"  # /v1/..., /endpoints/{EndpointName}/.../v1/...
@@ -16,6 +16,9 @@ class Family(StrEnum):
 
 
 OPEN_PATHS = frozenset({"/ping"})
+# The web console's page and assets hold no data: the page asks for a key and sends it with every API call, so a
+# browser, which cannot add a bearer token to a page load, can open it. Everything it shows comes from guarded routes.
+CONSOLE_PREFIX = "/console"
 
 
 @dataclass(frozen=True)
@@ -31,7 +34,7 @@ class Route:
 
 def route_of(path: str) -> Route:
     """The family of a (percent-decoded) request path."""
-    if path in OPEN_PATHS:
+    if path in OPEN_PATHS or path == CONSOLE_PREFIX or path.startswith(CONSOLE_PREFIX + "/"):
         return Route(Family.OPEN)
     if path == "/":
         return Route(Family.CONTROL)

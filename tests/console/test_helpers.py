@@ -1,0 +1,227 @@
+"""The console's pure helpers (console/src/*.js), run from their sources in Chromium, table-driven: rates and
+windowed percentiles, SSE and AWS event-stream parsing, the playground's requests and snippets, bench summaries."""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pier.runtime.eventstream import StreamErrorCode, model_stream_error, payload_part
+from tests.console.browser import chromium, missing
+
+pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))
+
+SOURCES = Path(__file__).resolve().parents[2] / "console" / "src"
+ORIGIN = "http://console.test"
+
+
+@pytest.fixture(scope="module")
+def page() -> Iterator[Any]:
+    """A page on a made-up origin whose files are the console's sources, so `import()` loads them as they are."""
+    with chromium() as browser:
+        opened = browser.new_page()
+
+        def serve(route: Any) -> None:
+            name = route.request.url.removeprefix(ORIGIN + "/")
+            path = SOURCES / name
+            if name == "index.html":
+                route.fulfill(body="<!doctype html><title>helpers</title>", content_type="text/html")
+            elif path.is_file() and path.resolve().is_relative_to(SOURCES):
+                kind = "text/javascript" if path.suffix == ".js" else mimetypes.guess_type(path.name)[0]
+                route.fulfill(body=path.read_bytes(), content_type=kind or "text/plain")
+            else:
+                route.fulfill(status=404, body="")
+
+        opened.route(f"{ORIGIN}/**", serve)
+        opened.goto(f"{ORIGIN}/index.html")
+        yield opened
+
+
+def call(page: Any, module: str, function: str, *args: Any) -> Any:
+    """`function(...args)` of console/src/<module>, awaited; its value as JSON."""
+    return page.evaluate("""async ([module, fn, args]) => {
+        const m = await import(`/${module}`);
+        return JSON.parse(JSON.stringify(await m[fn](...args)));
+    }""", [module, function, list(args)])
+
+
+BUCKETS = [[0.1, 1], [0.5, 5], ["+Inf", 7]]
+
+
+@pytest.mark.parametrize(("buckets", "q", "expected"), [
+    (BUCKETS, 0.5, 0.35),  # rank 3.5 falls in (0.1, 0.5], 2.5 of its 4 observations in
+    (BUCKETS, 0.1, 0.07),  # in the first bucket, from 0
+    (BUCKETS, 0.99, 0.5),  # in +Inf: the highest finite bound
+    ([[0.1, 0], ["+Inf", 0]], 0.5, None),  # nothing observed
+    ([], 0.5, None),
+])
+def test_quantile(page: Any, buckets: list[list[Any]], q: float, expected: float | None) -> None:
+    value = call(page, "rates.js", "quantile", buckets, q)
+    assert value == pytest.approx(expected) if expected is not None else value is None
+
+
+@pytest.mark.parametrize(("previous", "current", "seconds", "expected"), [
+    (4, 10, 2, 3),
+    (10, 4, 2, 0),  # a copy restarted: its counters began again
+    (None, 10, 2, None),  # the first summary has no window
+    (4, 10, 0, None),
+])
+def test_rate(page: Any, previous: float | None, current: float, seconds: float, expected: float | None) -> None:
+    assert call(page, "rates.js", "rate", previous, current, seconds) == expected
+
+
+def test_a_point_is_the_window_between_two_summaries(page: Any) -> None:
+    before = {"generations": 10, "generated_tokens": 100, "ttft": [[0.1, 1], ["+Inf", 2]], "itl": [],
+              "copies": {"Ready": 1}}
+    after = {"generations": 14, "generated_tokens": 180, "ttft": [[0.1, 3], ["+Inf", 4]], "itl": [],
+             "engine_waiting": 2, "gateway_waiting": 1, "running": 3, "kv_usage": 0.25,
+             "copies": {"Ready": 1, "Starting": 1}}
+    point = call(page, "rates.js", "point", before, after, 2)
+    assert point["requests"] == 2 and point["tokens"] == 40
+    assert point["ttft50"] == pytest.approx(50)  # both new ones in (0, 0.1 s]: the median halfway, as Prometheus has it
+    assert point["itl50"] is None
+    assert (point["queue"], point["running"], point["kv"], point["ready"], point["copies"]) == (3, 3, 25, 1, 2)
+
+
+async_chunks = """async ([module, fn, chunks, wrap]) => {
+    const m = await import(`/${module}`);
+    async function* feed() { for (const c of chunks) yield new Uint8Array(c); }
+    const out = [];
+    const inner = wrap ? (await import('/eventstream.js')).payloads(feed()) : feed();
+    try { for await (const item of m[fn](inner)) out.push(item); } catch (e) { out.push(`error: ${e.message}`); }
+    return out;
+}"""
+
+
+def pieces(data: bytes, sizes: list[int]) -> list[list[int]]:
+    """`data` cut at the given sizes (then the rest), as byte lists for the page."""
+    out, at = [], 0
+    for size in [*sizes, len(data)]:
+        out.append(list(data[at:at + size]))
+        at += size
+    return [p for p in out if p]
+
+
+SSE = b'data: {"a": 1}\n\ndata: {"a": "caf\xc3\xa9"}\r\n\r\n: comment\n\ndata: [DONE]\n\ndata: {"late": 1}\n\n'
+
+
+@pytest.mark.parametrize("sizes", [[], [3], [1, 1, 1, 5, 20], [len(SSE) - 30]])
+def test_server_sent_events_however_the_bytes_arrive(page: Any, sizes: list[int]) -> None:
+    events = page.evaluate(async_chunks, ["sse.js", "eventsOf", pieces(SSE, sizes), False])
+    assert events == [{"a": 1}, {"a": "café"}]  # split UTF-8 kept whole, comments skipped, nothing after [DONE]
+
+
+def test_event_stream_payloads_carry_the_sse_of_a_tgi_stream(page: Any) -> None:
+    tokens = [{"token": {"text": t, "special": False}} for t in ("Hello", " world")]
+    sse = b"".join(b"data:" + json.dumps(t).encode() + b"\n\n" for t in tokens)
+    frames = payload_part(sse[:10]) + payload_part(sse[10:])
+    events = page.evaluate(async_chunks, ["sse.js", "eventsOf", pieces(frames, [7, 30, 2]), True])
+    assert events == tokens
+
+
+def test_an_exception_frame_is_thrown_with_its_message(page: Any) -> None:
+    frames = payload_part(b'data:{"token": {"text": "a"}}\n\n') + model_stream_error("it broke", StreamErrorCode.BROKEN)
+    events = page.evaluate(async_chunks, ["sse.js", "eventsOf", pieces(frames, [5]), True])
+    assert events == [{"token": {"text": "a"}}, "error: ModelStreamError: it broke"]
+
+
+FORM = {"model": "chat-ic", "target": {"endpoint": "ep", "component": "chat-ic"}, "system": "Be brief.",
+        "messages": [{"role": "user", "content": "hi"}], "prompt": "Once", "maxTokens": "16", "temperature": "0.5",
+        "topP": "1", "seed": "", "stream": True}
+
+
+@pytest.mark.parametrize(("mode", "path", "headers", "body"), [
+    ("chat", "/v1/chat/completions", {}, {
+        "model": "chat-ic", "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}],
+        "max_tokens": 16, "temperature": 0.5, "top_p": 1, "stream": True}),
+    ("completion", "/v1/completions", {}, {
+        "model": "chat-ic", "prompt": "Once", "max_tokens": 16, "temperature": 0.5, "top_p": 1, "stream": True}),
+    ("tgi", "/endpoints/ep/invocations-response-stream", {"X-Amzn-SageMaker-Inference-Component": "chat-ic"}, {
+        "inputs": "Once", "parameters": {"max_new_tokens": 16, "temperature": 0.5, "do_sample": True},
+        "stream": True}),
+])
+def test_the_playground_request(page: Any, mode: str, path: str, headers: dict[str, str],
+                                 body: dict[str, Any]) -> None:
+    assert call(page, "requests.js", "buildRequest", {**FORM, "mode": mode}) == {
+        "path": path, "headers": headers, "body": body}
+
+
+def test_a_greedy_tgi_request_without_a_component(page: Any) -> None:
+    form = {**FORM, "mode": "tgi", "temperature": "0", "stream": False, "seed": "7", "target": {"endpoint": "ep"}}
+    assert call(page, "requests.js", "buildRequest", form) == {
+        "path": "/endpoints/ep/invocations", "headers": {},
+        "body": {"inputs": "Once", "parameters": {"max_new_tokens": 16, "seed": 7}}}
+
+
+@pytest.mark.parametrize(("mode", "chunk", "text"), [
+    ("chat", {"choices": [{"delta": {"content": "a"}}]}, "a"),
+    ("chat", {"choices": [{"message": {"content": "whole"}}]}, "whole"),
+    ("chat", {"choices": [{"delta": {}}]}, ""),
+    ("completion", {"choices": [{"text": "b"}]}, "b"),
+    ("tgi", {"token": {"text": "c", "special": False}}, "c"),
+    ("tgi", {"token": {"text": "</s>", "special": True}}, ""),
+    ("tgi", [{"generated_text": "all of it"}], "all of it"),
+])
+def test_the_text_of_an_answer(page: Any, mode: str, chunk: Any, text: str) -> None:
+    assert call(page, "requests.js", "textOf", mode, chunk) == text
+
+
+def test_snippets_quote_safely_and_never_hold_the_key(page: Any) -> None:
+    form = {**FORM, "mode": "chat", "messages": [{"role": "user", "content": "it's"}]}
+    request = call(page, "requests.js", "buildRequest", form)
+    curl = call(page, "snippets.js", "curl", "http://127.0.0.1:8080", request)
+    assert "it'\\''s" in curl and "$PIER_API_KEY" in curl and curl.startswith("curl -sN http://127.0.0.1:8080/v1/")
+    openai = call(page, "snippets.js", "openaiSnippet", "http://127.0.0.1:8080", form, request)
+    assert 'base_url="http://127.0.0.1:8080/v1"' in openai and "stream=True" in openai
+    compile(openai, "openai snippet", "exec")  # it is Python
+    boto = call(page, "snippets.js", "boto3Snippet", "http://127.0.0.1:8080", form, request)
+    assert 'InferenceComponentName="chat-ic"' in boto and "invoke_endpoint_with_response_stream" in boto
+    compile(boto, "boto3 snippet", "exec")
+
+
+def test_bench_series_take_the_median_over_repeats(page: Any) -> None:
+    runs = [{"target": "a", "level": 2, "output_throughput": 10}, {"target": "a", "level": 2, "output_throughput": 30},
+            {"target": "a", "level": 1, "output_throughput": 5}, {"target": "b", "level": 1, "output_throughput": 7}]
+    assert call(page, "bench.js", "seriesOf", runs, "output_throughput") == {
+        "levels": [1, 2], "targets": ["a", "b"], "ys": [[5, 20], [7, None]]}
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("{", "This is not JSON"),
+    ("[]", 'has no "runs"'),
+    ('{"runs": 3}', 'has no "runs"'),
+])
+def test_a_file_that_is_not_a_bench_summary(page: Any, text: str, says: str) -> None:
+    error = page.evaluate("""async (text) => {
+        const m = await import('/bench.js');
+        try { m.readSummary(text); return null; } catch (e) { return e.message; }
+    }""", text)
+    assert error is not None and says in error
+
+
+@pytest.mark.parametrize(("workload", "resource"), [
+    ("chat-ic", "inference-component/chat-ic"),
+    ("chat/AllTraffic", "endpoint/chat/variant/AllTraffic"),
+])
+def test_the_scaling_hook_names_a_workload_as_application_auto_scaling_does(page: Any, workload: str,
+                                                                            resource: str) -> None:
+    assert call(page, "scaling.js", "resourceId", workload) == resource
+
+
+def test_an_endpoint_adds_its_workloads_up(page: Any) -> None:
+    a = {"endpoint": "e", "generations": 2, "running": 1, "kv_usage": 0.2, "copies": {"Ready": 1},
+         "ttft": [[0.1, 1], [0.5, 2], ["+Inf", 2]], "itl": []}
+    b = {"endpoint": "e", "generations": 3, "running": 2, "kv_usage": 0.6, "copies": {"Ready": 1, "Starting": 1},
+         "ttft": [["+Inf", 4], [0.5, 3], [0.1, 0]], "itl": []}
+    c = {"endpoint": None, "generations": 9, "copies": {}, "ttft": [], "itl": []}
+    shown = call(page, "rates.js", "views", {"time": 1, "workloads": {"a": a, "b": b, "c": c}})
+    assert sorted(shown) == ["a", "b", "c", "endpoint:e"]
+    combined = shown["endpoint:e"]
+    assert (combined["generations"], combined["running"], combined["kv_usage"]) == (5, 3, 0.6)
+    assert combined["copies"] == {"Ready": 2, "Starting": 1}
+    assert combined["ttft"] == [[0.1, 1], [0.5, 5], ["+Inf", 6]]  # by bound, in order, +Inf last
