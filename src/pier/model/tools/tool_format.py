@@ -1,0 +1,62 @@
+"""What one model's chat template does with tools: whether it renders them itself, and the family whose calls its
+answers are read for. Decided once per model from the template's text."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jinja2
+from jinja2 import meta
+
+from pier.model.chat import BuiltinTemplate, ChatTemplate
+from pier.model.tools.families import Family, family_of
+from pier.model.tools.grammar import tool_grammar
+from pier.model.tools.prompt import fallback_messages, native_messages
+from pier.model.tools.spec import ToolSet
+
+
+def reads_tools(template: ChatTemplate) -> bool:
+    """Whether the template uses the `tools` variable (transformers' way of passing them)."""
+    if isinstance(template, BuiltinTemplate):
+        return False
+    try:
+        return "tools" in meta.find_undeclared_variables(jinja2.Environment().parse(template.source))
+    except jinja2.TemplateSyntaxError:
+        return False
+
+
+@dataclass(frozen=True)
+class ToolFormat:
+    native: bool  # the template renders tools itself; else pier's fallback prompt (Hermes format)
+    family: Family
+
+    @classmethod
+    def of(cls, template: ChatTemplate) -> ToolFormat:
+        if not reads_tools(template):
+            return cls(False, Family.HERMES)
+        # A template that knows tools in a format pier does not parse is read as Hermes, the most common one.
+        return cls(True, family_of(template.source) or Family.HERMES)
+
+    def describe(self) -> str:
+        how = "the chat template renders them" if self.native else "pier's fallback system prompt"
+        return f"{self.family.value} calls; tools through {how}"
+
+    def messages(self, messages: Sequence[Mapping[str, Any]], tools: ToolSet) -> list[dict[str, Any]]:
+        """The history as the template gets it (see prompt.py); tools are shown only when they are active."""
+        if self.native:
+            return native_messages(messages)
+        return fallback_messages(messages, tools.tools if tools.active else ())
+
+    def template_tools(self, tools: ToolSet) -> list[dict[str, Any]] | None:
+        """The `tools` variable for the template."""
+        if not self.native or not tools.active:
+            return None
+        return [t.as_openai() for t in tools.tools]
+
+    def grammar(self, tools: ToolSet) -> str | None:
+        """The grammar that forces the calls, when the request forces them."""
+        if not tools.active or not tools.choice.forced:
+            return None
+        return tool_grammar(self.family, tools.callable, parallel=tools.choice.parallel)
