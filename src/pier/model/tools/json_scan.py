@@ -143,7 +143,7 @@ def _string_arguments(raw: str) -> tuple[str, bool]:
 def calls_in(text: str, start: int = 0) -> list[PartialCall]:
     """Every call object in `text[start:]`, outside any other JSON: what lies between them (tags, commas, an
     array's brackets) is skipped. The last may be incomplete."""
-    calls = []
+    calls: list[PartialCall] = []
     j = start
     while True:
         j = text.find("{", j)
