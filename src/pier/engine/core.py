@@ -22,7 +22,7 @@ from pier.engine.prefix_cache import MIN_SAVED, NO_MATCH, PrefixCache, PrefixMat
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk
 from pier.engine.retention import RetentionBudget
 from pier.engine.runner import Batch, KvCacheFull, ModelRunner
-from pier.engine.sampling import TokenSampler
+from pier.engine.sampling import GrammarExhausted, TokenSampler
 from pier.engine.scheduler import Work, plan
 from pier.engine.sequence import Emit, Sequence
 from pier.engine.validate import CheckedRequest, checked
@@ -90,6 +90,7 @@ class EngineCore:
         self.running: list[Sequence] = []
         self._by_id: dict[str, Sequence] = {}
         self._eog = np.array([t for t in range(runner.info.n_vocab) if runner.is_eog(t)], dtype=np.int64)
+        self._off_grammar: np.ndarray | None = None  # found when a grammar first needs them
         self._totals = {"prompt": 0, "cached": 0, "restored": 0, "generated": 0, "preemptions": 0, "steps": 0}
 
     def _retention_budget(self) -> RetentionBudget | None:
@@ -104,7 +105,9 @@ class EngineCore:
         """Validate and tokenize (unless already checked); raises InvalidRequest / ContextLengthExceeded
         before any work."""
         ok = checked(request, self.runner)
-        sampler = TokenSampler(ok.request.sampling, self.runner.info.n_vocab, self.runner.n_ctx)
+        grammar = ok.request.sampling.grammar is not None
+        sampler = TokenSampler(ok.request.sampling, self.runner.info.n_vocab, self.runner.n_ctx,
+                               self.runner.vocab if grammar else None)
         sampler.remember(ok.prompt_tokens)
         seq = Sequence(
             request=ok.request, tokens=list(ok.prompt_tokens), prompt_len=len(ok.prompt_tokens),
@@ -259,15 +262,35 @@ class EngineCore:
 
     def _sample(self, logits: np.ndarray, producing: list[Sequence]) -> None:
         for row, seq in enumerate(producing):
-            self._accept(seq, seq.sampler.sample(self._row(seq, logits[row])))
+            try:
+                token = seq.sampler.sample(self._row(seq, logits[row]))
+            except GrammarExhausted:  # a finished grammar whose end min_tokens forbids: it ends here
+                self._end(seq, FinishReason.STOP, seq.text.flush(), ())
+                continue
+            self._accept(seq, token)
 
     def _row(self, seq: Sequence, row: np.ndarray) -> np.ndarray:
-        """Before min_tokens, no token that would end the request may be sampled (as in vLLM)."""
+        """Before min_tokens, no token that would end the request may be sampled (as in vLLM). Under a grammar,
+        only tokens of whole UTF-8 text (see _off_grammar_tokens)."""
         if seq.n_generated < seq.request.min_tokens:
             row = row.copy()
             row[self._eog] = -np.inf
             row[list(seq.request.stop_token_ids)] = -np.inf
+        if seq.sampler.has_grammar:
+            row = row.copy()
+            row[self._off_grammar_tokens()] = -np.inf
         return row
+
+    def _off_grammar_tokens(self) -> np.ndarray:
+        """Tokens whose text llama.cpp's grammar would read differently from the output: control tokens (it reads
+        `<pad>` where the output has nothing) and pieces that are not whole UTF-8 (byte tokens; it does not check
+        UTF-8 validity, the text stream writes U+FFFD), so what the grammar accepts is exactly what is sent."""
+        if self._off_grammar is None:
+            runner = self.runner
+            self._off_grammar = np.array(
+                [t for t in range(runner.info.n_vocab) if not runner.is_eog(t) and not _whole_text(runner.piece(t))],
+                dtype=np.int64)
+        return self._off_grammar
 
     # -- output --------------------------------------------------------------------------------------
 
@@ -306,3 +329,10 @@ class EngineCore:
             seq.request_id, text, tokens, finish_reason=reason, stop_reason=stop_reason,
             timings=seq.timings(time.perf_counter()), error=error, prompt_tokens=seq.prompt_len,
         ))
+
+
+def _whole_text(piece: bytes) -> bool:
+    try:
+        return bool(piece.decode("utf-8"))
+    except UnicodeDecodeError:
+        return False

@@ -24,6 +24,9 @@ class SamplingParams:
     penalty_last_n: int = 64  # how many recent tokens the penalties look at; -1 = the whole context
     seed: int | None = None
     logit_bias: Mapping[int, float] = field(default_factory=dict)
+    # GBNF text (llama.cpp's grammar format, rule `root` first to match): every sampled token keeps the output a
+    # prefix of a string the grammar accepts. Checked (compiled) once with the request; see engine/grammar.py.
+    grammar: str | None = None
 
     @property
     def greedy(self) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import llama_cpp
 import numpy as np
 
 SeqState = bytes | bytearray  # one sequence's KV as the runner saved it (opaque to the engine)
@@ -68,6 +69,11 @@ class ModelRunner(Protocol):
     def piece(self, token: int) -> bytes: ...
 
     def is_eog(self, token: int) -> bool: ...
+
+    @property
+    def vocab(self) -> llama_cpp.llama_vocab_p:
+        """The llama.cpp vocabulary whose pieces are this runner's (what a grammar sampler reads)."""
+        ...
 
     def decode(self, batch: Batch) -> np.ndarray:
         """Run the batch; return logits, one row per token whose output flag is set, in batch order.

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pier.engine.grammar import check_grammar
 from pier.engine.request import GenerateRequest
 from pier.engine.runner import ModelRunner
 from pier.errors import ContextLengthExceeded, InvalidRequest
@@ -42,6 +43,8 @@ def check_request(request: GenerateRequest, runner: ModelRunner) -> CheckedReque
             param="min_tokens",
         )
     _check_stops(request, n_vocab)
+    if request.sampling.grammar is not None:
+        check_grammar(runner.vocab, request.sampling.grammar)
     return CheckedRequest(request, prompt, max_tokens)
 
 
