@@ -11,6 +11,7 @@ from pier.engine.engine import Engine
 from pier.engine.request import GenerateRequest, GenerationChunk
 from pier.engine.validate import CheckedRequest
 from pier.model.chat import ChatTemplate, template_kwargs
+from pier.model.tools.tool_format import ToolFormat
 from pier.server import continuation, generation
 from pier.server.generation import Completion
 from pier.server.limits import Limits
@@ -34,6 +35,7 @@ class ServedModel:
         self.info = engine.info
         self.name = settings.model_name or self.info.name
         self.chat = chat or ChatTemplate.for_model(self.info)
+        self.tool_format = ToolFormat.of(self.chat)
         self.limits = Limits.resolve(settings, engine.runner.n_ctx)
         self.max_stop_sequences = settings.max_stop_sequences
         self.deadline_s = settings.request_deadline_s

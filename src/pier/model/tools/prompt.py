@@ -18,16 +18,20 @@ from typing import Any
 
 from pier.model.tools.spec import Tool
 
+FALLBACK_INTRODUCTION = "You may call one or more functions to help with the user's request."
 FALLBACK_INSTRUCTIONS = (
-    "You may call one or more functions to help with the user's request. The functions are described in JSON "
-    "within <tools></tools> tags:\n<tools>\n{tools}\n</tools>\n\n"
+    "{introduction} The functions are described in JSON within <tools></tools> tags:\n<tools>\n{tools}\n</tools>\n\n"
     "To call a function, answer with a JSON object holding its name and arguments within <tool_call></tool_call> "
     "tags, one per call:\n<tool_call>\n{{\"name\": <function-name>, \"arguments\": <arguments-object>}}\n</tool_call>"
 )
 
 
-def fallback_instructions(tools: Sequence[Tool]) -> str:
-    return FALLBACK_INSTRUCTIONS.format(tools="\n".join(json.dumps(t.as_openai(), ensure_ascii=False) for t in tools))
+def fallback_instructions(tools: Sequence[Tool], introduction: str | None = None) -> str:
+    """The system prompt's tool part; `introduction` replaces its first sentence (TGI's `tool_prompt`)."""
+    return FALLBACK_INSTRUCTIONS.format(
+        introduction=(introduction or FALLBACK_INTRODUCTION).strip(),
+        tools="\n".join(json.dumps(t.as_openai(), ensure_ascii=False) for t in tools),
+    )
 
 
 def native_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -59,11 +63,12 @@ def _arguments_object(arguments: Any) -> Any:
     return arguments if arguments is not None else {}
 
 
-def fallback_messages(messages: Sequence[Mapping[str, Any]], tools: Sequence[Tool]) -> list[dict[str, Any]]:
+def fallback_messages(messages: Sequence[Mapping[str, Any]], tools: Sequence[Tool],
+                      introduction: str | None = None) -> list[dict[str, Any]]:
     """The history for a template that knows no tools (see the module's docstring)."""
     plain = [_plain(m) for m in messages]
     if tools:
-        instructions = fallback_instructions(tools)
+        instructions = fallback_instructions(tools, introduction)
         if plain and plain[0]["role"] == "system":
             first = plain[0]["content"]
             plain[0] = {**plain[0], "content": f"{first}\n\n{instructions}" if first else instructions}

@@ -148,7 +148,7 @@ def _choice(raw: Any, *, parallel: bool) -> ToolChoice:
     elif isinstance(raw, Mapping):
         function = raw.get("function")
         name = function.get("name") if isinstance(function, Mapping) else None
-        if raw.get("type") == "function" and isinstance(name, str):
+        if raw.get("type", "function") == "function" and isinstance(name, str):  # TGI leaves out the type
             return ToolChoice(Mode.REQUIRED, name, parallel=False)
     raise InvalidRequest(
         f"tool_choice must be \"auto\", \"none\", \"required\" or {{\"type\": \"function\", \"function\": "

@@ -43,11 +43,13 @@ class ToolFormat:
         how = "the chat template renders them" if self.native else "pier's fallback system prompt"
         return f"{self.family.value} calls; tools through {how}"
 
-    def messages(self, messages: Sequence[Mapping[str, Any]], tools: ToolSet) -> list[dict[str, Any]]:
-        """The history as the template gets it (see prompt.py); tools are shown only when they are active."""
+    def messages(self, messages: Sequence[Mapping[str, Any]], tools: ToolSet,
+                 introduction: str | None = None) -> list[dict[str, Any]]:
+        """The history as the template gets it (see prompt.py); tools are shown only when they are active.
+        `introduction` (TGI's tool_prompt) opens the fallback's description of the tools."""
         if self.native:
             return native_messages(messages)
-        return fallback_messages(messages, tools.tools if tools.active else ())
+        return fallback_messages(messages, tools.tools if tools.active else (), introduction)
 
     def template_tools(self, tools: ToolSet) -> list[dict[str, Any]] | None:
         """The `tools` variable for the template."""

@@ -11,6 +11,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 from fastapi import APIRouter, Request
@@ -21,6 +22,9 @@ from pier import __version__
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk, SamplingParams
 from pier.engine.validate import CheckedRequest
 from pier.errors import InvalidRequest
+from pier.model.tools.reader import ToolReader, call_id
+from pier.model.tools.spec import ToolSet, tool_set
+from pier.model.tools.stream import CallStart, Event
 from pier.server import continuation, sse
 from pier.server.errors import Flavor, error_event
 from pier.server.generation import Completion, wait_for_disconnect
@@ -118,10 +122,27 @@ class TextPart(BaseModel):
     text: str | None = None
 
 
+class CalledFunction(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str
+    arguments: str | dict[str, Any] = "{}"  # OpenAI sends a JSON string; TGI an object
+
+
+class CalledTool(BaseModel):
+    """A call in an assistant message of the history."""
+
+    model_config = ConfigDict(extra="allow")
+    id: str | None = None
+    type: str = "function"
+    function: CalledFunction
+
+
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
     role: str
     content: str | list[TextPart] | None = None
+    tool_calls: list[CalledTool] | None = None
+    tool_call_id: str | None = None
 
     def for_template(self) -> dict[str, Any]:
         message = self.model_dump(exclude_none=True)
@@ -145,8 +166,10 @@ class ChatCompletionRequest(_OpenAIRequest):
     max_completion_tokens: int | None = None
     logprobs: bool | None = None
     top_logprobs: int | None = None
-    tools: list[dict[str, Any]] | None = None
+    tools: list[Any] | None = None
     tool_choice: Any = None
+    parallel_tool_calls: bool | None = None
+    tool_prompt: str | None = None  # TGI's: what introduces the tools in pier's fallback prompt
     response_format: dict[str, Any] | None = None
     chat_template_kwargs: dict[str, Any] | None = None
     add_generation_prompt: bool = True
@@ -162,11 +185,9 @@ class ChatCompletionRequest(_OpenAIRequest):
                 f"response_format {kind!r} is not supported: output is not constrained to a schema here. "
                 "Remove response_format and describe the JSON you want in the prompt.", param="response_format",
             )
-        if self.tool_choice not in (None, "auto", "none"):
-            raise InvalidRequest(
-                "tool_choice can only be \"auto\" or \"none\": tools are passed to the model's chat "
-                "template, but a tool call cannot be forced.", param="tool_choice",
-            )
+
+    def tool_set(self) -> ToolSet:
+        return tool_set(self.tools, self.tool_choice, parallel=self.parallel_tool_calls)
 
 
 class CompletionRequest(_OpenAIRequest):
@@ -238,33 +259,48 @@ class ChatView(Protocol):
     def closing(self) -> list[bytes]: ...
 
 
-def openai_chat_view(model: ServedModel, body: ChatCompletionRequest) -> ChatView:
-    view = _View(model.name, chat=True, include_usage=body.include_usage)
+def openai_chat_view(model: ServedModel, body: ChatCompletionRequest, tools: ToolSet) -> ChatView:
+    view = _View(model.name, chat=True, include_usage=body.include_usage,
+                 tools=ToolReader(model.tool_format.family, tools))
     continuation.keep(view.head, "id", "created")  # the same on any copy that continues it
     return view
 
 
 async def respond_chat(
     body: ChatCompletionRequest, http: Request, state: ServerState, *,
-    view: Callable[[ServedModel, ChatCompletionRequest], ChatView] = openai_chat_view,
+    view: Callable[[ServedModel, ChatCompletionRequest, ToolSet], ChatView] = openai_chat_view,
     default_max_tokens: int | None = None,
 ) -> Response:
     """One chat request. Without max_tokens it may generate up to the model's limit (OpenAI's semantics) unless
     the dialect has a default of its own (TGI's Messages API: 100)."""
     body.refuse_unsupported()
+    tools = body.tool_set()
     model, ticket = state.admit()
     with ticket:
+        tool_format = model.tool_format
         prompt = await model.render_chat(
-            [m.for_template() for m in body.messages], add_generation_prompt=body.add_generation_prompt,
-            tools=body.tools, extra=body.chat_template_kwargs,
+            tool_format.messages([m.for_template() for m in body.messages], tools, body.tool_prompt),
+            add_generation_prompt=body.add_generation_prompt, tools=tool_format.template_tools(tools),
+            extra=body.chat_template_kwargs,
         )
         max_tokens = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
         request = body.generate_request(model, prompt, default_max_tokens if max_tokens is None else max_tokens)
+        request = _forcing_calls(request, tool_format.grammar(tools))
         checked = model.check(request)
-        shape = view(model, body)  # keeps the fields that read the same on any copy that continues it
+        shape = view(model, body, tools)  # keeps the fields that read the same on any copy that continues it
         if body.stream:
             return sse.EventStream(_events(model, checked, shape), ticket.hand_off())
         return JSONResponse(shape.response(await model.complete(checked, wait_for_disconnect(http.receive))))
+
+
+def _forcing_calls(request: GenerateRequest, grammar: str | None) -> GenerateRequest:
+    """The request under the grammar that makes its answer the calls `tool_choice` forces."""
+    if grammar is None:
+        return request
+    if request.sampling.grammar is not None:
+        raise InvalidRequest("A forced tool_choice cannot be combined with response_format: send one of them.",
+                             param="tool_choice")
+    return replace(request, sampling=replace(request.sampling, grammar=grammar))
 
 
 async def respond_completion(body: CompletionRequest, http: Request, state: ServerState) -> Response:
@@ -294,10 +330,12 @@ class _View:
 
     flavor = Flavor.OPENAI
 
-    def __init__(self, model: str, *, chat: bool, include_usage: bool, echo: str = "") -> None:
+    def __init__(self, model: str, *, chat: bool, include_usage: bool, echo: str = "",
+                 tools: ToolReader | None = None) -> None:
         self.chat = chat
         self.include_usage = include_usage
         self.echo = echo
+        self.tools = tools
         self.head = {
             "id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", "object": "",
             "created": int(time.time()),
@@ -308,16 +346,31 @@ class _View:
 
     def response(self, done: Completion) -> dict[str, Any]:
         text = self.echo + done.text
-        choice: dict[str, Any] = (
-            {"index": 0, "message": {"role": "assistant", "content": text}}
-            if self.chat else {"index": 0, "text": text}
-        )
-        choice |= {"logprobs": None, "finish_reason": _FINISH.get(done.finish_reason, "stop")}
+        choice: dict[str, Any] = {"index": 0, "text": text}
+        if self.chat:
+            choice = {"index": 0, "message": self._message(text)}
+        finish = _FINISH.get(done.finish_reason, "stop")
+        if self.chat and choice["message"].get("tool_calls"):
+            finish = "tool_calls"
+        choice |= {"logprobs": None, "finish_reason": finish}
         return {
             **self.head, "object": "chat.completion" if self.chat else "text_completion", "choices": [choice],
             "usage": _usage(done.prompt_tokens, len(done.token_ids)),
             "timings": done.timings.as_dict() if done.timings else None,
         }
+
+    def _message(self, text: str) -> dict[str, Any]:
+        if self.tools is None:
+            return {"role": "assistant", "content": text}
+        parsed = self.tools.whole(text)
+        message: dict[str, Any] = {"role": "assistant", "content": parsed.content}
+        if parsed.calls:
+            message["tool_calls"] = [
+                {"id": call_id(str(self.head["id"]), i), "type": "function",
+                 "function": {"name": call.name, "arguments": call.arguments}}
+                for i, call in enumerate(parsed.calls)
+            ]
+        return message
 
     def opening(self) -> list[dict[str, Any]]:
         if self.chat:
@@ -328,16 +381,32 @@ class _View:
         self.prompt_tokens = chunk.prompt_tokens
         self.completion_tokens += len(chunk.token_ids)
         events = []
-        if chunk.text:
-            events.append(self._chunk({"content": chunk.text} if self.chat else chunk.text, None))
+        if not self.chat:
+            events += [self._chunk(chunk.text, None)] if chunk.text else []
+        elif self.tools is None:
+            events += [self._chunk({"content": chunk.text}, None)] if chunk.text else []
+        else:
+            read = self.tools.push(chunk.text) + (self.tools.finish() if chunk.finished else [])
+            events += [self._chunk(self._delta(event), None) for event in read]
         if chunk.finish_reason is not None:
-            last = self._chunk({} if self.chat else "", _FINISH.get(chunk.finish_reason, "stop"))
+            finish = _FINISH.get(chunk.finish_reason, "stop")
+            if self.tools is not None and self.tools.called:
+                finish = "tool_calls"
+            last = self._chunk({} if self.chat else "", finish)
             last["timings"] = chunk.timings.as_dict() if chunk.timings else None
             events.append(last)
             if self.include_usage:
                 events.append({**self.head, "object": self._object, "choices": [],
                                "usage": _usage(self.prompt_tokens, self.completion_tokens)})
         return events
+
+    def _delta(self, event: Event) -> dict[str, Any]:
+        if isinstance(event, str):
+            return {"content": event}
+        if isinstance(event, CallStart):
+            return {"tool_calls": [{"index": event.index, "id": call_id(str(self.head["id"]), event.index),
+                                    "type": "function", "function": {"name": event.name, "arguments": ""}}]}
+        return {"tool_calls": [{"index": event.index, "function": {"arguments": event.fragment}}]}
 
     @property
     def _object(self) -> str:

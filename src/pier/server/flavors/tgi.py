@@ -14,6 +14,7 @@ sampled request without a seed gets a random one, reported in `details.seed`.
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
@@ -30,6 +31,9 @@ from pier import __version__
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk, SamplingParams
 from pier.engine.validate import CheckedRequest
 from pier.errors import InvalidRequest
+from pier.model.tools.reader import ToolReader
+from pier.model.tools.spec import ToolSet
+from pier.model.tools.stream import CallStart, Event
 from pier.server import continuation, sse
 from pier.server.errors import Flavor, error_event
 from pier.server.flavors.openai import ChatCompletionRequest, respond_chat
@@ -316,28 +320,42 @@ async def respond_messages(body: ChatCompletionRequest, http: Request, state: Se
 
 class MessagesView:
     """TGI 2.0's ChatCompletion and ChatCompletionChunk: `id` empty, `object` "text_completion", the model id,
-    `system_fingerprint` "<version>-native", one chunk per generated token."""
+    `system_fingerprint` "<version>-native", one chunk per generated token.
+
+    With tools, TGI's shapes for calls: a message with `tool_calls` whose ids are their indexes and whose
+    `function.arguments` is an object; streamed, one `delta.tool_calls` object per chunk (the call's name first,
+    then its arguments' text in fragments), content in chunks of its own, TGI's finish reasons."""
 
     flavor = Flavor.TGI
 
-    def __init__(self, model: ServedModel, include_usage: bool) -> None:
+    def __init__(self, model: ServedModel, include_usage: bool, tools: ToolReader | None = None) -> None:
         self.model = model
         self.include_usage = include_usage
+        self.tools = tools
         self.head = {"id": "", "object": "text_completion", "created": int(time.time()), "model": model.name,
                      "system_fingerprint": f"{__version__}-native"}
         self.generated = 0
 
     @classmethod
-    def of(cls, model: ServedModel, body: ChatCompletionRequest) -> MessagesView:
-        view = cls(model, body.include_usage)
+    def of(cls, model: ServedModel, body: ChatCompletionRequest, tools: ToolSet) -> MessagesView:
+        view = cls(model, body.include_usage, ToolReader(model.tool_format.family, tools) if tools.active else None)
         continuation.keep(view.head, "id", "created")  # the same on any copy that continues it
         return view
 
     def response(self, done: Completion) -> dict[str, Any]:
-        choice = {"index": 0, "message": {"role": "assistant", "content": done.text}, "logprobs": None,
+        choice = {"index": 0, "message": self._message(done.text), "logprobs": None,
                   "finish_reason": _finish_reason(done.finish_reason, done.stop_reason)}
         return {**self.head, "created": int(time.time()), "choices": [choice],
                 "usage": _usage(done.prompt_tokens, len(done.token_ids))}
+
+    def _message(self, text: str) -> dict[str, Any]:
+        parsed = self.tools.whole(text) if self.tools is not None else None
+        if parsed is None or not parsed.calls:
+            return {"role": "assistant", "content": text}
+        calls = [{"id": str(i), "type": "function",
+                  "function": {"description": None, "name": c.name, "arguments": json.loads(c.arguments)}}
+                 for i, c in enumerate(parsed.calls)]
+        return {"role": "assistant", "tool_calls": calls}
 
     def opening(self) -> list[dict[str, Any]]:
         return []  # TGI's first chunk already carries the first token
@@ -346,6 +364,8 @@ class MessagesView:
         """One chunk per token; a chunk's text rides on its last token, so the contents add up exactly. The
         token that ends the answer comes last with the finish reason (EOS has no text: content "")."""
         self.generated += len(chunk.token_ids)
+        if self.tools is not None:
+            return self._tool_chunks(chunk)
         count = len(chunk.token_ids) or (1 if chunk.text or chunk.finished else 0)
         events = []
         for i in range(count):
@@ -360,6 +380,30 @@ class MessagesView:
                 event["usage"] = _usage(chunk.prompt_tokens, self.generated)
             events.append(event)
         return events
+
+    def _tool_chunks(self, chunk: GenerationChunk) -> list[dict[str, Any]]:
+        assert self.tools is not None
+        read = self.tools.push(chunk.text) + (self.tools.finish() if chunk.finished else [])
+        events = [self._event(self._delta(event), None) for event in read]
+        if chunk.finish_reason is not None:
+            last = self._event({"role": "assistant", "content": ""},
+                               _finish_reason(chunk.finish_reason, chunk.stop_reason))
+            if self.include_usage:
+                last["usage"] = _usage(chunk.prompt_tokens, self.generated)
+            events.append(last)
+        return events
+
+    def _delta(self, event: Event) -> dict[str, Any]:
+        if isinstance(event, str):
+            return {"role": "assistant", "content": event}
+        name, arguments = (event.name, "") if isinstance(event, CallStart) else (None, event.fragment)
+        call = {"index": event.index, "id": str(event.index), "type": "function",
+                "function": {"name": name, "arguments": arguments}}
+        return {"role": "assistant", "tool_calls": call}
+
+    def _event(self, delta: dict[str, Any], reason: str | None) -> dict[str, Any]:
+        return {**self.head, "created": int(time.time()),
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}]}
 
     def frame(self, event: dict[str, Any]) -> bytes:
         return sse.event(event, tgi=True)
