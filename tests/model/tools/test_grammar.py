@@ -31,7 +31,15 @@ def test_grammar_is_valid_gbnf_in_the_family_format(family: Family, parallel: bo
     assert f'"\\"{fmt.name_key}\\""' in grammar and f'"\\"{fmt.args_key}\\""' in grammar
 
 
-def test_a_schema_the_converter_cannot_enforce_is_a_400() -> None:
-    tool = Tool("f", parameters={"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}})
-    with pytest.raises(InvalidRequest, match="cannot be enforced as a grammar"):
+def test_a_schema_the_grammar_cannot_enforce_is_a_400_naming_it() -> None:
+    tool = Tool("f", parameters={"type": "object", "properties": {"a": {"type": "integer", "minimum": 3}}})
+    with pytest.raises(InvalidRequest, match="minimum") as refused:
         tool_grammar(Family.HERMES, (tool,), parallel=False)
+    assert refused.value.param == "tools"
+
+
+def test_a_tools_own_refs_still_resolve_inside_the_calls() -> None:
+    tool = Tool("f", parameters={"type": "object", "properties": {"a": {"$ref": "#/$defs/small"}},
+                                 "$defs": {"small": {"enum": ["x", "y"]}}})
+    grammar = tool_grammar(Family.HERMES, (tool,), parallel=False)
+    assert '"\\"x\\""' in grammar
