@@ -68,3 +68,8 @@ def test_chatml_gets_the_fallback_and_tool_choice_none_hides_the_tools() -> None
 
 
 TOOLS_RAW = [TOOLS.tools[0].as_openai()]
+
+
+def test_a_template_with_loop_controls_is_read_for_tools_as_the_renderer_parses_it() -> None:
+    source = "{% for t in tools %}{% if not t %}{% continue %}{% endif %}{{ t | tojson }}{% endfor %}<tool_call>"
+    assert ToolFormat.of(ChatTemplate(source)).native

@@ -8,9 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import jinja2
-from jinja2 import meta
 
-from pier.model.chat import BuiltinTemplate, ChatTemplate
+from pier.model.chat import BuiltinTemplate, ChatTemplate, template_variables
 from pier.model.tools.families import Family, family_of
 from pier.model.tools.grammar import tool_grammar
 from pier.model.tools.prompt import fallback_messages, native_messages
@@ -22,7 +21,7 @@ def reads_tools(template: ChatTemplate) -> bool:
     if isinstance(template, BuiltinTemplate):
         return False
     try:
-        return "tools" in meta.find_undeclared_variables(jinja2.Environment().parse(template.source))
+        return "tools" in template_variables(template.source)
     except jinja2.TemplateSyntaxError:
         return False
 
