@@ -35,7 +35,7 @@ def replay(seq: Sequence, tokens: Tokens[int], runner: ModelRunner) -> Generatio
                                  param="continuation")
         may_stop = n > request.min_tokens  # as EngineCore._accept decides it
         ends = token in request.stop_token_ids or (not request.ignore_eos and runner.is_eog(token))
-        delta = seq.text.push(runner.piece(token), stops=may_stop)
+        delta = seq.text.push(request.special_text.get(token) or runner.piece(token), stops=may_stop)
         if may_stop and (ends or delta.stop is not None):
             raise InvalidRequest(
                 f"Continuation token {n} ({token}) would have ended the request; a continuation holds only "

@@ -304,7 +304,7 @@ class EngineCore:
         if may_stop and (token in request.stop_token_ids or (not request.ignore_eos and self.runner.is_eog(token))):
             self._end(seq, FinishReason.STOP, seq.text.flush(), (token,), stop_reason=token)
             return
-        delta = seq.text.push(self.runner.piece(token), stops=may_stop)
+        delta = seq.text.push(request.special_text.get(token) or self.runner.piece(token), stops=may_stop)
         if delta.stop is not None:
             self._end(seq, FinishReason.STOP, delta.text, (token,), stop_reason=delta.stop)
         elif seq.n_generated >= seq.max_tokens:

@@ -92,6 +92,9 @@ class GenerateRequest:
     min_tokens: int = 0
     add_bos: bool = True
     parse_special: bool = True  # chat templates put control tokens like <|im_start|> in the text
+    # Control tokens written to the output as the given text (llama.cpp writes control tokens as nothing), like
+    # llama-server's preserved tokens: a tool-call marker such as Mistral's [TOOL_CALLS] that the answer is read by.
+    special_text: Mapping[int, bytes] = field(default_factory=dict)
     # Tokens this request already generated on a copy that died (see engine/continuation.py): they follow the
     # prompt, count toward max_tokens and are not generated again; sampler and text stream replay over them.
     continuation: Sequence[int] = ()

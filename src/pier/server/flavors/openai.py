@@ -286,6 +286,8 @@ async def respond_chat(
         max_tokens = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
         request = body.generate_request(model, prompt, default_max_tokens if max_tokens is None else max_tokens)
         request = _forcing_calls(request, tool_format.grammar(tools))
+        if tools.active and model.tool_markers:
+            request = replace(request, special_text=model.tool_markers)
         checked = model.check(request)
         shape = view(model, body, tools)  # keeps the fields that read the same on any copy that continues it
         if body.stream:
