@@ -73,3 +73,10 @@ TOOLS_RAW = [TOOLS.tools[0].as_openai()]
 def test_a_template_with_loop_controls_is_read_for_tools_as_the_renderer_parses_it() -> None:
     source = "{% for t in tools %}{% if not t %}{% continue %}{% endif %}{{ t | tojson }}{% endfor %}<tool_call>"
     assert ToolFormat.of(ChatTemplate(source)).native
+
+
+def test_mistral_templates_get_nine_character_ids_that_still_pair_call_and_result() -> None:
+    messages = ToolFormat(True, Family.MISTRAL).messages(HISTORY, TOOLS)
+    call, result = messages[1]["tool_calls"][0]["id"], messages[2]["tool_call_id"]
+    assert call == result and len(call) == 9 and call.isalnum()
+    assert ToolFormat(True, Family.HERMES).messages(HISTORY, TOOLS)[1]["tool_calls"][0]["id"] == "call_1"

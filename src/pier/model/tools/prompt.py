@@ -12,6 +12,7 @@ role joined, since many such templates insist that user and assistant alternate.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -34,9 +35,27 @@ def fallback_instructions(tools: Sequence[Tool], introduction: str | None = None
     )
 
 
-def native_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The history for a template that knows tools: calls' arguments as objects."""
-    return [_with_object_arguments(m) for m in messages]
+def native_messages(messages: Sequence[Mapping[str, Any]], *, short_ids: bool = False) -> list[dict[str, Any]]:
+    """The history for a template that knows tools: calls' arguments as objects. With `short_ids`, call ids as the
+    9 letters and digits Mistral's templates insist on (the same id gives the same short one, so a tool message
+    still names its call)."""
+    out = [_with_object_arguments(m) for m in messages]
+    return [_with_short_ids(m) for m in out] if short_ids else out
+
+
+def short_id(call_id: str) -> str:
+    if len(call_id) == 9 and call_id.isalnum():
+        return call_id
+    return hashlib.sha256(call_id.encode()).hexdigest()[:9]
+
+
+def _with_short_ids(message: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(message.get("tool_call_id"), str):
+        message["tool_call_id"] = short_id(message["tool_call_id"])
+    for call in message.get("tool_calls") or []:
+        if isinstance(call.get("id"), str):
+            call["id"] = short_id(call["id"])
+    return message
 
 
 def _with_object_arguments(message: Mapping[str, Any]) -> dict[str, Any]:

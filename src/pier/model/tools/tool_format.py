@@ -47,7 +47,7 @@ class ToolFormat:
         """The history as the template gets it (see prompt.py); tools are shown only when they are active.
         `introduction` (TGI's tool_prompt) opens the fallback's description of the tools."""
         if self.native:
-            return native_messages(messages)
+            return native_messages(messages, short_ids=self.family is Family.MISTRAL)
         return fallback_messages(messages, tools.tools if tools.active else (), introduction)
 
     def template_tools(self, tools: ToolSet) -> list[dict[str, Any]] | None:
