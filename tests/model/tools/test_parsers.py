@@ -15,7 +15,7 @@ CASES: list[tuple[Family, str, Parsed]] = [
     (Family.HERMES, '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
      Parsed(None, (W,))),
     (Family.HERMES, 'Let me look.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
-     '\n<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>', Parsed("Let me look.", (W, T))),
+     '\n<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>', Parsed("Let me look.\n", (W, T))),
     (Family.HERMES, '<tool_call>{"arguments": {"city": "Paris"}, "name": "get_weather"}</tool_call>',
      Parsed(None, (W,))),
     (Family.HERMES, '<tool_call>\n{"name": "get_time"}\n</tool_call>', Parsed(None, (T,))),

@@ -147,3 +147,43 @@ async def test_a_tool_message_without_a_role_the_template_knows_is_still_answere
         bad = await http.post("/v1/chat/completions", json={
             "messages": [{"role": "assistant", "tool_calls": [{"type": "function", "function": {}}]}]})
         assert bad.status_code == 400 and isinstance(bad.json()["error"]["message"], str)
+
+
+ANSWER_WITH_A_CALL = 'Let me check.\n<tool_call>\n{"name": "get_time", "arguments": {"zone": "UTC"}}\n</tool_call>'
+
+
+async def scripted_client(prompt_tokens: int) -> AsyncIterator[openai.AsyncOpenAI]:
+    """The fake model made to write ANSWER_WITH_A_CALL byte by byte, then EOS."""
+    script = {prompt_tokens + i: FakeRunner.FIRST_BYTE + b for i, b in enumerate(ANSWER_WITH_A_CALL.encode())}
+    script[prompt_tokens + len(ANSWER_WITH_A_CALL.encode())] = FakeRunner.EOS
+    async with app_client(FakeRunner(n_ctx=2048, script=script)) as http:
+        yield openai.AsyncOpenAI(base_url="http://pier/v1", api_key="none", http_client=http, max_retries=0)
+
+
+async def test_auto_reads_a_call_the_model_wrote_after_its_content(client: openai.AsyncOpenAI) -> None:
+    fields: dict[str, Any] = {"model": "fake-model", "messages": ASK, "tools": TOOLS, "max_tokens": 300,
+                              "temperature": 0}
+    probe = await client.chat.completions.create(**{**fields, "max_tokens": 1})
+    assert probe.usage
+    async for scripted in scripted_client(probe.usage.prompt_tokens):
+        whole = await scripted.chat.completions.create(**fields)
+        message = whole.choices[0].message
+        assert whole.choices[0].finish_reason == "tool_calls"
+        assert message.content == "Let me check.\n"
+        [call] = message.tool_calls or []
+        assert (call.function.name, call.function.arguments) == ("get_time", '{"zone": "UTC"}')
+        content, arguments, finish = "", "", None
+        async for chunk in await scripted.chat.completions.create(**fields, stream=True):
+            for choice in chunk.choices:
+                content += choice.delta.content or ""
+                arguments += "".join(d.function.arguments or "" for d in choice.delta.tool_calls or [] if d.function)
+                finish = choice.finish_reason or finish
+                assert "<tool" not in (choice.delta.content or "")  # the marker's start was held back
+        assert (content, arguments, finish) == ("Let me check.\n", '{"zone": "UTC"}', "tool_calls")
+    unshown = {**fields, "tool_choice": "none"}  # no tools in the prompt, and the answer is not read for calls
+    probe = await client.chat.completions.create(**{**unshown, "max_tokens": 1})
+    assert probe.usage
+    async for scripted in scripted_client(probe.usage.prompt_tokens):
+        plain = await scripted.chat.completions.create(**unshown)
+        assert plain.choices[0].message.content == ANSWER_WITH_A_CALL and plain.choices[0].finish_reason == "stop"
+        assert plain.choices[0].message.tool_calls is None

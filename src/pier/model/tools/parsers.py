@@ -61,8 +61,8 @@ def _parse(text: str, family: Family) -> Parsed:
     calls = whole_calls(calls_in(text, start[1]))
     if calls is None:
         return Parsed(text)
-    content = text[:start[0]].rstrip()
-    return Parsed(content or None, calls)
+    content = text[:start[0]]  # as a stream sends it; None when there is nothing to read
+    return Parsed(content if content.strip() else None, calls)
 
 
 def parse_hermes(text: str) -> Parsed:
