@@ -25,6 +25,7 @@ from pier.engine.runner import Batch, KvCacheFull, ModelRunner
 from pier.engine.sampling import GrammarExhausted, TokenSampler
 from pier.engine.scheduler import Work, plan
 from pier.engine.sequence import Emit, Sequence
+from pier.engine.utf8_guard import Utf8Guard
 from pier.engine.validate import CheckedRequest, checked
 from pier.errors import InvalidRequest
 
@@ -90,7 +91,7 @@ class EngineCore:
         self.running: list[Sequence] = []
         self._by_id: dict[str, Sequence] = {}
         self._eog = np.array([t for t in range(runner.info.n_vocab) if runner.is_eog(t)], dtype=np.int64)
-        self._off_grammar: np.ndarray | None = None  # found when a grammar first needs them
+        self._utf8: Utf8Guard | None = None  # built when a grammar first needs it
         self._totals = {"prompt": 0, "cached": 0, "restored": 0, "generated": 0, "preemptions": 0, "steps": 0}
 
     def _retention_budget(self) -> RetentionBudget | None:
@@ -271,26 +272,17 @@ class EngineCore:
 
     def _row(self, seq: Sequence, row: np.ndarray) -> np.ndarray:
         """Before min_tokens, no token that would end the request may be sampled (as in vLLM). Under a grammar,
-        only tokens of whole UTF-8 text (see _off_grammar_tokens)."""
+        only tokens whose text the grammar reads as the output will have it (engine/utf8_guard.py)."""
         if seq.n_generated < seq.request.min_tokens:
             row = row.copy()
             row[self._eog] = -np.inf
             row[list(seq.request.stop_token_ids)] = -np.inf
         if seq.sampler.has_grammar:
+            if self._utf8 is None:
+                self._utf8 = Utf8Guard(self.runner)
             row = row.copy()
-            row[self._off_grammar_tokens()] = -np.inf
+            row[self._utf8.refused(seq.text.pending_bytes)] = -np.inf
         return row
-
-    def _off_grammar_tokens(self) -> np.ndarray:
-        """Tokens whose text llama.cpp's grammar would read differently from the output: control tokens (it reads
-        `<pad>` where the output has nothing) and pieces that are not whole UTF-8 (byte tokens; it does not check
-        UTF-8 validity, the text stream writes U+FFFD), so what the grammar accepts is exactly what is sent."""
-        if self._off_grammar is None:
-            runner = self.runner
-            self._off_grammar = np.array(
-                [t for t in range(runner.info.n_vocab) if not runner.is_eog(t) and not _whole_text(runner.piece(t))],
-                dtype=np.int64)
-        return self._off_grammar
 
     # -- output --------------------------------------------------------------------------------------
 
@@ -330,9 +322,3 @@ class EngineCore:
             timings=seq.timings(time.perf_counter()), error=error, prompt_tokens=seq.prompt_len,
         ))
 
-
-def _whole_text(piece: bytes) -> bool:
-    try:
-        return bool(piece.decode("utf-8"))
-    except UnicodeDecodeError:
-        return False
