@@ -195,9 +195,10 @@ async def test_models_lists_the_served_model(client: httpx.AsyncClient) -> None:
         ),
         (
             "/v1/chat/completions",
-            {"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}},
-            "response_format",
-            "not supported",
+            {"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema",
+             "json_schema": {"name": "n", "schema": {"type": "integer", "minimum": 1}}}},
+            "response_format.json_schema.schema",
+            "`minimum` at /",
         ),
         (
             "/v1/chat/completions",

@@ -26,6 +26,7 @@ from pier.server.errors import Flavor, error_event
 from pier.server.generation import Completion, wait_for_disconnect
 from pier.server.served_model import SEED_MODULUS, ServedModel
 from pier.server.state import ServerState, State
+from pier.server.structured import response_format_grammar, tgi_grammar
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["OpenAI"])
@@ -61,6 +62,7 @@ class _OpenAIRequest(BaseModel):
     logit_bias: dict[str, float] | None = None
     ignore_eos: bool = False
     min_tokens: int = 0
+    response_format: dict[str, Any] | None = None
 
     def refuse_unsupported(self) -> None:
         if self.n != 1:
@@ -80,8 +82,16 @@ class _OpenAIRequest(BaseModel):
             frequency_penalty=self.frequency_penalty or 0.0,
             presence_penalty=self.presence_penalty or 0.0,
             seed=None if self.seed is None else self.seed % SEED_MODULUS,
-            logit_bias=_token_biases(self.logit_bias or {}),
+            logit_bias=_token_biases(self.logit_bias or {}), grammar=self.grammar(),
         )
+
+    def grammar(self) -> str | None:
+        """OpenAI's response_format; TGI's grammar shape ({"type": "json" | "regex", "value": ...}), which TGI's
+        Messages API takes in the same field."""
+        kind = (self.response_format or {}).get("type")
+        if kind in ("json", "regex"):
+            return tgi_grammar(self.response_format)
+        return response_format_grammar(self.response_format)
 
     def generate_request(
         self, model: ServedModel, prompt: list[int], max_tokens: int | None
@@ -147,7 +157,6 @@ class ChatCompletionRequest(_OpenAIRequest):
     top_logprobs: int | None = None
     tools: list[dict[str, Any]] | None = None
     tool_choice: Any = None
-    response_format: dict[str, Any] | None = None
     chat_template_kwargs: dict[str, Any] | None = None
     add_generation_prompt: bool = True
 
@@ -156,12 +165,6 @@ class ChatCompletionRequest(_OpenAIRequest):
         if self.logprobs or self.top_logprobs:
             raise InvalidRequest("logprobs are not available from this server; remove logprobs and "
                                  "top_logprobs.", param="logprobs")
-        kind = (self.response_format or {}).get("type", "text")
-        if kind != "text":
-            raise InvalidRequest(
-                f"response_format {kind!r} is not supported: output is not constrained to a schema here. "
-                "Remove response_format and describe the JSON you want in the prompt.", param="response_format",
-            )
         if self.tool_choice not in (None, "auto", "none"):
             raise InvalidRequest(
                 "tool_choice can only be \"auto\" or \"none\": tools are passed to the model's chat "

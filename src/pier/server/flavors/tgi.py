@@ -19,7 +19,7 @@ import random
 import time
 import uuid
 from collections.abc import AsyncGenerator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -36,6 +36,7 @@ from pier.server.flavors.openai import ChatCompletionRequest, respond_chat
 from pier.server.generation import Completion, wait_for_disconnect
 from pier.server.served_model import SEED_MODULUS, ServedModel
 from pier.server.state import ServerState, State, Status
+from pier.server.structured import tgi_grammar
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["TGI"])
@@ -108,8 +109,6 @@ class GenerateParameters(BaseModel):
             yield "`top_n_tokens` != 0 is not allowed for this endpoint: token logprobs are not available"
         if self.watermark:
             yield "`watermark` is not supported by this server: remove it"
-        if self.grammar is not None:
-            yield "grammar is not supported: remove `grammar` and describe the format in the prompt"
         if self.truncate is not None and not 0 < self.truncate <= max_input:
             yield f"`truncate` must be strictly positive and less than {max_input}. Given: {self.truncate}"
 
@@ -212,6 +211,7 @@ async def _generate_request(model: ServedModel, body: GenerateRequestBody) -> tu
             temperature=0.0, repetition_penalty=params.repetition_penalty or 1.0,
             frequency_penalty=params.frequency_penalty or 0.0,
         )
+    sampling = replace(sampling, grammar=tgi_grammar(params.grammar))
     request = GenerateRequest(
         request_id=uuid.uuid4().hex, prompt=prompt, sampling=sampling, max_tokens=max_new,
         stop=params.stop_sequences, add_bos=False,
