@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any, Protocol
 
 from fastapi import APIRouter, Request
@@ -18,11 +18,14 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from pier import __version__
+from pier.engine.logprobs import TokenLogprob
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk, SamplingParams
 from pier.engine.validate import CheckedRequest
 from pier.errors import InvalidRequest
-from pier.server import continuation, sse
+from pier.server import choices, continuation, sse
+from pier.server.admission import Ticket
 from pier.server.errors import Flavor, error_event
+from pier.server.flavors.logprobs import CompletionLogprobs, Piece, chat_logprobs, merged
 from pier.server.generation import Completion, wait_for_disconnect
 from pier.server.served_model import SEED_MODULUS, ServedModel
 from pier.server.state import ServerState, State
@@ -32,6 +35,8 @@ log = logging.getLogger(__name__)
 router = APIRouter(tags=["OpenAI"])
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's (and vLLM's) default for the legacy completions API
+MAX_TOP_LOGPROBS = 20  # OpenAI's limit for chat's top_logprobs (pier takes it for completions' logprobs too)
+MAX_CHOICES = 16  # n and best_of; each also counts against the copy's concurrency
 
 
 class StreamOptions(BaseModel):
@@ -65,11 +70,17 @@ class _OpenAIRequest(BaseModel):
     response_format: dict[str, Any] | None = None
 
     def refuse_unsupported(self) -> None:
-        if self.n != 1:
-            raise InvalidRequest(
-                f"n must be 1: this server generates one choice per request (got {self.n}); send {self.n} "
-                "requests instead.", param="n",
-            )
+        if not 1 <= self.n <= MAX_CHOICES:
+            raise InvalidRequest(f"n must be between 1 and {MAX_CHOICES}; got {self.n}.", param="n")
+
+    @property
+    def sequences(self) -> int:
+        """How many sequences this request runs (each counts against the copy's concurrency)."""
+        return self.n
+
+    def engine_logprobs(self) -> tuple[int | None, int | None]:
+        """(logprobs, prompt_logprobs) for the engine: None when not asked."""
+        return None, None
 
     def sampling(self, n_vocab: int) -> SamplingParams:
         top_k = self.top_k if self.top_k is not None else 0
@@ -97,11 +108,12 @@ class _OpenAIRequest(BaseModel):
         self, model: ServedModel, prompt: list[int], max_tokens: int | None
     ) -> GenerateRequest:
         stop = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+        logprobs, prompt_logprobs = self.engine_logprobs()
         return GenerateRequest(
             request_id=uuid.uuid4().hex, prompt=prompt, sampling=self.sampling(model.n_vocab),
             max_tokens=model.max_new_tokens(len(prompt), max_tokens), stop=stop,
             stop_token_ids=list(self.stop_token_ids or []), ignore_eos=self.ignore_eos,
-            min_tokens=self.min_tokens, add_bos=False,
+            min_tokens=self.min_tokens, add_bos=False, logprobs=logprobs, prompt_logprobs=prompt_logprobs,
         )
 
     @property
@@ -162,9 +174,16 @@ class ChatCompletionRequest(_OpenAIRequest):
 
     def refuse_unsupported(self) -> None:
         super().refuse_unsupported()
-        if self.logprobs or self.top_logprobs:
-            raise InvalidRequest("logprobs are not available from this server; remove logprobs and "
-                                 "top_logprobs.", param="logprobs")
+        if self.top_logprobs is not None:
+            if not 0 <= self.top_logprobs <= MAX_TOP_LOGPROBS:
+                raise InvalidRequest(f"top_logprobs must be between 0 and {MAX_TOP_LOGPROBS}; got "
+                                     f"{self.top_logprobs}.", param="top_logprobs")
+            if not self.logprobs:
+                raise InvalidRequest("top_logprobs needs logprobs: set \"logprobs\": true as well.",
+                                     param="top_logprobs")
+
+    def engine_logprobs(self) -> tuple[int | None, int | None]:
+        return (self.top_logprobs or 0, None) if self.logprobs else (None, None)
         if self.tool_choice not in (None, "auto", "none"):
             raise InvalidRequest(
                 "tool_choice can only be \"auto\" or \"none\": tools are passed to the model's chat "
@@ -181,12 +200,25 @@ class CompletionRequest(_OpenAIRequest):
 
     def refuse_unsupported(self) -> None:
         super().refuse_unsupported()
-        if self.logprobs is not None:
-            raise InvalidRequest(
-                "logprobs are not available from this server; remove logprobs.", param="logprobs"
-            )
-        if self.best_of not in (None, 1):
-            raise InvalidRequest("best_of must be 1: one sequence is generated per request.", param="best_of")
+        if self.logprobs is not None and not 0 <= self.logprobs <= MAX_TOP_LOGPROBS:
+            raise InvalidRequest(f"logprobs must be between 0 and {MAX_TOP_LOGPROBS}; got {self.logprobs}.",
+                                 param="logprobs")
+        if self.best_of is not None:
+            if not self.n <= self.best_of <= MAX_CHOICES:
+                raise InvalidRequest(f"best_of must be between n ({self.n}) and {MAX_CHOICES}; got {self.best_of}.",
+                                     param="best_of")
+            if self.stream and self.best_of > self.n:
+                raise InvalidRequest("best_of cannot be used with stream: the best choices are known only at the "
+                                     "end. Remove best_of or stream.", param="best_of")
+
+    @property
+    def sequences(self) -> int:
+        return max(self.n, self.best_of or 1)
+
+    def engine_logprobs(self) -> tuple[int | None, int | None]:
+        if self.logprobs is None:  # best_of ranks by cumulative logprob: the chosen tokens' are needed
+            return (0 if self.sequences > self.n else None), None
+        return self.logprobs, (self.logprobs if self.echo else None)
 
     def single_prompt(self) -> str | list[int]:
         """The one prompt of this request; several prompts in one request are refused, not batched."""
@@ -229,6 +261,7 @@ class ChatView(Protocol):
     """How one chat request's output is shaped: OpenAI's (pier's /v1 routes) or TGI's Messages API (/invocations)."""
 
     flavor: Flavor  # the shape of an error event after the stream began
+    head: dict[str, Any]  # the fields every chunk carries (id, created, ...)
 
     def response(self, done: Completion) -> dict[str, Any]: ...
 
@@ -242,7 +275,8 @@ class ChatView(Protocol):
 
 
 def openai_chat_view(model: ServedModel, body: ChatCompletionRequest) -> ChatView:
-    view = _View(model.name, chat=True, include_usage=body.include_usage)
+    piece = model.engine.runner.piece if body.logprobs else None
+    view = _View(model.name, chat=True, include_usage=body.include_usage, piece=piece)
     continuation.keep(view.head, "id", "created")  # the same on any copy that continues it
     return view
 
@@ -255,7 +289,10 @@ async def respond_chat(
     """One chat request. Without max_tokens it may generate up to the model's limit (OpenAI's semantics) unless
     the dialect has a default of its own (TGI's Messages API: 100)."""
     body.refuse_unsupported()
-    model, ticket = state.admit()
+    if body.n > 1 and view is not openai_chat_view:
+        raise InvalidRequest("n must be 1 on TGI's Messages API; use pier's /v1/chat/completions for several "
+                             "choices.", param="n")
+    model, ticket = state.admit(body.sequences)
     with ticket:
         prompt = await model.render_chat(
             [m.for_template() for m in body.messages], add_generation_prompt=body.add_generation_prompt,
@@ -263,28 +300,62 @@ async def respond_chat(
         )
         max_tokens = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
         request = body.generate_request(model, prompt, default_max_tokens if max_tokens is None else max_tokens)
-        checked = model.check(request)
-        shape = view(model, body)  # keeps the fields that read the same on any copy that continues it
-        if body.stream:
-            return sse.EventStream(_events(model, checked, shape), ticket.hand_off())
-        return JSONResponse(shape.response(await model.complete(checked, wait_for_disconnect(http.receive))))
+        checked = choices.check_all(model, choices.choice_requests(request, body.sequences))
+        views = _views(lambda: view(model, body), len(checked))  # keeps the fields a continuation must repeat
+        return await _answer(model, checked, views, body, http, ticket)
 
 
 async def respond_completion(body: CompletionRequest, http: Request, state: ServerState) -> Response:
     body.refuse_unsupported()
-    model, ticket = state.admit()
+    model, ticket = state.admit(body.sequences)
     with ticket:
         given = body.single_prompt()
         # Token ids are used exactly as given (no BOS), as llama-server and vLLM do.
         prompt = await model.tokenize(given) if isinstance(given, str) else list(given)
         request = body.generate_request(model, prompt, body.max_tokens)
-        checked = model.check(request)
+        checked = choices.check_all(model, choices.choice_requests(request, body.sequences))
         echo = (given if isinstance(given, str) else model.detokenize(prompt)) if body.echo else ""
-        view = _View(model.name, chat=False, include_usage=body.include_usage, echo=echo)
-        continuation.keep(view.head, "id", "created")  # the same on any copy that continues it
-        if body.stream:
-            return sse.EventStream(_events(model, checked, view), ticket.hand_off())
-        return JSONResponse(view.response(await model.complete(checked, wait_for_disconnect(http.receive))))
+        piece = model.engine.runner.piece if body.logprobs is not None else None
+
+        def make() -> _View:
+            return _View(model.name, chat=False, include_usage=body.include_usage, echo=echo, piece=piece,
+                         prompt=prompt)
+
+        views = _views(make, len(checked))
+        continuation.keep(views[0].head, "id", "created")  # the same on any copy that continues it
+        return await _answer(model, checked, views, body, http, ticket)
+
+
+def _views(make: Callable[[], ChatView], n: int) -> list[ChatView]:
+    """One view per choice, all with the first one's id and creation time."""
+    views = [make()]
+    for _ in range(n - 1):
+        sibling = make()
+        sibling.head = views[0].head
+        views.append(sibling)
+    return views
+
+
+async def _answer(
+    model: ServedModel, checked: list[CheckedRequest], views: list[ChatView], body: _OpenAIRequest,
+    http: Request, ticket: Ticket,
+) -> Response:
+    if body.stream:
+        events = _events(model, checked[0], views[0]) if len(checked) == 1 else _choice_events(model, checked, views)
+        return sse.EventStream(events, ticket.hand_off())
+    if len(checked) == 1:
+        return JSONResponse(views[0].response(await model.complete(checked[0], wait_for_disconnect(http.receive))))
+    done = await choices.complete_all(model, checked, http.receive)
+    best = choices.ranked(done)[: body.n] if body.sequences > body.n else range(body.n)
+    return JSONResponse(_merged([views[i].response(done[i]) for i in best], done))
+
+
+def _merged(answers: list[dict[str, Any]], done: list[Completion]) -> dict[str, Any]:
+    """Several choices as one answer; usage counts every sequence generated (best_of's too), as OpenAI bills."""
+    merged = dict(answers[0])
+    merged["choices"] = [{**answer["choices"][0], "index": i} for i, answer in enumerate(answers)]
+    merged["usage"] = _usage(done[0].prompt_tokens, sum(len(d.token_ids) for d in done))
+    return merged
 
 
 # -- responses ---------------------------------------------------------------------------------------
@@ -293,14 +364,20 @@ _FINISH = {FinishReason.STOP: "stop", FinishReason.LENGTH: "length"}
 
 
 class _View:
-    """Shapes one request's output as a chat completion or a text completion, whole or in chunks."""
+    """Shapes one request's output as a chat completion or a text completion, whole or in chunks. With `piece`
+    (the runner's token bytes) it writes the log-probabilities too."""
 
     flavor = Flavor.OPENAI
 
-    def __init__(self, model: str, *, chat: bool, include_usage: bool, echo: str = "") -> None:
+    def __init__(
+        self, model: str, *, chat: bool, include_usage: bool, echo: str = "", piece: Piece | None = None,
+        prompt: Sequence[int] = (),
+    ) -> None:
         self.chat = chat
         self.include_usage = include_usage
         self.echo = echo
+        self.piece = piece
+        self.prompt = prompt
         self.head = {
             "id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", "object": "",
             "created": int(time.time()),
@@ -308,6 +385,7 @@ class _View:
         }
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self._offsets: CompletionLogprobs | None = None  # a completion stream's running text offsets
 
     def response(self, done: Completion) -> dict[str, Any]:
         text = self.echo + done.text
@@ -315,12 +393,30 @@ class _View:
             {"index": 0, "message": {"role": "assistant", "content": text}}
             if self.chat else {"index": 0, "text": text}
         )
-        choice |= {"logprobs": None, "finish_reason": _FINISH.get(done.finish_reason, "stop")}
+        logprobs = self._logprobs(done.token_ids, done.logprobs, done.prompt_logprobs, first=True)
+        choice |= {"logprobs": logprobs, "finish_reason": _FINISH.get(done.finish_reason, "stop")}
         return {
             **self.head, "object": "chat.completion" if self.chat else "text_completion", "choices": [choice],
             "usage": _usage(done.prompt_tokens, len(done.token_ids)),
             "timings": done.timings.as_dict() if done.timings else None,
         }
+
+    def _logprobs(
+        self, tokens: Sequence[int], lps: Sequence[TokenLogprob | None],
+        prompt_lps: Sequence[TokenLogprob | None] | None, *, first: bool,
+    ) -> dict[str, Any] | None:
+        if self.piece is None:
+            return None
+        lps = lps or (None,) * len(tokens)
+        if self.chat:
+            return chat_logprobs(self.piece, tokens, lps)
+        if first:  # the echoed prompt's own tokens come first when it has their log-probabilities
+            with_prompt = bool(self.echo) and prompt_lps is not None
+            self._offsets = CompletionLogprobs(self.piece, 0 if with_prompt else len(self.echo))
+            if with_prompt and prompt_lps is not None:
+                return merged([self._offsets.add(self.prompt, prompt_lps), self._offsets.add(tokens, lps)])
+        assert self._offsets is not None
+        return self._offsets.add(tokens, lps)
 
     def opening(self) -> list[dict[str, Any]]:
         if self.chat:
@@ -328,11 +424,13 @@ class _View:
         return [self._chunk(self.echo, None)] if self.echo else []
 
     def chunk(self, chunk: GenerationChunk) -> list[dict[str, Any]]:
+        first = self.completion_tokens == 0 and self._offsets is None
         self.prompt_tokens = chunk.prompt_tokens
         self.completion_tokens += len(chunk.token_ids)
         events = []
-        if chunk.text:
-            events.append(self._chunk({"content": chunk.text} if self.chat else chunk.text, None))
+        if chunk.text or (self.piece is not None and chunk.token_ids):
+            logprobs = self._logprobs(chunk.token_ids, chunk.logprobs, chunk.prompt_logprobs, first=first)
+            events.append(self._chunk({"content": chunk.text} if self.chat else chunk.text, None, logprobs))
         if chunk.finish_reason is not None:
             last = self._chunk({} if self.chat else "", _FINISH.get(chunk.finish_reason, "stop"))
             last["timings"] = chunk.timings.as_dict() if chunk.timings else None
@@ -352,9 +450,11 @@ class _View:
     def closing(self) -> list[bytes]:
         return [sse.event("[DONE]")]
 
-    def _chunk(self, delta: dict[str, Any] | str, finish_reason: str | None) -> dict[str, Any]:
+    def _chunk(
+        self, delta: dict[str, Any] | str, finish_reason: str | None, logprobs: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         choice: dict[str, Any] = {"index": 0, "delta": delta} if self.chat else {"index": 0, "text": delta}
-        choice |= {"logprobs": None, "finish_reason": finish_reason}
+        choice |= {"logprobs": logprobs, "finish_reason": finish_reason}
         event = {**self.head, "object": self._object, "choices": [choice]}
         if self.include_usage:
             event["usage"] = None  # OpenAI sends null usage on every chunk but the last when asked for it
@@ -363,6 +463,36 @@ class _View:
 
 def _usage(prompt: int, completion: int) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+async def _choice_events(
+    model: ServedModel, checked: list[CheckedRequest], views: list[ChatView],
+) -> AsyncGenerator[bytes, None]:
+    """Several choices in one stream, their chunks interleaved as they come, each with its index; one usage
+    chunk at the end for all of them when asked for."""
+    first = views[0]
+    try:
+        for i, view in enumerate(views):
+            for event in view.opening():
+                yield first.frame(_indexed(event, i))
+        async for i, chunk in choices.stream_all(model, checked):
+            for event in views[i].chunk(chunk):
+                if event["choices"]:  # each view's own usage chunk is replaced by the total below
+                    yield first.frame(_indexed(event, i))
+        if isinstance(first, _View) and first.include_usage:
+            usage = _usage(first.prompt_tokens, sum(v.completion_tokens for v in views if isinstance(v, _View)))
+            yield first.frame({**first.head, "object": first._object, "choices": [], "usage": usage})
+    except Exception as error:  # after the 200 an error can only be an event; never cut the stream silently
+        if not isinstance(error, InvalidRequest):
+            log.warning("stream %s failed: %s", checked[0].request.request_id, error)
+        yield error_event(error, first.flavor)
+    for tail in first.closing():
+        yield tail
+
+
+def _indexed(event: dict[str, Any], index: int) -> dict[str, Any]:
+    event["choices"][0]["index"] = index
+    return event
 
 
 async def _events(model: ServedModel, checked: CheckedRequest, view: ChatView) -> AsyncGenerator[bytes, None]:
