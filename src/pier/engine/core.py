@@ -18,6 +18,7 @@ from pier.engine.common_prefix import common_prefix
 from pier.engine.detok import TextStream
 from pier.engine.host_cache import HostCache
 from pier.engine.kv_cache import KvCache
+from pier.engine.logprobs import TokenLogprob, token_logprob
 from pier.engine.prefix_cache import MIN_SAVED, NO_MATCH, PrefixCache, PrefixMatch
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk
 from pier.engine.retention import RetentionBudget
@@ -25,6 +26,7 @@ from pier.engine.runner import Batch, KvCacheFull, ModelRunner
 from pier.engine.sampling import GrammarExhausted, TokenSampler
 from pier.engine.scheduler import Work, plan
 from pier.engine.sequence import Emit, Sequence
+from pier.engine.utf8_guard import Utf8Guard
 from pier.engine.validate import CheckedRequest, checked
 from pier.errors import InvalidRequest
 
@@ -90,7 +92,7 @@ class EngineCore:
         self.running: list[Sequence] = []
         self._by_id: dict[str, Sequence] = {}
         self._eog = np.array([t for t in range(runner.info.n_vocab) if runner.is_eog(t)], dtype=np.int64)
-        self._off_grammar: np.ndarray | None = None  # found when a grammar first needs them
+        self._utf8: Utf8Guard | None = None  # built when a grammar first needs it
         self._totals = {"prompt": 0, "cached": 0, "restored": 0, "generated": 0, "preemptions": 0, "steps": 0}
 
     def _retention_budget(self) -> RetentionBudget | None:
@@ -178,7 +180,8 @@ class EngineCore:
     def _admit(self) -> None:
         while self.waiting and len(self.running) < self.config.max_running:
             seq = self.waiting[0]
-            match = self.prefix.match(seq.tokens)
+            # a prompt's log-probabilities need logits at every position: none of it may come from the cache
+            match = NO_MATCH if seq.wants_prompt_logprobs else self.prefix.match(seq.tokens)
             if self._prefix_in_flight(seq, match):
                 return
             if not self._fits(seq, match):
@@ -235,16 +238,22 @@ class EngineCore:
         self.waiting.appendleft(seq)
         self._totals["preemptions"] += 1
 
-    def _decode(self, work: list[Work]) -> tuple[np.ndarray, list[Sequence]] | None:
-        """One forward pass; returns the logits and, row by row, the sequences they belong to."""
+    def _decode(self, work: list[Work]) -> tuple[np.ndarray, list[_Rows]] | None:
+        """One forward pass; returns the logits and which rows belong to which sequence's positions."""
         batch, now = Batch(), time.perf_counter()
         chunks = []  # (sequence, the tokens it feeds this step)
+        rows, first_row = [], 0
         for w in work:
             seq = self.running[w.index]
             assert seq.slot is not None
             start = seq.n_computed
             chunk = seq.tokens[start : start + w.n_tokens]
-            batch.add(seq.slot.seq_id, start, chunk, want_logits=start + w.n_tokens == len(seq.tokens))
+            last = start + w.n_tokens == len(seq.tokens)
+            every = seq.wants_prompt_logprobs and start < seq.prompt_len - 1
+            batch.add(seq.slot.seq_id, start, chunk, want_logits=last, every=every)
+            n_rows = len(chunk) if every else int(last)
+            rows.append(_Rows(seq, start + len(chunk) - n_rows, first_row, n_rows))
+            first_row += n_rows
             chunks.append((seq, seq.slot, chunk))
             if seq.scheduled is None:
                 seq.scheduled = now
@@ -258,63 +267,76 @@ class EngineCore:
             return None
         for _, slot, chunk in chunks:
             self.kv.extend(slot, chunk)
-        return logits, [seq for seq, _, _ in chunks if seq.pending == 0]
+        return logits, [r for r in rows if r.n_rows]
 
-    def _sample(self, logits: np.ndarray, producing: list[Sequence]) -> None:
-        for row, seq in enumerate(producing):
+    def _sample(self, logits: np.ndarray, outputs: list[_Rows]) -> None:
+        for out in outputs:
+            seq = out.seq
+            if seq.wants_prompt_logprobs:
+                self._prompt_logprobs(seq, logits[out.first_row : out.first_row + out.n_rows], out.position)
+            if seq.pending:
+                continue  # a prompt chunk: nothing to sample yet
+            raw = logits[out.first_row + out.n_rows - 1]
             try:
-                token = seq.sampler.sample(self._row(seq, logits[row]))
+                token = seq.sampler.sample(self._row(seq, raw))
             except GrammarExhausted:  # a finished grammar whose end min_tokens forbids: it ends here
                 self._end(seq, FinishReason.STOP, seq.text.flush(), ())
                 continue
-            self._accept(seq, token)
+            k = seq.request.logprobs
+            logprob = None if k is None else token_logprob(raw, token, k, seq.request.sampling.logit_bias)
+            self._accept(seq, token, logprob)
+
+    def _prompt_logprobs(self, seq: Sequence, rows: np.ndarray, position: int) -> None:
+        """Row i holds the model's guess after position + i: the log-probability of the prompt token that came
+        next. Each position is recorded once (a preempted sequence computes its prompt again)."""
+        if seq.prompt_logprobs is None:
+            seq.prompt_logprobs = [None] * seq.prompt_len
+        k, bias = seq.request.prompt_logprobs or 0, seq.request.sampling.logit_bias
+        for i, row in enumerate(rows):
+            at = position + i + 1
+            if at < seq.prompt_len and seq.prompt_logprobs[at] is None:
+                seq.prompt_logprobs[at] = token_logprob(row, seq.tokens[at], k, bias)
 
     def _row(self, seq: Sequence, row: np.ndarray) -> np.ndarray:
         """Before min_tokens, no token that would end the request may be sampled (as in vLLM). Under a grammar,
-        only tokens of whole UTF-8 text (see _off_grammar_tokens)."""
+        only tokens whose text the grammar reads as the output will have it (engine/utf8_guard.py)."""
         if seq.n_generated < seq.request.min_tokens:
             row = row.copy()
             row[self._eog] = -np.inf
             row[list(seq.request.stop_token_ids)] = -np.inf
         if seq.sampler.has_grammar:
+            if self._utf8 is None:
+                self._utf8 = Utf8Guard(self.runner)
             row = row.copy()
-            row[self._off_grammar_tokens()] = -np.inf
+            row[self._utf8.refused(seq.text.pending_bytes)] = -np.inf
         return row
-
-    def _off_grammar_tokens(self) -> np.ndarray:
-        """Tokens whose text llama.cpp's grammar would read differently from the output: control tokens (it reads
-        `<pad>` where the output has nothing) and pieces that are not whole UTF-8 (byte tokens; it does not check
-        UTF-8 validity, the text stream writes U+FFFD), so what the grammar accepts is exactly what is sent."""
-        if self._off_grammar is None:
-            runner = self.runner
-            self._off_grammar = np.array(
-                [t for t in range(runner.info.n_vocab) if not runner.is_eog(t) and not _whole_text(runner.piece(t))],
-                dtype=np.int64)
-        return self._off_grammar
 
     # -- output --------------------------------------------------------------------------------------
 
-    def _accept(self, seq: Sequence, token: int) -> None:
+    def _accept(self, seq: Sequence, token: int, logprob: TokenLogprob | None = None) -> None:
         seq.tokens.append(token)
+        extra = _Extra((logprob,) if logprob is not None else (), seq.take_prompt_logprobs())
         self._totals["generated"] += 1
         if seq.first_token is None:
             seq.first_token = time.perf_counter()
         request = seq.request
         may_stop = seq.n_generated > request.min_tokens
         if may_stop and (token in request.stop_token_ids or (not request.ignore_eos and self.runner.is_eog(token))):
-            self._end(seq, FinishReason.STOP, seq.text.flush(), (token,), stop_reason=token)
+            self._end(seq, FinishReason.STOP, seq.text.flush(), (token,), stop_reason=token, extra=extra)
             return
         delta = seq.text.push(request.special_text.get(token) or self.runner.piece(token), stops=may_stop)
         if delta.stop is not None:
-            self._end(seq, FinishReason.STOP, delta.text, (token,), stop_reason=delta.stop)
+            self._end(seq, FinishReason.STOP, delta.text, (token,), stop_reason=delta.stop, extra=extra)
         elif seq.n_generated >= seq.max_tokens:
-            self._end(seq, FinishReason.LENGTH, delta.text + seq.text.flush(), (token,))
+            self._end(seq, FinishReason.LENGTH, delta.text + seq.text.flush(), (token,), extra=extra)
         else:
-            seq.emit(GenerationChunk(seq.request_id, delta.text, (token,), prompt_tokens=seq.prompt_len))
+            seq.emit(GenerationChunk(seq.request_id, delta.text, (token,), prompt_tokens=seq.prompt_len,
+                                     logprobs=extra.logprobs, prompt_logprobs=extra.prompt_logprobs))
 
     def _end(
         self, seq: Sequence, reason: FinishReason, text: str, tokens: tuple[int, ...], *,
         keep_prefix: bool = True, stop_reason: str | int | None = None, error: str | None = None,
+        extra: _Extra | None = None,
     ) -> None:
         if seq in self.running:
             self.running.remove(seq)
@@ -328,11 +350,24 @@ class EngineCore:
         seq.emit(GenerationChunk(
             seq.request_id, text, tokens, finish_reason=reason, stop_reason=stop_reason,
             timings=seq.timings(time.perf_counter()), error=error, prompt_tokens=seq.prompt_len,
+            logprobs=extra.logprobs if extra else (), prompt_logprobs=extra.prompt_logprobs if extra else None,
         ))
 
 
-def _whole_text(piece: bytes) -> bool:
-    try:
-        return bool(piece.decode("utf-8"))
-    except UnicodeDecodeError:
-        return False
+@dataclass(frozen=True)
+class _Rows:
+    """A sequence's rows in one step's logits: `n_rows` of them from `first_row`, for positions from `position`."""
+
+    seq: Sequence
+    position: int
+    first_row: int
+    n_rows: int
+
+
+@dataclass(frozen=True)
+class _Extra:
+    """What a chunk carries besides text when asked for: log-probabilities."""
+
+    logprobs: tuple[TokenLogprob, ...]
+    prompt_logprobs: tuple[TokenLogprob | None, ...] | None
+

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from pier.engine.logprobs import TokenLogprob
 from pier.errors import InvalidRequest
 
 
@@ -98,6 +99,10 @@ class GenerateRequest:
     # Tokens this request already generated on a copy that died (see engine/continuation.py): they follow the
     # prompt, count toward max_tokens and are not generated again; sampler and text stream replay over them.
     continuation: Sequence[int] = ()
+    # Log-probabilities (engine/logprobs.py): None = not asked; k = each generated token's, with the k most likely
+    # alternatives. prompt_logprobs: the same for every prompt token but the first (no prefix cache for them).
+    logprobs: int | None = None
+    prompt_logprobs: int | None = None
 
 
 class FinishReason(StrEnum):
@@ -159,6 +164,10 @@ class GenerationChunk:
     error: str | None = None
     prompt_tokens: int = 0
     replayed: bool = False  # the continuation's tokens and the text they made, sent before by another copy
+    logprobs: tuple[TokenLogprob, ...] = ()  # one per token id, when the request asked for them
+    # On the first chunk after the prompt, when asked: one per prompt token (None for the first, which has no
+    # context to be predicted from).
+    prompt_logprobs: tuple[TokenLogprob | None, ...] | None = None
 
     @property
     def finished(self) -> bool:

@@ -28,13 +28,14 @@ class Batch:
     seq_ids: list[int] = field(default_factory=list)
     outputs: list[bool] = field(default_factory=list)
 
-    def add(self, seq_id: int, start: int, tokens: list[int], want_logits: bool) -> None:
-        """Append `tokens` of `seq_id` at positions start.. ; only the last one may ask for logits."""
+    def add(self, seq_id: int, start: int, tokens: list[int], want_logits: bool, every: bool = False) -> None:
+        """Append `tokens` of `seq_id` at positions start.. ; the last one asks for logits when `want_logits`, and
+        every one of them when `every` (a prompt's log-probabilities)."""
         self.tokens.extend(tokens)
         self.positions.extend(range(start, start + len(tokens)))
         self.seq_ids.extend([seq_id] * len(tokens))
-        self.outputs.extend([False] * (len(tokens) - 1))
-        self.outputs.append(want_logits)
+        self.outputs.extend([every] * (len(tokens) - 1))
+        self.outputs.append(want_logits or every)
 
     def __len__(self) -> int:
         return len(self.tokens)
