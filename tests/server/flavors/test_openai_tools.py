@@ -187,3 +187,20 @@ async def test_auto_reads_a_call_the_model_wrote_after_its_content(client: opena
         plain = await scripted.chat.completions.create(**unshown)
         assert plain.choices[0].message.content == ANSWER_WITH_A_CALL and plain.choices[0].finish_reason == "stop"
         assert plain.choices[0].message.tool_calls is None
+
+
+async def test_several_choices_each_call_and_logprobs_ride_along(client: openai.AsyncOpenAI) -> None:
+    answer = await client.chat.completions.create(
+        model="fake-model", messages=ASK, tools=TOOLS, tool_choice="required", parallel_tool_calls=False, n=2,
+        max_tokens=200, temperature=1.0, seed=3, logprobs=True)
+    assert len(answer.choices) == 2
+    for choice in answer.choices:
+        [call] = choice.message.tool_calls or []
+        check_call(call.function.name, call.function.arguments)
+        assert choice.finish_reason == "tool_calls" and choice.logprobs and choice.logprobs.content
+
+
+async def test_a_forced_call_and_a_response_format_are_refused_together(client: openai.AsyncOpenAI) -> None:
+    with pytest.raises(openai.BadRequestError, match="cannot be combined with response_format"):
+        await client.chat.completions.create(model="fake-model", messages=ASK, tools=TOOLS, tool_choice="required",
+                                             response_format={"type": "json_object"}, max_tokens=4)
