@@ -4,6 +4,7 @@ forced choice makes the (random) fake model write a valid call through the gramm
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -13,7 +14,7 @@ import openai
 import pytest
 
 from pier.engine.fake import FakeRunner
-from tests.server.conftest import app_client
+from tests.server.conftest import app_client, sse_data
 
 pytestmark = pytest.mark.anyio
 
@@ -204,3 +205,30 @@ async def test_a_forced_call_and_a_response_format_are_refused_together(client: 
     with pytest.raises(openai.BadRequestError, match="cannot be combined with response_format"):
         await client.chat.completions.create(model="fake-model", messages=ASK, tools=TOOLS, tool_choice="required",
                                              response_format={"type": "json_object"}, max_tokens=4)
+
+
+def family_template(sign: str) -> str:
+    """A template that reads tools and shows a family's sign, as that family's templates do."""
+    return ("{% if tools %}<tools>{% for t in tools %}{{ t | tojson }}{% endfor %}</tools>" + sign + "{% endif %}"
+            "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}<assistant>")
+
+
+@pytest.mark.parametrize("sign", ["<tool_call>", "[TOOL_CALLS]", "<|python_tag|>", "<|tool_call|>", " functools[",
+                                  "<|START_ACTION|>"])
+async def test_each_familys_forced_call_is_read_back_whole_and_streamed(sign: str) -> None:
+    """The grammar writes the family's format and the family's parser reads it: a format either got wrong would
+    leave the answer as content."""
+    runner = FakeRunner(n_ctx=2048)
+    runner.info = dataclasses.replace(runner.info, chat_template=family_template(sign))
+    async with app_client(runner) as http:
+        named = {"type": "function", "function": {"name": "get_weather"}}
+        body = {"messages": ASK, "tools": TOOLS, "tool_choice": named, "max_tokens": 200, "temperature": 0}
+        answer = (await http.post("/v1/chat/completions", json=body)).json()
+        assert answer["choices"][0]["finish_reason"] == "tool_calls", answer
+        [call] = answer["choices"][0]["message"]["tool_calls"]
+        check_call(call["function"]["name"], call["function"]["arguments"])
+        streamed = await http.post("/v1/chat/completions", json={**body, "stream": True})
+        deltas = [d for data in sse_data(streamed.text) if data != "[DONE]"
+                  for d in json.loads(data)["choices"][0]["delta"].get("tool_calls", [])]
+        assert deltas[0]["function"]["name"] == "get_weather"
+        assert "".join(d["function"]["arguments"] for d in deltas) == call["function"]["arguments"]
