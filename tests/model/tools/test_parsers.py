@@ -47,6 +47,11 @@ CASES: list[tuple[Family, str, Parsed]] = [
     (Family.GRANITE, '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]', Parsed(None, (W,))),
     # FireFunction v2
     (Family.FIREFUNCTION, ' functools[{"name": "get_weather", "arguments": {"city": "Paris"}}]', Parsed(None, (W,))),
+    # Functionary v3.1 / Llama 3.1's custom-tool format
+    (Family.FUNCTIONARY, 'Checking. <function=get_weather>{"city": "Paris"}</function><function=get_time>{}</function>',
+     Parsed("Checking. ", (W, T))),
+    (Family.FUNCTIONARY, '<function=get_weather>{"city": "Par', Parsed('<function=get_weather>{"city": "Par')),
+    (Family.FUNCTIONARY, "<function=get_weather>no</function>", Parsed("<function=get_weather>no</function>")),
     # Command R7B
     (Family.COMMAND_R7B, '<|START_ACTION|>[{"tool_call_id": "0", "tool_name": "get_weather", "parameters": '
      '{"city": "Paris"}}]<|END_ACTION|>', Parsed(None, (W,))),
@@ -66,6 +71,8 @@ TEMPLATES = [
     ("<|tool_call|>", Family.GRANITE),
     ("{{ ' functools[' }}", Family.FIREFUNCTION),
     ("<|START_ACTION|>", Family.COMMAND_R7B),
+    ("{{ '<function=' + tool_call.name + '>' }}", Family.FUNCTIONARY),
+    ("<tool_call>\n<function=name>", Family.HERMES),  # Qwen3-Coder's XML calls sit in Hermes tags
     ("{% for m in messages %}{{ m.content }}{% endfor %}", None),
 ]
 

@@ -22,7 +22,9 @@ ANSWERS: list[tuple[Family, str]] = [
     (Family.LLAMA3, '{"answer": 42}'),
     (Family.MISTRAL, '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "get_time", '
      '"arguments": {}}]'),
-    (Family.LLAMA3, '{"name": "get_time", "parameters": "{}"}'),  # arguments as a string: sent whole at the end
+    (Family.LLAMA3, '{"name": "get_time", "parameters": "{}"}'),
+    (Family.FUNCTIONARY, 'Sure <function=get_weather>{"city": "Paris"}</function><function=get_time>{}</function>'),
+    (Family.FUNCTIONARY, '<function=get_wea'),  # arguments as a string: sent whole at the end
 ]
 
 

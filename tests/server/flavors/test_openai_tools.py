@@ -214,7 +214,7 @@ def family_template(sign: str) -> str:
 
 
 @pytest.mark.parametrize("sign", ["<tool_call>", "[TOOL_CALLS]", "<|python_tag|>", "<|tool_call|>", " functools[",
-                                  "<|START_ACTION|>"])
+                                  "<|START_ACTION|>", "<function="])
 async def test_each_familys_forced_call_is_read_back_whole_and_streamed(sign: str) -> None:
     """The grammar writes the family's format and the family's parser reads it: a format either got wrong would
     leave the answer as content."""

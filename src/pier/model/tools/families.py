@@ -10,6 +10,7 @@ opens its calls with a marker; Llama 3.x may also answer with a bare JSON object
 | mistral (Mistral v0.3, Nemo, Small) | `[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]` |
 | granite (Granite 3.x) | `<\\|tool_call\\|>[{"name": ..., "arguments": {...}}, ...]` |
 | firefunction (FireFunction v2) | ` functools[{"name": ..., "arguments": {...}}, ...]` |
+| functionary-v3.1 (Functionary v3.1, Llama 3.1's own custom-tool format) | `<function=NAME>{...}</function>` |
 | command-r7b (Command R7B) | `<\\|START_ACTION\\|>[{"tool_name": ..., "parameters": {...}}]<\\|END_ACTION\\|>` |
 """
 
@@ -26,6 +27,7 @@ class Family(StrEnum):
     GRANITE = "granite"
     FIREFUNCTION = "firefunction"
     COMMAND_R7B = "command-r7b"
+    FUNCTIONARY = "functionary-v3.1"
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class Format:
     open: str = ""  # before the first call
     between: str = ", "  # between two calls
     close: str = ""  # after the last
+    tagged: bool = False  # the name is in the opening tag (`<function=NAME>`) and the object is the arguments
 
 
 FORMATS: dict[Family, Format] = {
@@ -51,6 +54,7 @@ FORMATS: dict[Family, Format] = {
     Family.FIREFUNCTION: Format(Family.FIREFUNCTION, (" functools[", "functools["), open=" functools[", close="]"),
     Family.COMMAND_R7B: Format(Family.COMMAND_R7B, ("<|START_ACTION|>",), name_key="tool_name",
                                args_key="parameters", open="<|START_ACTION|>[", close="]<|END_ACTION|>"),
+    Family.FUNCTIONARY: Format(Family.FUNCTIONARY, ("<function=",), tagged=True, between="", close=""),
 }
 
 # What a template's text shows of its family, most specific first.
@@ -60,6 +64,7 @@ _SIGNS: tuple[tuple[Family, tuple[str, ...]], ...] = (
     (Family.GRANITE, ("<|tool_call|>",)),
     (Family.FIREFUNCTION, (" functools[",)),
     (Family.HERMES, ("<tool_call>",)),
+    (Family.FUNCTIONARY, ("<function=",)),
     (Family.LLAMA3, ("<|python_tag|>", "<|start_header_id|>ipython")),
 )
 

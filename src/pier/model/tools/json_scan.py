@@ -140,6 +140,38 @@ def _string_arguments(raw: str) -> tuple[str, bool]:
     return "", False
 
 
+_TAG = "<function="
+
+
+def tagged_calls(text: str, start: int = 0) -> list[PartialCall]:
+    """Every `<function=NAME>{arguments}</function>` call in `text[start:]`; the last may be incomplete (its name
+    is known once its tag closes)."""
+    calls: list[PartialCall] = []
+    j = start
+    while True:
+        j = text.find(_TAG, j)
+        if j == -1:
+            return calls
+        close = text.find(">", j + len(_TAG))
+        if close == -1:
+            calls.append(PartialCall(None, "", False, len(text)))
+            return calls
+        name = text[j + len(_TAG):close]
+        k = _skip_space(text, close + 1)
+        if k >= len(text):
+            calls.append(PartialCall(name, "", False, len(text)))
+            return calls
+        if text[k] != "{":
+            calls.append(PartialCall(name, "", True, k, valid=False))
+            return calls
+        end = value_end(text, k)
+        calls.append(PartialCall(name, text[k:end] if end is not None else text[k:], end is not None,
+                                 end if end is not None else len(text)))
+        if end is None:
+            return calls
+        j = end
+
+
 def calls_in(text: str, start: int = 0) -> list[PartialCall]:
     """Every call object in `text[start:]`, outside any other JSON: what lies between them (tags, commas, an
     array's brackets) is skipped. The last may be incomplete."""

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pier.model.tools.families import FORMATS, Family, Format
-from pier.model.tools.json_scan import PartialCall, calls_in
+from pier.model.tools.json_scan import PartialCall, calls_in, tagged_calls
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,11 @@ def calls_start(text: str, fmt: Format) -> tuple[int, int] | None:
     return min(found) if found else None
 
 
+def scan(text: str, fmt: Format, start: tuple[int, int]) -> list[PartialCall]:
+    """The calls from where they begin (`calls_start`), as far as the text goes."""
+    return tagged_calls(text, start[0]) if fmt.tagged else calls_in(text, start[1])
+
+
 def whole_calls(partials: list[PartialCall]) -> tuple[ToolCall, ...] | None:
     """The calls, if every one is whole and its arguments an object; else None."""
     calls = []
@@ -58,7 +63,7 @@ def _parse(text: str, family: Family) -> Parsed:
     start = calls_start(text, fmt)
     if start is None:
         return Parsed(text)
-    calls = whole_calls(calls_in(text, start[1]))
+    calls = whole_calls(scan(text, fmt, start))
     if calls is None:
         return Parsed(text)
     content = text[:start[0]]  # as a stream sends it; None when there is nothing to read
@@ -89,7 +94,12 @@ def parse_command_r7b(text: str) -> Parsed:
     return _parse(text, Family.COMMAND_R7B)
 
 
+def parse_functionary(text: str) -> Parsed:
+    return _parse(text, Family.FUNCTIONARY)
+
+
 PARSERS: dict[Family, Callable[[str], Parsed]] = {
     Family.HERMES: parse_hermes, Family.LLAMA3: parse_llama3, Family.MISTRAL: parse_mistral,
     Family.GRANITE: parse_granite, Family.FIREFUNCTION: parse_firefunction, Family.COMMAND_R7B: parse_command_r7b,
+    Family.FUNCTIONARY: parse_functionary,
 }

@@ -13,8 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pier.model.tools.families import FORMATS, Family
-from pier.model.tools.json_scan import calls_in
-from pier.model.tools.parsers import PARSERS, Parsed, calls_start
+from pier.model.tools.parsers import PARSERS, Parsed, calls_start, scan
 
 
 @dataclass(frozen=True)
@@ -47,7 +46,7 @@ class ToolCallStream:
         self._known = known  # whether a name is one of the request's tools
         self._text = ""
         self._content_sent = 0  # how much of the text went out as content
-        self._calls_at: int | None = None  # where the calls' text begins, once it has
+        self._calls_at: tuple[int, int] | None = None  # where the calls' text begins (marker, after it), once it has
         self._sent = _Sent()
 
     @property
@@ -80,7 +79,7 @@ class ToolCallStream:
     def _content(self) -> list[Event]:
         start = calls_start(self._text, self._format)
         if start is not None and start[0] >= self._content_sent:
-            self._calls_at = start[1]
+            self._calls_at = start
             return self._release(start[0])
         held = self._undecided()
         return self._release(len(self._text) - held)
@@ -104,7 +103,7 @@ class ToolCallStream:
     def _calls(self, *, final: bool) -> list[Event]:
         assert self._calls_at is not None
         events: list[Event] = []
-        for index, call in enumerate(calls_in(self._text, self._calls_at)):
+        for index, call in enumerate(scan(self._text, self._format, self._calls_at)):
             if index >= self.calls_sent:
                 if call.name is None or not call.valid or not self._known(call.name) or index > self.calls_sent:
                     break
