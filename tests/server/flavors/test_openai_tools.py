@@ -195,6 +195,7 @@ async def test_several_choices_each_call_and_logprobs_ride_along(client: openai.
         model="fake-model", messages=ASK, tools=TOOLS, tool_choice="required", parallel_tool_calls=False, n=2,
         max_tokens=200, temperature=1.0, seed=3, logprobs=True)
     assert len(answer.choices) == 2
+    assert len({c.id for choice in answer.choices for c in choice.message.tool_calls or []}) == 2  # ids distinct
     for choice in answer.choices:
         [call] = choice.message.tool_calls or []
         check_call(call.function.name, call.function.arguments)

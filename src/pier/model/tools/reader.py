@@ -10,9 +10,10 @@ from pier.model.tools.spec import ToolSet
 from pier.model.tools.stream import Event, ToolCallStream
 
 
-def call_id(answer_id: str, index: int) -> str:
-    """A call's id, the same from every copy that continues the answer (it follows the answer's id)."""
-    return "call_" + hashlib.sha256(f"{answer_id}/{index}".encode()).hexdigest()[:24]
+def call_id(answer_id: str, index: int, choice: int = 0) -> str:
+    """A call's id, the same from every copy that continues the answer (it follows the answer's id), distinct
+    across the answer's choices."""
+    return "call_" + hashlib.sha256(f"{answer_id}/{choice}/{index}".encode()).hexdigest()[:24]
 
 
 class ToolReader:
@@ -25,6 +26,10 @@ class ToolReader:
         self._names = tools.names()
         self._stream = ToolCallStream(family, self._names.__contains__)
         self.called = False  # the streamed answer had calls
+        self.choice = 0  # which of the answer's choices this one is (n > 1)
+
+    def call_id(self, answer_id: str, index: int) -> str:
+        return call_id(answer_id, index, self.choice)
 
     def whole(self, text: str) -> Parsed:
         if not self.active:

@@ -23,7 +23,7 @@ from pier.engine.logprobs import TokenLogprob
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk, SamplingParams
 from pier.engine.validate import CheckedRequest
 from pier.errors import InvalidRequest
-from pier.model.tools.reader import ToolReader, call_id
+from pier.model.tools.reader import ToolReader
 from pier.model.tools.spec import ToolSet, tool_set
 from pier.model.tools.stream import CallStart, Event
 from pier.server import choices, continuation, sse
@@ -330,6 +330,10 @@ async def respond_chat(
             request = replace(request, special_text=model.tool_markers)
         checked = choices.check_all(model, choices.choice_requests(request, body.sequences))
         views = _views(lambda: view(model, body, tools), len(checked))  # keeps what a continuation must repeat
+        for k, shaped in enumerate(views):  # each choice's calls get ids of their own
+            reader = getattr(shaped, "tools", None)
+            if isinstance(reader, ToolReader):
+                reader.choice = k
         return await _answer(model, checked, views, body, http, ticket)
 
 
@@ -466,7 +470,7 @@ class _View:
         message: dict[str, Any] = {"role": "assistant", "content": parsed.content}
         if parsed.calls:
             message["tool_calls"] = [
-                {"id": call_id(str(self.head["id"]), i), "type": "function",
+                {"id": self.tools.call_id(str(self.head["id"]), i), "type": "function",
                  "function": {"name": call.name, "arguments": call.arguments}}
                 for i, call in enumerate(parsed.calls)
             ]
@@ -514,7 +518,8 @@ class _View:
         if isinstance(event, str):
             return {"content": event}
         if isinstance(event, CallStart):
-            return {"tool_calls": [{"index": event.index, "id": call_id(str(self.head["id"]), event.index),
+            assert self.tools is not None
+            return {"tool_calls": [{"index": event.index, "id": self.tools.call_id(str(self.head["id"]), event.index),
                                     "type": "function", "function": {"name": event.name, "arguments": ""}}]}
         return {"tool_calls": [{"index": event.index, "function": {"arguments": event.fragment}}]}
 
