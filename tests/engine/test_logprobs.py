@@ -9,7 +9,7 @@ import pytest
 
 from pier.engine.core import EngineConfig, EngineCore
 from pier.engine.fake import FakeRunner
-from pier.engine.logprobs import TokenLogprob, log_softmax, top_tokens
+from pier.engine.logprobs import TokenLogprob, log_softmax, log_sum_exp, top_tokens
 from pier.engine.request import GenerateRequest, SamplingParams
 
 from .conftest import run
@@ -76,3 +76,12 @@ def test_top_tokens_are_best_first_and_bounded() -> None:
     assert [t for t, _ in top_tokens(lp, 10)] == [1, 3, 2, 0]
     assert top_tokens(lp, 0) == ()
     assert np.exp(lp).sum() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("k", [1, 5, 8, 9, 20])
+def test_top_tokens_agree_with_a_full_sort(k: int) -> None:
+    row = np.random.default_rng(k).normal(0, 3, 5000).astype(np.float32)
+    lp = log_softmax(row)
+    got = top_tokens(row, k, log_sum_exp(row))
+    assert [t for t, _ in got] == list(np.argsort(-lp, kind="stable")[:k])
+    assert [v for _, v in got] == pytest.approx(sorted(lp, reverse=True)[:k], abs=1e-6)
