@@ -81,6 +81,7 @@ def test_a_finished_grammar_that_min_tokens_keeps_from_ending_stops() -> None:
     ('root ::= thing', "Undefined rule identifier 'thing'"),
     ('root ::= root "a" | "b"', "left recursion"),
     ("   ", "The grammar is empty"),
+    ('root ::= ' + '("a" ' * 20000 + ')? ' * 20000, "nests groups 20000 deep"),  # llama.cpp's parser would crash
 ])
 def test_a_bad_grammar_is_refused_with_llama_cpp_s_reason(grammar: str, reason: str) -> None:
     with pytest.raises(InvalidGrammar, match=re.escape(reason)) as caught:
