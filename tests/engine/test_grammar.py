@@ -9,9 +9,11 @@ from dataclasses import replace
 
 import pytest
 
+from pier.engine import grammar as grammars
 from pier.engine.core import EngineConfig, EngineCore
 from pier.engine.fake import FakeRunner
 from pier.engine.grammar import InvalidGrammar, check_grammar
+from pier.engine.json_schema import schema_to_gbnf
 from pier.engine.request import FinishReason, GenerateRequest, SamplingParams
 from pier.engine.validate import check_request
 from pier.errors import InvalidRequest
@@ -45,6 +47,19 @@ def test_every_output_is_a_sentence_of_the_grammar(sampling: SamplingParams) -> 
         assert last.finish_reason is FinishReason.STOP and last.stop_reason == FakeRunner.EOS
 
 
+def test_greedy_checks_its_choice_first_and_picks_what_the_whole_grammar_would(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    requests = [GenerateRequest(f"r{i}", f"hello {'world ' * i}", SamplingParams(temperature=0.0, grammar=g,
+                                repetition_penalty=1.2), max_tokens=40)
+                for i, g in enumerate([LIST_GRAMMAR, schema_to_gbnf({"type": "array", "maxItems": 4})])]
+    quick = run(core(), *requests)
+    monkeypatch.setattr(grammars, "allows", lambda grammar, token: False)  # always the whole-vocabulary path
+    whole = run(core(), *requests)
+    for request in requests:
+        assert quick.tokens(request.request_id) == whole.tokens(request.request_id)
+
+
 def test_without_a_grammar_the_same_requests_write_anything() -> None:
     requests = [GenerateRequest(f"r{i}", "hello", SamplingParams(temperature=1.0, seed=i), max_tokens=10)
                 for i in range(4)]
@@ -66,6 +81,7 @@ def test_a_finished_grammar_that_min_tokens_keeps_from_ending_stops() -> None:
     ('root ::= thing', "Undefined rule identifier 'thing'"),
     ('root ::= root "a" | "b"', "left recursion"),
     ("   ", "The grammar is empty"),
+    ('root ::= ' + '("a" ' * 20000 + ')? ' * 20000, "nests groups 20000 deep"),  # llama.cpp's parser would crash
 ])
 def test_a_bad_grammar_is_refused_with_llama_cpp_s_reason(grammar: str, reason: str) -> None:
     with pytest.raises(InvalidGrammar, match=re.escape(reason)) as caught:

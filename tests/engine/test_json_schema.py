@@ -60,6 +60,7 @@ def test_every_document_generated_under_a_schema_validates(name: str) -> None:
     ({"$ref": "https://example.com/schema.json"}, "could not be turned into a grammar"),
     ({"$ref": "#/$defs/missing"}, "could not be turned into a grammar"),
     ([1, 2], "must be a JSON object"),
+    ({"$defs": {"x": {"$ref": "#/$defs/x"}}, "$ref": "#/$defs/x"}, "could not be turned into a grammar"),
 ])
 def test_a_schema_pier_cannot_guarantee_is_refused_naming_the_construct(schema: Any, named: str) -> None:
     with pytest.raises(UnsupportedSchema) as caught:

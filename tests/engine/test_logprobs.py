@@ -4,15 +4,17 @@ preemption in the way), and nothing for requests that do not ask."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from pier.engine.core import EngineConfig, EngineCore
 from pier.engine.fake import FakeRunner
-from pier.engine.logprobs import TokenLogprob, log_softmax, top_tokens
+from pier.engine.logprobs import TokenLogprob, log_softmax, log_sum_exp, top_tokens
 from pier.engine.request import GenerateRequest, SamplingParams
 
-from .conftest import run
+from .conftest import Collector, run
 
 PROMPT = [1] + [3 + (i * 7) % 250 for i in range(40)]
 
@@ -76,3 +78,29 @@ def test_top_tokens_are_best_first_and_bounded() -> None:
     assert [t for t, _ in top_tokens(lp, 10)] == [1, 3, 2, 0]
     assert top_tokens(lp, 0) == ()
     assert np.exp(lp).sum() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("k", [1, 5, 8, 9, 20])
+def test_top_tokens_agree_with_a_full_sort(k: int) -> None:
+    row = np.random.default_rng(k).normal(0, 3, 5000).astype(np.float32)
+    lp = log_softmax(row)
+    got = top_tokens(row, k, log_sum_exp(row))
+    assert [t for t, _ in got] == list(np.argsort(-lp, kind="stable")[:k])
+    assert [v for _, v in got] == pytest.approx(sorted(lp, reverse=True)[:k], abs=1e-6)
+
+
+@pytest.mark.parametrize("cut", [1, 4])
+def test_a_continuation_carries_the_log_probabilities_of_the_tokens_it_replays(cut: int) -> None:
+    request = GenerateRequest("a", PROMPT, SamplingParams(temperature=1.0, seed=9), max_tokens=8, logprobs=2,
+                              prompt_logprobs=1)
+    whole = run(EngineCore(FakeRunner()), request)
+    tokens = whole.tokens("a")
+    resumed = run(EngineCore(FakeRunner()), replace(request, continuation=tokens[:cut]))
+    first = resumed.chunks["a"][0]
+    assert first.replayed and len(first.logprobs) == cut
+    assert resumed.tokens("a") == tokens
+
+    def logprobs(out: Collector) -> list[object]:
+        return [lp for chunk in out.chunks["a"] for lp in chunk.logprobs]
+    assert logprobs(resumed) == logprobs(whole)
+    assert first.prompt_logprobs == whole.chunks["a"][0].prompt_logprobs

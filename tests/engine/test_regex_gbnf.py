@@ -35,7 +35,7 @@ def test_every_output_matches_the_pattern_whole(pattern: str) -> None:
 @pytest.mark.parametrize(("pattern", "named"), [
     (r"(?=a)b", "lookahead"), (r"a(?!b)", "negative lookaround"), (r"(a)\1", "backreference"),
     (r"a\bb", "word boundary"), (r"(?i)abc", "inline flags"), (r"a^b", "anchor"), (r"(?i:a)b", "flags in a group"),
-    (r"[a-", "does not parse"),
+    (r"[a-", "does not parse"), ("(" * 5000 + "a" + ")" * 5000, "nests groups too deeply"),
 ])
 def test_what_a_grammar_cannot_express_is_refused(pattern: str, named: str) -> None:
     with pytest.raises(UnsupportedRegex, match=re.escape(named)):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -126,8 +126,9 @@ class EngineCore:
             raise InvalidRequest(f"Request id {seq.request_id!r} is already in flight; use a unique id.")
         self._by_id[seq.request_id] = seq
         self.waiting.append(seq)
-        if seq.replay is not None:
+        if seq.replay is not None and not seq.replay_waits_for_logprobs:
             seq.emit(seq.replay)
+            seq.replay = None
 
     @property
     def has_work(self) -> bool:
@@ -181,7 +182,7 @@ class EngineCore:
         while self.waiting and len(self.running) < self.config.max_running:
             seq = self.waiting[0]
             # a prompt's log-probabilities need logits at every position: none of it may come from the cache
-            match = NO_MATCH if seq.wants_prompt_logprobs else self.prefix.match(seq.tokens)
+            match = NO_MATCH if seq.needs_every_logit else self.prefix.match(seq.tokens)
             if self._prefix_in_flight(seq, match):
                 return
             if not self._fits(seq, match):
@@ -249,7 +250,7 @@ class EngineCore:
             start = seq.n_computed
             chunk = seq.tokens[start : start + w.n_tokens]
             last = start + w.n_tokens == len(seq.tokens)
-            every = seq.wants_prompt_logprobs and start < seq.prompt_len - 1
+            every = seq.needs_every_logit and start < len(seq.tokens) - 1
             batch.add(seq.slot.seq_id, start, chunk, want_logits=last, every=every)
             n_rows = len(chunk) if every else int(last)
             rows.append(_Rows(seq, start + len(chunk) - n_rows, first_row, n_rows))
@@ -272,10 +273,14 @@ class EngineCore:
     def _sample(self, logits: np.ndarray, outputs: list[_Rows]) -> None:
         for out in outputs:
             seq = out.seq
-            if seq.wants_prompt_logprobs:
+            if seq.needs_every_logit:
                 self._prompt_logprobs(seq, logits[out.first_row : out.first_row + out.n_rows], out.position)
             if seq.pending:
                 continue  # a prompt chunk: nothing to sample yet
+            if seq.replay is not None:  # a continuation's tokens, now with their log-probabilities
+                seq.emit(replace(seq.replay, logprobs=tuple(seq.replay_logprobs or ()),
+                                 prompt_logprobs=seq.take_prompt_logprobs()))
+                seq.replay = None
             raw = logits[out.first_row + out.n_rows - 1]
             try:
                 token = seq.sampler.sample(self._row(seq, raw))
@@ -287,15 +292,20 @@ class EngineCore:
             self._accept(seq, token, logprob)
 
     def _prompt_logprobs(self, seq: Sequence, rows: np.ndarray, position: int) -> None:
-        """Row i holds the model's guess after position + i: the log-probability of the prompt token that came
-        next. Each position is recorded once (a preempted sequence computes its prompt again)."""
-        if seq.prompt_logprobs is None:
+        """Row i holds the model's guess after position + i: the log-probability of the prompt (or continuation)
+        token that came next. Each position is recorded once (a preempted sequence computes its prompt again)."""
+        bias, n_replayed = seq.request.sampling.logit_bias, len(seq.request.continuation)
+        if seq.prompt_logprobs is None and seq.request.prompt_logprobs is not None:
             seq.prompt_logprobs = [None] * seq.prompt_len
-        k, bias = seq.request.prompt_logprobs or 0, seq.request.sampling.logit_bias
+        if seq.replay_logprobs is None and seq.replay_waits_for_logprobs:
+            seq.replay_logprobs = [None] * n_replayed
         for i, row in enumerate(rows):
             at = position + i + 1
-            if at < seq.prompt_len and seq.prompt_logprobs[at] is None:
-                seq.prompt_logprobs[at] = token_logprob(row, seq.tokens[at], k, bias)
+            if at < seq.prompt_len and seq.prompt_logprobs is not None and seq.prompt_logprobs[at] is None:
+                seq.prompt_logprobs[at] = token_logprob(row, seq.tokens[at], seq.request.prompt_logprobs or 0, bias)
+            replayed = at - seq.prompt_len
+            if 0 <= replayed < n_replayed and seq.replay_logprobs is not None and seq.replay_logprobs[replayed] is None:
+                seq.replay_logprobs[replayed] = token_logprob(row, seq.tokens[at], seq.request.logprobs or 0, bias)
 
     def _row(self, seq: Sequence, row: np.ndarray) -> np.ndarray:
         """Before min_tokens, no token that would end the request may be sampled (as in vLLM). Under a grammar,

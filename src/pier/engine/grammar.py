@@ -22,6 +22,7 @@ import llama_cpp
 from pier.errors import InvalidRequest
 
 ROOT = "root"
+MAX_NESTING = 2000
 _capture_lock = threading.Lock()
 _captured = threading.local()  # lines llama.cpp logged on this thread while a grammar compiled
 
@@ -35,11 +36,40 @@ def compile_grammar(vocab: llama_cpp.llama_vocab_p, grammar: str) -> llama_cpp.l
     Raises InvalidGrammar naming what llama.cpp found wrong."""
     if not grammar.strip():
         raise InvalidGrammar("The grammar is empty: give GBNF text with a `root ::= ...` rule.", param="grammar")
+    depth = nesting(grammar)
+    if depth > MAX_NESTING:  # llama.cpp's parser recurses per level: ~20,000 overflow the stack and kill the process
+        raise InvalidGrammar(
+            f"The grammar nests groups {depth} deep; at most {MAX_NESTING} are accepted. Use fewer nested groups "
+            "(a schema's maxLength/maxItems or a regex's {m,n} in the thousands writes one level per item).",
+            param="grammar")
     with _llama_messages() as messages:
         sampler = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode("utf-8"), ROOT.encode())
     if not sampler:
         raise InvalidGrammar(_refusal(messages), param="grammar")
     return sampler
+
+
+def nesting(grammar: str) -> int:
+    """How deep parentheses nest in GBNF text, outside string literals, character classes and comments."""
+    depth = deepest = 0
+    i, n = 0, len(grammar)
+    while i < n:
+        c = grammar[i]
+        if c in "\"[":  # a literal or a class: skip to its unescaped end
+            end = '"' if c == '"' else "]"
+            i += 1
+            while i < n and grammar[i] != end:
+                i += 2 if grammar[i] == "\\" else 1
+        elif c == "#":
+            while i < n and grammar[i] != "\n":
+                i += 1
+        elif c == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c == ")":
+            depth -= 1
+        i += 1
+    return deepest
 
 
 def check_grammar(vocab: llama_cpp.llama_vocab_p, grammar: str) -> None:

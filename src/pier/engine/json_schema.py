@@ -43,9 +43,14 @@ def schema_to_gbnf(schema: Mapping[str, Any] | bool, param: str = "schema") -> s
     if schema is True or schema == {}:
         schema = {}
     elif not isinstance(schema, Mapping):
-        raise UnsupportedSchema(f"{param} must be a JSON object (a JSON Schema); got {json.dumps(schema)}.",
+        raise UnsupportedSchema(f"{param} must be a JSON object (a JSON Schema); got a {type(schema).__name__}.",
                                 param=param)
-    for pointer, keyword in unsupported_keywords(schema):
+    try:
+        unsupported = next(unsupported_keywords(schema), None)
+    except RecursionError:
+        raise UnsupportedSchema(f"{param} nests too deeply to be a grammar.", param=param) from None
+    if unsupported is not None:
+        pointer, keyword = unsupported
         raise UnsupportedSchema(
             f"{param} uses `{keyword}` at {pointer or '/'}, which pier cannot enforce while generating. "
             f"Remove it (validate it after generation instead); unsupported: {', '.join(sorted(UNSUPPORTED))}.",

@@ -6,10 +6,13 @@ time, only for requests that ask.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+
+_FEW = 8
 
 
 @dataclass(frozen=True)
@@ -31,22 +34,36 @@ def biased(row: np.ndarray, bias: Mapping[int, float]) -> np.ndarray:
 
 
 def log_softmax(row: np.ndarray) -> np.ndarray:
-    """Stable log-softmax in float64 (a 262k vocabulary sums many small terms)."""
-    x = row.astype(np.float64)
-    peak = x.max()
-    return x - (peak + np.log(np.exp(x - peak).sum()))
+    """The whole row's log-probabilities (tests and references; the engine needs only a few entries)."""
+    return row.astype(np.float64) - log_sum_exp(row)
+
+
+def log_sum_exp(row: np.ndarray) -> float:
+    """Stable, exp in float32 (the row's own precision) summed in float64: ~0.3 ms for 262k logits."""
+    peak = float(row.max())
+    return peak + math.log(float(np.exp(row - np.float32(peak)).sum(dtype=np.float64)))
 
 
 def token_logprob(row: np.ndarray, token: int, top: int, bias: Mapping[int, float]) -> TokenLogprob:
     """`token`'s log-probability under one logits row, with the `top` most likely tokens."""
-    lp = log_softmax(biased(row, bias))
-    return TokenLogprob(token, float(lp[token]), top_tokens(lp, top))
+    row = biased(row, bias)
+    lse = log_sum_exp(row)
+    return TokenLogprob(token, float(row[token]) - lse, top_tokens(row, top, lse))
 
 
-def top_tokens(lp: np.ndarray, k: int) -> tuple[tuple[int, float], ...]:
+def top_tokens(row: np.ndarray, k: int, lse: float = 0.0) -> tuple[tuple[int, float], ...]:
+    """The k largest entries of `row` (logits, or log-probabilities with lse = 0) as log-probabilities."""
     if k <= 0:
         return ()
-    k = min(k, len(lp))
-    best = np.argpartition(-lp, k - 1)[:k]
-    best = best[np.argsort(-lp[best], kind="stable")]
-    return tuple((int(t), float(lp[t])) for t in best)
+    k = min(k, len(row))
+    if k <= _FEW:  # a few argmax passes beat a partition of the whole vocabulary (~0.1 ms each on 262k)
+        rest = np.array(row, copy=True)
+        picked = []
+        for _ in range(k):
+            t = int(rest.argmax())
+            picked.append(t)
+            rest[t] = -np.inf
+        return tuple((t, float(row[t]) - lse) for t in picked)
+    best = np.argpartition(row, len(row) - k)[len(row) - k:]
+    best = best[np.argsort(-row[best], kind="stable")]
+    return tuple((int(t), float(row[t]) - lse) for t in best)

@@ -40,8 +40,17 @@ def regex_to_gbnf(pattern: str, param: str = "grammar") -> str:
     """GBNF (rule `root`) for the strings `pattern` matches whole. Raises UnsupportedRegex saying what to change."""
     try:
         parsed = sre_parse.parse(pattern)
-    except re.error as e:
+    except (re.error, OverflowError) as e:
         raise UnsupportedRegex(f"The regex {pattern!r} does not parse: {e}.", param=param) from None
+    except RecursionError:
+        raise UnsupportedRegex("The regex nests groups too deeply; flatten it.", param=param) from None
+    try:
+        return _root(parsed, pattern, param)
+    except RecursionError:
+        raise UnsupportedRegex("The regex nests groups too deeply; flatten it.", param=param) from None
+
+
+def _root(parsed: Any, pattern: str, param: str) -> str:
     if parsed.state.flags & ~(re.UNICODE | re.U):
         raise UnsupportedRegex(f"The regex {pattern!r} sets inline flags (like `(?i)`), which a grammar cannot "
                                "follow; spell the alternatives out ([Aa]).", param=param)

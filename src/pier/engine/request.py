@@ -164,7 +164,7 @@ class GenerationChunk:
     error: str | None = None
     prompt_tokens: int = 0
     replayed: bool = False  # the continuation's tokens and the text they made, sent before by another copy
-    logprobs: tuple[TokenLogprob, ...] = ()  # one per token id, when the request asked for them
+    logprobs: tuple[TokenLogprob | None, ...] = ()  # one per token id, when the request asked for them
     # On the first chunk after the prompt, when asked: one per prompt token (None for the first, which has no
     # context to be predicted from).
     prompt_logprobs: tuple[TokenLogprob | None, ...] | None = None

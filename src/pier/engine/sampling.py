@@ -64,6 +64,21 @@ class TokenSampler:
         """Pick a token from one row of logits and record it in the sampler's history."""
         if self._chain is None:
             return int(logits.argmax())
+        if self._grammar is not None and self.params.greedy:
+            # The grammar on one token instead of the whole vocabulary (~100x cheaper on 262k tokens): when the
+            # greedy choice is allowed, it is also the greedy choice among the allowed ones. (llama.cpp's common
+            # sampler does this for sampled requests too, which changes their distribution; pier does not.)
+            token = self._apply(logits, grammar=False)
+            if self._candidates["logit"][self._array.selected] != -np.inf and grammars.allows(self._grammar, token):
+                return self._accept(token)
+        token = self._apply(logits, grammar=True)
+        if self._grammar is not None and self._candidates["logit"][self._array.selected] == -np.inf:
+            raise GrammarExhausted(f"the grammar allows none of the tokens left (picked {token})")
+        return self._accept(token)
+
+    def _apply(self, logits: np.ndarray, grammar: bool) -> int:
+        """Run the chain (after the grammar, if asked) over the row; the token it selects."""
+        assert self._chain is not None
         candidates = self._candidates
         candidates["id"] = self._ids
         candidates["logit"] = logits
@@ -71,14 +86,14 @@ class TokenSampler:
         self._array.size = len(candidates)
         self._array.selected = -1
         self._array.sorted = False
-        if self._grammar is not None:
+        if grammar and self._grammar is not None:
             llama_cpp.llama_sampler_apply(self._grammar, ctypes.byref(self._array))
         llama_cpp.llama_sampler_apply(self._chain, ctypes.byref(self._array))
-        chosen = candidates[self._array.selected]
-        token = int(chosen["id"])
+        return int(candidates["id"][self._array.selected])
+
+    def _accept(self, token: int) -> int:
+        assert self._chain is not None
         if self._grammar is not None:
-            if chosen["logit"] == -np.inf:  # every token was ruled out: the chain picked one anyway
-                raise GrammarExhausted(f"the grammar allows none of the tokens left (picked {token})")
             llama_cpp.llama_sampler_accept(self._grammar, token)
         llama_cpp.llama_sampler_accept(self._chain, token)
         return token
