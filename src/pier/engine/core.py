@@ -318,7 +318,10 @@ class EngineCore:
             if self._utf8 is None:
                 self._utf8 = Utf8Guard(self.runner)
             row = row.copy()
-            row[self._utf8.refused(seq.text.pending_bytes)] = -np.inf
+            refused = self._utf8.refused(seq.text.pending_bytes)
+            if seq.request.special_text:  # written as the text the grammar reads for them (a call's marker)
+                refused = refused[~np.isin(refused, list(seq.request.special_text))]
+            row[refused] = -np.inf
         return row
 
     # -- output --------------------------------------------------------------------------------------
