@@ -73,3 +73,12 @@ def test_held_text_that_was_not_a_call_goes_out_at_the_end() -> None:
     stream = ToolCallStream(Family.HERMES, KNOWN.__contains__)
     assert stream.push("a <tool_ca") == ["a "]
     assert stream.finish()[0] == ["<tool_ca"]
+
+
+def test_with_parallel_calls_off_only_the_first_call_is_read() -> None:
+    answer = ANSWERS[0][1]  # content, then two calls
+    stream = ToolCallStream(Family.HERMES, KNOWN.__contains__, max_calls=1)
+    events = [e for i in range(0, len(answer), 3) for e in stream.push(answer[i:i + 3])]
+    tail, parsed = stream.finish()
+    assert [e.name for e in events + tail if isinstance(e, CallStart)] == ["get_weather"]
+    assert [c.name for c in parsed.calls] == ["get_weather"]

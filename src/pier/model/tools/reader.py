@@ -24,7 +24,8 @@ class ToolReader:
         self.active = tools.active
         self._family = family
         self._names = tools.names()
-        self._stream = ToolCallStream(family, self._names.__contains__)
+        self._max_calls = None if tools.choice.parallel else 1  # parallel_tool_calls false: the first call only
+        self._stream = ToolCallStream(family, self._names.__contains__, self._max_calls)
         self.called = False  # the streamed answer had calls
         self.choice = 0  # which of the answer's choices this one is (n > 1)
 
@@ -36,7 +37,7 @@ class ToolReader:
             return Parsed(text)
         parsed = PARSERS[self._family](text)
         if parsed.calls and all(c.name in self._names for c in parsed.calls):
-            return parsed
+            return Parsed(parsed.content, parsed.calls[:self._max_calls])
         return Parsed(text)
 
     def push(self, text: str) -> list[Event]:

@@ -40,10 +40,11 @@ class _Sent:
 class ToolCallStream:
     """One answer's text in, content and call events out."""
 
-    def __init__(self, family: Family, known: Callable[[str], bool]) -> None:
+    def __init__(self, family: Family, known: Callable[[str], bool], max_calls: int | None = None) -> None:
         self._format = FORMATS[family]
         self._parse = PARSERS[family]
         self._known = known  # whether a name is one of the request's tools
+        self._max_calls = max_calls  # parallel_tool_calls false: the first call only
         self._text = ""
         self._content_sent = 0  # how much of the text went out as content
         self._calls_at: tuple[int, int] | None = None  # where the calls' text begins (marker, after it), once it has
@@ -67,6 +68,7 @@ class ToolCallStream:
         parsed = self._parse(self._text)
         if not parsed.calls or not all(self._known(c.name) for c in parsed.calls):
             parsed = Parsed(self._text)
+        parsed = Parsed(parsed.content, parsed.calls[:self._max_calls])
         if self.calls_sent:
             return (self._calls(final=True) if parsed.calls else []), parsed
         if parsed.calls:
@@ -103,7 +105,7 @@ class ToolCallStream:
     def _calls(self, *, final: bool) -> list[Event]:
         assert self._calls_at is not None
         events: list[Event] = []
-        for index, call in enumerate(scan(self._text, self._format, self._calls_at)):
+        for index, call in enumerate(scan(self._text, self._format, self._calls_at)[:self._max_calls]):
             if index >= self.calls_sent:
                 if call.name is None or not call.valid or not self._known(call.name) or index > self.calls_sent:
                     break
