@@ -32,6 +32,11 @@ CASES = [
     ("/generate", TGI),
     ("/invocations", TGI),
     ("/invocations", {**GREEDY_CHAT, "stream": True}),
+    # log-probabilities: the replayed tokens' come with the continuation, so a resumed answer reads the same
+    ("/v1/chat/completions", {**GREEDY_CHAT, "logprobs": True, "top_logprobs": 2}),
+    ("/v1/chat/completions", {**GREEDY_CHAT, "logprobs": True, "top_logprobs": 2, "stream": True}),
+    ("/v1/completions", {**SEEDED_COMPLETION, "logprobs": 2, "echo": True}),
+    ("/generate", {**TGI, "parameters": {**TGI["parameters"], "top_n_tokens": 2, "decoder_input_details": True}}),
 ]
 
 
