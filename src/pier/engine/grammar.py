@@ -31,9 +31,11 @@ class InvalidGrammar(InvalidRequest):
     """A grammar llama.cpp cannot compile; the message carries llama.cpp's own words for why."""
 
 
-def compile_grammar(vocab: llama_cpp.llama_vocab_p, grammar: str) -> llama_cpp.llama_sampler_p:
-    """llama.cpp's grammar sampler for `grammar` (GBNF, rule `root` first to match); the caller frees it.
-    Raises InvalidGrammar naming what llama.cpp found wrong."""
+def compile_grammar(vocab: llama_cpp.llama_vocab_p, grammar: str,
+                    triggers: tuple[str, ...] = ()) -> llama_cpp.llama_sampler_p:
+    """llama.cpp's grammar sampler for `grammar` (GBNF, rule `root` first to match), lazy when it has `triggers`
+    (see SamplingParams.grammar_triggers); the caller frees it. Raises InvalidGrammar naming what llama.cpp found
+    wrong."""
     if not grammar.strip():
         raise InvalidGrammar("The grammar is empty: give GBNF text with a `root ::= ...` rule.", param="grammar")
     depth = nesting(grammar)
@@ -43,7 +45,12 @@ def compile_grammar(vocab: llama_cpp.llama_vocab_p, grammar: str) -> llama_cpp.l
             "(a schema's maxLength/maxItems or a regex's {m,n} in the thousands writes one level per item).",
             param="grammar")
     with _llama_messages() as messages:
-        sampler = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode("utf-8"), ROOT.encode())
+        if triggers:
+            patterns = (ctypes.c_char_p * len(triggers))(*(t.encode("utf-8") for t in triggers))
+            sampler = llama_cpp.llama_sampler_init_grammar_lazy_patterns(
+                vocab, grammar.encode("utf-8"), ROOT.encode(), patterns, len(triggers), None, 0)
+        else:
+            sampler = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode("utf-8"), ROOT.encode())
     if not sampler:
         raise InvalidGrammar(_refusal(messages), param="grammar")
     return sampler

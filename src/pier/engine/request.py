@@ -28,6 +28,10 @@ class SamplingParams:
     # GBNF text (llama.cpp's grammar format, rule `root` first to match): every sampled token keeps the output a
     # prefix of a string the grammar accepts. Checked (compiled) once with the request; see engine/grammar.py.
     grammar: str | None = None
+    # With triggers the grammar is lazy (llama.cpp's lazy grammar): the output is free until the text so far wholly
+    # matches one of these regexes, and constrained from the start of the match's first group on (a tool call's
+    # marker, after free text).
+    grammar_triggers: tuple[str, ...] = ()
 
     @property
     def greedy(self) -> bool:

@@ -40,7 +40,7 @@ class TokenSampler:
         self._grammar: llama_cpp.llama_sampler_p | None = None
         if params.grammar is not None:
             assert vocab is not None, "a grammar needs the runner's vocabulary"
-            self._grammar = grammars.compile_grammar(vocab, params.grammar)
+            self._grammar = grammars.compile_grammar(vocab, params.grammar, params.grammar_triggers)
         if not self._fast_greedy:
             self._chain = _build_chain(params, n_vocab, n_ctx)
             self._candidates = np.zeros(n_vocab, dtype=_TOKEN_DATA)

@@ -150,13 +150,14 @@ async def test_a_tool_message_without_a_role_the_template_knows_is_still_answere
         assert bad.status_code == 400 and isinstance(bad.json()["error"]["message"], str)
 
 
-ANSWER_WITH_A_CALL = 'Let me check.\n<tool_call>\n{"name": "get_time", "arguments": {"zone": "UTC"}}\n</tool_call>'
+ARGUMENTS = '{"city": "Paris", "unit": "celsius"}'
+ANSWER_WITH_A_CALL = f'Let me check.\n<tool_call>\n{{"name": "get_weather", "arguments": {ARGUMENTS}}}\n</tool_call>'
 
 
-async def scripted_client(prompt_tokens: int) -> AsyncIterator[openai.AsyncOpenAI]:
-    """The fake model made to write ANSWER_WITH_A_CALL byte by byte, then EOS."""
-    script = {prompt_tokens + i: FakeRunner.FIRST_BYTE + b for i, b in enumerate(ANSWER_WITH_A_CALL.encode())}
-    script[prompt_tokens + len(ANSWER_WITH_A_CALL.encode())] = FakeRunner.EOS
+async def scripted_client(prompt_tokens: int, answer: str = ANSWER_WITH_A_CALL) -> AsyncIterator[openai.AsyncOpenAI]:
+    """The fake model made to write `answer` byte by byte, then EOS."""
+    script = {prompt_tokens + i: FakeRunner.FIRST_BYTE + b for i, b in enumerate(answer.encode())}
+    script[prompt_tokens + len(answer.encode())] = FakeRunner.EOS
     async with app_client(FakeRunner(n_ctx=2048, script=script)) as http:
         yield openai.AsyncOpenAI(base_url="http://pier/v1", api_key="none", http_client=http, max_retries=0)
 
@@ -172,7 +173,7 @@ async def test_auto_reads_a_call_the_model_wrote_after_its_content(client: opena
         assert whole.choices[0].finish_reason == "tool_calls"
         assert message.content == "Let me check.\n"
         [call] = message.tool_calls or []
-        assert (call.function.name, call.function.arguments) == ("get_time", '{"zone": "UTC"}')
+        assert (call.function.name, call.function.arguments) == ("get_weather", ARGUMENTS)
         content, arguments, finish = "", "", None
         async for chunk in await scripted.chat.completions.create(**fields, stream=True):
             for choice in chunk.choices:
@@ -180,7 +181,7 @@ async def test_auto_reads_a_call_the_model_wrote_after_its_content(client: opena
                 arguments += "".join(d.function.arguments or "" for d in choice.delta.tool_calls or [] if d.function)
                 finish = choice.finish_reason or finish
                 assert "<tool" not in (choice.delta.content or "")  # the marker's start was held back
-        assert (content, arguments, finish) == ("Let me check.\n", '{"zone": "UTC"}', "tool_calls")
+        assert (content, arguments, finish) == ("Let me check.\n", ARGUMENTS, "tool_calls")
     unshown = {**fields, "tool_choice": "none"}  # no tools in the prompt, and the answer is not read for calls
     probe = await client.chat.completions.create(**{**unshown, "max_tokens": 1})
     assert probe.usage
@@ -188,6 +189,21 @@ async def test_auto_reads_a_call_the_model_wrote_after_its_content(client: opena
         plain = await scripted.chat.completions.create(**unshown)
         assert plain.choices[0].message.content == ANSWER_WITH_A_CALL and plain.choices[0].finish_reason == "stop"
         assert plain.choices[0].message.tool_calls is None
+
+
+async def test_under_auto_a_call_the_model_begins_is_held_to_its_schema(client: openai.AsyncOpenAI) -> None:
+    """The lazy grammar wakes at the marker: the scripted model's "kelvin" is not a unit the schema allows, so it
+    writes one that is, and the call is valid."""
+    fields: dict[str, Any] = {"model": "fake-model", "messages": ASK, "tools": TOOLS, "max_tokens": 300,
+                              "temperature": 0, "parallel_tool_calls": False}
+    probe = await client.chat.completions.create(**{**fields, "max_tokens": 1})
+    assert probe.usage
+    async for scripted in scripted_client(probe.usage.prompt_tokens, ANSWER_WITH_A_CALL.replace("celsius", "kelvin")):
+        answer = await scripted.chat.completions.create(**fields)
+        [call] = answer.choices[0].message.tool_calls or []
+        arguments = check_call(call.function.name, call.function.arguments)
+        assert arguments["city"] == "Paris" and arguments["unit"] in ("celsius", "fahrenheit")
+        assert answer.choices[0].message.content == "Let me check.\n"
 
 
 async def test_several_choices_each_call_and_logprobs_ride_along(client: openai.AsyncOpenAI) -> None:

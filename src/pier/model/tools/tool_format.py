@@ -3,6 +3,7 @@ answers are read for. Decided once per model from the template's text."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import jinja2
 
 from pier.model.chat import BuiltinTemplate, ChatTemplate, template_variables
-from pier.model.tools.families import Family, family_of
+from pier.model.tools.families import FORMATS, Family, Format, family_of
 from pier.model.tools.grammar import tool_grammar
 from pier.model.tools.prompt import fallback_messages, native_messages
 from pier.model.tools.spec import ToolSet
@@ -56,8 +57,28 @@ class ToolFormat:
             return None
         return [t.as_openai() for t in tools.tools]
 
-    def grammar(self, tools: ToolSet) -> str | None:
-        """The grammar that forces the calls, when the request forces them."""
-        if not tools.active or not tools.choice.forced:
+    def grammar(self, tools: ToolSet) -> Grammar | None:
+        """The grammar of the request's calls: from the first token when the request forces them; under `auto`, lazy
+        (from the family's marker on, once the model writes it), so a call the model begins is always whole and
+        valid. Llama 3.x's bare JSON has no marker to wait for: its `auto` answers are only parsed."""
+        if not tools.active:
             return None
-        return tool_grammar(self.family, tools.callable, parallel=tools.choice.parallel)
+        grammar = tool_grammar(self.family, tools.callable, parallel=tools.choice.parallel)
+        if tools.choice.forced:
+            return Grammar(grammar)
+        marker = lazy_marker(FORMATS[self.family])
+        return Grammar(grammar, (rf"[\s\S]*?({re.escape(marker)}[\s\S]*)",)) if marker else None
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """GBNF for the engine, lazy when it has triggers (SamplingParams.grammar_triggers)."""
+
+    text: str
+    triggers: tuple[str, ...] = ()
+
+
+def lazy_marker(fmt: Format) -> str | None:
+    """The text a lazy grammar waits for: the marker its grammar begins with."""
+    begins = fmt.open or ("<function=" if fmt.tagged else "")
+    return next((m for m in fmt.markers if begins.startswith(m)), None)

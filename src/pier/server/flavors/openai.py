@@ -26,6 +26,7 @@ from pier.errors import InvalidRequest
 from pier.model.tools.reader import ToolReader
 from pier.model.tools.spec import ToolSet, tool_set
 from pier.model.tools.stream import CallStart, Event
+from pier.model.tools.tool_format import Grammar
 from pier.server import choices, continuation, sse
 from pier.server.admission import Ticket
 from pier.server.errors import Flavor, error_event
@@ -337,14 +338,17 @@ async def respond_chat(
         return await _answer(model, checked, views, body, http, ticket)
 
 
-def _forcing_calls(request: GenerateRequest, grammar: str | None) -> GenerateRequest:
-    """The request under the grammar that makes its answer the calls `tool_choice` forces."""
+def _forcing_calls(request: GenerateRequest, grammar: Grammar | None) -> GenerateRequest:
+    """The request under its calls' grammar: forced from the first token, or lazy (`auto`, see ToolFormat)."""
     if grammar is None:
         return request
     if request.sampling.grammar is not None:
+        if grammar.triggers:  # auto beside response_format: the format's grammar rules, calls are only parsed
+            return request
         raise InvalidRequest("A forced tool_choice cannot be combined with response_format: send one of them.",
                              param="tool_choice")
-    return replace(request, sampling=replace(request.sampling, grammar=grammar))
+    sampling = replace(request.sampling, grammar=grammar.text, grammar_triggers=grammar.triggers)
+    return replace(request, sampling=sampling)
 
 
 async def respond_completion(body: CompletionRequest, http: Request, state: ServerState) -> Response:
