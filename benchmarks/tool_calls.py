@@ -5,8 +5,9 @@ without one, on Gemma 3 270M (a 262k-token vocabulary, so a grammar has many tok
     python benchmarks/tool_calls.py --rounds 10 --threads 2
 
 Each round runs, greedily, a forced call (Hermes-style template, one tool), then the same number of tokens with
-the tools shown but not forced (`auto`, `ignore_eos`), then without tools; the copy's own `timings` give the
-milliseconds per generated token (decode only, the first token excluded). Prints the median and range of each.
+the tools shown but not forced (`auto`, whose lazy grammar waits for a `<tool_call>`; `ignore_eos`), then without
+tools; the copy's own `timings` give the milliseconds per generated token (decode only, the first token
+excluded). Prints the median and range of each.
 """
 
 from __future__ import annotations
@@ -69,11 +70,11 @@ def main() -> None:
                 time.sleep(0.2)
         forced = {"tools": [WEATHER], "tool_choice": "required", "parallel_tool_calls": False, "max_tokens": 60}
         _ms_per_token(url, **forced)  # warm up
-        rows: dict[str, list[float]] = {"forced call (grammar)": [], "auto (no grammar)": [], "no tools": []}
+        rows: dict[str, list[float]] = {"forced call (grammar)": [], "auto (lazy grammar)": [], "no tools": []}
         for _ in range(args.rounds):
             ms, n = _ms_per_token(url, **forced)
             rows["forced call (grammar)"].append(ms)
-            rows["auto (no grammar)"].append(_ms_per_token(url, tools=[WEATHER], max_tokens=n, ignore_eos=True)[0])
+            rows["auto (lazy grammar)"].append(_ms_per_token(url, tools=[WEATHER], max_tokens=n, ignore_eos=True)[0])
             rows["no tools"].append(_ms_per_token(url, max_tokens=n, ignore_eos=True)[0])
         print(f"{args.rounds} rounds of {n} generated tokens, {args.threads} thread(s)")
         for name, values in rows.items():
