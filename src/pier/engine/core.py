@@ -7,6 +7,7 @@ sample every sequence that produced logits, emit text and finish what is done.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, replace
@@ -92,7 +93,8 @@ class EngineCore:
         self.running: list[Sequence] = []
         self._by_id: dict[str, Sequence] = {}
         self._eog = np.array([t for t in range(runner.info.n_vocab) if runner.is_eog(t)], dtype=np.int64)
-        self._utf8: Utf8Guard | None = None  # built when a grammar first needs it
+        self._utf8: Utf8Guard | None = None  # built when a grammar first needs it, or by Engine.start's thread
+        self._utf8_lock = threading.Lock()
         self._totals = {"prompt": 0, "cached": 0, "restored": 0, "generated": 0, "preemptions": 0, "steps": 0}
 
     def _retention_budget(self) -> RetentionBudget | None:
@@ -191,6 +193,13 @@ class EngineCore:
                 match = NO_MATCH
             self.waiting.popleft()
             self._start(seq, match)
+
+    def utf8_guard(self) -> Utf8Guard:
+        """Built once (any thread; a second caller waits for the first)."""
+        with self._utf8_lock:
+            if self._utf8 is None:
+                self._utf8 = Utf8Guard(self.runner)
+            return self._utf8
 
     def _prefix_in_flight(self, seq: Sequence, match: PrefixMatch) -> bool:
         """Is another sequence computing a longer prefix of this prompt right now? Then this one waits
@@ -315,10 +324,8 @@ class EngineCore:
             row[self._eog] = -np.inf
             row[list(seq.request.stop_token_ids)] = -np.inf
         if seq.sampler.has_grammar:
-            if self._utf8 is None:
-                self._utf8 = Utf8Guard(self.runner)
             row = row.copy()
-            refused = self._utf8.refused(seq.text.pending_bytes)
+            refused = self.utf8_guard().refused(seq.text.pending_bytes)
             if seq.request.special_text:  # written as the text the grammar reads for them (a call's marker)
                 refused = refused[~np.isin(refused, list(seq.request.special_text))]
             row[refused] = -np.inf

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import pytest
 
 from pier.engine.fake import FakeRunner
 from pier.engine.logprobs import log_softmax
 from tests.server.conftest import app_client, sse_data
+from tests.server.flavors.test_tgi_messages import validator as tgi_validator
 from tests.server.flavors.tgi_generate_schema import validator
 
 pytestmark = pytest.mark.anyio
@@ -103,3 +105,32 @@ async def test_tgi_without_details_computes_no_logprobs() -> None:
         streamed = await client.post("/generate_stream", json={"inputs": "hi", "parameters": {"max_new_tokens": 3}})
     assert all(json.loads(d)["token"]["logprob"] is None for d in sse_data(streamed.text))
 
+
+
+TGI_CHAT_LOGPROBS = {  # TGI 2.0's ChatCompletionLogprobs
+    "type": "object", "additionalProperties": False, "required": ["content"],
+    "properties": {"content": {"type": "array", "items": {
+        "type": "object", "additionalProperties": False, "required": ["token", "logprob", "top_logprobs"],
+        "properties": {"token": {"type": "string"}, "logprob": {"type": "number"}, "top_logprobs": {
+            "type": "array", "items": {"type": "object", "additionalProperties": False,
+                                       "required": ["token", "logprob"],
+                                       "properties": {"token": {"type": "string"}, "logprob": {"type": "number"}}}}}}}},
+}
+
+
+async def test_tgi_messages_api_logprobs_in_tgi_s_shape() -> None:
+    body = {"messages": [{"role": "user", "content": "hello"}], "logprobs": True, "top_logprobs": 2,
+            "max_tokens": 4, "temperature": 0}
+    async with app_client(runner()) as client:
+        whole = (await client.post("/invocations", json=body)).json()
+        streamed = await client.post("/invocations", json={**body, "stream": True})
+    chunk_validator = tgi_validator("ChatCompletionChunk")
+    tgi_validator("ChatCompletion").validate(whole)
+    logprobs = whole["choices"][0]["logprobs"]
+    jsonschema.validate(logprobs, TGI_CHAT_LOGPROBS)
+    assert len(logprobs["content"]) == 4
+    events = [json.loads(d) for d in sse_data(streamed.text)]
+    for event in events:
+        chunk_validator.validate(event)
+    per_token = [e["choices"][0]["logprobs"]["content"][0] for e in events if e["choices"][0]["logprobs"]]
+    assert per_token == logprobs["content"]

@@ -34,6 +34,14 @@ def _chat_entry(piece: Piece, token: int, lp: TokenLogprob | None) -> dict[str, 
     }
 
 
+def tgi_chat_logprobs(piece: Piece, tokens: Sequence[int], lps: Sequence[TokenLogprob | None]) -> dict[str, Any]:
+    """TGI's ChatCompletionLogprobs: OpenAI's without `bytes`."""
+    return {"content": [{
+        "token": text_of(piece(t)), "logprob": lp.logprob if lp else None,
+        "top_logprobs": [{"token": text_of(piece(o)), "logprob": v} for o, v in (lp.top if lp else ())],
+    } for t, lp in zip(tokens, lps, strict=True)]}
+
+
 class CompletionLogprobs:
     """The legacy completions `logprobs` object, built chunk by chunk: `text_offset` runs on across chunks
     (from the echoed prompt's length, or from 0 with the prompt's own tokens echoed first)."""

@@ -19,7 +19,7 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -37,7 +37,7 @@ from pier.model.tools.spec import ToolSet
 from pier.model.tools.stream import CallStart, Event
 from pier.server import choices, continuation, sse
 from pier.server.errors import Flavor, error_event
-from pier.server.flavors.logprobs import tgi_top
+from pier.server.flavors.logprobs import tgi_chat_logprobs, tgi_top
 from pier.server.flavors.openai import ChatCompletionRequest, respond_chat
 from pier.server.generation import Completion, wait_for_disconnect
 from pier.server.served_model import SEED_MODULUS, ServedModel
@@ -372,9 +372,11 @@ class MessagesView:
 
     flavor = Flavor.TGI
 
-    def __init__(self, model: ServedModel, include_usage: bool, tools: ToolReader | None = None) -> None:
+    def __init__(self, model: ServedModel, include_usage: bool, logprobs: bool = False,
+                 tools: ToolReader | None = None) -> None:
         self.model = model
         self.include_usage = include_usage
+        self.logprobs = logprobs
         self.tools = tools
         self.head = {"id": "", "object": "text_completion", "created": int(time.time()), "model": model.name,
                      "system_fingerprint": f"{__version__}-native"}
@@ -382,12 +384,14 @@ class MessagesView:
 
     @classmethod
     def of(cls, model: ServedModel, body: ChatCompletionRequest, tools: ToolSet) -> MessagesView:
-        view = cls(model, body.include_usage, ToolReader(model.tool_format.family, tools) if tools.active else None)
+        reader = ToolReader(model.tool_format.family, tools) if tools.active else None
+        view = cls(model, body.include_usage, bool(body.logprobs), reader)
         continuation.keep(view.head, "id", "created")  # the same on any copy that continues it
         return view
 
     def response(self, done: Completion) -> dict[str, Any]:
-        choice = {"index": 0, "message": self._message(done.text), "logprobs": None,
+        choice = {"index": 0, "message": self._message(done.text),
+                  "logprobs": self._logprobs(done.token_ids, done.logprobs),
                   "finish_reason": _finish_reason(done.finish_reason, done.stop_reason)}
         return {**self.head, "created": int(time.time()), "choices": [choice],
                 "usage": _usage(done.prompt_tokens, len(done.token_ids))}
@@ -401,6 +405,11 @@ class MessagesView:
                  for i, c in enumerate(parsed.calls)]
         return {"role": "assistant", "tool_calls": calls}
 
+    def _logprobs(self, tokens: Sequence[int], lps: Sequence[TokenLogprob | None]) -> dict[str, Any] | None:
+        if not self.logprobs:
+            return None
+        return tgi_chat_logprobs(self.model.engine.runner.piece, tokens, lps or (None,) * len(tokens))
+
     def opening(self) -> list[dict[str, Any]]:
         return []  # TGI's first chunk already carries the first token
 
@@ -411,15 +420,17 @@ class MessagesView:
         if self.tools is not None:
             return self._tool_chunks(chunk)
         count = len(chunk.token_ids) or (1 if chunk.text or chunk.finished else 0)
+        lps = chunk.logprobs or (None,) * len(chunk.token_ids)
         events = []
         for i in range(count):
             last = i == count - 1
             reason = None
             if last and chunk.finish_reason is not None:
                 reason = _finish_reason(chunk.finish_reason, chunk.stop_reason)
+            logprobs = self._logprobs(chunk.token_ids[i : i + 1], lps[i : i + 1]) if chunk.token_ids else None
             event = {**self.head, "created": int(time.time()), "choices": [{
                 "index": 0, "delta": {"role": "assistant", "content": chunk.text if last else ""},
-                "logprobs": None, "finish_reason": reason}]}
+                "logprobs": logprobs, "finish_reason": reason}]}
             if reason is not None and self.include_usage:
                 event["usage"] = _usage(chunk.prompt_tokens, self.generated)
             events.append(event)
