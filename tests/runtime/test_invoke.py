@@ -324,3 +324,25 @@ def test_a_client_that_hangs_up_while_queued_leaves_the_queue() -> None:
             assert wait_until(lambda: admission.waiting("ic") == 0), route
         running.join(30)
         assert admission.in_use("ic") == 0
+
+
+def test_tgi_tool_calls_through_invoke_endpoint(gw: Gateway, copy: CopyServer) -> None:
+    """TGI's Messages API with tools, as the SageMaker SDK's HuggingFace predictors send it, through boto3."""
+    tool = {"type": "function", "function": {"name": "get_time", "parameters": {
+        "type": "object", "properties": {"zone": {"enum": ["UTC", "CET"]}}, "required": ["zone"]}}}
+    body = {"messages": [{"role": "user", "content": "hi"}], "tools": [tool], "max_tokens": 100, "temperature": 0,
+            "tool_choice": {"function": {"name": "get_time"}}}
+    answer = json.loads(client(gw.url).invoke_endpoint(EndpointName="llm", Body=json.dumps(body))["Body"].read())
+    [call] = answer["choices"][0]["message"]["tool_calls"]
+    assert call["function"]["name"] == "get_time" and call["function"]["arguments"]["zone"] in ("UTC", "CET")
+    streamed = client(gw.url).invoke_endpoint_with_response_stream(EndpointName="llm",
+                                                                   Body=json.dumps({**body, "stream": True}))
+    text = b"".join(e["PayloadPart"]["Bytes"] for e in streamed["Body"]).decode()
+    chunks = [json.loads(line[len("data:"):]) for line in text.splitlines() if line.startswith("data:")]
+    arguments = "".join(c["choices"][0]["delta"]["tool_calls"]["function"]["arguments"] for c in chunks
+                        if "tool_calls" in c["choices"][0]["delta"])
+    assert json.loads(arguments) == call["function"]["arguments"]
+    with pytest.raises(ClientError) as raised:
+        client(gw.url).invoke_endpoint(EndpointName="llm", Body=json.dumps({**body, "tool_choice": "sometimes"}))
+    status, code, response = error_of(raised)
+    assert (status, code, response["OriginalStatusCode"]) == (424, "ModelError", 422)

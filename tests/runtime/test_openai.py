@@ -76,3 +76,24 @@ def test_a_stream_past_the_deadline_ends_with_an_error_event() -> None:
             for chunk in stream:
                 texts.append(chunk.choices[0].text)
         assert texts
+
+
+WEATHER_TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string", "maxLength": 10}}, "required": ["city"]}}}
+
+
+@pytest.mark.parametrize("path", ["/endpoints/llm/v1", "/endpoints/llm/openai/v1", "/v1"])
+def test_tool_calls_through_the_gateway(gw: Gateway, copy: CopyServer, path: str) -> None:
+    fields = {"model": "llm", "messages": MESSAGES, "tools": [WEATHER_TOOL], "max_tokens": 100, "temperature": 0,
+              "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
+    direct = client(copy.url + "/v1").chat.completions.create(**fields)  # type: ignore[call-overload]
+    through = client(gw.url + path).chat.completions.create(**fields)  # type: ignore[call-overload]
+    [call] = through.choices[0].message.tool_calls
+    assert through.choices[0].finish_reason == "tool_calls" and call.function.name == "get_weather"
+    assert call.function.arguments == direct.choices[0].message.tool_calls[0].function.arguments
+    streamed = "".join(d.function.arguments or "" for c in client(gw.url + path).chat.completions.create(
+        **fields, stream=True) for d in (c.choices[0].delta.tool_calls or []) if c.choices and d.function)
+    assert streamed == call.function.arguments
+    with pytest.raises(openai.BadRequestError, match="not in tools"):
+        client(gw.url + path).chat.completions.create(**{**fields, "tool_choice": {  # type: ignore[call-overload]
+            "type": "function", "function": {"name": "get_news"}}})

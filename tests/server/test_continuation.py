@@ -20,6 +20,10 @@ pytestmark = pytest.mark.anyio
 GREEDY_CHAT = {"messages": [{"role": "user", "content": "hello world"}], "max_tokens": 24, "ignore_eos": True}
 SEEDED_COMPLETION = {"prompt": "the quick brown fox", "max_tokens": 24, "ignore_eos": True, "temperature": 1.0,
                      "seed": 7}
+FORCED_CALL = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 200, "temperature": 0,
+               "tools": [{"type": "function", "function": {"name": "f", "parameters": {
+                   "type": "object", "properties": {"a": {"enum": ["x", "yy"]}}, "required": ["a"]}}}],
+               "tool_choice": {"type": "function", "function": {"name": "f"}}}
 TGI = {"inputs": "hello world", "parameters": {"max_new_tokens": 24, "details": True, "do_sample": True,
                                                "temperature": 0.8}}
 
@@ -32,6 +36,14 @@ CASES = [
     ("/generate", TGI),
     ("/invocations", TGI),
     ("/invocations", {**GREEDY_CHAT, "stream": True}),
+    # log-probabilities: the replayed tokens' come with the continuation, so a resumed answer reads the same
+    ("/v1/chat/completions", {**GREEDY_CHAT, "logprobs": True, "top_logprobs": 2}),
+    ("/v1/chat/completions", {**GREEDY_CHAT, "logprobs": True, "top_logprobs": 2, "stream": True}),
+    ("/v1/completions", {**SEEDED_COMPLETION, "logprobs": 2, "echo": True}),
+    ("/generate", {**TGI, "parameters": {**TGI["parameters"], "top_n_tokens": 2, "decoder_input_details": True}}),
+    # a forced tool call: its grammar replays, its call ids follow the answer's id, held-back text stays held
+    ("/v1/chat/completions", FORCED_CALL),
+    ("/v1/chat/completions", {**FORCED_CALL, "stream": True}),
 ]
 
 
@@ -97,7 +109,10 @@ async def test_any_frame_is_a_point_another_copy_continues_from(path: str, paylo
         if "seed" in payload or "do_sample" in payload.get("parameters", {}):
             assert parsed[0].json()["seed"] is not None
         tokens = [t for f in parsed for t in f.tokens]
-        assert len(tokens) == 24
+        if "tools" in payload:  # the call ends the answer, well before max_tokens
+            assert 24 < len(tokens) < payload["max_tokens"] and b"call_" in data
+        else:
+            assert len(tokens) == 24
 
         # The copy dies after frame k: another continues from the tokens and state the gateway had by then.
         for k in range(len(parsed) - 1):

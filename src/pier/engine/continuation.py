@@ -2,8 +2,9 @@
 
 The tokens join the sequence as if this engine had generated them: they are prefilled with the prompt (the
 prefix cache may hold part of them), they count toward max_tokens and min_tokens, the sampler replays over
-them (penalties count them; a seeded RNG advances as it did, so a seeded request continues its own sequence)
-and so does the text stream (held UTF-8 bytes and text that may begin a stop string are held again). What
+them (penalties count them; a seeded RNG advances as it did, so a seeded request continues its own sequence;
+a grammar walks over them, refusing a continuation it could not have produced) and so does the text stream
+(held UTF-8 bytes and text that may begin a stop string are held again). What
 they produced was already sent, so it comes out once, first, as one chunk marked `replayed`: streams skip it,
 whole answers include it.
 """
@@ -34,13 +35,17 @@ def replay(seq: Sequence, tokens: Tokens[int], runner: ModelRunner) -> Generatio
                                  param="continuation")
         may_stop = n > request.min_tokens  # as EngineCore._accept decides it
         ends = token in request.stop_token_ids or (not request.ignore_eos and runner.is_eog(token))
-        delta = seq.text.push(runner.piece(token), stops=may_stop)
+        delta = seq.text.push(request.special_text.get(token) or runner.piece(token), stops=may_stop)
         if may_stop and (ends or delta.stop is not None):
             raise InvalidRequest(
                 f"Continuation token {n} ({token}) would have ended the request; a continuation holds only "
                 "tokens generated before the request ended.", param="continuation")
         texts.append(delta.text)
+    try:
+        seq.sampler.replay(tokens)
+    except ValueError as refused:  # a grammar's request: the tokens must be ones it could have produced
+        raise InvalidRequest(f"The continuation does not follow the request's grammar: {refused}.",
+                             param="continuation") from None
     seq.tokens.extend(tokens)
-    seq.sampler.replay(tokens)
     return GenerationChunk(seq.request_id, "".join(texts), tuple(tokens), prompt_tokens=seq.prompt_len,
                            replayed=True)

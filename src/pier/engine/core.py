@@ -7,9 +7,10 @@ sample every sequence that produced logits, emit text and finish what is done.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -18,13 +19,15 @@ from pier.engine.common_prefix import common_prefix
 from pier.engine.detok import TextStream
 from pier.engine.host_cache import HostCache
 from pier.engine.kv_cache import KvCache
+from pier.engine.logprobs import TokenLogprob, token_logprob
 from pier.engine.prefix_cache import MIN_SAVED, NO_MATCH, PrefixCache, PrefixMatch
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk
 from pier.engine.retention import RetentionBudget
 from pier.engine.runner import Batch, KvCacheFull, ModelRunner
-from pier.engine.sampling import TokenSampler
+from pier.engine.sampling import GrammarExhausted, TokenSampler
 from pier.engine.scheduler import Work, plan
 from pier.engine.sequence import Emit, Sequence
+from pier.engine.utf8_guard import Utf8Guard
 from pier.engine.validate import CheckedRequest, checked
 from pier.errors import InvalidRequest
 
@@ -90,6 +93,8 @@ class EngineCore:
         self.running: list[Sequence] = []
         self._by_id: dict[str, Sequence] = {}
         self._eog = np.array([t for t in range(runner.info.n_vocab) if runner.is_eog(t)], dtype=np.int64)
+        self._utf8: Utf8Guard | None = None  # built when a grammar first needs it, or by Engine.start's thread
+        self._utf8_lock = threading.Lock()
         self._totals = {"prompt": 0, "cached": 0, "restored": 0, "generated": 0, "preemptions": 0, "steps": 0}
 
     def _retention_budget(self) -> RetentionBudget | None:
@@ -104,7 +109,9 @@ class EngineCore:
         """Validate and tokenize (unless already checked); raises InvalidRequest / ContextLengthExceeded
         before any work."""
         ok = checked(request, self.runner)
-        sampler = TokenSampler(ok.request.sampling, self.runner.info.n_vocab, self.runner.n_ctx)
+        grammar = ok.request.sampling.grammar is not None
+        sampler = TokenSampler(ok.request.sampling, self.runner.info.n_vocab, self.runner.n_ctx,
+                               self.runner.vocab if grammar else None)
         sampler.remember(ok.prompt_tokens)
         seq = Sequence(
             request=ok.request, tokens=list(ok.prompt_tokens), prompt_len=len(ok.prompt_tokens),
@@ -121,8 +128,9 @@ class EngineCore:
             raise InvalidRequest(f"Request id {seq.request_id!r} is already in flight; use a unique id.")
         self._by_id[seq.request_id] = seq
         self.waiting.append(seq)
-        if seq.replay is not None:
+        if seq.replay is not None and not seq.replay_waits_for_logprobs:
             seq.emit(seq.replay)
+            seq.replay = None
 
     @property
     def has_work(self) -> bool:
@@ -175,7 +183,8 @@ class EngineCore:
     def _admit(self) -> None:
         while self.waiting and len(self.running) < self.config.max_running:
             seq = self.waiting[0]
-            match = self.prefix.match(seq.tokens)
+            # a prompt's log-probabilities need logits at every position: none of it may come from the cache
+            match = NO_MATCH if seq.needs_every_logit else self.prefix.match(seq.tokens)
             if self._prefix_in_flight(seq, match):
                 return
             if not self._fits(seq, match):
@@ -184,6 +193,13 @@ class EngineCore:
                 match = NO_MATCH
             self.waiting.popleft()
             self._start(seq, match)
+
+    def utf8_guard(self) -> Utf8Guard:
+        """Built once (any thread; a second caller waits for the first)."""
+        with self._utf8_lock:
+            if self._utf8 is None:
+                self._utf8 = Utf8Guard(self.runner)
+            return self._utf8
 
     def _prefix_in_flight(self, seq: Sequence, match: PrefixMatch) -> bool:
         """Is another sequence computing a longer prefix of this prompt right now? Then this one waits
@@ -232,16 +248,22 @@ class EngineCore:
         self.waiting.appendleft(seq)
         self._totals["preemptions"] += 1
 
-    def _decode(self, work: list[Work]) -> tuple[np.ndarray, list[Sequence]] | None:
-        """One forward pass; returns the logits and, row by row, the sequences they belong to."""
+    def _decode(self, work: list[Work]) -> tuple[np.ndarray, list[_Rows]] | None:
+        """One forward pass; returns the logits and which rows belong to which sequence's positions."""
         batch, now = Batch(), time.perf_counter()
         chunks = []  # (sequence, the tokens it feeds this step)
+        rows, first_row = [], 0
         for w in work:
             seq = self.running[w.index]
             assert seq.slot is not None
             start = seq.n_computed
             chunk = seq.tokens[start : start + w.n_tokens]
-            batch.add(seq.slot.seq_id, start, chunk, want_logits=start + w.n_tokens == len(seq.tokens))
+            last = start + w.n_tokens == len(seq.tokens)
+            every = seq.needs_every_logit and start < len(seq.tokens) - 1
+            batch.add(seq.slot.seq_id, start, chunk, want_logits=last, every=every)
+            n_rows = len(chunk) if every else int(last)
+            rows.append(_Rows(seq, start + len(chunk) - n_rows, first_row, n_rows))
+            first_row += n_rows
             chunks.append((seq, seq.slot, chunk))
             if seq.scheduled is None:
                 seq.scheduled = now
@@ -255,43 +277,86 @@ class EngineCore:
             return None
         for _, slot, chunk in chunks:
             self.kv.extend(slot, chunk)
-        return logits, [seq for seq, _, _ in chunks if seq.pending == 0]
+        return logits, [r for r in rows if r.n_rows]
 
-    def _sample(self, logits: np.ndarray, producing: list[Sequence]) -> None:
-        for row, seq in enumerate(producing):
-            self._accept(seq, seq.sampler.sample(self._row(seq, logits[row])))
+    def _sample(self, logits: np.ndarray, outputs: list[_Rows]) -> None:
+        for out in outputs:
+            seq = out.seq
+            if seq.needs_every_logit:
+                self._prompt_logprobs(seq, logits[out.first_row : out.first_row + out.n_rows], out.position)
+            if seq.pending:
+                continue  # a prompt chunk: nothing to sample yet
+            if seq.replay is not None:  # a continuation's tokens, now with their log-probabilities
+                seq.emit(replace(seq.replay, logprobs=tuple(seq.replay_logprobs or ()),
+                                 prompt_logprobs=seq.take_prompt_logprobs()))
+                seq.replay = None
+            raw = logits[out.first_row + out.n_rows - 1]
+            try:
+                token = seq.sampler.sample(self._row(seq, raw))
+            except GrammarExhausted:  # a finished grammar whose end min_tokens forbids: it ends here
+                self._end(seq, FinishReason.STOP, seq.text.flush(), ())
+                continue
+            k = seq.request.logprobs
+            logprob = None if k is None else token_logprob(raw, token, k, seq.request.sampling.logit_bias)
+            self._accept(seq, token, logprob)
+
+    def _prompt_logprobs(self, seq: Sequence, rows: np.ndarray, position: int) -> None:
+        """Row i holds the model's guess after position + i: the log-probability of the prompt (or continuation)
+        token that came next. Each position is recorded once (a preempted sequence computes its prompt again)."""
+        bias, n_replayed = seq.request.sampling.logit_bias, len(seq.request.continuation)
+        if seq.prompt_logprobs is None and seq.request.prompt_logprobs is not None:
+            seq.prompt_logprobs = [None] * seq.prompt_len
+        if seq.replay_logprobs is None and seq.replay_waits_for_logprobs:
+            seq.replay_logprobs = [None] * n_replayed
+        for i, row in enumerate(rows):
+            at = position + i + 1
+            if at < seq.prompt_len and seq.prompt_logprobs is not None and seq.prompt_logprobs[at] is None:
+                seq.prompt_logprobs[at] = token_logprob(row, seq.tokens[at], seq.request.prompt_logprobs or 0, bias)
+            replayed = at - seq.prompt_len
+            if 0 <= replayed < n_replayed and seq.replay_logprobs is not None and seq.replay_logprobs[replayed] is None:
+                seq.replay_logprobs[replayed] = token_logprob(row, seq.tokens[at], seq.request.logprobs or 0, bias)
 
     def _row(self, seq: Sequence, row: np.ndarray) -> np.ndarray:
-        """Before min_tokens, no token that would end the request may be sampled (as in vLLM)."""
+        """Before min_tokens, no token that would end the request may be sampled (as in vLLM). Under a grammar,
+        only tokens whose text the grammar reads as the output will have it (engine/utf8_guard.py)."""
         if seq.n_generated < seq.request.min_tokens:
             row = row.copy()
             row[self._eog] = -np.inf
             row[list(seq.request.stop_token_ids)] = -np.inf
+        if seq.sampler.has_grammar:
+            row = row.copy()
+            refused = self.utf8_guard().refused(seq.text.pending_bytes)
+            if seq.request.special_text:  # written as the text the grammar reads for them (a call's marker)
+                refused = refused[~np.isin(refused, list(seq.request.special_text))]
+            row[refused] = -np.inf
         return row
 
     # -- output --------------------------------------------------------------------------------------
 
-    def _accept(self, seq: Sequence, token: int) -> None:
+    def _accept(self, seq: Sequence, token: int, logprob: TokenLogprob | None = None) -> None:
         seq.tokens.append(token)
+        extra = _Extra((logprob,) if logprob is not None else (), seq.take_prompt_logprobs())
         self._totals["generated"] += 1
         if seq.first_token is None:
             seq.first_token = time.perf_counter()
         request = seq.request
         may_stop = seq.n_generated > request.min_tokens
         if may_stop and (token in request.stop_token_ids or (not request.ignore_eos and self.runner.is_eog(token))):
-            self._end(seq, FinishReason.STOP, seq.text.flush(), (token,), stop_reason=token)
+            self._end(seq, FinishReason.STOP, seq.text.flush(), (token,), stop_reason=token, extra=extra)
             return
-        delta = seq.text.push(self.runner.piece(token), stops=may_stop)
+        delta = seq.text.push(request.special_text.get(token) or self.runner.piece(token), stops=may_stop)
         if delta.stop is not None:
-            self._end(seq, FinishReason.STOP, delta.text, (token,), stop_reason=delta.stop)
+            self._end(seq, FinishReason.STOP, delta.text, (token,), stop_reason=delta.stop, extra=extra)
         elif seq.n_generated >= seq.max_tokens:
-            self._end(seq, FinishReason.LENGTH, delta.text + seq.text.flush(), (token,))
+            self._end(seq, FinishReason.LENGTH, delta.text + seq.text.flush(), (token,), extra=extra)
         else:
-            seq.emit(GenerationChunk(seq.request_id, delta.text, (token,), prompt_tokens=seq.prompt_len))
+            seq.emit(GenerationChunk(seq.request_id, delta.text, (token,), prompt_tokens=seq.prompt_len,
+                                     logprobs=extra.logprobs, prompt_logprobs=extra.prompt_logprobs))
 
     def _end(
         self, seq: Sequence, reason: FinishReason, text: str, tokens: tuple[int, ...], *,
         keep_prefix: bool = True, stop_reason: str | int | None = None, error: str | None = None,
+        extra: _Extra | None = None,
     ) -> None:
         if seq in self.running:
             self.running.remove(seq)
@@ -305,4 +370,24 @@ class EngineCore:
         seq.emit(GenerationChunk(
             seq.request_id, text, tokens, finish_reason=reason, stop_reason=stop_reason,
             timings=seq.timings(time.perf_counter()), error=error, prompt_tokens=seq.prompt_len,
+            logprobs=extra.logprobs if extra else (), prompt_logprobs=extra.prompt_logprobs if extra else None,
         ))
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """A sequence's rows in one step's logits: `n_rows` of them from `first_row`, for positions from `position`."""
+
+    seq: Sequence
+    position: int
+    first_row: int
+    n_rows: int
+
+
+@dataclass(frozen=True)
+class _Extra:
+    """What a chunk carries besides text when asked for: log-probabilities."""
+
+    logprobs: tuple[TokenLogprob, ...]
+    prompt_logprobs: tuple[TokenLogprob | None, ...] | None
+

@@ -36,6 +36,11 @@ class TextStream:
             return TextDelta(text)
         return self._scan(text)
 
+    @property
+    def pending_bytes(self) -> bytes:
+        """The start of a multi-byte character waiting for the rest of it."""
+        return bytes(self._decoder.getstate()[0])
+
     def flush(self) -> str:
         """End of generation: return whatever is held (an incomplete character becomes U+FFFD)."""
         tail = self._held + self._decoder.decode(b"", final=True)

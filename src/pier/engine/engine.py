@@ -82,6 +82,9 @@ class Engine:
 
     def start(self) -> Engine:
         self._thread.start()
+        # What grammars need of the vocabulary (a pass over every token: seconds on a 262k vocabulary under load)
+        # is read now, beside the engine, so the first grammar request does not stall every stream in flight.
+        threading.Thread(target=self.core.utf8_guard, name="pier-utf8-guard", daemon=True).start()
         return self
 
     def stop(self, timeout: float = 30.0) -> None:

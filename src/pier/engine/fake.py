@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import hashlib
 
+import llama_cpp
 import numpy as np
 
+from pier.engine.fake_vocab import fake_vocab
 from pier.engine.runner import Batch, KvCacheFull, ModelInfo, SeqState
 
 WORDS = ["hello", "world", "the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "é", "中", "€"]
@@ -67,6 +69,11 @@ class FakeRunner:
 
     def is_eog(self, token: int) -> bool:
         return token == self.EOS
+
+    @property
+    def vocab(self) -> llama_cpp.llama_vocab_p:
+        """A real llama.cpp vocabulary of these pieces (engine/fake_vocab.py), loaded on first use."""
+        return fake_vocab(self._pieces)
 
     def decode(self, batch: Batch) -> np.ndarray:
         self._check(batch)

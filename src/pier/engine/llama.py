@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-import logging
 import os
 import threading
 from pathlib import Path
@@ -11,30 +10,19 @@ from pathlib import Path
 import llama_cpp
 import numpy as np
 
+from pier.engine import llama_log
 from pier.engine.cpus import usable_cores
 from pier.engine.runner import Batch, KvCacheFull, ModelInfo, SeqState
 
-log = logging.getLogger(__name__)
 _backend_lock = threading.Lock()
 _backend_ready = False
-
-
-def _quiet_llama_logs() -> None:
-    """Route llama.cpp's logging to Python's (debug level) instead of stderr."""
-
-    @llama_cpp.llama_log_callback
-    def callback(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
-        log.debug("llama.cpp: %s", text.decode("utf-8", "replace").rstrip())
-
-    llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
-    _quiet_llama_logs.callback = callback  # type: ignore[attr-defined]  # a collected callback crashes
 
 
 def _init_backend() -> None:
     global _backend_ready
     with _backend_lock:
         if not _backend_ready:
-            _quiet_llama_logs()
+            llama_log.install()
             llama_cpp.llama_backend_init()
             _backend_ready = True
 
@@ -159,6 +147,10 @@ class LlamaRunner:
 
     def is_eog(self, token: int) -> bool:
         return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
+
+    @property
+    def vocab(self) -> llama_cpp.llama_vocab_p:
+        return self._vocab
 
     # -- forward pass and memory (engine thread only) ---------------------------------------------
 

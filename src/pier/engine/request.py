@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from pier.engine.logprobs import TokenLogprob
 from pier.errors import InvalidRequest
 
 
@@ -24,6 +25,13 @@ class SamplingParams:
     penalty_last_n: int = 64  # how many recent tokens the penalties look at; -1 = the whole context
     seed: int | None = None
     logit_bias: Mapping[int, float] = field(default_factory=dict)
+    # GBNF text (llama.cpp's grammar format, rule `root` first to match): every sampled token keeps the output a
+    # prefix of a string the grammar accepts. Checked (compiled) once with the request; see engine/grammar.py.
+    grammar: str | None = None
+    # With triggers the grammar is lazy (llama.cpp's lazy grammar): the output is free until the text so far wholly
+    # matches one of these regexes, and constrained from the start of the match's first group on (a tool call's
+    # marker, after free text).
+    grammar_triggers: tuple[str, ...] = ()
 
     @property
     def greedy(self) -> bool:
@@ -89,9 +97,16 @@ class GenerateRequest:
     min_tokens: int = 0
     add_bos: bool = True
     parse_special: bool = True  # chat templates put control tokens like <|im_start|> in the text
+    # Control tokens written to the output as the given text (llama.cpp writes control tokens as nothing), like
+    # llama-server's preserved tokens: a tool-call marker such as Mistral's [TOOL_CALLS] that the answer is read by.
+    special_text: Mapping[int, bytes] = field(default_factory=dict)
     # Tokens this request already generated on a copy that died (see engine/continuation.py): they follow the
     # prompt, count toward max_tokens and are not generated again; sampler and text stream replay over them.
     continuation: Sequence[int] = ()
+    # Log-probabilities (engine/logprobs.py): None = not asked; k = each generated token's, with the k most likely
+    # alternatives. prompt_logprobs: the same for every prompt token but the first (no prefix cache for them).
+    logprobs: int | None = None
+    prompt_logprobs: int | None = None
 
 
 class FinishReason(StrEnum):
@@ -153,6 +168,10 @@ class GenerationChunk:
     error: str | None = None
     prompt_tokens: int = 0
     replayed: bool = False  # the continuation's tokens and the text they made, sent before by another copy
+    logprobs: tuple[TokenLogprob | None, ...] = ()  # one per token id, when the request asked for them
+    # On the first chunk after the prompt, when asked: one per prompt token (None for the first, which has no
+    # context to be predicted from).
+    prompt_logprobs: tuple[TokenLogprob | None, ...] | None = None
 
     @property
     def finished(self) -> bool:

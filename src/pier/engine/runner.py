@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import llama_cpp
 import numpy as np
 
 SeqState = bytes | bytearray  # one sequence's KV as the runner saved it (opaque to the engine)
@@ -27,13 +28,14 @@ class Batch:
     seq_ids: list[int] = field(default_factory=list)
     outputs: list[bool] = field(default_factory=list)
 
-    def add(self, seq_id: int, start: int, tokens: list[int], want_logits: bool) -> None:
-        """Append `tokens` of `seq_id` at positions start.. ; only the last one may ask for logits."""
+    def add(self, seq_id: int, start: int, tokens: list[int], want_logits: bool, every: bool = False) -> None:
+        """Append `tokens` of `seq_id` at positions start.. ; the last one asks for logits when `want_logits`, and
+        every one of them when `every` (a prompt's log-probabilities)."""
         self.tokens.extend(tokens)
         self.positions.extend(range(start, start + len(tokens)))
         self.seq_ids.extend([seq_id] * len(tokens))
-        self.outputs.extend([False] * (len(tokens) - 1))
-        self.outputs.append(want_logits)
+        self.outputs.extend([every] * (len(tokens) - 1))
+        self.outputs.append(want_logits or every)
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -68,6 +70,11 @@ class ModelRunner(Protocol):
     def piece(self, token: int) -> bytes: ...
 
     def is_eog(self, token: int) -> bool: ...
+
+    @property
+    def vocab(self) -> llama_cpp.llama_vocab_p:
+        """The llama.cpp vocabulary whose pieces are this runner's (what a grammar sampler reads)."""
+        ...
 
     def decode(self, batch: Batch) -> np.ndarray:
         """Run the batch; return logits, one row per token whose output flag is set, in batch order.

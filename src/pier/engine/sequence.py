@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from pier.engine.detok import TextStream
 from pier.engine.kv_cache import KvSlot
+from pier.engine.logprobs import TokenLogprob
 from pier.engine.request import GenerateRequest, GenerationChunk, RequestTimings
 from pier.engine.sampling import TokenSampler
 
@@ -28,11 +29,36 @@ class Sequence:
     first_token: float | None = None
     cached_n: int = 0  # prompt tokens that came from the prefix cache
     slot: KvSlot | None = None
-    replay: GenerationChunk | None = None  # a continuation's tokens as one chunk, emitted once when added
+    # A continuation's tokens as one chunk, emitted once: when added, or with their log-probabilities once the
+    # prefill computed them (a request that asks for logprobs).
+    replay: GenerationChunk | None = None
+    replay_logprobs: list[TokenLogprob | None] | None = None
+    # Prompt log-probabilities by position while the prompt is evaluated (when asked), handed out once.
+    prompt_logprobs: list[TokenLogprob | None] | None = None
+    prompt_logprobs_sent: bool = False
 
     @property
     def request_id(self) -> str:
         return self.request.request_id
+
+    @property
+    def wants_prompt_logprobs(self) -> bool:
+        return self.request.prompt_logprobs is not None and not self.prompt_logprobs_sent
+
+    @property
+    def replay_waits_for_logprobs(self) -> bool:
+        return self.replay is not None and self.request.logprobs is not None
+
+    @property
+    def needs_every_logit(self) -> bool:
+        """Logits at every position it feeds (and so nothing from the prefix cache)."""
+        return self.wants_prompt_logprobs or self.replay_waits_for_logprobs
+
+    def take_prompt_logprobs(self) -> tuple[TokenLogprob | None, ...] | None:
+        if self.prompt_logprobs is None or self.prompt_logprobs_sent:
+            return None
+        self.prompt_logprobs_sent = True
+        return tuple(self.prompt_logprobs)
 
     @property
     def n_generated(self) -> int:

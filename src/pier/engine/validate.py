@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pier.engine.grammar import check_grammar
 from pier.engine.request import GenerateRequest
 from pier.engine.runner import ModelRunner
 from pier.errors import ContextLengthExceeded, InvalidRequest
@@ -42,6 +43,13 @@ def check_request(request: GenerateRequest, runner: ModelRunner) -> CheckedReque
             param="min_tokens",
         )
     _check_stops(request, n_vocab)
+    for name in ("logprobs", "prompt_logprobs"):
+        k = getattr(request, name)
+        if k is not None and not 0 <= k <= n_vocab:
+            raise InvalidRequest(f"{name} must be between 0 and the vocabulary size ({n_vocab}); got {k}.",
+                                 param=name)
+    if request.sampling.grammar is not None:
+        check_grammar(runner.vocab, request.sampling.grammar)
     return CheckedRequest(request, prompt, max_tokens)
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import jinja2.meta
 from jinja2 import nodes
 from jinja2.ext import Extension, loopcontrols
 from jinja2.parser import Parser
@@ -106,6 +107,11 @@ def _environment() -> ImmutableSandboxedEnvironment:
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
     return env
+
+
+def template_variables(source: str) -> set[str]:
+    """The variables a template reads from its context (like `tools`), as the renderer's environment parses it."""
+    return set(jinja2.meta.find_undeclared_variables(_environment().parse(source)))
 
 
 @dataclass(frozen=True)

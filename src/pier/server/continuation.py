@@ -53,6 +53,11 @@ def current() -> Progress | None:
     return _current.get()
 
 
+def detach() -> None:
+    """From here on in this context, the request is not resumable (server/choices.py: several choices)."""
+    _current.set(None)
+
+
 def keep(fields: MutableMapping[str, Any], *names: str) -> None:
     """Fields of an answer that must read the same from every copy (an OpenAI stream's id and creation
     time): a continuation takes them from the copy that began the request; a first copy records them."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from starlette.types import Receive
 
 from pier.engine.engine import Engine
+from pier.engine.logprobs import TokenLogprob
 from pier.engine.request import FinishReason, GenerationChunk, RequestTimings
 from pier.engine.validate import CheckedRequest
 from pier.errors import EngineStopped, GenerationFailed, PierError
@@ -31,6 +32,9 @@ class Completion:
     stop_reason: str | int | None
     prompt_tokens: int
     timings: RequestTimings | None
+    # When asked for: one per token id (None for tokens replayed from another copy), and the prompt's.
+    logprobs: tuple[TokenLogprob | None, ...] = ()
+    prompt_logprobs: tuple[TokenLogprob | None, ...] | None = None
 
     @classmethod
     def of(cls, chunks: list[GenerationChunk]) -> Completion:
@@ -39,8 +43,16 @@ class Completion:
         return cls(
             text="".join(c.text for c in chunks), token_ids=tuple(t for c in chunks for t in c.token_ids),
             finish_reason=last.finish_reason, stop_reason=last.stop_reason, prompt_tokens=last.prompt_tokens,
-            timings=last.timings,
+            timings=last.timings, logprobs=chunk_logprobs(chunks),
+            prompt_logprobs=next((c.prompt_logprobs for c in chunks if c.prompt_logprobs is not None), None),
         )
+
+
+def chunk_logprobs(chunks: list[GenerationChunk]) -> tuple[TokenLogprob | None, ...]:
+    """The chunks' log-probabilities aligned with their token ids, or () when none carries any."""
+    if not any(c.logprobs for c in chunks):
+        return ()
+    return tuple(lp for c in chunks for lp in (c.logprobs or (None,) * len(c.token_ids)))
 
 
 async def stream(

@@ -11,6 +11,8 @@ from pier.engine.engine import Engine
 from pier.engine.request import GenerateRequest, GenerationChunk
 from pier.engine.validate import CheckedRequest
 from pier.model.chat import ChatTemplate, template_kwargs
+from pier.model.tools.families import FORMATS
+from pier.model.tools.tool_format import ToolFormat
 from pier.server import continuation, generation
 from pier.server.generation import Completion
 from pier.server.limits import Limits
@@ -34,6 +36,8 @@ class ServedModel:
         self.info = engine.info
         self.name = settings.model_name or self.info.name
         self.chat = chat or ChatTemplate.for_model(self.info)
+        self.tool_format = ToolFormat.of(self.chat)
+        self.tool_markers = self._control_markers()
         self.limits = Limits.resolve(settings, engine.runner.n_ctx)
         self.max_stop_sequences = settings.max_stop_sequences
         self.deadline_s = settings.request_deadline_s
@@ -65,6 +69,17 @@ class ServedModel:
         )
         written = bool(self.chat.bos_token) and text.startswith(self.chat.bos_token)
         return await self.tokenize(text, add_bos=self.info.add_bos and not written)
+
+    def _control_markers(self) -> dict[int, bytes]:
+        """The family's call markers that this vocabulary holds as control tokens (Mistral's [TOOL_CALLS], Llama
+        3's <|python_tag|>), which llama.cpp writes as nothing: a request with tools has them written as text."""
+        runner = self.engine.runner
+        markers = {}
+        for marker in FORMATS[self.tool_format.family].markers:
+            tokens = runner.tokenize(marker, add_bos=False, special=True)
+            if len(tokens) == 1 and runner.piece(tokens[0]) != marker.encode():
+                markers[tokens[0]] = marker.encode()
+        return markers
 
     def token_text(self, token: int) -> str:
         return self.engine.runner.piece(token).decode("utf-8", "replace")

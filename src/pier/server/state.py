@@ -39,7 +39,7 @@ class InvocationHandler(Protocol):
 class ServerState:
     def __init__(self, settings: ServerSettings) -> None:
         self.settings = settings
-        self.admission = Admission(settings.max_concurrent_requests)
+        self.admission = Admission(settings.max_concurrent_requests, settings.parallel)
         self.metrics = ServerMetrics(self._engine_stats, lambda: self.admission.in_flight)
         self.model: ServedModel | None = None
         self.embedder: ServedEmbedder | None = None  # an embedding model is served instead of `model`
@@ -98,10 +98,11 @@ class ServerState:
             raise NotReady("The embedder has stopped; restart this model server.")
         return self.embedder, self.admission.enter()
 
-    def admit(self) -> tuple[ServedModel, Ticket]:
-        """The model and a concurrency ticket for one generation; raises 503 or 429 errors otherwise."""
+    def admit(self, turns: int = 1) -> tuple[ServedModel, Ticket]:
+        """The model and a concurrency ticket for one generation of `turns` sequences (n choices); raises 503 or
+        429 errors otherwise."""
         model = self.loaded()
-        return model, self.admission.enter()
+        return model, self.admission.enter(turns)
 
     def admit_invocation(self) -> tuple[InvocationHandler, Ticket]:
         """The user's handler and a concurrency ticket for one invocation (bring-your-own-code mode)."""

@@ -186,18 +186,25 @@ async def test_models_lists_the_served_model(client: httpx.AsyncClient) -> None:
 @pytest.mark.parametrize(
     ("path", "body", "param", "fragment"),
     [
-        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "n": 2}, "n", "n must be 1"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "n": 0}, "n",
+         "n must be between 1 and 16"),
         (
             "/v1/chat/completions",
-            {"messages": [{"role": "user", "content": "hi"}], "logprobs": True},
-            "logprobs",
-            "logprobs are not available",
+            {"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2},
+            "top_logprobs",
+            "top_logprobs needs logprobs",
         ),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "n": 9}, "n",
+         "counts as one request against this copy's concurrency of 8"),
+        ("/v1/completions", {"prompt": "hi", "n": 2, "best_of": 1}, "best_of", "best_of must be between n (2)"),
+        ("/v1/completions", {"prompt": "hi", "best_of": 2, "stream": True}, "best_of", "cannot be used with stream"),
+        ("/v1/completions", {"prompt": "hi", "logprobs": 21}, "logprobs", "between 0 and 20"),
         (
             "/v1/chat/completions",
-            {"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}},
-            "response_format",
-            "not supported",
+            {"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema",
+             "json_schema": {"name": "n", "schema": {"type": "integer", "minimum": 1}}}},
+            "response_format.json_schema.schema",
+            "`minimum` at /",
         ),
         (
             "/v1/chat/completions",

@@ -112,7 +112,10 @@ async def test_truncate_keeps_the_end_of_the_input() -> None:
         ({"top_k": 0}, "`top_k` must be strictly positive"),
         ({"repetition_penalty": 0}, "`repetition_penalty` must be strictly positive"),
         ({"stop": ["a", "b", "c", "d", "e"]}, "`stop` supports up to 4 stop sequences. Given: 5"),
-        ({"best_of": 2}, "`best_of` != 1 is not allowed"),
+        ({"best_of": 2}, "you must use sampling when `best_of` is > 1"),
+        ({"best_of": 5, "do_sample": True}, "`best_of` must be > 0 and <= 4. Given: 5"),
+        ({"best_of": 2, "do_sample": True, "seed": 1}, "`seed` must not be set when `best_of` > 1"),
+        ({"top_n_tokens": 6}, "`top_n_tokens` must be >= 0 and <= 5. Given: 6"),
         ({"truncate": 0}, "`truncate` must be strictly positive"),
         ({"typical_p": 0.5}, "`typical_p` is not supported"),
         (

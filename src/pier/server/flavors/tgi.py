@@ -14,12 +14,13 @@ sampled request without a seed gets a random one, reported in `details.seed`.
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
 import uuid
-from collections.abc import AsyncGenerator, Iterator
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -27,15 +28,21 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from pier import __version__
+from pier.engine.logprobs import TokenLogprob
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk, SamplingParams
 from pier.engine.validate import CheckedRequest
 from pier.errors import InvalidRequest
-from pier.server import continuation, sse
+from pier.model.tools.reader import ToolReader
+from pier.model.tools.spec import ToolSet
+from pier.model.tools.stream import CallStart, Event
+from pier.server import choices, continuation, sse
 from pier.server.errors import Flavor, error_event
+from pier.server.flavors.logprobs import tgi_chat_logprobs, tgi_top
 from pier.server.flavors.openai import ChatCompletionRequest, respond_chat
 from pier.server.generation import Completion, wait_for_disconnect
 from pier.server.served_model import SEED_MODULUS, ServedModel
 from pier.server.state import ServerState, State, Status
+from pier.server.structured import tgi_grammar
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["TGI"])
@@ -43,6 +50,8 @@ router = APIRouter(tags=["TGI"])
 # TGI 2.0's router: `default_max_new_tokens()` is Some(100) for generate, `max_tokens.or(Some(100))` for chat.
 # (TGI 3 leaves it open: all that MAX_TOTAL_TOKENS leaves; pier's OpenAI routes do that, as OpenAI does.)
 DEFAULT_MAX_NEW_TOKENS = 100
+MAX_BEST_OF = 4  # TGI's --max-best-of (its default is 2); each sequence counts against the copy's concurrency
+MAX_TOP_N_TOKENS = 5  # TGI's --max-top-n-tokens default
 
 
 class GenerateParameters(BaseModel):
@@ -86,8 +95,12 @@ class GenerateParameters(BaseModel):
             raise InvalidRequest(problem)
 
     def _problems(self, max_stops: int, max_input: int) -> Iterator[str]:
-        if self.best_of not in (None, 1):
-            yield "`best_of` != 1 is not allowed for this endpoint: send several requests instead"
+        if self.best_of is not None and not 0 < self.best_of <= MAX_BEST_OF:
+            yield f"`best_of` must be > 0 and <= {MAX_BEST_OF}. Given: {self.best_of}"
+        if (self.best_of or 1) > 1 and not self.sampling_enabled:
+            yield "you must use sampling when `best_of` is > 1"
+        if (self.best_of or 1) > 1 and self.seed is not None:
+            yield "`seed` must not be set when `best_of` > 1"
         if self.temperature is not None and not self.temperature > 0:
             yield "`temperature` must be strictly positive (use do_sample=false for greedy decoding)"
         if self.repetition_penalty is not None and not self.repetition_penalty > 0:
@@ -104,12 +117,10 @@ class GenerateParameters(BaseModel):
             yield "`max_new_tokens` must be strictly positive"
         if len(self.stop_sequences) > max_stops:
             yield f"`stop` supports up to {max_stops} stop sequences. Given: {len(self.stop_sequences)}"
-        if self.top_n_tokens:
-            yield "`top_n_tokens` != 0 is not allowed for this endpoint: token logprobs are not available"
+        if self.top_n_tokens is not None and not 0 <= self.top_n_tokens <= MAX_TOP_N_TOKENS:
+            yield f"`top_n_tokens` must be >= 0 and <= {MAX_TOP_N_TOKENS}. Given: {self.top_n_tokens}"
         if self.watermark:
             yield "`watermark` is not supported by this server: remove it"
-        if self.grammar is not None:
-            yield "grammar is not supported: remove `grammar` and describe the format in the prompt"
         if self.truncate is not None and not 0 < self.truncate <= max_input:
             yield f"`truncate` must be strictly positive and less than {max_input}. Given: {self.truncate}"
 
@@ -156,7 +167,7 @@ async def info(state: State) -> dict[str, Any]:
     return {
         "model_id": model.name, "model_sha": None, "model_dtype": "gguf", "model_device_type": "cpu",
         "model_pipeline_tag": "text-generation", "max_concurrent_requests": settings.max_concurrent_requests,
-        "max_best_of": 1, "max_stop_sequences": model.max_stop_sequences,
+        "max_best_of": MAX_BEST_OF, "max_stop_sequences": model.max_stop_sequences,
         "max_input_tokens": model.limits.max_input_tokens, "max_input_length": model.limits.max_input_tokens,
         "max_total_tokens": model.limits.max_total_tokens,
         "max_batch_total_tokens": model.engine.runner.n_ctx, "max_batch_size": settings.parallel,
@@ -178,25 +189,37 @@ async def respond(
 ) -> Response:
     """One TGI generation. /invocations answers a list and returns the full text by default, as TGI's
     SageMaker route does for text-generation models; /generate answers an object without the prompt."""
-    model, ticket = state.admit()
+    params = body.parameters
+    best_of = params.best_of or 1
+    if best_of > 1 and streaming:
+        raise InvalidRequest("`best_of` != 1 is not supported when streaming tokens")
+    model, ticket = state.admit(best_of if 0 < best_of <= MAX_BEST_OF else 1)  # else refused just below
     with ticket:
-        params = body.parameters
         params.validate_for(model)
         if not body.inputs:
             raise InvalidRequest("`inputs` cannot be empty")
         request, seed = await _generate_request(model, body)
-        checked = model.check(request)
+        checked = choices.check_all(model, choices.choice_requests(request, best_of))
         full_text = params.return_full_text if params.return_full_text is not None else full_text_default
-        if seed is not None:  # as run: a continuation keeps the seed of the copy that began it
-            seed = checked.request.sampling.seed
         view = _View(
             model, request, seed=seed, prefix=body.inputs if full_text else "", details=params.details,
-            prefill=params.details or params.decoder_input_details,
+            prefill=params.details or params.decoder_input_details, top_n=params.top_n_tokens or 0,
         )
+        if seed is not None:  # as run: a continuation keeps the seed of the copy that began it
+            view.seed = checked[0].request.sampling.seed
         if streaming:
-            return sse.EventStream(_events(model, checked, view), ticket.hand_off())
-        done = await model.complete(checked, wait_for_disconnect(http.receive))
-        answer = view.response(done)
+            return sse.EventStream(_events(model, checked[0], view), ticket.hand_off())
+        if best_of == 1:
+            done = await model.complete(checked[0], wait_for_disconnect(http.receive))
+            answer = view.response(done)
+        else:
+            every = await choices.complete_all(model, checked, http.receive)
+            order = choices.ranked(every)
+            done = every[order[0]]
+            answer = view.response(done, seed=checked[order[0]].request.sampling.seed)
+            if params.details:
+                answer["details"]["best_of_sequences"] = [
+                    view.sequence(every[i], checked[i].request.sampling.seed) for i in order[1:]]
         return JSONResponse([answer] if as_list else answer, headers=_headers(done))
 
 
@@ -221,9 +244,14 @@ async def _generate_request(model: ServedModel, body: GenerateRequestBody) -> tu
             temperature=0.0, repetition_penalty=params.repetition_penalty or 1.0,
             frequency_penalty=params.frequency_penalty or 0.0,
         )
+    sampling = replace(sampling, grammar=tgi_grammar(params.grammar))
+    # Log-probabilities cost a softmax per token: computed when the answer shows them (details, top_n_tokens,
+    # decoder_input_details) or best_of ranks by them.
+    wants = params.details or bool(params.top_n_tokens) or (params.best_of or 1) > 1
     request = GenerateRequest(
         request_id=uuid.uuid4().hex, prompt=prompt, sampling=sampling, max_tokens=max_new,
-        stop=params.stop_sequences, add_bos=False,
+        stop=params.stop_sequences, add_bos=False, logprobs=(params.top_n_tokens or 0) if wants else None,
+        prompt_logprobs=0 if params.decoder_input_details else None,
     )
     return request, seed
 
@@ -245,39 +273,59 @@ class _View:
     prefix: str
     details: bool
     prefill: bool
+    top_n: int = 0
     index: int = 0
     text: str = ""
 
-    def _token(self, token: int, text: str) -> dict[str, Any]:
-        return {"id": token, "text": text, "logprob": None, "special": self.model.is_special(token)}
+    def _token(self, token: int, text: str, lp: TokenLogprob | None) -> dict[str, Any]:
+        return {"id": token, "text": text, "logprob": lp.logprob if lp else None,
+                "special": self.model.is_special(token)}
 
-    def _prefill(self) -> list[dict[str, Any]]:
+    def _prefill(self, done: Completion) -> list[dict[str, Any]]:
         if not self.prefill:
             return []
         tokens = self.request.prompt
         assert not isinstance(tokens, str), "TGI requests are tokenized by the server"
-        return [{"id": t, "text": self.model.token_text(t), "logprob": None} for t in tokens]
+        lps = done.prompt_logprobs or (None,) * len(tokens)
+        return [{"id": t, "text": self.model.token_text(t), "logprob": lp.logprob if lp else None}
+                for t, lp in zip(tokens, lps, strict=True)]
 
-    def response(self, done: Completion) -> dict[str, Any]:
+    def sequence(self, done: Completion, seed: int | None) -> dict[str, Any]:
+        """TGI's Details (a BestOfSequence has the same fields and the generated text)."""
+        lps = done.logprobs or (None,) * len(done.token_ids)
+        out: dict[str, Any] = {
+            "generated_text": self.prefix + done.text,
+            "finish_reason": _finish_reason(done.finish_reason, done.stop_reason),
+            "generated_tokens": len(done.token_ids), "seed": seed, "prefill": self._prefill(done),
+            "tokens": [self._token(t, self.model.token_text(t), lp) for t, lp in zip(done.token_ids, lps, strict=True)],
+        }
+        if self.top_n:
+            out["top_tokens"] = [self._top(lp) for lp in lps]
+        return out
+
+    def _top(self, lp: TokenLogprob | None) -> list[dict[str, Any]]:
+        return tgi_top(self.model.engine.runner.piece, lp, self.model.is_special)
+
+    def response(self, done: Completion, seed: int | None = None) -> dict[str, Any]:
         answer: dict[str, Any] = {"generated_text": self.prefix + done.text}
         if self.details:
-            answer["details"] = {
-                "finish_reason": _finish_reason(done.finish_reason, done.stop_reason),
-                "generated_tokens": len(done.token_ids), "seed": self.seed, "prefill": self._prefill(),
-                "tokens": [self._token(t, self.model.token_text(t)) for t in done.token_ids],
-            }
+            details = self.sequence(done, self.seed if seed is None else seed)
+            del details["generated_text"]
+            answer["details"] = details
         return answer
 
     def events(self, chunk: GenerationChunk) -> Iterator[dict[str, Any]]:
         """One event per token; a chunk's text rides on its last token, so the texts add up exactly."""
         self.text += chunk.text
-        for i, token in enumerate(chunk.token_ids):
+        lps = chunk.logprobs or (None,) * len(chunk.token_ids)
+        for i, (token, lp) in enumerate(zip(chunk.token_ids, lps, strict=True)):
             last_of_chunk = i == len(chunk.token_ids) - 1
             self.index += 1
             final = chunk.finished and last_of_chunk
             yield {
-                "index": self.index, "token": self._token(token, chunk.text if last_of_chunk else ""),
-                "top_tokens": None, "generated_text": self.prefix + self.text if final else None,
+                "index": self.index, "token": self._token(token, chunk.text if last_of_chunk else "", lp),
+                "top_tokens": self._top(lp) if self.top_n else None,
+                "generated_text": self.prefix + self.text if final else None,
                 "details": self._stream_details(chunk) if final and self.details else None,
             }
 
@@ -325,28 +373,51 @@ async def respond_messages(body: ChatCompletionRequest, http: Request, state: Se
 
 class MessagesView:
     """TGI 2.0's ChatCompletion and ChatCompletionChunk: `id` empty, `object` "text_completion", the model id,
-    `system_fingerprint` "<version>-native", one chunk per generated token."""
+    `system_fingerprint` "<version>-native", one chunk per generated token.
+
+    With tools, TGI's shapes for calls: a message with `tool_calls` whose ids are their indexes and whose
+    `function.arguments` is an object; streamed, one `delta.tool_calls` object per chunk (the call's name first,
+    then its arguments' text in fragments), content in chunks of its own, TGI's finish reasons."""
 
     flavor = Flavor.TGI
 
-    def __init__(self, model: ServedModel, include_usage: bool) -> None:
+    def __init__(self, model: ServedModel, include_usage: bool, logprobs: bool = False,
+                 tools: ToolReader | None = None) -> None:
         self.model = model
         self.include_usage = include_usage
+        self.logprobs = logprobs
+        self.tools = tools
         self.head = {"id": "", "object": "text_completion", "created": int(time.time()), "model": model.name,
                      "system_fingerprint": f"{__version__}-native"}
         self.generated = 0
 
     @classmethod
-    def of(cls, model: ServedModel, body: ChatCompletionRequest) -> MessagesView:
-        view = cls(model, body.include_usage)
+    def of(cls, model: ServedModel, body: ChatCompletionRequest, tools: ToolSet) -> MessagesView:
+        reader = ToolReader(model.tool_format.family, tools) if tools.active else None
+        view = cls(model, body.include_usage, bool(body.logprobs), reader)
         continuation.keep(view.head, "id", "created")  # the same on any copy that continues it
         return view
 
     def response(self, done: Completion) -> dict[str, Any]:
-        choice = {"index": 0, "message": {"role": "assistant", "content": done.text}, "logprobs": None,
+        choice = {"index": 0, "message": self._message(done.text),
+                  "logprobs": self._logprobs(done.token_ids, done.logprobs),
                   "finish_reason": _finish_reason(done.finish_reason, done.stop_reason)}
         return {**self.head, "created": int(time.time()), "choices": [choice],
                 "usage": _usage(done.prompt_tokens, len(done.token_ids))}
+
+    def _message(self, text: str) -> dict[str, Any]:
+        parsed = self.tools.whole(text) if self.tools is not None else None
+        if parsed is None or not parsed.calls:
+            return {"role": "assistant", "content": text}
+        calls = [{"id": str(i), "type": "function",
+                  "function": {"description": None, "name": c.name, "arguments": json.loads(c.arguments)}}
+                 for i, c in enumerate(parsed.calls)]
+        return {"role": "assistant", "tool_calls": calls}
+
+    def _logprobs(self, tokens: Sequence[int], lps: Sequence[TokenLogprob | None]) -> dict[str, Any] | None:
+        if not self.logprobs:
+            return None
+        return tgi_chat_logprobs(self.model.engine.runner.piece, tokens, lps or (None,) * len(tokens))
 
     def opening(self) -> list[dict[str, Any]]:
         return []  # TGI's first chunk already carries the first token
@@ -355,20 +426,48 @@ class MessagesView:
         """One chunk per token; a chunk's text rides on its last token, so the contents add up exactly. The
         token that ends the answer comes last with the finish reason (EOS has no text: content "")."""
         self.generated += len(chunk.token_ids)
+        if self.tools is not None:
+            return self._tool_chunks(chunk)
         count = len(chunk.token_ids) or (1 if chunk.text or chunk.finished else 0)
+        lps = chunk.logprobs or (None,) * len(chunk.token_ids)
         events = []
         for i in range(count):
             last = i == count - 1
             reason = None
             if last and chunk.finish_reason is not None:
                 reason = _finish_reason(chunk.finish_reason, chunk.stop_reason)
+            logprobs = self._logprobs(chunk.token_ids[i : i + 1], lps[i : i + 1]) if chunk.token_ids else None
             event = {**self.head, "created": int(time.time()), "choices": [{
                 "index": 0, "delta": {"role": "assistant", "content": chunk.text if last else ""},
-                "logprobs": None, "finish_reason": reason}]}
+                "logprobs": logprobs, "finish_reason": reason}]}
             if reason is not None and self.include_usage:
                 event["usage"] = _usage(chunk.prompt_tokens, self.generated)
             events.append(event)
         return events
+
+    def _tool_chunks(self, chunk: GenerationChunk) -> list[dict[str, Any]]:
+        assert self.tools is not None
+        read = self.tools.push(chunk.text) + (self.tools.finish() if chunk.finished else [])
+        events = [self._event(self._delta(event), None) for event in read]
+        if chunk.finish_reason is not None:
+            last = self._event({"role": "assistant", "content": ""},
+                               _finish_reason(chunk.finish_reason, chunk.stop_reason))
+            if self.include_usage:
+                last["usage"] = _usage(chunk.prompt_tokens, self.generated)
+            events.append(last)
+        return events
+
+    def _delta(self, event: Event) -> dict[str, Any]:
+        if isinstance(event, str):
+            return {"role": "assistant", "content": event}
+        name, arguments = (event.name, "") if isinstance(event, CallStart) else (None, event.fragment)
+        call = {"index": event.index, "id": str(event.index), "type": "function",
+                "function": {"name": name, "arguments": arguments}}
+        return {"role": "assistant", "tool_calls": call}
+
+    def _event(self, delta: dict[str, Any], reason: str | None) -> dict[str, Any]:
+        return {**self.head, "created": int(time.time()),
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}]}
 
     def frame(self, event: dict[str, Any]) -> bytes:
         return sse.event(event, tgi=True)
