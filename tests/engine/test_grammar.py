@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from pier.engine import grammar as grammars
@@ -15,6 +16,7 @@ from pier.engine.fake import FakeRunner
 from pier.engine.grammar import InvalidGrammar, check_grammar
 from pier.engine.json_schema import schema_to_gbnf
 from pier.engine.request import FinishReason, GenerateRequest, SamplingParams
+from pier.engine.sampling import TokenSampler
 from pier.engine.validate import check_request
 from pier.errors import InvalidRequest
 
@@ -119,3 +121,27 @@ def test_a_continuation_the_grammar_could_not_have_produced_is_refused() -> None
                               continuation=not_a_sentence)
     with pytest.raises(InvalidRequest, match="does not follow the request's grammar"):
         core().prepare(request, lambda chunk: None)
+
+
+@pytest.mark.parametrize("sampling", [SamplingParams(temperature=1.0), SamplingParams(temperature=0.7, top_k=3)],
+                         ids=["tried-first", "truncated-masked-first"])
+def test_sampling_under_a_grammar_follows_the_masked_distribution(sampling: SamplingParams) -> None:
+    """Drawn 3000 times from one row, each allowed token comes out as often as softmax(row masked to the
+    grammar) says (the tried-first path keeps an allowed draw, else draws from the masked row)."""
+    fake = FakeRunner()
+    allowed = [FakeRunner.FIRST_BYTE + ord(c) for c in "abcd"]
+    row = np.full(fake.info.n_vocab, -2.0, dtype=np.float32)
+    row[allowed] = [1.0, 0.5, 0.0, -1.0]
+    row[FakeRunner.FIRST_BYTE + ord("z")] = 3.0  # the likeliest token is not allowed
+    counts = {t: 0 for t in allowed}
+    for seed in range(3000):
+        sampler = TokenSampler(replace(sampling, grammar="root ::= [a-d]", seed=seed), fake.info.n_vocab, 512,
+                               fake.vocab)
+        counts[sampler.sample(row)] += 1
+        sampler.close()
+    masked = row[allowed] / sampling.temperature
+    if sampling.top_k:
+        masked[3] = -np.inf  # the three best allowed
+    expected = np.exp(masked - masked.max()) / np.exp(masked - masked.max()).sum()
+    observed = np.array([counts[t] for t in allowed]) / 3000
+    assert np.abs(observed - expected).max() < 0.03, (observed, expected)

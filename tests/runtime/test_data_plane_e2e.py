@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -107,6 +108,23 @@ def test_the_stream_route_frames_decode_with_botocore(plane: Plane) -> None:
     text = b"".join(event["PayloadPart"]["Bytes"] for event in answer["Body"]).decode()
     events = [json.loads(line[len("data:"):]) for line in text.splitlines() if line.startswith("data:")]
     assert len(events) == 3 and events[-1]["generated_text"].startswith("the cat")
+
+
+def test_generation_features_through_the_sagemaker_runtime(plane: Plane) -> None:
+    """boto3's invoke_endpoint with TGI's grammar, best_of and details, and a chat with a JSON schema."""
+    tgi = invoke(plane, {"inputs": "the cat", "parameters": {
+        "grammar": {"type": "regex", "value": r"[a-z]{2,6} \d{2}"}, "best_of": 2, "do_sample": True,
+        "details": True, "max_new_tokens": 20}})["body"]
+    assert isinstance(tgi, list)
+    generated = tgi[0]["generated_text"].removeprefix("the cat")
+    assert re.fullmatch(r"[a-z]{2,6} \d{2}", generated), tgi
+    assert len(tgi[0]["details"]["best_of_sequences"]) == 1
+    assert all(isinstance(t["logprob"], float) for t in tgi[0]["details"]["tokens"])
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+    chat = invoke(plane, {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 30, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "ok", "schema": schema}}})["body"]
+    assert isinstance(chat, dict)
+    assert json.loads(chat["choices"][0]["message"]["content"]) in ({"ok": True}, {"ok": False})
 
 
 def test_requests_keep_succeeding_while_a_killed_copy_restarts(plane: Plane) -> None:

@@ -12,9 +12,11 @@ import pytest
 from pier.engine.engine import Engine
 from pier.engine.fake import FakeRunner
 from pier.engine.logprobs import log_softmax
+from pier.resumable import Continuation
 from pier.server.settings import ServerSettings
 from tests.server.conftest import app_client, sse_data
 from tests.server.flavors.tgi_generate_schema import validator
+from tests.server.test_continuation import answer, frames, post
 
 pytestmark = pytest.mark.anyio
 LONG_PROMPT = " ".join(["the quick brown fox jumps over the lazy dog"] * 12)
@@ -121,3 +123,14 @@ async def test_tgi_best_of_is_not_for_streams_nor_the_messages_api_n() -> None:
         messages = await client.post("/invocations", json={"messages": [{"role": "user", "content": "hi"}], "n": 2})
     assert stream.status_code == 422 and "not supported when streaming" in stream.json()["error"]
     assert messages.status_code == 422 and "n must be 1 on TGI's Messages API" in messages.json()["error"]
+
+
+async def test_a_stream_of_several_choices_another_copy_began_ends_with_an_error_not_silently() -> None:
+    payload = {"messages": [{"role": "user", "content": "hi"}], "n": 2, "max_tokens": 5, "stream": True}
+    async with app_client(runner()) as client:
+        body = await post(client, "/v1/chat/completions", payload, Continuation((), opened=True, state={}))
+    status, _, data = answer(frames(body.content))
+    events = sse_data(data.decode())
+    assert status == 200 and events[-1] == "[DONE]"
+    error = json.loads(events[-2])["error"]
+    assert "cannot be continued on another copy" in error["message"]

@@ -14,6 +14,7 @@ import pytest
 from pier.engine.fake import FakeRunner
 from pier.server.structured import response_format_grammar, tgi_grammar
 from tests.server.conftest import app_client, sse_data
+from tests.server.flavors.tgi_generate_schema import validator as tgi_schema
 
 pytestmark = pytest.mark.anyio
 
@@ -55,9 +56,11 @@ async def test_completions_json_object_is_one_json_object() -> None:
 
 async def test_tgi_json_grammar_on_generate_stream_and_invocations() -> None:
     grammar = {"type": "json", "value": PERSON}
+    tgi_schema("GrammarType").validate(grammar)  # the payloads are TGI's
     async with app_client(runner()) as client:
         generated = (await client.post("/generate", json={
-            "inputs": "hello", "parameters": {"grammar": grammar, "max_new_tokens": 200}})).json()
+            "inputs": "hello", "parameters": {"grammar": grammar, "max_new_tokens": 200, "details": True}})).json()
+        tgi_schema("GenerateResponse").validate(generated)
         jsonschema.validate(json.loads(generated["generated_text"]), PERSON)
         as_string = {"type": "json", "value": json.dumps(PERSON)}  # TGI takes the schema as a JSON string too
         invoked = (await client.post("/invocations", json={
@@ -68,11 +71,14 @@ async def test_tgi_json_grammar_on_generate_stream_and_invocations() -> None:
         streamed = await client.post("/generate_stream", json={
             "inputs": "hello", "parameters": {"grammar": grammar, "do_sample": True, "seed": 5,
                                               "max_new_tokens": 200}})
-        final = json.loads(sse_data(streamed.text)[-1])
-        jsonschema.validate(json.loads(final["generated_text"]), PERSON)
+        events = [json.loads(d) for d in sse_data(streamed.text)]
+        for event in events:
+            tgi_schema("StreamResponse").validate(event)
+        jsonschema.validate(json.loads(events[-1]["generated_text"]), PERSON)
 
 
 async def test_tgi_regex_grammar_matches_whole() -> None:
+    tgi_schema("GrammarType").validate({"type": "regex", "value": PHONE})
     async with app_client(runner()) as client:
         for seed in range(5):
             answer = (await client.post("/generate", json={"inputs": "hello", "parameters": {

@@ -41,6 +41,12 @@ class TokenSampler:
         if params.grammar is not None:
             assert vocab is not None, "a grammar needs the runner's vocabulary"
             self._grammar = grammars.compile_grammar(vocab, params.grammar, params.grammar_triggers)
+        # Try the unconstrained choice against the grammar first (one token, not the vocabulary) when that is
+        # exact: greedy, or sampling without truncation (see sample()). A sampled try costs a second draw when
+        # it fails, and burns one when it succeeds, so every token takes two draws (replay() counts on it).
+        untruncated = params.top_k == 0 and params.top_p >= 1.0 and params.min_p == 0.0
+        self._try_first = self._grammar is not None and (params.greedy or untruncated)
+        self._draws = 2 if self._try_first and not params.greedy else 1
         if not self._fast_greedy:
             self._chain = _build_chain(params, n_vocab, n_ctx)
             self._candidates = np.zeros(n_vocab, dtype=_TOKEN_DATA)
@@ -64,12 +70,15 @@ class TokenSampler:
         """Pick a token from one row of logits and record it in the sampler's history."""
         if self._chain is None:
             return int(logits.argmax())
-        if self._grammar is not None and self.params.greedy:
-            # The grammar on one token instead of the whole vocabulary (~100x cheaper on 262k tokens): when the
-            # greedy choice is allowed, it is also the greedy choice among the allowed ones. (llama.cpp's common
-            # sampler does this for sampled requests too, which changes their distribution; pier does not.)
+        if self._try_first and self._grammar is not None:
+            # The grammar on one token instead of the whole vocabulary (~100x cheaper on 262k tokens). Greedy: an
+            # allowed argmax is the argmax of the allowed. Sampled from p without truncation: an allowed draw is
+            # kept, else one is drawn from p masked to the allowed set A, so P(t) = p(t) + (1 - p(A)) p(t) / p(A)
+            # = p(t) / p(A): exactly the masked distribution. (Truncation after masking differs from truncation
+            # before it, so truncated requests always mask first.)
             token = self._apply(logits, grammar=False)
             if self._candidates["logit"][self._array.selected] != -np.inf and grammars.allows(self._grammar, token):
+                self._advance_dist(self._draws - 1)
                 return self._accept(token)
         token = self._apply(logits, grammar=True)
         if self._grammar is not None and self._candidates["logit"][self._array.selected] == -np.inf:
@@ -112,13 +121,17 @@ class TokenSampler:
         self._replay_grammar(tokens)
         for token in tokens:
             llama_cpp.llama_sampler_accept(self._chain, token)
-        if self.params.greedy:
+        self._advance_dist(self._draws * len(tokens))
+
+    def _advance_dist(self, draws: int) -> None:
+        """Move the seeded RNG on by `draws` draws, on two dummy candidates."""
+        if self._chain is None or self.params.greedy or draws <= 0:
             return  # no dist sampler in a greedy chain: nothing random to advance
         dist = llama_cpp.llama_sampler_chain_get(self._chain, llama_cpp.llama_sampler_chain_n(self._chain) - 1)
         dummy = np.zeros(2, dtype=_TOKEN_DATA)
         array = llama_cpp.llama_token_data_array(
             data=dummy.ctypes.data_as(llama_cpp.llama_token_data_p), size=2, selected=-1, sorted=False)
-        for _ in tokens:
+        for _ in range(draws):
             dummy["id"] = (0, 1)
             dummy["logit"] = 0.0
             array.size, array.selected, array.sorted = 2, -1, False

@@ -6,8 +6,8 @@ Choice i samples with seed + i when the request has a seed. Each choice counts a
 concurrency (the flavor admits `n` turns), so a copy never runs more sequences than it said it takes.
 
 Several choices are not resumable on another copy (the channel carries one token stream): they run outside the
-request's resumable progress, so a copy that dies under them leaves nothing to continue from, and a whole answer
-is computed again from the start elsewhere.
+request's resumable progress, so a copy that dies under them leaves nothing to continue from: a whole answer is
+computed again from the start elsewhere, and a stream the client already reads ends with an error event there.
 """
 
 from __future__ import annotations

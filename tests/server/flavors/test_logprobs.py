@@ -134,3 +134,13 @@ async def test_tgi_messages_api_logprobs_in_tgi_s_shape() -> None:
         chunk_validator.validate(event)
     per_token = [e["choices"][0]["logprobs"]["content"][0] for e in events if e["choices"][0]["logprobs"]]
     assert per_token == logprobs["content"]
+
+
+async def test_completion_stream_with_echo_carries_the_prompt_s_logprobs_first() -> None:
+    body = {"prompt": "the quick", "max_tokens": 4, "temperature": 0, "logprobs": 2, "echo": True}
+    async with app_client(runner()) as client:
+        whole = (await client.post("/v1/completions", json=body)).json()["choices"][0]["logprobs"]
+        streamed = await client.post("/v1/completions", json={**body, "stream": True})
+    parts = [json.loads(d)["choices"][0]["logprobs"] for d in sse_data(streamed.text)[:-1]]
+    joined = {k: [v for p in parts if p for v in p[k]] for k in whole}
+    assert joined == whole

@@ -22,7 +22,7 @@ from pier import __version__
 from pier.engine.logprobs import TokenLogprob
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk, SamplingParams
 from pier.engine.validate import CheckedRequest
-from pier.errors import InvalidRequest
+from pier.errors import GenerationFailed, InvalidRequest
 from pier.model.tools.reader import ToolReader
 from pier.model.tools.spec import ToolSet, tool_set
 from pier.model.tools.stream import CallStart, Event
@@ -557,6 +557,17 @@ async def _choice_events(
     """Several choices in one stream, their chunks interleaved as they come, each with its index; one usage
     chunk at the end for all of them when asked for."""
     first = views[0]
+    progress = continuation.current()
+    if progress is not None and progress.continuation is not None and progress.continuation.opened:
+        # Another copy began this stream and died; its choices cannot be continued (server/choices.py). Say so
+        # at the end of what the client has, rather than end the stream silently.
+        progress.stopped()
+        yield error_event(GenerationFailed(
+            "The model server streaming this answer stopped, and a stream with several choices cannot be continued "
+            "on another copy. Send the request again (with a seed, the choices come out the same)."), first.flavor)
+        for tail in first.closing():
+            yield tail
+        return
     try:
         for i, view in enumerate(views):
             for event in view.opening():
