@@ -19,7 +19,7 @@ from tests.control.fakes import FakeBackend
 from tests.gateway.served import sagemaker_client, wait_for
 from tests.sockets import serving
 
-FETCH_S = 2.0
+FETCH_S = 3.0
 
 
 class SlowStore(ModelStore):
@@ -67,7 +67,8 @@ def test_ping_and_the_control_plane_stay_fast_while_a_fetch_works(tmp_path: Path
                 time.sleep(0.02)
         assert described["EndpointStatus"] == "Creating"
         assert samples >= 5, samples  # the answers came while the fetch worked
-        assert slowest < FETCH_S / 3, slowest
+        # On the event loop, one answer would wait out the whole fetch; beside it, a busy machine still adds some.
+        assert slowest < FETCH_S / 2, slowest
         wait_for(lambda: sagemaker.describe_endpoint(EndpointName="e")["EndpointStatus"] == "InService", 10)
 
 
