@@ -36,6 +36,10 @@ class Resource:
         return {"EndpointName": str(self.endpoint), "VariantName": str(self.variant)}
 
     @property
+    def noun(self) -> str:
+        return "copy" if self.component is not None else "instance"
+
+    @property
     def unit(self) -> str:
         return "copies" if self.component is not None else "instances"
 

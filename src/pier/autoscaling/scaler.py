@@ -91,6 +91,9 @@ class Scaler:
 
     # ---- pier's own wake-up
 
+    def scaled(self, resource: Resource) -> bool:
+        return self.store.get(TARGET, target_key(resource)) is not None
+
     def wake(self, resource: Resource) -> bool:
         """Start a copy of a component at zero copies now (a request is waiting); False when it has no scalable
         target, or the target keeps it at zero."""
@@ -161,8 +164,8 @@ class Scaler:
         activity: Body = {
             "ActivityId": str(uuid.uuid4()), "ServiceNamespace": "sagemaker", "ResourceId": resource.resource_id,
             "ScalableDimension": resource.dimension,
-            "Description": f"Setting desired {resource.unit[:-1]} count to {ask.capacity}.",
-            "Cause": f"{ask.cause}; changing the desired {resource.unit[:-1]} count from {count.desired} to "
+            "Description": f"Setting desired {resource.noun} count to {ask.capacity}.",
+            "Cause": f"{ask.cause}; changing the desired {resource.noun} count from {count.desired} to "
                      f"{ask.capacity}",
             "StartTime": now, "StatusCode": "InProgress",
             "StatusMessage": f"Waiting for {ask.capacity} {resource.unit} to be ready.",

@@ -9,9 +9,10 @@ InferenceComponentName (even when it hosts just one), and an endpoint that serve
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
 
-from pier.backends.base import CopyStatus
+from pier.backends.base import CopyState, CopyStatus
 from pier.control.names import ACCOUNT
 from pier.control.records import ComponentRecord, EndpointRecord, VariantRecord
 from pier.control.state import State, UnreadableRecord
@@ -20,6 +21,27 @@ from pier.runtime.errors import ComponentRequired, EndpointNotFound, InvalidInvo
 from pier.runtime.target import Target
 
 Copies = Callable[[Workload], list[CopyStatus]]
+
+
+class Waker(Protocol):
+    """Autoscaling's part in resolving (pier.gateway.scaling.Waking): a component with a scalable target and no
+    ready copy is woken and waited for instead of refused."""
+
+    def no_capacity(self, component: str) -> None:
+        """Record NoCapacityInvocationFailures: a request found the component at zero copies."""
+        ...
+
+    def wake(self, component: str) -> bool:
+        """Start a copy if it has none; False when the component is not autoscaled (or is held at zero)."""
+        ...
+
+    def scaled(self, component: str) -> bool:
+        """Whether the component has a scalable target."""
+        ...
+
+    def until_ready(self, component: str) -> Awaitable[bool]:
+        """Wait for a ready copy, bounded; False when time ran out."""
+        ...
 
 # SageMaker's own ValidationError messages, verbatim.
 # Quoted from boto3's error by users of JumpStart endpoints (github.com/aws-samples/amazon-kendra-langchain-extensions
@@ -43,18 +65,20 @@ NO_CAPACITY = (
 
 
 class Targets:
-    def __init__(self, state: State, copies: Copies, *, pick: Callable[[Sequence[float]], int] | None = None) -> None:
+    def __init__(self, state: State, copies: Copies, *, pick: Callable[[Sequence[float]], int] | None = None,
+                 waker: Waker | None = None) -> None:
         self.state = state
         self.copies = copies
         self.pick = pick or _weighted
+        self.waker = waker
 
-    def resolve(self, endpoint: str, component: str | None, variant: str | None) -> Target:
+    def resolve(self, endpoint: str, component: str | None, variant: str | None) -> Target | Awaitable[Target]:
         try:
             return self._resolve(endpoint, component, variant)
         except UnreadableRecord as error:  # only that resource is unusable; say why, as Describe does
             raise InvalidInvocation(error.message) from None
 
-    def _resolve(self, endpoint: str, component: str | None, variant: str | None) -> Target:
+    def _resolve(self, endpoint: str, component: str | None, variant: str | None) -> Target | Awaitable[Target]:
         record = self.state.endpoints.get(endpoint)
         if record is None or record.status == "Deleting":
             # An OpenAI `model` may name an inference component on its own (pier's /v1 routes only).
@@ -74,10 +98,25 @@ class Targets:
         workload = Workload.of_variant(record.name, chosen.name)
         return Target(self.copies(workload), workload, chosen.name)
 
-    def _component_target(self, record: ComponentRecord) -> Target:
-        if record.copies == 0:
-            raise InvalidInvocation(NO_CAPACITY)
+    def _component_target(self, record: ComponentRecord) -> Target | Awaitable[Target]:
         workload = Workload.of_component(record.name)
+        copies = self.copies(workload)
+        if record.copies == 0:
+            if self.waker is not None:
+                self.waker.no_capacity(record.name)
+            if self.waker is None or not self.waker.wake(record.name):
+                raise InvalidInvocation(NO_CAPACITY)
+            return self._when_ready(record, workload)
+        ready = any(c.state is CopyState.READY for c in copies)
+        if not ready and self.waker is not None and self.waker.scaled(record.name):
+            return self._when_ready(record, workload)  # a copy the scaler started is on its way
+        return Target(copies, workload, record.variant)
+
+    async def _when_ready(self, record: ComponentRecord, workload: Workload) -> Target:
+        assert self.waker is not None
+        if not await self.waker.until_ready(record.name):
+            raise InvalidInvocation(f"{NO_CAPACITY} (pier started a copy of {record.name} for this request, but it "
+                                    "was not ready in time; retry, or raise PIER_QUEUE_TIMEOUT_SECONDS.)")
         return Target(self.copies(workload), workload, record.variant)
 
     def _component(self, endpoint: EndpointRecord, name: str) -> ComponentRecord:

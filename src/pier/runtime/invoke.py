@@ -24,6 +24,7 @@ from pier.runtime.disconnect import CLIENT_CLOSED_REQUEST, ClientGone, unless_di
 from pier.runtime.errors import REQUEST_ID, as_invocation_error, sagemaker_error
 from pier.runtime.forward import Call, Exchange, Forwarder, StreamEnded
 from pier.runtime.invocation import CUSTOM_ATTRIBUTES, INVOKED_VARIANT, STREAM_CONTENT_TYPE, Invocation
+from pier.runtime.observer import InvocationObserver
 from pier.runtime.prefix import request_prefix
 from pier.runtime.settings import RuntimeSettings
 from pier.runtime.streaming import ClosingStream
@@ -39,10 +40,10 @@ class RuntimeService:
     """Owns the HTTP client to copies, the admission queues and the routers; one per gateway."""
 
     def __init__(self, resolve: Resolve, settings: RuntimeSettings | None = None, *,
-                 client: httpx.AsyncClient | None = None) -> None:
+                 client: httpx.AsyncClient | None = None, observer: InvocationObserver | None = None) -> None:
         self.resolve = resolve
         self.settings = settings or RuntimeSettings()
-        self.forwarder = Forwarder(self.settings, client)
+        self.forwarder = Forwarder(self.settings, client, observer)
 
     async def aclose(self) -> None:
         await self.forwarder.aclose()

@@ -1,0 +1,83 @@
+"""Application Auto Scaling and CloudWatch at the gateway's address, as boto3 calls them (pier.autoscaling.wire
+has the protocols): `POST /` with `X-Amz-Target: AnyScaleFrontendService.<Op>` (JSON 1.1) or
+`GraniteServiceVersion20100801.<Op>` (JSON 1.0), which the control route hands here, and
+`POST /service/GraniteServiceVersion20100801/operation/<Op>` (Smithy RPC v2 CBOR). Errors take each protocol's
+shape; CloudWatch's carry `x-amzn-query-error` for the query-compatible code boto3 raises."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+
+from fastapi import Request
+from fastapi.responses import Response
+
+from pier.autoscaling import wire
+from pier.autoscaling.application_autoscaling import ApplicationAutoScaling
+from pier.autoscaling.cloudwatch import CloudWatch
+from pier.autoscaling.errors import ScalingError, ScalingValidation
+from pier.autoscaling.history import History
+from pier.autoscaling.recorder import Recorder
+from pier.autoscaling.scaler import Scaler
+from pier.autoscaling.store import Store
+from pier.control.errors import ControlError
+from pier.control.limits import MAX_BODY_BYTES, body_too_large
+from pier.control.names import region_of
+
+log = logging.getLogger("pier.gateway")
+REQUEST_ID = "x-amzn-RequestId"
+
+
+@dataclass
+class Autoscaling:
+    store: Store
+    history: History
+    recorder: Recorder
+    scaler: Scaler
+    application_autoscaling: ApplicationAutoScaling
+    cloudwatch: CloudWatch
+
+
+async def answer(request: Request, service: str, operation: str, protocol: wire.Protocol) -> Response:
+    """One call of `service` (its X-Amz-Target prefix) in `protocol`."""
+    request_id = str(uuid.uuid4())
+    headers = {REQUEST_ID: request_id}
+    if protocol is wire.CBOR:
+        headers["smithy-protocol"] = "rpc-v2-cbor"
+    try:
+        body = wire.check(wire.SERVICES[service], operation, protocol.decode(await _body(request)))
+        parts: Autoscaling = request.app.state.gateway.autoscaling
+        api = parts.application_autoscaling if service == wire.AUTOSCALING_TARGET else parts.cloudwatch
+        reply = api.call(operation, body, region_of(request.headers.get("authorization")))
+        return Response(protocol.encode(reply), media_type=protocol.media_type, headers=headers)
+    except ScalingError as error:
+        content, more = protocol.error(error)
+        return Response(content, error.wire.sagemaker_status, headers={**headers, **more},
+                        media_type=protocol.media_type)
+    except Exception as error:
+        log.exception("%s.%s failed", service, operation)
+        body = {"__type": "InternalFailure",
+                "message": f"Internal error in pier ({type(error).__name__}: {error}); please report it."}
+        return Response(protocol.encode(body), 500, headers=headers, media_type=protocol.media_type)
+
+
+async def cbor_route(operation: str, request: Request) -> Response:
+    """CloudWatch in Smithy RPC v2 CBOR."""
+    return await answer(request, wire.CLOUDWATCH_TARGET, operation, wire.CBOR)
+
+
+async def _body(request: Request) -> bytes:
+    declared = request.headers.get("content-length", "")
+    try:
+        if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+            raise body_too_large(int(declared))
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                raise body_too_large(size)
+            chunks.append(chunk)
+    except ControlError as error:
+        raise ScalingValidation(error.message) from None
+    return b"".join(chunks)
