@@ -74,7 +74,7 @@ def track(policy: Tracking, seen: Observation, metric: float | None, peak: float
     if policy.disable_scale_in or peak is None:
         return None
     if seen.now - seen.last_scaling < policy.scale_in_cooldown_s:
-        return None
+        return Ask(seen.capacity, "")  # too soon to scale in: holds the capacity
     wanted = bounds.clamp(asked_capacity(seen.capacity, peak, policy.target))
     if wanted < seen.capacity:
         return Ask(wanted, f"{label} stayed at or below {peak:.3g} for {policy.scale_in_cooldown_s:g} s, under the "
