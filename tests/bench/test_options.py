@@ -99,5 +99,6 @@ def test_parse_schedule() -> None:
     assert options(rate_schedule=parse_schedule("0.5:10")).levels[0].label == "schedule 0.5:10"
     with pytest.raises(BenchError, match="RATE:SECONDS"):
         parse_schedule("8")
-    with pytest.raises(BenchError, match="both above 0"):
-        options(rate_schedule=((0.0, 10.0),))
+    with pytest.raises(BenchError, match="seconds above 0"):
+        options(rate_schedule=((1.0, 0.0),))
+    assert options(rate_schedule=((0.0, 10.0),)).levels[0].value == 10  # a pause

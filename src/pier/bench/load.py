@@ -96,12 +96,15 @@ async def open_loop(session: Session, rate: float, rng: random.Random) -> None:
 
 
 async def scheduled_loop(session: Session, schedule: Sequence[tuple[float, float]], rng: random.Random) -> None:
-    """Poisson arrivals at each segment's rate for its seconds, one segment after another; the first arrival of
-    each segment at once. Requests still running when a segment ends go on into the next."""
+    """Poisson arrivals at each segment's rate for its seconds, one segment after another (rate 0: a pause); the
+    first arrival of each segment at once. Requests still running when a segment ends go on into the next."""
     started: set[asyncio.Task[None]] = set()
     loop = asyncio.get_running_loop()
     for rate, seconds in schedule:
         ends = loop.time() + seconds
+        if rate == 0:  # a pause: nothing arrives
+            await asyncio.sleep(seconds)
+            continue
         while loop.time() < ends and session.budget.take():
             task = asyncio.create_task(session.converse(next(session.conversations)))
             started.add(task)

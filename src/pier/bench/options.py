@@ -122,8 +122,9 @@ class BenchOptions(BaseModel):
         problems = []
         if any(c < 1 for c in self.concurrency):
             problems.append(f"--concurrency levels must be 1 or more; got {list(self.concurrency)}.")
-        if any(rate <= 0 or seconds <= 0 for rate, seconds in self.rate_schedule):
-            problems.append("--rate-schedule segments are RATE:SECONDS with both above 0, such as 1:60,8:120,1:120.")
+        if any(rate < 0 or seconds <= 0 for rate, seconds in self.rate_schedule):
+            problems.append("--rate-schedule segments are RATE:SECONDS, such as 1:60,8:120,1:120 (seconds above 0; "
+                            "rate 0 is a pause).")
         if any(r <= 0 for r in self.rates):
             problems.append(f"--rate values must be positive requests per second; got {list(self.rates)}.")
         if self.workload is WorkloadKind.SHARED_PREFIX and self.shared_prefix == 0:
