@@ -1,7 +1,7 @@
 """Autoscaling under a rate schedule, and the first request from zero copies.
 
 Starts a `pier up` gateway (its own process) in a fresh state folder, deploys an inference component of a
-synthetic SMALL model (random weights, two requests at a time per copy), registers it for autoscaling
+synthetic model (TINY by default, random weights, one request at a time per copy), registers it for autoscaling
 (MinCapacity 0, MaxCapacity 4, target tracking on ConcurrentRequestsPerCopy), then:
 
 1. `pier bench` with `--rate-schedule` through the component's OpenAI route: throughput, latency and the
@@ -40,6 +40,9 @@ def main() -> None:
     parser.add_argument("--rate-schedule", default="1:40,6:60,1:40,0:40")
     parser.add_argument("--cold-starts", type=int, default=3)
     parser.add_argument("--scale-in-cooldown", type=int, default=20)
+    parser.add_argument("--shape", default="tiny", help="the synthetic model: tiny or small")
+    parser.add_argument("--per-copy", type=int, default=1, help="requests a copy takes at once")
+    parser.add_argument("--output-len", type=int, default=16)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     for name, value in (("AWS_ACCESS_KEY_ID", "x"), ("AWS_SECRET_ACCESS_KEY", "x"),
@@ -50,7 +53,7 @@ def main() -> None:
            "PIER_AUTOSCALING_HIGH_RESOLUTION_WINDOW_S": "5"}
     model = folder / "model"
     model.mkdir()
-    subprocess.run([sys.executable, "-m", "pier", "build-model", str(model / "small.gguf"), "--shape", "small"],
+    subprocess.run([sys.executable, "-m", "pier", "build-model", str(model / "model.gguf"), "--shape", args.shape],
                    env=env, check=True, capture_output=True)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -59,11 +62,12 @@ def main() -> None:
                                     str(folder / "state")], env=env, stdout=gateway_log, stderr=subprocess.STDOUT)
         try:
             _until(lambda: _ping(url), 60)
-            _deploy(url, model, args.scale_in_cooldown)
+            _deploy(url, model, args.scale_in_cooldown, args.per_copy)
             log(f"gateway {url}: component small deployed and registered; running the schedule")
             target = f"{url}/endpoints/host/inference-components/small/openai/v1/chat/completions"
             subprocess.run([sys.executable, "-m", "pier", "bench", target, "--rate-schedule", args.rate_schedule,
-                            "--input-len", "64", "--output-len", "32", "--warmup", "0", "--out", str(args.out),
+                            "--input-len", "64", "--output-len", str(args.output_len), "--warmup", "0",
+                            "--out", str(args.out),
                             "--no-progress"], env=env, check=False)
             cold = [_cold_start(url) for _ in range(args.cold_starts)]
         finally:
@@ -79,11 +83,11 @@ def aws(url: str, service: str) -> Any:
                         config=Config(retries={"total_max_attempts": 1}, read_timeout=120))
 
 
-def _deploy(url: str, model: Path, cooldown: int) -> None:
+def _deploy(url: str, model: Path, cooldown: int, per_copy: int) -> None:
     sagemaker = aws(url, "sagemaker")
     sagemaker.create_model(ModelName="small", PrimaryContainer={
         "Image": "pier", "ModelDataUrl": f"file://{model}",
-        "Environment": {"MAX_CONCURRENT_REQUESTS": "2", "PIER_PARALLEL": "2"}})
+        "Environment": {"MAX_CONCURRENT_REQUESTS": str(per_copy), "PIER_PARALLEL": str(per_copy)}})
     sagemaker.create_endpoint_config(EndpointConfigName="host", ProductionVariants=[{
         "VariantName": "AllTraffic", "InstanceType": "local", "InitialInstanceCount": 1}])
     sagemaker.create_endpoint(EndpointName="host", EndpointConfigName="host")

@@ -50,7 +50,7 @@ class Scaler:
         self.settings = settings
         self.clock = clock
         self._moments: dict[str, _Moments] = {}
-        self._open: dict[str, Body] = {}  # activity id -> activity still InProgress
+        self._open: dict[str, tuple[Body, int]] = {}  # activity id -> (activity still InProgress, count it set)
         self._wake = asyncio.Event()
         self._next_decision = 0.0
 
@@ -181,15 +181,14 @@ class Scaler:
             moments.last_scaling = now
             if ask.capacity > count.desired:
                 moments.last_scale_out = now
-            self._open[activity["ActivityId"]] = activity
+            self._open[activity["ActivityId"]] = (activity, ask.capacity)
         self.store.put_activity(activity)
 
     def _settle(self, counts: dict[str, Count], now: float) -> None:
         """Open activities end: Successful once the ready copies match, Overridden when the count was changed by
         someone else, Failed when the control plane reports a problem."""
-        for activity_id, activity in list(self._open.items()):
+        for activity_id, (activity, wanted) in list(self._open.items()):
             count = counts.get(activity["ResourceId"])
-            wanted = int(activity["Description"].rsplit(" ", 1)[1].rstrip("."))
             if count is None:
                 activity.update(StatusCode="Failed", StatusMessage="The resource is gone.", EndTime=now)
             elif count.desired != wanted:

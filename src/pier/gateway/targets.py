@@ -106,17 +106,19 @@ class Targets:
                 self.waker.no_capacity(record.name)
             if self.waker is None or not self.waker.wake(record.name):
                 raise InvalidInvocation(NO_CAPACITY)
-            return self._when_ready(record, workload)
+            return self._when_ready(record, workload, woken=True)
         ready = any(c.state is CopyState.READY for c in copies)
         if not ready and self.waker is not None and self.waker.scaled(record.name):
-            return self._when_ready(record, workload)  # a copy the scaler started is on its way
+            return self._when_ready(record, workload, woken=False)  # a copy the scaler started is on its way
         return Target(copies, workload, record.variant)
 
-    async def _when_ready(self, record: ComponentRecord, workload: Workload) -> Target:
+    async def _when_ready(self, record: ComponentRecord, workload: Workload, *, woken: bool) -> Target:
         assert self.waker is not None
         if not await self.waker.until_ready(record.name):
-            raise InvalidInvocation(f"{NO_CAPACITY} (pier started a copy of {record.name} for this request, but it "
-                                    "was not ready in time; retry, or raise PIER_QUEUE_TIMEOUT_SECONDS.)")
+            why = (f"pier started a copy of {record.name} for this request, but it was not ready in time" if woken
+                   else f"{record.name} is autoscaled and none of its copies became ready in time")
+            raise InvalidInvocation(f"{NO_CAPACITY} ({why}; retry, raise PIER_QUEUE_TIMEOUT_SECONDS, or read the "
+                                    "copies' logs.)")
         return Target(self.copies(workload), workload, record.variant)
 
     def _component(self, endpoint: EndpointRecord, name: str) -> ComponentRecord:
