@@ -428,3 +428,24 @@ def test_cloudwatch_answers_smithy_rpc_v2_cbor(gateway: Served) -> None:
                          content=cbor2.dumps({"AlarmNames": ["none"]}),
                          headers={"smithy-protocol": "rpc-v2-cbor", "Content-Type": "application/cbor"})
     assert refused.status_code == 404 and cbor2.loads(refused.content)["__type"] == "ResourceNotFoundException"
+
+
+def test_a_scale_out_that_does_not_fit_the_instances_is_a_failed_activity_with_the_reason(gateway: Served) -> None:
+    sagemaker_client(gateway.url).create_inference_component(
+        InferenceComponentName="huge", EndpointName="host", VariantName="AllTraffic",
+        Specification={"ModelName": "m", "ComputeResourceRequirements": {"MinMemoryRequiredInMb": 15_000}},
+        RuntimeConfig={"CopyCount": 1})
+    wait_for(lambda: copy_count(gateway, "huge") == (1, 1))
+    aas = client(gateway, "application-autoscaling")
+    resource = {"ServiceNamespace": "sagemaker", "ResourceId": "inference-component/huge",
+                "ScalableDimension": "sagemaker:inference-component:DesiredCopyCount"}
+    aas.register_scalable_target(**resource, MinCapacity=2, MaxCapacity=2)  # two copies of 15 GB on one instance
+
+    def settled() -> dict[str, Any] | None:
+        [activity] = aas.describe_scaling_activities(ServiceNamespace="sagemaker", ResourceId=resource[
+            "ResourceId"])["ScalingActivities"]
+        return activity if activity["StatusCode"] != "InProgress" else None
+
+    activity = wait_for(settled)
+    assert activity["StatusCode"] == "Failed" and "15000" in activity["StatusMessage"], activity
+    assert copy_count(gateway, "huge")[1] == 1  # the copy it had still serves
