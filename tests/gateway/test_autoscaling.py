@@ -431,8 +431,11 @@ def test_cloudwatch_answers_smithy_rpc_v2_cbor(gateway: Served) -> None:
 
 
 def test_a_scale_out_that_does_not_fit_the_instances_is_a_failed_activity_with_the_reason(gateway: Served) -> None:
-    sagemaker_client(gateway.url).create_inference_component(
-        InferenceComponentName="huge", EndpointName="host", VariantName="AllTraffic",
+    sagemaker = sagemaker_client(gateway.url)
+    sagemaker.create_endpoint(EndpointName="solo", EndpointConfigName="host")  # one instance of its own
+    sagemaker.get_waiter("endpoint_in_service").wait(EndpointName="solo", WaiterConfig=FAST)
+    sagemaker.create_inference_component(
+        InferenceComponentName="huge", EndpointName="solo", VariantName="AllTraffic",
         Specification={"ModelName": "m", "ComputeResourceRequirements": {"MinMemoryRequiredInMb": 15_000}},
         RuntimeConfig={"CopyCount": 1})
     wait_for(lambda: copy_count(gateway, "huge") == (1, 1))
