@@ -6,6 +6,7 @@ metrics are served by CloudWatch's operations and at /metrics."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import time
 from collections.abc import Iterator
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import botocore
+import botocore.session
 import cbor2
 import httpx
 import pytest
@@ -415,6 +418,39 @@ def test_invocations_are_aws_sagemaker_metrics_in_cloudwatch_and_prometheus(gate
     assert sum(p["Sum"] for p in stats["Datapoints"]) == 0 and sum(p["SampleCount"] for p in stats["Datapoints"]) == 2
     text = httpx.get(gateway.url + "/metrics").text
     assert 'pier_sagemaker_invocations_total{component="measured",endpoint="host",variant="AllTraffic"} 2.0' in text
+
+
+def cbor_cloudwatch(url: str, folder: Path) -> Any:
+    """botocore's own CloudWatch client in the protocol botocore's model lists first, Smithy RPC v2 CBOR (today's
+    boto3 picks JSON 1.0 from the same list): the model with only that protocol, from a data path of its own."""
+    shipped = Path(botocore.__file__).parent / "data" / "cloudwatch" / "2010-08-01" / "service-2.json.gz"
+    model = json.loads(gzip.decompress(shipped.read_bytes()))
+    model["metadata"]["protocols"] = ["smithy-rpc-v2-cbor"]
+    model["metadata"]["protocol"] = "smithy-rpc-v2-cbor"
+    (folder / "cloudwatch" / "2010-08-01").mkdir(parents=True)
+    (folder / "cloudwatch" / "2010-08-01" / "service-2.json").write_text(json.dumps(model))
+    session = botocore.session.get_session()
+    session.set_config_variable("data_path", str(folder))
+    return session.create_client("cloudwatch", endpoint_url=url, region_name="us-east-1", aws_access_key_id="pier",
+                                 aws_secret_access_key="pier", config=Config(retries={"total_max_attempts": 1}))
+
+
+def test_botocores_cbor_client_gets_its_answers_and_errors(gateway: Served, tmp_path: Path) -> None:
+    cw = cbor_cloudwatch(gateway.url, tmp_path)
+    assert cw.meta.service_model.protocol == "smithy-rpc-v2-cbor"
+    cw.put_metric_data(Namespace="Mine", MetricData=[{"MetricName": "Queue", "Value": 3.0, "Unit": "Count"}])
+    cw.put_metric_alarm(AlarmName="cbor-alarm", MetricName="Queue", Namespace="Mine", Statistic="Maximum",
+                        Period=10, EvaluationPeriods=1, Threshold=1, ComparisonOperator="GreaterThanThreshold")
+    [alarm] = cw.describe_alarms(AlarmNames=["cbor-alarm"])["MetricAlarms"]
+    assert alarm["Threshold"] == 1.0 and alarm["AlarmConfigurationUpdatedTimestamp"].year >= 2024
+    now = time.time()
+    stats = cw.get_metric_statistics(Namespace="Mine", MetricName="Queue", StartTime=now - 60, EndTime=now + 1,
+                                     Period=60, Statistics=["Maximum"])
+    assert [p["Maximum"] for p in stats["Datapoints"]] == [3.0] and stats["Datapoints"][0]["Unit"] == "Count"
+    assert {"MetricName": "Queue", "Namespace": "Mine", "Dimensions": []} in cw.list_metrics()["Metrics"]
+    with pytest.raises(cw.exceptions.ResourceNotFound):
+        cw.delete_alarms(AlarmNames=["never-made"])
+    cw.delete_alarms(AlarmNames=["cbor-alarm"])
 
 
 def test_cloudwatch_answers_smithy_rpc_v2_cbor(gateway: Served) -> None:

@@ -4,8 +4,8 @@
 (`POST /service/GraniteServiceVersion20100801/operation/<Op>`, what botocore sends when it prefers that protocol).
 
 Requests are checked against botocore's own service model (its ParamValidator: required members, types, unknown
-members) before any operation sees them. Timestamps arrive as epoch numbers (JSON) or CBOR dates, and leave as
-epoch numbers, which botocore's parsers read in both protocols.
+members) before any operation sees them. Timestamps arrive as epoch numbers (JSON) or CBOR dates, and leave the
+same way: epoch numbers in JSON, CBOR dates (tag 1) where the output shape has a timestamp.
 """
 
 from __future__ import annotations
@@ -46,9 +46,11 @@ class Protocol:
             raise ScalingValidation(f"The request body must be a {self.name.upper()} object.")
         return body
 
-    def encode(self, body: Body) -> bytes:
+    def encode(self, body: Body, shape: Any = None) -> bytes:
+        """`body` in this protocol; in CBOR, the members `shape` (botocore's output shape) says are timestamps
+        become CBOR dates (tag 1), which botocore's CBOR parser requires (its JSON parser reads epoch numbers)."""
         if self.name == "cbor":
-            return cbor2.dumps(body)
+            return cbor2.dumps(_dates(body, shape) if shape is not None else body, datetime_as_timestamp=True)
         return json.dumps(body).encode()
 
     def error(self, error: ScalingError) -> tuple[bytes, dict[str, str]]:
@@ -76,6 +78,23 @@ def check(service: str, operation: str, body: Body) -> Body:
     if report.has_errors():
         raise ScalingValidation(f"{operation}: {report.generate_report()}")
     return _epochs(body)
+
+
+def output_shape(service: str, operation: str) -> Any:
+    return service_model(service).operation_model(operation).output_shape
+
+
+def _dates(value: Any, shape: Any) -> Any:
+    kind = shape.type_name
+    if kind == "timestamp" and isinstance(value, int | float):
+        return dt.datetime.fromtimestamp(value, dt.UTC)
+    if kind == "structure" and isinstance(value, dict):
+        return {k: _dates(v, shape.members[k]) if k in shape.members else v for k, v in value.items()}
+    if kind == "list" and isinstance(value, list):
+        return [_dates(v, shape.member) for v in value]
+    if kind == "map" and isinstance(value, dict):
+        return {k: _dates(v, shape.value) for k, v in value.items()}
+    return value
 
 
 def _epochs(value: Any) -> Any:

@@ -50,7 +50,8 @@ async def answer(request: Request, service: str, operation: str, protocol: wire.
         parts: Autoscaling = request.app.state.gateway.autoscaling
         api = parts.application_autoscaling if service == wire.AUTOSCALING_TARGET else parts.cloudwatch
         reply = api.call(operation, body, region_of(request.headers.get("authorization")))
-        return Response(protocol.encode(reply), media_type=protocol.media_type, headers=headers)
+        content = protocol.encode(reply, wire.output_shape(wire.SERVICES[service], operation))
+        return Response(content, media_type=protocol.media_type, headers=headers)
     except ScalingError as error:
         content, more = protocol.error(error)
         return Response(content, error.wire.sagemaker_status, headers={**headers, **more},
