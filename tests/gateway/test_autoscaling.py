@@ -247,11 +247,11 @@ def test_awss_scale_to_zero_snippet_runs_unchanged_and_pier_wakes_the_component_
     wait_for(lambda: copy_count(gateway, "sleepy") == (0, 0), timeout=10)
     # A request then is answered, not failed: pier starts a copy and the request waits for it.
     assert invoke(gateway, "sleepy") == {"sleep": 0}
-    assert copy_count(gateway, "sleepy") == (1, 1)
     causes = [a["Cause"] for a in aas_client.describe_scaling_activities(
         ServiceNamespace="sagemaker", ResourceId=resource_id)["ScalingActivities"]]
-    assert "had no copies" in causes[0] and "from 0 to 1" in causes[0]
-    assert "ConcurrentRequestsPerCopy" in causes[1] and "from 1 to 0" in causes[1]
+    woke = next(i for i, cause in enumerate(causes) if "had no copies" in cause)  # (newer: back to zero, idle)
+    assert "from 0 to 1" in causes[woke]
+    assert "ConcurrentRequestsPerCopy" in causes[woke + 1] and "from 1 to 0" in causes[woke + 1]
     # The request that found no copies is in NoCapacityInvocationFailures, and AWS's alarm on it fires; its step
     # policy does not add a second copy: pier's wake-up was the scale-out, and the policy's cooldown counts from it.
     wait_for(lambda: cw_client.describe_alarms(AlarmNames=["ic-step-scaling-policy-alarm"])["MetricAlarms"][0][
@@ -262,8 +262,10 @@ def test_awss_scale_to_zero_snippet_runs_unchanged_and_pier_wakes_the_component_
         Dimensions=[{"Name": "InferenceComponentName", "Value": "sleepy"}], StartTime=now - 60, EndTime=now + 1,
         Period=60, Statistics=["Sum", "Maximum"])
     assert [(p["Sum"], p["Maximum"]) for p in stats["Datapoints"]] == [(1.0, 1.0)]
-    time.sleep(0.5)
-    assert copy_count(gateway, "sleepy")[0] == 1
+    time.sleep(0.5)  # a few of the scaler's rounds with the alarm in ALARM
+    later = [a["Cause"] for a in aas_client.describe_scaling_activities(
+        ServiceNamespace="sagemaker", ResourceId=resource_id)["ScalingActivities"]]
+    assert not any("step scaling policy" in cause for cause in later), later
 
 
 # ---- copies follow the load
@@ -292,10 +294,10 @@ def test_concurrent_load_scales_out_at_once_and_in_after_the_cooldown_with_no_re
         return list(aas.describe_scaling_activities(
             ServiceNamespace="sagemaker", ResourceId="inference-component/busy")["ScalingActivities"])
 
-    wait_for(lambda: [a["StatusCode"] for a in activities()[:2]] == ["Successful", "Successful"])
-    done = activities()
-    assert "from 3 to 1" in done[0]["Cause"] and "stayed at or below" in done[0]["Cause"]
-    assert "to 3" in done[1]["Cause"] and "above the target 1" in done[1]["Cause"]
+    wait_for(lambda: all(a["StatusCode"] == "Successful" for a in activities()))
+    done = activities()  # newest first: out to 3 (in one or two steps), then in to 1 (in one or two steps)
+    assert "to 1" in done[0]["Cause"] and "stayed at or below" in done[0]["Cause"]
+    assert any("to 3" in a["Cause"] and "above the target 1" in a["Cause"] for a in done)
 
 
 def test_disable_scale_in_keeps_the_copies(gateway: Served) -> None:
@@ -481,9 +483,9 @@ def test_a_scale_out_that_does_not_fit_the_instances_is_a_failed_activity_with_t
     aas.register_scalable_target(**resource, MinCapacity=2, MaxCapacity=2)  # two copies of 15 GB on one instance
 
     def settled() -> dict[str, Any] | None:
-        [activity] = aas.describe_scaling_activities(ServiceNamespace="sagemaker", ResourceId=resource[
+        found = aas.describe_scaling_activities(ServiceNamespace="sagemaker", ResourceId=resource[
             "ResourceId"])["ScalingActivities"]
-        return activity if activity["StatusCode"] != "InProgress" else None
+        return found[0] if found and found[0]["StatusCode"] != "InProgress" else None
 
     activity = wait_for(settled)
     assert activity["StatusCode"] == "Failed" and "15000" in activity["StatusMessage"], activity
