@@ -134,6 +134,17 @@ def test_copies_follow_the_load_down_to_zero_and_back_and_no_request_fails(gatew
           f"{copy_start_s:.2f} s; copies seen: {sorted(set(counts))}")
     # The activity ends when the scaler next sees the copy ready (within a second): that bounds the start from above.
     assert first_answer_s <= copy_start_s + MARGIN_S
+    # The copies' processes were measured as SageMaker measures an inference component's.
+    cloudwatch = aws(gateway, "cloudwatch")
+    names = {m["MetricName"] for m in cloudwatch.list_metrics(Namespace="/aws/sagemaker/InferenceComponents")[
+        "Metrics"]}
+    assert names == {"CPUUtilizationNormalized", "MemoryUtilizationNormalized"}
+    now = time.time()
+    cpu = cloudwatch.get_metric_statistics(
+        Namespace="/aws/sagemaker/InferenceComponents", MetricName="CPUUtilizationNormalized", StartTime=now - 300,
+        EndTime=now + 1, Period=300, Statistics=["Maximum"], Dimensions=[
+            {"Name": "InferenceComponentName", "Value": "tiny"}])["Datapoints"]
+    assert 0 < cpu[0]["Maximum"] <= 100 and cpu[0]["Unit"] == "Percent"
 
 
 def _loop(url: str, runtime: Any, until_s: float) -> list[str]:

@@ -38,3 +38,14 @@ class Capacity(Protocol):
     def load(self, resource: Resource) -> float:
         """Requests in flight on its copies plus those waiting for one."""
         ...
+
+    def usage(self, resource: Resource) -> Utilization | None:
+        """Its copies' CPU and memory now, when they can be read (copies on this host)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Utilization:
+    cpu_percent: float  # 100 per core busy, summed over the copies (CloudWatch's CPUUtilization)
+    cores: int  # the cores they may use, to normalize
+    memory_percent: float  # of this host's memory

@@ -6,7 +6,9 @@ InvocationsPerInstance (1/instances, per variant), ModelLatency and OverheadLate
 Invocation4XXErrors and Invocation5XXErrors (0 or 1). NoCapacityInvocationFailures when a request finds its
 component at zero copies. Sampled by the scaler each tick: ConcurrentRequestsPerCopy (per component) or
 ConcurrentRequestsPerModel (per variant), requests in flight or waiting per desired copy, and the copy counts
-DesiredCopyCount and CurrentCopyCount (ready copies; pier's names, per component or variant).
+DesiredCopyCount and CurrentCopyCount (ready copies; pier's names, per component or variant); and, for copies on
+this host, CPUUtilizationNormalized and MemoryUtilizationNormalized (/aws/sagemaker/InferenceComponents) or
+CPUUtilization and MemoryUtilization (/aws/sagemaker/Endpoints).
 
 Dimensions: InferenceComponentName for a component's metrics, EndpointName and VariantName for an endpoint's.
 """
@@ -17,11 +19,14 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from pier.autoscaling.capacity import Utilization
 from pier.autoscaling.history import History
 from pier.autoscaling.resource import Resource
 from pier.runtime.observer import Invoked
 
 NAMESPACE = "AWS/SageMaker"
+COMPONENTS_NAMESPACE = "/aws/sagemaker/InferenceComponents"
+ENDPOINTS_NAMESPACE = "/aws/sagemaker/Endpoints"
 MICROSECONDS = 1_000_000
 LABELS = ("endpoint", "variant", "component")
 
@@ -44,6 +49,10 @@ class Recorder:
         self.concurrency = Gauge("pier_sagemaker_concurrent_requests_per_copy",
                                  "ConcurrentRequestsPerCopy (per model for a variant).", ("workload",),
                                  registry=self.registry)
+        self.cpu = Gauge("pier_sagemaker_cpu_utilization_percent", "CPUUtilization(Normalized) of the copies.",
+                         ("workload",), registry=self.registry)
+        self.memory = Gauge("pier_sagemaker_memory_utilization_percent", "MemoryUtilization of the copies.",
+                            ("workload",), registry=self.registry)
         self.copies = Gauge("pier_sagemaker_copy_count", "Desired and ready (current) copies.", ("workload", "kind"),
                             registry=self.registry)
 
@@ -86,6 +95,21 @@ class Recorder:
         self.concurrency.labels(resource.workload).set(per_copy)
         self.copies.labels(resource.workload, "desired").set(desired)
         self.copies.labels(resource.workload, "ready").set(ready)
+
+    def utilization(self, resource: Resource, used: Utilization) -> None:
+        """CPU and memory as SageMaker publishes them: per component, normalized over the cores
+        (/aws/sagemaker/InferenceComponents); per variant, 100 per core (/aws/sagemaker/Endpoints)."""
+        if resource.component is not None:
+            namespace, cpu = COMPONENTS_NAMESPACE, "CPUUtilizationNormalized"
+            cpu_value = used.cpu_percent / max(used.cores, 1)
+            memory = "MemoryUtilizationNormalized"
+        else:
+            namespace, cpu, cpu_value = ENDPOINTS_NAMESPACE, "CPUUtilization", used.cpu_percent
+            memory = "MemoryUtilization"
+        self.history.record(namespace, cpu, resource.dimensions, cpu_value, "Percent")
+        self.history.record(namespace, memory, resource.dimensions, used.memory_percent, "Percent")
+        self.cpu.labels(resource.workload).set(cpu_value)
+        self.memory.labels(resource.workload).set(used.memory_percent)
 
     def _recorder(self, dims: dict[str, str]) -> Callable[[str, float, str], None]:
         def record(name: str, value: float, unit: str) -> None:

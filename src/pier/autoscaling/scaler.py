@@ -78,6 +78,9 @@ class Scaler:
             if count is not None:
                 counts[resource.resource_id] = count
                 self.recorder.sample(resource, self.capacity.load(resource), count.desired, count.ready)
+                used = self.capacity.usage(resource)
+                if used is not None:
+                    self.recorder.utilization(resource, used)
         self.history.flush()
         self._settle(counts, now)
         if now < self._next_decision:

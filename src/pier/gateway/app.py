@@ -123,7 +123,8 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
     history = History(scaling_store, retention_s=scaling.retention_s)
     recorder = Recorder(history)
     runtime = RuntimeService(targets.resolve, RuntimeSettings.from_env(), observer=recorder)
-    capacity = GatewayCapacity(state, control, reconciler.copies, runtime.forwarder.admission)
+    capacity = GatewayCapacity(state, control, reconciler.copies, runtime.forwarder.admission,
+                               local=getattr(backend, "name", "") == "local")
     scaler = Scaler(scaling_store, history, recorder, capacity, scaling)
     targets.waker = Waking(scaler, capacity, recorder, runtime.settings.queue_timeout_s)
     autoscaling = Autoscaling(

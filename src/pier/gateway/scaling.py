@@ -5,11 +5,12 @@ counts (the control plane's own operations change them, so the reconciler and th
 from __future__ import annotations
 
 import asyncio
+import os
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pier.autoscaling.capacity import Count, Refused
+from pier.autoscaling.capacity import Count, Refused, Utilization
 from pier.autoscaling.recorder import Recorder
 from pier.autoscaling.resource import Resource, resource_of
 from pier.autoscaling.scaler import Scaler
@@ -19,6 +20,7 @@ from pier.control.errors import ControlError
 from pier.control.names import DEFAULT_REGION
 from pier.control.state import State, UnreadableRecord
 from pier.control.workload import Workload
+from pier.gateway.usage import ProcessUsage, memory_total
 from pier.runtime.admission import Admission
 
 Copies = Callable[[Workload], list[CopyStatus]]
@@ -26,11 +28,14 @@ POLL_S = 0.05  # how often a waiting request looks for a ready copy
 
 
 class GatewayCapacity:
-    def __init__(self, state: State, control: ControlPlane, copies: Copies, admission: Admission) -> None:
+    def __init__(self, state: State, control: ControlPlane, copies: Copies, admission: Admission, *,
+                 local: bool = False) -> None:
         self.state = state
         self.control = control
         self.copies = copies
         self.admission = admission
+        self.processes = ProcessUsage() if local else None  # copies' processes are on this host
+        self.memory_total = memory_total() if local else 0
         self.waking: Counter[str] = Counter()  # requests waiting for a component's first copy
 
     def missing(self, resource: Resource) -> str | None:
@@ -89,6 +94,14 @@ class GatewayCapacity:
     def load(self, resource: Resource) -> float:
         workload = resource.workload
         return float(self.admission.in_use(workload) + self.admission.waiting(workload) + self.waking[workload])
+
+    def usage(self, resource: Resource) -> Utilization | None:
+        if self.processes is None or not self.memory_total:
+            return None
+        copies = [c for c in self.copies(Workload(resource.workload)) if c.state is CopyState.READY and c.pid]
+        used = self.processes.sample(c.pid for c in copies if c.pid is not None)
+        return Utilization(used.cpu_cores * 100.0, len(os.sched_getaffinity(0)),
+                           100.0 * used.memory_bytes / self.memory_total)
 
     def _ready(self, workload: Workload) -> int:
         return sum(1 for c in self.copies(workload) if c.state is CopyState.READY)
