@@ -38,5 +38,5 @@ def test_history_sums_per_second_keeps_what_is_recent_and_lists_metrics(tmp_path
     assert matches(listed, "AWS/SageMaker", None, [("InferenceComponentName", None)])
     assert not matches(listed, None, None, [("InferenceComponentName", "other")])
     now[0] = 1_055.0
-    history.flush()  # 990 is now older than the 60 s retention
+    history.flush()  # 990 is now older than the 60 s retention (and the last pruning is more than 10 s ago)
     assert history.seconds(metric, 0, 2_000) == [Bucket(1000, 3, 11.0, 1.0, 7.0)]

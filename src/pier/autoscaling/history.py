@@ -18,6 +18,7 @@ from pier.autoscaling.store import Store
 
 Dimensions = Mapping[str, str]
 STATISTICS = ("SampleCount", "Average", "Sum", "Minimum", "Maximum")
+PRUNE_S = 10.0  # how often old datapoints are deleted
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ class History:
         self.retention_s = retention_s
         self.clock = clock
         self._pending: dict[tuple[MetricId, int], tuple[Bucket, str]] = {}
+        self._pruned = float("-inf")  # when the retention was last applied
 
     def record(self, namespace: str, name: str, dims: Dimensions, value: float, unit: str = "None",
                at: float | None = None) -> None:
@@ -98,9 +100,16 @@ class History:
         self._pending[(metric, second)] = (point if found is None else found[0].merged(point), unit)
 
     def flush(self) -> None:
-        """Write what was recorded since the last flush, and drop what is older than the retention."""
+        """Write what was recorded since the last flush, and (every PRUNE_S) drop what is older than the
+        retention."""
+        now = self.clock()
+        prune = now - self._pruned >= PRUNE_S
+        if not self._pending and not prune:
+            return
         pending, self._pending = self._pending, {}
-        cutoff = int(self.clock() - self.retention_s)
+        cutoff = int(now - self.retention_s)
+        if prune:
+            self._pruned = now
         with self.store.transaction() as db:
             db.executemany(
                 "INSERT INTO datapoints (namespace, name, dims, ts, count, total, low, high, unit) VALUES "
@@ -109,7 +118,8 @@ class History:
                 "high = MAX(high, excluded.high)",
                 [(m.namespace, m.name, m.key, ts, b.count, b.total, b.low, b.high, unit)
                  for (m, ts), (b, unit) in pending.items()])
-            db.execute("DELETE FROM datapoints WHERE ts < ?", (cutoff,))
+            if prune:
+                db.execute("DELETE FROM datapoints WHERE ts < ?", (cutoff,))
 
     def seconds(self, metric: MetricId, start: float, end: float) -> list[Bucket]:
         """The recorded seconds of one metric in [start, end)."""
