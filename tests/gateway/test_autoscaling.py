@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -490,3 +491,31 @@ def test_a_scale_out_that_does_not_fit_the_instances_is_a_failed_activity_with_t
     activity = wait_for(settled)
     assert activity["StatusCode"] == "Failed" and "15000" in activity["StatusMessage"], activity
     assert copy_count(gateway, "huge")[1] == 1  # the copy it had still serves
+
+
+def test_a_scheduled_action_sets_the_bounds_and_the_copies_follow(gateway: Served) -> None:
+    component(gateway, "nightly")
+    aas = client(gateway, "application-autoscaling")
+    resource = {"ServiceNamespace": "sagemaker", "ResourceId": "inference-component/nightly",
+                "ScalableDimension": "sagemaker:inference-component:DesiredCopyCount"}
+    aas.register_scalable_target(**resource, MinCapacity=1, MaxCapacity=3)
+    soon = datetime.now(UTC) + timedelta(seconds=2)
+    aas.put_scheduled_action(**resource, ScheduledActionName="morning",
+                             Schedule=f"at({soon.strftime('%Y-%m-%dT%H:%M:%S')})",
+                             ScalableTargetAction={"MinCapacity": 2, "MaxCapacity": 3})
+    [action] = aas.describe_scheduled_actions(ServiceNamespace="sagemaker", ResourceId=resource["ResourceId"])[
+        "ScheduledActions"]
+    assert action["ScalableTargetAction"] == {"MinCapacity": 2, "MaxCapacity": 3}
+    assert action["Schedule"].startswith("at(") and action["ScheduledActionARN"].startswith("arn:aws:autoscaling")
+    wait_for(lambda: copy_count(gateway, "nightly") == (2, 2), timeout=10)
+    [target] = aas.describe_scalable_targets(ServiceNamespace="sagemaker", ResourceIds=[resource["ResourceId"]])[
+        "ScalableTargets"]
+    assert (target["MinCapacity"], target["MaxCapacity"]) == (2, 3)
+    causes = [a["Cause"] for a in aas.describe_scaling_activities(
+        ServiceNamespace="sagemaker", ResourceId=resource["ResourceId"])["ScalingActivities"]]
+    assert any("scheduled action morning" in cause for cause in causes), causes
+    with pytest.raises(ClientError) as raised:
+        aas.put_scheduled_action(**resource, ScheduledActionName="bad", Schedule="cron(0 25 * * ? *)")
+    assert "outside 0-23" in raised.value.response["Error"]["Message"]
+    aas.delete_scheduled_action(**resource, ScheduledActionName="morning")
+    assert aas.describe_scheduled_actions(ServiceNamespace="sagemaker")["ScheduledActions"] == []

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from pier.autoscaling import schedule
 from pier.autoscaling.capacity import Capacity
 from pier.autoscaling.errors import ObjectNotFound, ScalingValidation, UnknownOperation
 from pier.autoscaling.policies import check_policy
@@ -16,7 +17,7 @@ from pier.autoscaling.resource import NAMESPACE, Resource, check_namespace, reso
 from pier.autoscaling.store import Store
 
 Body = dict[str, Any]
-TARGET, POLICY = "target", "policy"
+TARGET, POLICY, SCHEDULED = "target", "policy", "scheduled"
 ACCOUNT = "000000000000"
 SUSPENDED = ("DynamicScalingInSuspended", "DynamicScalingOutSuspended", "ScheduledScalingSuspended")
 PAGE = 50
@@ -37,6 +38,9 @@ class ApplicationAutoScaling:
             "DescribeScalingPolicies": self.describe_scaling_policies,
             "DeleteScalingPolicy": self.delete_scaling_policy,
             "DescribeScalingActivities": self.describe_scaling_activities,
+            "PutScheduledAction": self.put_scheduled_action,
+            "DescribeScheduledActions": self.describe_scheduled_actions,
+            "DeleteScheduledAction": self.delete_scheduled_action,
         }
 
     def call(self, operation: str, body: Body, region: str) -> Body:
@@ -93,6 +97,9 @@ class ApplicationAutoScaling:
         for policy in self.store.all(POLICY):
             if policy["ResourceId"] == resource.resource_id:
                 self.store.delete(POLICY, policy_key(resource, policy["PolicyName"]))
+        for action in self.store.all(SCHEDULED):
+            if action["ResourceId"] == resource.resource_id:
+                self.store.delete(SCHEDULED, policy_key(resource, action["ScheduledActionName"]))
         return {}
 
     # ---- scaling policies
@@ -134,6 +141,50 @@ class ApplicationAutoScaling:
             raise ObjectNotFound(f"No scaling policy found for service namespace: sagemaker, resource ID: "
                                  f"{resource.resource_id}, scalable dimension: {resource.dimension}, policy name: "
                                  f"{body['PolicyName']}. DescribeScalingPolicies lists the policies.")
+        return {}
+
+    # ---- scheduled actions
+
+    def put_scheduled_action(self, body: Body, region: str) -> Body:
+        resource = self._resource(body)
+        if self.store.get(TARGET, target_key(resource)) is None:
+            raise no_target(resource)
+        key = policy_key(resource, body["ScheduledActionName"])
+        found = self.store.get(SCHEDULED, key) or {}
+        action: Body = {**found, **{k: body[k] for k in ("Schedule", "Timezone", "StartTime", "EndTime",
+                                                         "ScalableTargetAction") if k in body}}
+        if "Schedule" not in action:
+            raise ScalingValidation("Schedule is required for a new scheduled action: at(...), rate(...) or "
+                                    "cron(...).")
+        schedule.check(action["Schedule"], action.get("Timezone"))
+        limits = action.get("ScalableTargetAction", {})
+        if "MinCapacity" in limits and "MaxCapacity" in limits:
+            _check_bounds(resource, limits["MinCapacity"], limits["MaxCapacity"])
+        action.update({
+            "ScheduledActionName": body["ScheduledActionName"], "ServiceNamespace": NAMESPACE,
+            "ResourceId": resource.resource_id, "ScalableDimension": resource.dimension,
+            "ScheduledActionARN": found.get("ScheduledActionARN") or (
+                f"arn:aws:autoscaling:{region}:{ACCOUNT}:scheduledAction:{uuid.uuid4()}:resource/sagemaker/"
+                f"{resource.resource_id}:scheduledActionName/{body['ScheduledActionName']}"),
+            "CreationTime": found.get("CreationTime", self.clock()),
+        })
+        self.store.put(SCHEDULED, key, action)
+        return {}
+
+    def describe_scheduled_actions(self, body: Body, region: str) -> Body:
+        check_namespace(body["ServiceNamespace"])
+        names = set(body.get("ScheduledActionNames") or [])
+        rows = [a for a in self.store.all(SCHEDULED)
+                if (not names or a["ScheduledActionName"] in names)
+                and body.get("ResourceId", a["ResourceId"]) == a["ResourceId"]
+                and body.get("ScalableDimension", a["ScalableDimension"]) == a["ScalableDimension"]]
+        return _page(body, "ScheduledActions", rows)
+
+    def delete_scheduled_action(self, body: Body, region: str) -> Body:
+        resource = self._resource(body)
+        if not self.store.delete(SCHEDULED, policy_key(resource, body["ScheduledActionName"])):
+            raise ObjectNotFound(f"No scheduled action {body['ScheduledActionName']} for {resource.resource_id}; "
+                                 "DescribeScheduledActions lists them.")
         return {}
 
     # ---- activities

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pier.autoscaling import decide, policies
+from pier.autoscaling import decide, policies, schedule
 from pier.autoscaling.alarms import ALARM, Verdict, evaluate
-from pier.autoscaling.application_autoscaling import POLICY, TARGET, target_key
+from pier.autoscaling.application_autoscaling import POLICY, SCHEDULED, TARGET, target_key
 from pier.autoscaling.capacity import Capacity, Count, Refused
 from pier.autoscaling.cloudwatch import ALARM as ALARM_KIND
 from pier.autoscaling.history import Bucket, History, MetricId, aggregate, statistic
@@ -31,6 +31,7 @@ from pier.autoscaling.store import Store
 
 log = logging.getLogger("pier.autoscaling")
 SAMPLE_S = 1.0
+SCHEDULE_RUNS = "scheduled-run"  # when each scheduled action last ran
 Body = dict[str, Any]
 
 
@@ -86,6 +87,8 @@ class Scaler:
         if now < self._next_decision:
             return
         self._next_decision = now + self.settings.interval_s
+        self._run_schedules(now)
+        targets = [(t, resource_of(t["ResourceId"], t["ScalableDimension"])) for t in self.store.all(TARGET)]
         alarmed = self._evaluate_alarms(now)
         for target, resource in targets:
             count = counts.get(resource.resource_id)
@@ -216,6 +219,40 @@ class Scaler:
             moments = _Moments(last, max([0.0, *(a["StartTime"] for a in done)]))
             self._moments[key] = moments
         return moments
+
+    # ---- scheduled actions
+
+    def _run_schedules(self, now: float) -> None:
+        """Each scheduled action whose time has come sets its target's bounds (missed runs are not made up)."""
+        for action in self.store.all(SCHEDULED):
+            key = f"{action['ResourceId']}|{action['ScalableDimension']}|{action['ScheduledActionName']}"
+            ran = self.store.get(SCHEDULE_RUNS, key) or {}
+            start = action.get("StartTime", action["CreationTime"])
+            due = schedule.next_run(action["Schedule"], action.get("Timezone"),
+                                    ran.get("at", max(action["CreationTime"], start) - 1e-6), start)
+            if due is None or due > now or due > action.get("EndTime", float("inf")):
+                continue
+            self.store.put(SCHEDULE_RUNS, key, {"at": now})
+            resource = resource_of(action["ResourceId"], action["ScalableDimension"])
+            target = self.store.get(TARGET, target_key(resource))
+            if target is None or target.get("SuspendedState", {}).get("ScheduledScalingSuspended"):
+                continue
+            limits = {k: v for k, v in action.get("ScalableTargetAction", {}).items()
+                      if k in ("MinCapacity", "MaxCapacity")}
+            updated = {**target, **limits}
+            if updated["MinCapacity"] > updated["MaxCapacity"]:
+                updated["MaxCapacity" if "MinCapacity" in limits else "MinCapacity"] = updated[
+                    "MinCapacity" if "MinCapacity" in limits else "MaxCapacity"]
+            self.store.put(TARGET, target_key(resource), updated)
+            words = " and ".join(f"{k[:3].lower()} capacity to {v}" for k, v in limits.items())
+            self.store.put_activity({
+                "ActivityId": str(uuid.uuid4()), "ServiceNamespace": "sagemaker", "ResourceId": resource.resource_id,
+                "ScalableDimension": resource.dimension, "Description": f"Setting {words or 'nothing'}.",
+                "Cause": f"scheduled action {action['ScheduledActionName']} ({action['Schedule']}) ran",
+                "StartTime": now, "EndTime": now, "StatusCode": "Successful", "StatusMessage": "",
+            })
+            log.info("autoscaling %s: scheduled action %s set %s", resource.resource_id,
+                     action["ScheduledActionName"], limits)
 
     # ---- alarms
 
