@@ -423,13 +423,14 @@ def test_invocations_are_aws_sagemaker_metrics_in_cloudwatch_and_prometheus(gate
     assert 'pier_sagemaker_invocations_total{component="measured",endpoint="host",variant="AllTraffic"} 2.0' in text
 
 
-def cbor_cloudwatch(url: str, folder: Path) -> Any:
-    """botocore's own CloudWatch client in the protocol botocore's model lists first, Smithy RPC v2 CBOR (today's
-    boto3 picks JSON 1.0 from the same list): the model with only that protocol, from a data path of its own."""
+def cbor_cloudwatch(url: str, folder: Path, protocol: str = "smithy-rpc-v2-cbor") -> Any:
+    """botocore's own CloudWatch client in one of the protocols its model lists: Smithy RPC v2 CBOR (listed first;
+    today's boto3 picks JSON 1.0 from the same list) or query (what older botocore sent): the model with only that
+    protocol, from a data path of its own."""
     shipped = Path(botocore.__file__).parent / "data" / "cloudwatch" / "2010-08-01" / "service-2.json.gz"
     model = json.loads(gzip.decompress(shipped.read_bytes()))
-    model["metadata"]["protocols"] = ["smithy-rpc-v2-cbor"]
-    model["metadata"]["protocol"] = "smithy-rpc-v2-cbor"
+    model["metadata"]["protocols"] = [protocol]
+    model["metadata"]["protocol"] = protocol
     (folder / "cloudwatch" / "2010-08-01").mkdir(parents=True)
     (folder / "cloudwatch" / "2010-08-01" / "service-2.json").write_text(json.dumps(model))
     session = botocore.session.get_session()
@@ -438,22 +439,32 @@ def cbor_cloudwatch(url: str, folder: Path) -> Any:
                                  aws_secret_access_key="pier", config=Config(retries={"total_max_attempts": 1}))
 
 
-def test_botocores_cbor_client_gets_its_answers_and_errors(gateway: Served, tmp_path: Path) -> None:
-    cw = cbor_cloudwatch(gateway.url, tmp_path)
-    assert cw.meta.service_model.protocol == "smithy-rpc-v2-cbor"
-    cw.put_metric_data(Namespace="Mine", MetricData=[{"MetricName": "Queue", "Value": 3.0, "Unit": "Count"}])
-    cw.put_metric_alarm(AlarmName="cbor-alarm", MetricName="Queue", Namespace="Mine", Statistic="Maximum",
-                        Period=10, EvaluationPeriods=1, Threshold=1, ComparisonOperator="GreaterThanThreshold")
-    [alarm] = cw.describe_alarms(AlarmNames=["cbor-alarm"])["MetricAlarms"]
+@pytest.mark.parametrize("protocol", ["smithy-rpc-v2-cbor", "query"])
+def test_botocores_cbor_and_query_clients_get_their_answers_and_errors(gateway: Served, tmp_path: Path,
+                                                                      protocol: str) -> None:
+    cw = cbor_cloudwatch(gateway.url, tmp_path, protocol)
+    assert cw.meta.service_model.protocol == protocol
+    cw.put_metric_data(Namespace="Mine", MetricData=[{"MetricName": "Queue", "Value": 3.0, "Unit": "Count",
+                                                      "Dimensions": [{"Name": "Via", "Value": protocol}]}])
+    dims = [{"Name": "Via", "Value": protocol}]
+    cw.put_metric_alarm(AlarmName=f"{protocol}-alarm", MetricName="Queue", Namespace="Mine", Statistic="Maximum",
+                        Period=10, EvaluationPeriods=1, Threshold=1, ComparisonOperator="GreaterThanThreshold",
+                        Dimensions=dims, AlarmActions=["arn:aws:autoscaling:policy"])
+    [alarm] = cw.describe_alarms(AlarmNames=[f"{protocol}-alarm"])["MetricAlarms"]
     assert alarm["Threshold"] == 1.0 and alarm["AlarmConfigurationUpdatedTimestamp"].year >= 2024
+    assert alarm["Dimensions"] == dims and alarm["AlarmActions"] == ["arn:aws:autoscaling:policy"]
     now = time.time()
     stats = cw.get_metric_statistics(Namespace="Mine", MetricName="Queue", StartTime=now - 60, EndTime=now + 1,
-                                     Period=60, Statistics=["Maximum"])
+                                     Period=60, Statistics=["Maximum"], Dimensions=dims)
     assert [p["Maximum"] for p in stats["Datapoints"]] == [3.0] and stats["Datapoints"][0]["Unit"] == "Count"
-    assert {"MetricName": "Queue", "Namespace": "Mine", "Dimensions": []} in cw.list_metrics()["Metrics"]
+    assert {"MetricName": "Queue", "Namespace": "Mine", "Dimensions": dims} in cw.list_metrics()["Metrics"]
     with pytest.raises(cw.exceptions.ResourceNotFound):
         cw.delete_alarms(AlarmNames=["never-made"])
-    cw.delete_alarms(AlarmNames=["cbor-alarm"])
+    with pytest.raises(ClientError) as raised:
+        cw.get_metric_statistics(Namespace="Mine", MetricName="Queue", StartTime=now - 60, EndTime=now, Period=7,
+                                 Statistics=["Sum"])
+    assert raised.value.response["Error"]["Code"] == "InvalidParameterValue"
+    cw.delete_alarms(AlarmNames=[f"{protocol}-alarm"])
 
 
 def test_cloudwatch_answers_smithy_rpc_v2_cbor(gateway: Served) -> None:

@@ -9,14 +9,15 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
+from urllib.parse import parse_qs
 
 from fastapi import Request
 from fastapi.responses import Response
 
-from pier.autoscaling import wire
+from pier.autoscaling import query, wire
 from pier.autoscaling.application_autoscaling import ApplicationAutoScaling
 from pier.autoscaling.cloudwatch import CloudWatch
-from pier.autoscaling.errors import ScalingError, ScalingValidation
+from pier.autoscaling.errors import ScalingError, ScalingValidation, UnknownOperation
 from pier.autoscaling.history import History
 from pier.autoscaling.recorder import Recorder
 from pier.autoscaling.scaler import Scaler
@@ -61,6 +62,40 @@ async def answer(request: Request, service: str, operation: str, protocol: wire.
         body = {"__type": "InternalFailure",
                 "message": f"Internal error in pier ({type(error).__name__}: {error}); please report it."}
         return Response(protocol.encode(body), 500, headers=headers, media_type=protocol.media_type)
+
+
+def is_query(request: Request) -> bool:
+    """CloudWatch's query protocol: a form-encoded POST / with no X-Amz-Target."""
+    content_type = request.headers.get("content-type", "")
+    return "x-amz-target" not in request.headers and content_type.startswith("application/x-www-form-urlencoded")
+
+
+async def query_route(request: Request) -> Response:
+    """CloudWatch in the AWS query protocol (older botocore), answered in XML."""
+    request_id = str(uuid.uuid4())
+    headers = {REQUEST_ID: request_id}
+    operation = "?"
+    try:
+        form = {k: v[-1] for k, v in parse_qs((await _body(request)).decode("utf-8", "replace"),
+                                               keep_blank_values=True).items()}
+        operation = form.pop("Action", "")
+        if form.pop("Version", "") != query.VERSION:
+            raise UnknownOperation(f"pier serves the query protocol for CloudWatch (Version {query.VERSION}) only.")
+        model = wire.service_model("cloudwatch")
+        if operation not in model.operation_names:
+            raise UnknownOperation(f"CloudWatch has no operation {operation!r}.")
+        shapes = model.operation_model(operation)
+        body = wire.check("cloudwatch", operation, query.parse(form, shapes.input_shape))
+        parts: Autoscaling = request.app.state.gateway.autoscaling
+        reply = parts.cloudwatch.call(operation, body, region_of(request.headers.get("authorization")))
+        return Response(query.answer(operation, reply, shapes.output_shape, request_id), headers=headers,
+                        media_type=query.MEDIA_TYPE)
+    except ScalingError as error:
+        return Response(query.error(error, request_id), error.wire.sagemaker_status, headers=headers,
+                        media_type=query.MEDIA_TYPE)
+    except (ValueError, UnicodeError) as error:
+        failure = ScalingValidation(f"The form does not read as {operation}'s parameters ({error}).")
+        return Response(query.error(failure, request_id), 400, headers=headers, media_type=query.MEDIA_TYPE)
 
 
 async def cbor_route(operation: str, request: Request) -> Response:

@@ -28,6 +28,8 @@ async def control_route(request: Request) -> Response:
     if service in wire.SERVICES:  # Application Auto Scaling (JSON 1.1) or CloudWatch (JSON 1.0)
         protocol = wire.JSON_1_1 if service == wire.AUTOSCALING_TARGET else wire.JSON_1_0
         return await autoscaling_route.answer(request, service, operation, protocol)
+    if autoscaling_route.is_query(request):  # CloudWatch as older botocore calls it
+        return await autoscaling_route.query_route(request)
     request_id = str(uuid.uuid4())
     try:
         operation = _operation(request.headers.get("x-amz-target", ""))
