@@ -5,7 +5,8 @@ Per request (the runtime's `InvocationObserver`): Invocations, InvocationsPerCop
 InvocationsPerInstance (1/instances, per variant), ModelLatency and OverheadLatency (microseconds),
 Invocation4XXErrors and Invocation5XXErrors (0 or 1). NoCapacityInvocationFailures when a request finds its
 component at zero copies. Sampled by the scaler each tick: ConcurrentRequestsPerCopy (per component) or
-ConcurrentRequestsPerModel (per variant), requests in flight or waiting per desired copy, and the copy counts
+ConcurrentRequestsPerModel (per variant), requests in flight or waiting per desired copy (the larger of those at
+the instant and the average since the last sample, from the requests that ended), and the copy counts
 DesiredCopyCount and CurrentCopyCount (ready copies; pier's names, per component or variant); and, for copies on
 this host, CPUUtilizationNormalized and MemoryUtilizationNormalized (/aws/sagemaker/InferenceComponents) or
 CPUUtilization and MemoryUtilization (/aws/sagemaker/Endpoints).
@@ -34,6 +35,8 @@ LABELS = ("endpoint", "variant", "component")
 class Recorder:
     def __init__(self, history: History) -> None:
         self.history = history
+        self._busy: dict[str, float] = {}  # workload -> seconds its ended requests spent, since the last busy()
+        self._busy_since: dict[str, float] = {}
         self.registry = CollectorRegistry(auto_describe=True)
         self.invocations = Counter("pier_sagemaker_invocations", "Invocations (AWS/SageMaker Invocations).",
                                    LABELS, registry=self.registry)
@@ -57,6 +60,7 @@ class Recorder:
                             registry=self.registry)
 
     def invoked(self, done: Invoked) -> None:
+        self._busy[done.workload] = self._busy.get(done.workload, 0.0) + done.model_s + done.overhead_s
         component = "" if "/" in done.workload else done.workload
         labels = (done.endpoint, done.variant, component)
         client_error, server_error = 400 <= done.status < 500, done.status >= 500
@@ -80,6 +84,15 @@ class Recorder:
             self.history.record(NAMESPACE, "InvocationsPerCopy", scopes[1], share)
         else:
             self.history.record(NAMESPACE, "InvocationsPerInstance", scopes[0], share)
+
+    def busy(self, workload: str, now: float) -> float:
+        """Requests at once on average since the last call for `workload`, from the time the requests that ended
+        since then spent in the gateway (Little's law): a sample of the requests in flight at one instant misses
+        requests shorter than the sampling interval."""
+        seconds = self._busy.pop(workload, 0.0)
+        last = self._busy_since.get(workload)
+        self._busy_since[workload] = now
+        return seconds / (now - last) if last is not None and now > last else 0.0
 
     def no_capacity_failure(self, component: str) -> None:
         self.no_capacity.labels(component).inc()

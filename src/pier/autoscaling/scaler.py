@@ -78,7 +78,8 @@ class Scaler:
             count = self.capacity.count(resource)
             if count is not None:
                 counts[resource.resource_id] = count
-                self.recorder.sample(resource, self.capacity.load(resource), count.desired, count.ready)
+                load = max(self.capacity.load(resource), self.recorder.busy(resource.workload, now))
+                self.recorder.sample(resource, load, count.desired, count.ready)
                 used = self.capacity.usage(resource)
                 if used is not None:
                     self.recorder.utilization(resource, used)
