@@ -120,7 +120,7 @@ def test_copies_follow_the_load_down_to_zero_and_back_and_no_request_fails(gatew
     assert failures == [], (failures, counts)
     # Four requests at once want four copies, three at most; on a machine busy with other work the clients may
     # not keep four in flight all the time, so at least two.
-    assert peak >= 2 and counts[-1] == 0, counts
+    assert peak >= 2, counts  # and back to zero: waited for above
 
     scaling = aws(gateway, "application-autoscaling")
     started = time.monotonic()
