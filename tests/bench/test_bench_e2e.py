@@ -75,6 +75,8 @@ PIER_FIELDS = {
     "shared_prefix_tokens",
     "turns",
     "request_rate",
+    "rate_schedule",
+    "copies",
     "success_rate",
     "errors_by_code",
     "good_requests",

@@ -88,3 +88,13 @@ def test_a_missing_endpoint_is_counted_as_errors(gateway: str) -> None:
     assert run.metrics.completed == 0
     (code,) = run.metrics.errors_by_code
     assert code.startswith("4"), run.records[0].error_message
+
+
+def test_a_rate_schedule_on_a_gateway_plots_the_copies_over_time(gateway: str, tmp_path: Path) -> None:
+    result = bench(f"{gateway}/endpoints/{ENDPOINT}/v1/chat/completions", rate_schedule=((4.0, 1.5), (0.0, 1.0)),
+                   out=tmp_path)
+    (run,) = result.runs
+    assert run.level.mode == "schedule" and run.metrics.completed >= 1 and not run.metrics.errors_by_code
+    assert run.copies and all(sample.ready == {f"{ENDPOINT}/AllTraffic": 1} for sample in run.copies)
+    assert run.copies[-1].at_s >= 2.0  # watched for the whole schedule, the pause included
+    assert (tmp_path / "schedule.png").read_bytes().startswith(b"\x89PNG")

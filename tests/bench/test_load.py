@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from pier.bench.load import Budget, Session, closed_loop, open_loop
+from pier.bench.load import Budget, Session, closed_loop, open_loop, scheduled_loop
 from pier.bench.options import BenchOptions
 from pier.bench.record import RequestRecord
 from pier.bench.vocabulary import TokenPool
@@ -98,3 +98,15 @@ def test_a_failed_turn_ends_its_conversation() -> None:
         (1, 0, True),
         (1, 1, False),
     ]
+
+
+def test_a_rate_schedule_runs_each_segment_at_its_rate_one_after_another() -> None:
+    server = FakeServer(seconds=0.01)
+    s = session(server, Budget.of(None, None))
+    started = time.perf_counter()
+    asyncio.run(scheduled_loop(s, [(20.0, 0.5), (200.0, 0.5), (20.0, 0.5)], random.Random(1)))
+    elapsed = time.perf_counter() - started
+    assert 1.4 <= elapsed < 3.0
+    assert len(s.records) == len(server.prompts) > 0
+    # The busy middle segment sends several times what the quiet ones do.
+    assert len(s.records) >= 40, len(s.records)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from pier.bench.options import DEFAULT_REQUESTS, BenchError, BenchOptions, Level, parse_numbers
+from pier.bench.options import DEFAULT_REQUESTS, BenchError, BenchOptions, Level, parse_numbers, parse_schedule
 from pier.bench.pricing import INSTANCE_PRICES, resolve_price
 
 
@@ -18,6 +18,7 @@ def options(**fields: object) -> BenchOptions:
         ({"concurrency": (1, 2, 4)}, [Level("concurrency", 1), Level("concurrency", 2), Level("concurrency", 4)]),
         ({"rates": (0.5,)}, [Level("rate", 0.5)]),
         ({"concurrency": (8,), "rates": (2.0,)}, [Level("concurrency", 8), Level("rate", 2.0)]),
+        ({"rate_schedule": ((1.0, 60.0), (8.0, 120.0))}, [Level("schedule", 180, ((1.0, 60.0), (8.0, 120.0)))]),
     ],
 )
 def test_levels(fields: dict[str, object], levels: list[Level]) -> None:
@@ -91,3 +92,13 @@ def test_parse_numbers(text: str, kind: type, expected: tuple[float, ...]) -> No
 def test_parse_numbers_says_how_to_fix() -> None:
     with pytest.raises(BenchError, match="comma-separated numbers such as 1,2,4"):
         parse_numbers("1;2", int, "--concurrency")
+
+
+def test_parse_schedule() -> None:
+    assert parse_schedule("1:60,8:120, 1:120") == ((1.0, 60.0), (8.0, 120.0), (1.0, 120.0))
+    assert options(rate_schedule=parse_schedule("0.5:10")).levels[0].label == "schedule 0.5:10"
+    with pytest.raises(BenchError, match="RATE:SECONDS"):
+        parse_schedule("8")
+    with pytest.raises(BenchError, match="seconds above 0"):
+        options(rate_schedule=((1.0, 0.0),))
+    assert options(rate_schedule=((0.0, 10.0),)).levels[0].value == 10  # a pause

@@ -187,3 +187,32 @@ async def test_an_unreadable_record_is_skipped_with_a_logged_reason(world: World
     assert caplog.text.count("skipping inference component ic: pier cannot read its stored record") == 1
     world.call("DeleteInferenceComponent", InferenceComponentName="ic")  # the way out
     await world.until(lambda: world.backend.copies == {})
+
+
+class DrainingBackend(FakeBackend):
+    """A fake backend whose stops take until the test lets them end, as a copy drains its requests."""
+
+    def __init__(self) -> None:
+        super().__init__(auto_ready=False)
+        self.drained = asyncio.Event()
+
+    async def stop(self, copy_id: str) -> None:
+        await self.drained.wait()
+        await super().stop(copy_id)
+
+
+async def test_a_copy_being_stopped_is_draining_and_takes_no_new_requests(world: World) -> None:
+    world.backend = world.reconciler.backend = backend = DrainingBackend()
+    hosting(world, copies=2)
+    await world.until(lambda: len(backend.copies) == 2)
+    backend.ready_all()
+    await world.until(lambda: world.component("ic")[0] == "InService")
+    world.call("UpdateInferenceComponentRuntimeConfig", InferenceComponentName="ic",
+               DesiredRuntimeConfig={"CopyCount": 1})
+    await world.reconciler.tick()
+    states = sorted((c.state, c.message) for c in world.reconciler.copies("ic"))
+    assert states == [(CopyState.READY, ""), (CopyState.STARTING, "draining: stopped by pier")]
+    assert len(backend.statuses()) == 2  # still running: it finishes what it has
+    backend.drained.set()
+    await world.until(lambda: len(backend.copies) == 1)
+    assert [c.state for c in world.reconciler.copies("ic")] == [CopyState.READY]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from pier.bench.record import RequestRecord
@@ -92,4 +92,22 @@ async def open_loop(session: Session, rate: float, rng: random.Random) -> None:
         if session.budget.exhausted:
             break
         await asyncio.sleep(rng.expovariate(rate))
+    await asyncio.gather(*started)
+
+
+async def scheduled_loop(session: Session, schedule: Sequence[tuple[float, float]], rng: random.Random) -> None:
+    """Poisson arrivals at each segment's rate for its seconds, one segment after another (rate 0: a pause); the
+    first arrival of each segment at once. Requests still running when a segment ends go on into the next."""
+    started: set[asyncio.Task[None]] = set()
+    loop = asyncio.get_running_loop()
+    for rate, seconds in schedule:
+        ends = loop.time() + seconds
+        if rate == 0:  # a pause: nothing arrives
+            await asyncio.sleep(seconds)
+            continue
+        while loop.time() < ends and session.budget.take():
+            task = asyncio.create_task(session.converse(next(session.conversations)))
+            started.add(task)
+            task.add_done_callback(started.discard)
+            await asyncio.sleep(min(rng.expovariate(rate), max(0.0, ends - loop.time())))
     await asyncio.gather(*started)

@@ -48,15 +48,22 @@ class PromptFormat(StrEnum):
     TEXT = "text"
 
 
+Segment = tuple[float, float]  # (requests per second, seconds)
+
+
 @dataclass(frozen=True)
 class Level:
-    """One load level: a closed-loop concurrency (users) or an open-loop Poisson rate (requests/s)."""
+    """One load level: a closed-loop concurrency (users), an open-loop Poisson rate (requests/s), or a rate
+    schedule (Poisson segments one after another; `value` is its length in seconds)."""
 
-    mode: Literal["concurrency", "rate"]
+    mode: Literal["concurrency", "rate", "schedule"]
     value: float
+    schedule: tuple[Segment, ...] = ()
 
     @property
     def label(self) -> str:
+        if self.mode == "schedule":
+            return "schedule " + ",".join(f"{rate:g}:{seconds:g}" for rate, seconds in self.schedule)
         return f"c={self.value:g}" if self.mode == "concurrency" else f"{self.value:g} req/s"
 
 
@@ -74,6 +81,7 @@ class BenchOptions(BaseModel):
 
     concurrency: tuple[int, ...] = ()
     rates: tuple[float, ...] = ()
+    rate_schedule: tuple[Segment, ...] = ()
     requests: int | None = Field(default=None, ge=1)
     duration_s: float | None = Field(default=None, gt=0)
     warmup: int = Field(default=DEFAULT_WARMUP, ge=0)
@@ -114,6 +122,9 @@ class BenchOptions(BaseModel):
         problems = []
         if any(c < 1 for c in self.concurrency):
             problems.append(f"--concurrency levels must be 1 or more; got {list(self.concurrency)}.")
+        if any(rate < 0 or seconds <= 0 for rate, seconds in self.rate_schedule):
+            problems.append("--rate-schedule segments are RATE:SECONDS, such as 1:60,8:120,1:120 (seconds above 0; "
+                            "rate 0 is a pause).")
         if any(r <= 0 for r in self.rates):
             problems.append(f"--rate values must be positive requests per second; got {list(self.rates)}.")
         if self.workload is WorkloadKind.SHARED_PREFIX and self.shared_prefix == 0:
@@ -132,8 +143,11 @@ class BenchOptions(BaseModel):
     @property
     def levels(self) -> list[Level]:
         """Every run's load: closed-loop concurrencies first, then open-loop rates (concurrency 1 by default)."""
-        closed = self.concurrency or (() if self.rates else (1,))
-        return [Level("concurrency", float(c)) for c in closed] + [Level("rate", r) for r in self.rates]
+        closed = self.concurrency or (() if self.rates or self.rate_schedule else (1,))
+        levels = [Level("concurrency", float(c)) for c in closed] + [Level("rate", r) for r in self.rates]
+        if self.rate_schedule:
+            levels.append(Level("schedule", sum(s for _, s in self.rate_schedule), self.rate_schedule))
+        return levels
 
     @property
     def request_limit(self) -> int | None:
@@ -154,3 +168,16 @@ def parse_numbers(text: str, kind: Callable[[str], Number], flag: str) -> tuple[
         return tuple(kind(part) for part in text.replace(" ", "").split(",") if part)
     except ValueError:
         raise BenchError(f"{flag} takes comma-separated numbers such as 1,2,4; got {text!r}.") from None
+
+
+def parse_schedule(text: str) -> tuple[Segment, ...]:
+    """`--rate-schedule 1:60,8:120,1:120`: Poisson rate (req/s) and seconds, segment after segment."""
+    segments = []
+    for part in text.replace(" ", "").split(","):
+        rate, _, seconds = part.partition(":")
+        try:
+            segments.append((float(rate), float(seconds)))
+        except ValueError:
+            raise BenchError(f"--rate-schedule takes RATE:SECONDS segments such as 1:60,8:120,1:120; got {part!r}."
+                             ) from None
+    return tuple(segments)

@@ -19,6 +19,9 @@ from pier.bench.result import BenchResult, RunResult
 THROUGHPUT_VS_CONCURRENCY = "throughput_vs_concurrency.png"
 THROUGHPUT_VS_RATE = "throughput_vs_rate.png"
 LATENCY_VS_THROUGHPUT = "latency_vs_throughput.png"
+SCHEDULE = "schedule.png"
+SCHEDULE_SIZE = (12.0, 9.0)
+BIN_S = 5.0  # the schedule plot's throughput and latency are per bin of this many seconds
 FIGURE_SIZE = (12.0, 4.8)
 DPI = 110
 LOG_AXIS_SPAN = 4  # levels spanning this factor or more (1, 2, 4, 8, ...) read better on a log2 axis
@@ -40,11 +43,15 @@ def write_plots(result: BenchResult, out: Path) -> list[Path]:
         (THROUGHPUT_VS_RATE, "rate", _throughput_vs_load),
         (LATENCY_VS_THROUGHPUT, None, _latency_vs_throughput),
     ):
-        runs = [r for r in result.runs if mode is None or r.level.mode == mode]
+        runs = [r for r in result.runs if r.level.mode == mode or (mode is None and r.level.mode != "schedule")]
         if runs:
             figure = draw(runs, result)
             figure.savefig(out / name, dpi=DPI)
             written.append(out / name)
+    for index, run in enumerate(r for r in result.runs if r.level.mode == "schedule"):
+        name = SCHEDULE if index == 0 else SCHEDULE.replace(".png", f"-{index + 1}.png")
+        _schedule(run, result).savefig(out / name, dpi=DPI)
+        written.append(out / name)
     return written
 
 
@@ -156,3 +163,49 @@ def _workload(result: BenchResult) -> str:
     o = result.options
     prefix = f", {o.shared_prefix}-token shared prefix" if o.shared_prefix else ""
     return f"{o.workload.value} workload, {o.input_len} input / {o.output_len} output tokens{prefix}"
+
+
+def _schedule(run: RunResult, result: BenchResult) -> Figure:
+    """A rate schedule over time: offered and completed requests/s, latency, and (on a pier gateway) copies."""
+    figure = Figure(figsize=SCHEDULE_SIZE, layout="constrained")
+    rates, latency, copies = figure.subplots(3, 1, sharex=True)
+    edges, offered = [0.0], []
+    for rate, seconds in run.level.schedule:
+        edges.append(edges[-1] + seconds)
+        offered.append(rate)
+    rates.stairs(offered, edges, color="grey", linestyle=":", label="offered (Poisson mean)")
+    ends = [(r.start - run.started + r.end, r) for r in run.records if r.end is not None]
+    bins = [i * BIN_S for i in range(int(max([edges[-1], *(t for t, _ in ends)]) // BIN_S) + 2)]
+    done = [[r for t, r in ends if low <= t < low + BIN_S] for low in bins[:-1]]
+    rates.stairs([sum(r.ok for r in group) / BIN_S for group in done], bins, color="C0", label="completed")
+    failed = [sum(not r.ok for r in group) / BIN_S for group in done]
+    if any(failed):
+        rates.stairs(failed, bins, color="C3", label="failed")
+    rates.set(ylabel="requests/s", title=f"{run.target.label}: {run.level.label}")
+    for percentile, style in ((50, "-"), (99, "--")):
+        values = [_quantile([r.end for r in group if r.ok and r.end is not None], percentile) for group in done]
+        latency.stairs(values, bins, color="C1", linestyle=style, label=f"end-to-end p{percentile}")
+    latency.set(ylabel="latency, s (by completion)")
+    components = sorted({name for sample in run.copies for name in sample.ready})
+    times = [sample.at_s for sample in run.copies]
+    for color, name in enumerate(components):
+        copies.step(times, [sample.ready.get(name, 0) for sample in run.copies], where="post", color=f"C{color + 2}",
+                    label=name)
+    if not components:
+        copies.text(0.5, 0.5, "copy counts are shown for a pier gateway only", ha="center",
+                    transform=copies.transAxes)
+    copies.set(xlabel="seconds since the start", ylabel="ready copies")
+    for ax in (rates, latency, copies):
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=GRID_ALPHA)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="upper right")
+    figure.suptitle(f"Load over time — {_workload(result)}")
+    return figure
+
+
+def _quantile(values: list[float], percentile: int) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * percentile / 100))]

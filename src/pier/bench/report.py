@@ -179,7 +179,9 @@ def _run_identity(run: RunResult, result: BenchResult) -> dict[str, Any]:
         "mean_output_tokens": o.output_len,
         "stddev_output_tokens": o.output_len_stddev,
         "num_concurrent_requests": int(run.level.value) if closed else None,
-        "request_rate": None if closed else run.level.value,
+        "request_rate": run.level.value if run.level.mode == "rate" else None,
+        "rate_schedule": [{"rate": r, "seconds": s} for r, s in run.level.schedule] or None,
+        "copies": [{"at_s": c.at_s, "ready": c.ready} for c in run.copies] or None,
     }
 
 

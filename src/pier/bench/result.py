@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pier.bench.calibration import PromptTokens
+from pier.bench.copies import CopySample
 from pier.bench.metrics import Metrics, Slo
 from pier.bench.options import Api, BenchOptions, Level
 from pier.bench.pricing import Price
@@ -33,6 +34,7 @@ class RunResult:
     started: float  # time.perf_counter() at the start, the origin of `start_s` in the per-request results
     records: list[RequestRecord]
     metrics: Metrics
+    copies: list[CopySample] = field(default_factory=list)  # a rate schedule on a pier gateway: copies over time
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ from rich.console import Console
 from pier.bench.calibration import choose_tokens
 from pier.bench.client import ClientSettings, StreamingClient, make_client
 from pier.bench.compare import compare
-from pier.bench.load import Budget, Session, closed_loop, open_loop
+from pier.bench.copies import CopyWatcher
+from pier.bench.load import Budget, Session, closed_loop, open_loop, scheduled_loop
 from pier.bench.metrics import Slo, summarize
 from pier.bench.options import Api, BenchOptions, Level
 from pier.bench.plots import write_plots
@@ -52,11 +53,13 @@ class Bench:
         self.targets = self._targets()
         self.price = resolve_price(options.price_per_hour, options.instance_type, options.instance_count)
         self.slo = Slo.from_ms(options.slo_ttft_ms, options.slo_tpot_ms, options.slo_e2el_ms)
+        self.http: httpx.AsyncClient | None = None
 
     async def run(self) -> BenchResult:
         o = self.options
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
         async with httpx.AsyncClient(timeout=httpx.Timeout(o.timeout_s), limits=limits) as http:
+            self.http = http
             prepared = await self._prepare(http)
             runs: list[RunResult] = []
             with LiveProgress(self.console, o.progress) as live:
@@ -122,16 +125,29 @@ class Bench:
         seed = f"{o.seed}:{level.mode}:{level.value}:{repeat}"  # same prompts for A and B, fresh per repeat
         suffix = f" #{repeat + 1}" if o.repeat_count > 1 else ""
         progress = live.run(f"{prepared.info.label} {level.label}{suffix}", o.request_limit)
-        session = self._session(prepared, seed, Budget.of(o.request_limit, o.duration_s), progress)
+        budget = Budget.of(None, None) if level.mode == "schedule" else Budget.of(o.request_limit, o.duration_s)
+        session = self._session(prepared, seed, budget, progress)
         started_at, started = time.time(), time.perf_counter()
-        if level.mode == "concurrency":
-            await closed_loop(session, int(level.value))
-        else:
-            await open_loop(session, level.value, random.Random(f"{seed}:arrivals"))
+        watcher = None
+        if level.mode == "schedule" and self.http is not None:
+            watcher = CopyWatcher.of(self.http, prepared.info.url, started)
+        watching = asyncio.create_task(watcher.run()) if watcher is not None else None
+        try:
+            if level.mode == "concurrency":
+                await closed_loop(session, int(level.value))
+            elif level.mode == "schedule":
+                await scheduled_loop(session, level.schedule, random.Random(f"{seed}:arrivals"))
+            else:
+                await open_loop(session, level.value, random.Random(f"{seed}:arrivals"))
+        finally:
+            if watching is not None:
+                watching.cancel()
+                await asyncio.gather(watching, return_exceptions=True)
         duration = time.perf_counter() - started
         progress.close()
         metrics = summarize(session.records, duration, self.slo)
-        return RunResult(prepared.info, level, repeat, started_at, started, session.records, metrics)
+        return RunResult(prepared.info, level, repeat, started_at, started, session.records, metrics,
+                         watcher.samples if watcher is not None else [])
 
     def _session(self, prepared: Prepared, seed: str, budget: Budget, progress: RunProgress) -> Session:
         workload = Workload(self.options, prepared.info.tokens.pool, seed)

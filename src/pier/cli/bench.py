@@ -18,6 +18,9 @@ def bench(
                                                "or a pier endpoint name.")],
     concurrency: Annotated[str | None, Opt(help="Closed-loop users, a list: 1,2,4,8.")] = None,
     rate: Annotated[str | None, Opt(help="Open-loop Poisson request rates (req/s), a list: 0.5,1,2.")] = None,
+    rate_schedule: Annotated[str | None, Opt(help="Load that changes over time: RATE:SECONDS Poisson segments, "
+                                                  "such as 1:60,8:120,1:120; plots copies over time on a pier "
+                                                  "gateway.")] = None,
     requests: Annotated[int | None, Opt(help="Requests per load level (default 32).")] = None,
     duration: Annotated[float | None, Opt(help="Seconds per load level (whichever of this and --requests "
                                                "comes first).")] = None,
@@ -57,14 +60,16 @@ def bench(
     from pydantic import ValidationError
 
     from pier.bench import BenchError, BenchOptions, run_bench
-    from pier.bench.options import parse_numbers
+    from pier.bench.options import parse_numbers, parse_schedule
 
     try:
         # Validated (choices included) by the model, whose errors name the option at fault.
         options = BenchOptions.model_validate(dict(
             target=target, api=api, model=model, compare=compare, gateway=gateway, api_key=api_key,
             concurrency=parse_numbers(concurrency, int, "--concurrency") if concurrency else (),
-            rates=parse_numbers(rate, float, "--rate") if rate else (), requests=requests, duration_s=duration,
+            rates=parse_numbers(rate, float, "--rate") if rate else (),
+            rate_schedule=parse_schedule(rate_schedule) if rate_schedule else (),
+            requests=requests, duration_s=duration,
             warmup=warmup, repeats=repeats, timeout_s=timeout, seed=seed, workload=workload, input_len=input_len,
             input_len_stddev=input_len_stddev, output_len=output_len, output_len_stddev=output_len_stddev,
             shared_prefix=shared_prefix, turns=turns, prompt_format=prompt_format, vocab=vocab, payload=payload,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
@@ -101,6 +102,7 @@ class Reconciler:
         self._specs: dict[str, CopySpec] = {}  # the copies last asked for, by id: where each one is placed
         self._proven: set[str] = set()
         self._busy: dict[str, asyncio.Task[None]] = {}  # copy id -> its start or stop in progress
+        self._stopping: set[str] = set()  # copies told to stop, draining what they have
         self._skipped: set[tuple[str, str, str]] = set()  # unreadable records already logged
 
     def wake(self, *, retry_fetches: bool = False) -> None:
@@ -138,8 +140,12 @@ class Reconciler:
         self._finish_deletes(endpoints, components, actual)
 
     def copies(self, workload: Workload) -> list[CopyStatus]:
-        """The copies serving `workload`, as the router sees them (a backend labels each copy with it)."""
-        return [c for c in self.backend.statuses() if c.component == workload]
+        """The copies serving `workload`, as the router sees them (a backend labels each copy with it). A copy
+        being stopped (scaled in, replaced) is draining: it finishes its requests but is sent no new ones, so it
+        is not shown ready."""
+        return [dataclasses.replace(c, state=CopyState.STARTING, message="draining: stopped by pier")
+                if c.copy_id in self._stopping and c.state is CopyState.READY else c
+                for c in self.backend.statuses() if c.component == workload]
 
     def spec(self, copy_id: str) -> CopySpec | None:
         """What the copy was asked to be (its instance and cores), as of the last tick; None: not wanted now."""
@@ -205,6 +211,8 @@ class Reconciler:
         for spec in todo.start:
             self._run(spec.copy_id, partial(self.backend.start, spec), f"start {spec.copy_id} on cores {spec.cores}")
         for copy_id in todo.stop:
+            if copy_id not in self._busy:
+                self._stopping.add(copy_id)
             self._run(copy_id, partial(self.backend.stop, copy_id), f"stop {copy_id}")
 
     def _run(self, copy_id: str, action: Callable[[], Coroutine[Any, Any, None]], what: str) -> None:
@@ -218,6 +226,7 @@ class Reconciler:
 
     def _done(self, copy_id: str, what: str, task: asyncio.Future[None]) -> None:
         self._busy.pop(copy_id, None)
+        self._stopping.discard(copy_id)
         if not task.cancelled() and task.exception() is not None:
             log.error("could not %s: %s", what, task.exception())
         self._wake.set()

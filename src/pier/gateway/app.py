@@ -19,6 +19,14 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from pier.autoscaling import wire
+from pier.autoscaling.application_autoscaling import ApplicationAutoScaling
+from pier.autoscaling.cloudwatch import CloudWatch
+from pier.autoscaling.history import History
+from pier.autoscaling.recorder import Recorder
+from pier.autoscaling.scaler import Scaler
+from pier.autoscaling.settings import ScalingSettings
+from pier.autoscaling.store import Store as AutoscalingStore
 from pier.backends.base import Backend
 from pier.console.assets import console_router
 from pier.control.api import ControlPlane
@@ -28,11 +36,13 @@ from pier.control.fetch.fetches import Fetches
 from pier.control.fetch.store import ModelStore
 from pier.control.reconciler import Reconciler
 from pier.control.state import State
-from pier.gateway import pier_routes
+from pier.gateway import autoscaling_route, pier_routes
+from pier.gateway.autoscaling_route import Autoscaling
 from pier.gateway.control_route import control_route
 from pier.gateway.deploy_route import deploy_route
 from pier.gateway.drain import Drain, Draining
 from pier.gateway.parts import Gateway
+from pier.gateway.scaling import GatewayCapacity, Waking
 from pier.gateway.targets import Targets
 from pier.runtime.invoke import RuntimeService
 from pier.runtime.routes import openai_router, runtime_router
@@ -46,17 +56,20 @@ CLUSTER_COPY_CAP = 1024  # copies on a cluster (ray backend) unless PIER_MAX_COP
 
 def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: float = 1.0,
                    store: ModelStore | None = None, security: SecuritySettings | None = None,
-                   backups: BackupPolicy | None = None) -> FastAPI:
-    """The gateway app over the state in `state_dir`; its lifespan runs the reconciler and the state's backups
-    and, on the way out, stops every copy. A damaged state file raises StateDamaged here (never replaced).
-    Every request passes pier.security's guard first (Host/Origin, keys, roles, audit)."""
-    gateway = _assemble(state_dir, backend or _local_backend(state_dir), tick_s, store)
+                   backups: BackupPolicy | None = None, scaling: ScalingSettings | None = None) -> FastAPI:
+    """The gateway app over the state in `state_dir`; its lifespan runs the reconciler, the autoscaler and the
+    state's backups and, on the way out, stops every copy. A damaged state file raises StateDamaged here (never
+    replaced). Every request passes pier.security's guard first (Host/Origin, keys, roles, audit)."""
+    gateway = _assemble(state_dir, backend or _local_backend(state_dir), tick_s, store,
+                        scaling or ScalingSettings.from_env())
     saver = Backups(gateway.state, backups or BackupPolicy.from_env())
     app = FastAPI(title="pier gateway", lifespan=_lifespan(gateway, saver))
     app.state.gateway = gateway
     app.state.drain = Drain(gateway.runtime.forwarder.stop)  # stopping drains (gateway/drain.py)
     app.add_middleware(Draining, drain=app.state.drain)
     app.add_api_route("/", control_route, methods=["POST"], response_model=None, include_in_schema=False)
+    app.add_api_route(wire.CBOR_PATH + "{operation}", autoscaling_route.cbor_route, methods=["POST"],
+                      response_model=None, include_in_schema=False)
     app.add_api_route("/ping", pier_routes.ping, methods=["GET"], response_model=None)
     app.add_api_route("/v1/models", pier_routes.openai_models, methods=["GET"], response_model=None)
     app.add_api_route("/pier/copies", pier_routes.copies, methods=["GET"], response_model=None)
@@ -78,24 +91,29 @@ def _lifespan(gateway: Gateway, backups: Backups) -> Callable[[FastAPI], Any]:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         loop = asyncio.create_task(gateway.reconciler.run(), name="reconciler")
         saving = asyncio.create_task(backups.run(), name="state backups")
+        scaling = asyncio.create_task(gateway.autoscaling.scaler.run(), name="autoscaler")
         try:
             yield
         finally:
             loop.cancel()
             saving.cancel()
-            for task in (loop, saving):
+            scaling.cancel()
+            for task in (loop, saving, scaling):
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
             await gateway.reconciler.close()
             await gateway.backend.close()
             await gateway.runtime.aclose()
             await asyncio.to_thread(backups.take)  # the last generation, on the way out
+            gateway.autoscaling.history.flush()
+            gateway.autoscaling.store.close()
             gateway.state.close()
 
     return lifespan
 
 
-def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStore | None) -> Gateway:
+def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStore | None,
+              scaling: ScalingSettings) -> Gateway:
     state = State.open(state_dir)
     fetches = Fetches(store or ModelStore(state_dir / "models"))
     # A backend whose copies do not run on this host (ray) says which cores copies are numbered against, and this
@@ -106,8 +124,19 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
     control = ControlPlane(state, copies=reconciler.copies, wake=lambda: reconciler.wake(retry_fetches=True),
                            copy_cap=cap, on_this_host=elsewhere is None)
     targets = Targets(state, reconciler.copies)
-    return Gateway(state, backend, reconciler, control, targets,
-                   RuntimeService(targets.resolve, RuntimeSettings.from_env()))
+    scaling_store = AutoscalingStore.open(state_dir)
+    history = History(scaling_store, retention_s=scaling.retention_s)
+    recorder = Recorder(history)
+    runtime = RuntimeService(targets.resolve, RuntimeSettings.from_env(), observer=recorder)
+    capacity = GatewayCapacity(state, control, reconciler.copies, runtime.forwarder.admission,
+                               local=getattr(backend, "name", "") == "local")
+    scaler = Scaler(scaling_store, history, recorder, capacity, scaling)
+    targets.waker = Waking(scaler, capacity, recorder, runtime.settings.queue_timeout_s)
+    autoscaling = Autoscaling(
+        scaling_store, history, recorder, scaler,
+        ApplicationAutoScaling(scaling_store, capacity, changed=scaler.poke),
+        CloudWatch(scaling_store, history, changed=scaler.poke))
+    return Gateway(state, backend, reconciler, control, targets, runtime, autoscaling)
 
 
 def _cluster_copy_cap() -> CopyCap:

@@ -1,5 +1,6 @@
 """The SageMaker control plane's one route: `POST /` with `X-Amz-Target: SageMaker.<Operation>` and a JSON 1.1
-body, answered in AWS JSON 1.1 with `x-amzn-RequestId` (errors as `{"__type", "message"}`)."""
+body, answered in AWS JSON 1.1 with `x-amzn-RequestId` (errors as `{"__type", "message"}`). Application Auto
+Scaling's and CloudWatch's targets go to pier.gateway.autoscaling_route."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import uuid
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
+from pier.autoscaling import wire
 from pier.control.errors import ControlError, UnknownOperation
 from pier.control.limits import MAX_BODY_BYTES, body_too_large, parse_body
 from pier.control.names import region_of
+from pier.gateway import autoscaling_route
 from pier.gateway.parts import gateway_of
 
 log = logging.getLogger("pier.gateway")
@@ -21,6 +24,12 @@ REQUEST_ID = "x-amzn-RequestId"
 
 
 async def control_route(request: Request) -> Response:
+    service, _, operation = request.headers.get("x-amz-target", "").partition(".")
+    if service in wire.SERVICES:  # Application Auto Scaling (JSON 1.1) or CloudWatch (JSON 1.0)
+        protocol = wire.JSON_1_1 if service == wire.AUTOSCALING_TARGET else wire.JSON_1_0
+        return await autoscaling_route.answer(request, service, operation, protocol)
+    if autoscaling_route.is_query(request):  # CloudWatch as older botocore calls it
+        return await autoscaling_route.query_route(request)
     request_id = str(uuid.uuid4())
     try:
         operation = _operation(request.headers.get("x-amz-target", ""))
@@ -39,7 +48,8 @@ def _operation(target: str) -> str:
     service, _, operation = target.partition(".")
     if service != "SageMaker" or not operation:
         raise UnknownOperation(
-            f"pier serves the SageMaker API at POST / with X-Amz-Target: SageMaker.<Operation>; got {target!r}."
+            f"pier serves the SageMaker API at POST / with X-Amz-Target: SageMaker.<Operation> (and "
+            f"{wire.AUTOSCALING_TARGET}.<Operation>, {wire.CLOUDWATCH_TARGET}.<Operation>); got {target!r}."
         )
     return operation
 

@@ -10,6 +10,7 @@ from pier.backends.base import Backend
 from pier.control.api import ControlPlane
 from pier.control.reconciler import Reconciler
 from pier.control.state import State
+from pier.gateway.autoscaling_route import Autoscaling
 from pier.gateway.targets import Targets
 from pier.runtime.invoke import RuntimeService
 
@@ -22,6 +23,7 @@ class Gateway:
     control: ControlPlane
     targets: Targets
     runtime: RuntimeService
+    autoscaling: Autoscaling
 
 
 def gateway_of(request: Request) -> Gateway:

@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 from fastapi import Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from prometheus_client import generate_latest
 
 from pier.backends.base import CopySpec
 from pier.gateway import copy_metrics, metrics_summary
@@ -56,11 +57,13 @@ async def copy_logs(copy_id: str, request: Request, lines: int = 200) -> Respons
 
 
 async def metrics(request: Request) -> Response:
-    """Every ready copy's metrics, labelled with the copy and its component, wherever the copy runs."""
+    """Every ready copy's metrics, labelled with the copy and its component, wherever the copy runs; then the
+    gateway's own AWS/SageMaker series (pier.autoscaling.recorder)."""
     copies = gateway_of(request).backend.statuses()
     async with httpx.AsyncClient(trust_env=False) as client:
         scraped = await copy_metrics.scrape(client, copies)
     body, content_type = copy_metrics.exposition(copies, scraped)
+    body += generate_latest(gateway_of(request).autoscaling.recorder.registry)  # the AWS/SageMaker series
     return Response(body, media_type=content_type)
 
 

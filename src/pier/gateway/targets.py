@@ -9,9 +9,10 @@ InferenceComponentName (even when it hosts just one), and an endpoint that serve
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
 
-from pier.backends.base import CopyStatus
+from pier.backends.base import CopyState, CopyStatus
 from pier.control.names import ACCOUNT
 from pier.control.records import ComponentRecord, EndpointRecord, RoutingRecord, VariantRecord
 from pier.control.state import State, UnreadableRecord
@@ -21,6 +22,27 @@ from pier.runtime.routing import DEFAULT_ROUTING, Routing, Strategy
 from pier.runtime.target import Target
 
 Copies = Callable[[Workload], list[CopyStatus]]
+
+
+class Waker(Protocol):
+    """Autoscaling's part in resolving (pier.gateway.scaling.Waking): a component with a scalable target and no
+    ready copy is woken and waited for instead of refused."""
+
+    def no_capacity(self, component: str) -> None:
+        """Record NoCapacityInvocationFailures: a request found the component at zero copies."""
+        ...
+
+    def wake(self, component: str) -> bool:
+        """Start a copy if it has none; False when the component is not autoscaled (or is held at zero)."""
+        ...
+
+    def scaled(self, component: str) -> bool:
+        """Whether the component has a scalable target."""
+        ...
+
+    def until_ready(self, component: str) -> Awaitable[bool]:
+        """Wait for a ready copy, bounded; False when time ran out."""
+        ...
 
 # SageMaker's own ValidationError messages, verbatim.
 # Quoted from boto3's error by users of JumpStart endpoints (github.com/aws-samples/amazon-kendra-langchain-extensions
@@ -44,18 +66,20 @@ NO_CAPACITY = (
 
 
 class Targets:
-    def __init__(self, state: State, copies: Copies, *, pick: Callable[[Sequence[float]], int] | None = None) -> None:
+    def __init__(self, state: State, copies: Copies, *, pick: Callable[[Sequence[float]], int] | None = None,
+                 waker: Waker | None = None) -> None:
         self.state = state
         self.copies = copies
         self.pick = pick or _weighted
+        self.waker = waker
 
-    def resolve(self, endpoint: str, component: str | None, variant: str | None) -> Target:
+    def resolve(self, endpoint: str, component: str | None, variant: str | None) -> Target | Awaitable[Target]:
         try:
             return self._resolve(endpoint, component, variant)
         except UnreadableRecord as error:  # only that resource is unusable; say why, as Describe does
             raise InvalidInvocation(error.message) from None
 
-    def _resolve(self, endpoint: str, component: str | None, variant: str | None) -> Target:
+    def _resolve(self, endpoint: str, component: str | None, variant: str | None) -> Target | Awaitable[Target]:
         record = self.state.endpoints.get(endpoint)
         if record is None or record.status == "Deleting":
             # An OpenAI `model` may name an inference component on its own (pier's /v1 routes only).
@@ -75,14 +99,34 @@ class Targets:
         workload = Workload.of_variant(record.name, chosen.name)
         return Target(self.copies(workload), workload, chosen.name, routing(chosen.routing))
 
-    def _component_target(self, record: ComponentRecord) -> Target:
-        if record.copies == 0:
-            raise InvalidInvocation(NO_CAPACITY)
+    def _component_target(self, record: ComponentRecord) -> Target | Awaitable[Target]:
         workload = Workload.of_component(record.name)
+        copies = self.copies(workload)
+        if record.copies == 0:
+            if self.waker is not None:
+                self.waker.no_capacity(record.name)
+            if self.waker is None or not self.waker.wake(record.name):
+                raise InvalidInvocation(NO_CAPACITY)
+            return self._when_ready(record, workload, woken=True)
+        ready = any(c.state is CopyState.READY for c in copies)
+        if not ready and self.waker is not None and self.waker.scaled(record.name):
+            return self._when_ready(record, workload, woken=False)  # a copy the scaler started is on its way
+        return Target(copies, workload, record.variant, self._routing(record))
+
+    async def _when_ready(self, record: ComponentRecord, workload: Workload, *, woken: bool) -> Target:
+        assert self.waker is not None
+        if not await self.waker.until_ready(record.name):
+            why = (f"pier started a copy of {record.name} for this request, but it was not ready in time" if woken
+                   else f"{record.name} is autoscaled and none of its copies became ready in time")
+            raise InvalidInvocation(f"{NO_CAPACITY} ({why}; retry, raise PIER_QUEUE_TIMEOUT_SECONDS, or read the "
+                                    "copies' logs.)")
+        return Target(self.copies(workload), workload, record.variant, self._routing(record))
+
+    def _routing(self, record: ComponentRecord) -> Routing:
+        """A component is routed as its endpoint's variant says."""
         endpoint = self.state.endpoints.get(record.endpoint)
         variant = endpoint.variant(record.variant) if endpoint is not None else None
-        return Target(self.copies(workload), workload, record.variant,
-                      routing(variant.routing if variant is not None else None))
+        return routing(variant.routing if variant is not None else None)
 
     def _component(self, endpoint: EndpointRecord, name: str) -> ComponentRecord:
         for record in self.state.components.all():

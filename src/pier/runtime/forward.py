@@ -21,11 +21,12 @@ from dataclasses import dataclass, replace
 import httpx
 
 from pier.backends.base import CopyStatus
-from pier.errors import REFUSED_HEADER
+from pier.errors import REFUSED_HEADER, PierError
 from pier.runtime import resume
 from pier.runtime.admission import Admission, AdmissionLimits
 from pier.runtime.errors import InvocationError, ModelError, Origin, ServiceUnavailable, Throttled
 from pier.runtime.eventstream import StreamErrorCode
+from pier.runtime.observer import InvocationObserver, Invoked
 from pier.runtime.router import Lease, Router
 from pier.runtime.routing import DEFAULT_ROUTE, Route
 from pier.runtime.settings import RuntimeSettings
@@ -70,9 +71,17 @@ class StreamEnded(Exception):
         self.code = code
 
 
+@dataclass
+class _Timing:
+    started: float
+    sent: float | None = None  # when the request last went to a copy
+
+
 class Forwarder:
-    def __init__(self, settings: RuntimeSettings, client: httpx.AsyncClient | None = None) -> None:
+    def __init__(self, settings: RuntimeSettings, client: httpx.AsyncClient | None = None,
+                 observer: InvocationObserver | None = None) -> None:
         self.settings = settings
+        self.observer = observer
         self.admission = Admission(AdmissionLimits(
             settings.queue, settings.queue_timeout_s, settings.affinity_slack, settings.per_copy_concurrency))
         self.upstream = Upstream(client, connect_timeout_s=settings.connect_timeout_s)
@@ -86,7 +95,36 @@ class Forwarder:
 
     @asynccontextmanager
     async def exchange(self, call: Call) -> AsyncIterator[Exchange]:
-        """A copy with room and its answer's status and headers, both held until the block ends."""
+        """A copy with room and its answer's status and headers, both held until the block ends; the observer
+        hears how it went when it ends."""
+        if self.observer is None:
+            async with self._exchange(call, None) as exchange:
+                yield exchange
+            return
+        timing = _Timing(asyncio.get_running_loop().time())
+        status = 500
+        try:
+            async with self._exchange(call, timing) as exchange:
+                status = exchange.response.status_code
+                yield exchange
+        except PierError as error:
+            status = error.wire.sagemaker_status
+            raise
+        finally:
+            self._observe(call, timing, status)
+
+    def _observe(self, call: Call, timing: _Timing, status: int) -> None:
+        assert self.observer is not None
+        ended = asyncio.get_running_loop().time()
+        sent = ended if timing.sent is None else timing.sent
+        try:
+            self.observer.invoked(Invoked(call.endpoint, call.target.variant, call.target.component, status,
+                                          ended - sent, sent - timing.started, len(call.target.ready())))
+        except Exception:  # metrics must never fail a request
+            log.exception("recording an invocation's metrics failed")
+
+    @asynccontextmanager
+    async def _exchange(self, call: Call, timing: _Timing | None) -> AsyncIterator[Exchange]:
         if not call.target.ready():
             raise call.target.unavailable(call.endpoint)
         if killed := self.casualties.condemned(call):  # it took copies down: keep it from the others
@@ -105,6 +143,8 @@ class Forwarder:
                 tried.append(copy_id)
                 origin = self.origin_of(call, copy_id)
                 try:
+                    if timing is not None:
+                        timing.sent = loop.time()
                     with self._model_errors(origin, call):
                         async with self.deadline(call):
                             response = await self._send(lease.copy, call, headers)

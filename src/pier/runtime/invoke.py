@@ -24,6 +24,7 @@ from pier.runtime.disconnect import CLIENT_CLOSED_REQUEST, ClientGone, unless_di
 from pier.runtime.errors import REQUEST_ID, InvalidInvocation, as_invocation_error, sagemaker_error
 from pier.runtime.forward import Call, Exchange, Forwarder, StreamEnded
 from pier.runtime.invocation import CUSTOM_ATTRIBUTES, INVOKED_VARIANT, STREAM_CONTENT_TYPE, Invocation
+from pier.runtime.observer import InvocationObserver
 from pier.runtime.prefix import request_prefix
 from pier.runtime.routing import route_of
 from pier.runtime.sessions import (
@@ -48,10 +49,10 @@ class RuntimeService:
     """Owns the HTTP client to copies, the admission queues and the routers; one per gateway."""
 
     def __init__(self, resolve: Resolve, settings: RuntimeSettings | None = None, *,
-                 client: httpx.AsyncClient | None = None) -> None:
+                 client: httpx.AsyncClient | None = None, observer: InvocationObserver | None = None) -> None:
         self.resolve = resolve
         self.settings = settings or RuntimeSettings()
-        self.forwarder = Forwarder(self.settings, client)
+        self.forwarder = Forwarder(self.settings, client, observer)
         self.sessions = Sessions(ttl_s=self.settings.session_ttl_s, limit=self.settings.max_sessions)
 
     async def aclose(self) -> None:

@@ -1,0 +1,216 @@
+"""The CloudWatch operations AWS's scaling guides use, over the gateway's metric history: GetMetricData,
+GetMetricStatistics, ListMetrics, PutMetricData, and metric alarms (PutMetricAlarm, DescribeAlarms,
+DeleteAlarms) whose actions are scaling policies' ARNs. Alarms are evaluated by the scaler (scaler.py)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pier.autoscaling.alarms import COMPARE, INSUFFICIENT
+from pier.autoscaling.errors import InvalidParameterValue, ResourceNotFound, UnknownOperation
+from pier.autoscaling.history import STATISTICS, History, MetricId, aggregate, matches, statistic
+from pier.autoscaling.store import Store
+from pier.autoscaling.wire import epoch
+
+Body = dict[str, Any]
+ALARM = "alarm"
+ACCOUNT = "000000000000"
+MAX_DATAPOINTS = 1440  # GetMetricStatistics' limit per call
+PAGE = 50
+
+
+class CloudWatch:
+    def __init__(self, store: Store, history: History, *, clock: Callable[[], float] = time.time,
+                 changed: Callable[[], None] = lambda: None) -> None:
+        self.store = store
+        self.history = history
+        self.clock = clock
+        self.changed = changed
+        self.operations: dict[str, Callable[[Body, str], Body]] = {
+            "GetMetricData": self.get_metric_data,
+            "GetMetricStatistics": self.get_metric_statistics,
+            "ListMetrics": self.list_metrics,
+            "PutMetricData": self.put_metric_data,
+            "PutMetricAlarm": self.put_metric_alarm,
+            "DescribeAlarms": self.describe_alarms,
+            "DeleteAlarms": self.delete_alarms,
+        }
+
+    def call(self, operation: str, body: Body, region: str) -> Body:
+        handler = self.operations.get(operation)
+        if handler is None:
+            raise UnknownOperation(f"pier does not serve CloudWatch {operation}; it serves "
+                                   f"{', '.join(sorted(self.operations))}.")
+        return handler(body, region)
+
+    # ---- metrics
+
+    def get_metric_statistics(self, body: Body, region: str) -> Body:
+        start, end, period = epoch(body["StartTime"]), epoch(body["EndTime"]), int(body["Period"])
+        wanted = body.get("Statistics") or []
+        if body.get("ExtendedStatistics"):
+            raise InvalidParameterValue("pier computes SampleCount, Average, Sum, Minimum and Maximum; percentiles "
+                                        "(ExtendedStatistics) are not served.")
+        if not wanted:
+            raise InvalidParameterValue("Give at least one of Statistics: " + ", ".join(STATISTICS) + ".")
+        _check_period(period, start, end)
+        metric = MetricId.of(body["Namespace"], body["MetricName"], _dims(body.get("Dimensions")))
+        unit = body.get("Unit") or self._unit(metric)
+        points = []
+        for bucket in aggregate(self.history.seconds(metric, start, end), start, end, period):
+            point: Body = {"Timestamp": float(bucket.ts), "Unit": unit}
+            point.update({name: statistic(bucket, name) for name in wanted})
+            points.append(point)
+        return {"Label": body["MetricName"], "Datapoints": points}
+
+    def get_metric_data(self, body: Body, region: str) -> Body:
+        start, end = epoch(body["StartTime"]), epoch(body["EndTime"])
+        newest_first = body.get("ScanBy", "TimestampDescending") == "TimestampDescending"
+        results: list[Body] = []
+        messages: list[Body] = []
+        for query in body["MetricDataQueries"]:
+            if not query.get("ReturnData", True):
+                continue
+            stat = query.get("MetricStat")
+            if stat is None:
+                results.append({"Id": query["Id"], "Label": query.get("Label", query["Id"]), "Timestamps": [],
+                                "Values": [], "StatusCode": "InternalError",
+                                "Messages": [{"Code": "Unsupported", "Value": "pier serves MetricStat queries; metric "
+                                              "math (Expression) is not served."}]})
+                continue
+            metric = stat["Metric"]
+            found = MetricId.of(metric.get("Namespace", ""), metric.get("MetricName", ""),
+                                _dims(metric.get("Dimensions")))
+            buckets = aggregate(self.history.seconds(found, start, end), start, end, int(stat["Period"]))
+            try:
+                values = [(float(b.ts), statistic(b, stat["Stat"])) for b in buckets]
+            except ValueError as error:
+                raise InvalidParameterValue(f"Query {query['Id']}: {error}.") from None
+            if newest_first:
+                values.reverse()
+            results.append({"Id": query["Id"], "Label": query.get("Label", found.name),
+                            "Timestamps": [t for t, _ in values], "Values": [v for _, v in values],
+                            "StatusCode": "Complete"})
+        return {"MetricDataResults": results, "Messages": messages}
+
+    def list_metrics(self, body: Body, region: str) -> Body:
+        filters = [(d["Name"], d.get("Value")) for d in body.get("Dimensions", [])]
+        found = [m for m, _ in self.history.metrics()
+                 if matches(m, body.get("Namespace"), body.get("MetricName"), filters)]
+        rows = [{"Namespace": m.namespace, "MetricName": m.name,
+                 "Dimensions": [{"Name": k, "Value": v} for k, v in m.dims]} for m in found]
+        return _page(body, "Metrics", rows, "NextToken")
+
+    def put_metric_data(self, body: Body, region: str) -> Body:
+        namespace = body["Namespace"]
+        if namespace.startswith("AWS/"):
+            raise InvalidParameterValue(f"The namespace {namespace} is reserved for AWS's own metrics (pier records "
+                                        "AWS/SageMaker itself); put yours under another namespace.")
+        for datum in body.get("MetricData", []):
+            dims, unit = _dims(datum.get("Dimensions")), datum.get("Unit", "None")
+            at = epoch(datum["Timestamp"]) if "Timestamp" in datum else None
+            values = list(datum.get("Values") or ([datum["Value"]] if "Value" in datum else []))
+            counts = list(datum.get("Counts") or [1.0] * len(values))
+            for value, count in zip(values, counts, strict=False):
+                for _ in range(max(1, int(count))):
+                    self.history.record(namespace, datum["MetricName"], dims, float(value), unit, at)
+            if "StatisticValues" in datum:  # a summary stands for its mean, SampleCount times
+                summary = datum["StatisticValues"]
+                count = max(1, int(summary["SampleCount"]))
+                for _ in range(count):
+                    self.history.record(namespace, datum["MetricName"], dims, summary["Sum"] / count, unit, at)
+        return {}
+
+    # ---- alarms
+
+    def put_metric_alarm(self, body: Body, region: str) -> Body:
+        if body.get("Metrics"):
+            raise InvalidParameterValue("pier's alarms watch one metric (MetricName, Namespace, Statistic); metric "
+                                        "math (Metrics) is not served.")
+        for needed in ("MetricName", "Namespace", "Period"):
+            if needed not in body:
+                raise InvalidParameterValue(f"{needed} is required for an alarm on a metric.")
+        if body.get("Statistic") not in STATISTICS:
+            raise InvalidParameterValue(f"Statistic must be one of {', '.join(STATISTICS)}; percentiles "
+                                        "(ExtendedStatistic) are not served.")
+        if body["ComparisonOperator"] not in COMPARE:
+            raise InvalidParameterValue(f"pier's alarms compare with {', '.join(COMPARE)}; anomaly detection bands "
+                                        "are not served.")
+        if "Threshold" not in body:
+            raise InvalidParameterValue("Threshold is required.")
+        found = self.store.get(ALARM, body["AlarmName"]) or {}
+        now = self.clock()
+        alarm = {
+            "AlarmName": body["AlarmName"],
+            "AlarmArn": f"arn:aws:cloudwatch:{region}:{ACCOUNT}:alarm:{body['AlarmName']}",
+            "ActionsEnabled": body.get("ActionsEnabled", True),
+            "OKActions": body.get("OKActions", []), "AlarmActions": body.get("AlarmActions", []),
+            "InsufficientDataActions": body.get("InsufficientDataActions", []),
+            "StateValue": found.get("StateValue", INSUFFICIENT),
+            "StateReason": found.get("StateReason", "Unchecked: Initial alarm creation"),
+            "StateUpdatedTimestamp": found.get("StateUpdatedTimestamp", now),
+            "AlarmConfigurationUpdatedTimestamp": now,
+            "Dimensions": body.get("Dimensions", []),
+            "TreatMissingData": body.get("TreatMissingData", "missing"),
+        }
+        for key in ("AlarmDescription", "MetricName", "Namespace", "Statistic", "Period", "Unit",
+                    "EvaluationPeriods", "DatapointsToAlarm", "Threshold", "ComparisonOperator"):
+            if key in body:
+                alarm[key] = body[key]
+        self.store.put(ALARM, body["AlarmName"], alarm)
+        self.changed()
+        return {}
+
+    def describe_alarms(self, body: Body, region: str) -> Body:
+        names = set(body.get("AlarmNames") or [])
+        prefix = body.get("AlarmNamePrefix", "")
+        rows = [a for a in self.store.all(ALARM)
+                if (not names or a["AlarmName"] in names) and a["AlarmName"].startswith(prefix)
+                and body.get("StateValue", a["StateValue"]) == a["StateValue"]
+                and (not body.get("ActionPrefix") or any(x.startswith(body["ActionPrefix"])
+                                                         for x in a["AlarmActions"]))]
+        reply = _page(body, "MetricAlarms", rows, "NextToken", size_key="MaxRecords")
+        reply["CompositeAlarms"] = []
+        return reply
+
+    def delete_alarms(self, body: Body, region: str) -> Body:
+        names = body["AlarmNames"]
+        missing = [n for n in names if self.store.get(ALARM, n) is None]
+        if missing:
+            raise ResourceNotFound(f"No alarm named {', '.join(missing)}; DescribeAlarms lists the alarms. Nothing "
+                                   "was deleted.")
+        for name in names:
+            self.store.delete(ALARM, name)
+        return {}
+
+    def _unit(self, metric: MetricId) -> str:
+        return next((unit for found, unit in self.history.metrics() if found == metric), "None")
+
+
+def _dims(given: list[Body] | None) -> dict[str, str]:
+    return {d["Name"]: d["Value"] for d in given or []}
+
+
+def _check_period(period: int, start: float, end: float) -> None:
+    if period <= 0 or (period >= 60 and period % 60) or (period < 60 and period not in (1, 5, 10, 30)):
+        raise InvalidParameterValue(f"Period {period} is not valid: use 1, 5, 10, 30 or a multiple of 60 seconds.")
+    if end <= start:
+        raise InvalidParameterValue("EndTime must be later than StartTime.")
+    if (end - start) / period > MAX_DATAPOINTS:
+        raise InvalidParameterValue(f"That asks for more than {MAX_DATAPOINTS} datapoints: use a longer Period or a "
+                                    "shorter time range.")
+
+
+def _page(body: Body, key: str, rows: list[Body], token_key: str, size_key: str = "MaxResults") -> Body:
+    size = int(body.get(size_key) or PAGE)
+    token = body.get(token_key)
+    try:
+        start = int(token) if token else 0
+    except ValueError:
+        raise InvalidParameterValue(f"Invalid {token_key} {token!r}: pass the one of the previous answer.") from None
+    reply: Body = {key: rows[start:start + size]}
+    if start + size < len(rows):
+        reply[token_key] = str(start + size)
+    return reply

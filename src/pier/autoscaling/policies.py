@@ -1,0 +1,94 @@
+"""Scaling policies as stored (PutScalingPolicy's shape): which checks a policy must pass, the metric a
+target-tracking policy follows, and the pure decision inputs (`decide.Tracking`, `decide.Stepping`) it makes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pier.autoscaling.decide import Step, Stepping, Tracking
+from pier.autoscaling.errors import ScalingValidation
+from pier.autoscaling.resource import Resource
+
+NAMESPACE = "AWS/SageMaker"
+
+
+@dataclass(frozen=True)
+class Followed:
+    """The metric a target-tracking policy keeps near its target."""
+
+    namespace: str
+    name: str
+    dims: dict[str, str]
+    statistic: str
+    high_resolution: bool  # read over the short window, as the metric is
+    per_minute: bool  # a Sum read over the window is scaled to a minute (AWS's per-minute invocation metrics)
+    missing_is_zero: bool  # no datapoints means no invocations (pier records none then)
+
+
+# PredefinedMetricType -> (metric, statistic, high resolution, per minute, for components or for variants)
+PREDEFINED: dict[str, tuple[str, str, bool, bool, bool]] = {
+    "SageMakerVariantInvocationsPerInstance": ("InvocationsPerInstance", "Sum", False, True, False),
+    "SageMakerInferenceComponentInvocationsPerCopy": ("InvocationsPerCopy", "Sum", False, True, True),
+    "SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution":
+        ("ConcurrentRequestsPerCopy", "Average", True, False, True),
+    "SageMakerVariantConcurrentRequestsPerModelHighResolution":
+        ("ConcurrentRequestsPerModel", "Average", True, False, False),
+}
+
+
+def check_policy(kind: str, body: dict[str, Any], resource: Resource) -> None:
+    if kind == "TargetTrackingScaling":
+        config = body.get("TargetTrackingScalingPolicyConfiguration")
+        if config is None:
+            raise ScalingValidation("TargetTrackingScalingPolicyConfiguration is required for a TargetTrackingScaling "
+                                    "policy.")
+        if config["TargetValue"] <= 0:
+            raise ScalingValidation(f"TargetValue must be greater than 0; got {config['TargetValue']}.")
+        followed(config, resource)
+    elif kind == "StepScaling":
+        config = body.get("StepScalingPolicyConfiguration")
+        if config is None or not config.get("StepAdjustments"):
+            raise ScalingValidation("StepScalingPolicyConfiguration with at least one StepAdjustments entry is "
+                                    "required for a StepScaling policy.")
+        if config.get("AdjustmentType") is None:
+            raise ScalingValidation("StepScalingPolicyConfiguration.AdjustmentType is required (ChangeInCapacity, "
+                                    "ExactCapacity or PercentChangeInCapacity).")
+    else:
+        raise ScalingValidation(f"pier serves TargetTrackingScaling and StepScaling policies, not {kind}.")
+
+
+def followed(config: dict[str, Any], resource: Resource) -> Followed:
+    predefined = config.get("PredefinedMetricSpecification")
+    custom = config.get("CustomizedMetricSpecification")
+    if predefined is not None:
+        kind = predefined["PredefinedMetricType"]
+        if kind not in PREDEFINED:
+            raise ScalingValidation(f"pier follows the predefined metrics {', '.join(PREDEFINED)}; not {kind}.")
+        name, statistic, high, per_minute, for_components = PREDEFINED[kind]
+        if for_components != (resource.component is not None):
+            raise ScalingValidation(f"{kind} is for {'inference components' if for_components else 'variants'}; "
+                                    f"{resource.resource_id} is not one.")
+        return Followed(NAMESPACE, name, resource.dimensions, statistic, high, per_minute, per_minute)
+    if custom is not None:
+        if "MetricName" not in custom or "Namespace" not in custom or "Statistic" not in custom:
+            raise ScalingValidation("pier's CustomizedMetricSpecification takes MetricName, Namespace, Dimensions and "
+                                    "Statistic (metric math in Metrics is not served).")
+        if custom["Statistic"] not in ("Average", "Minimum", "Maximum", "SampleCount", "Sum"):
+            raise ScalingValidation(f"Unknown Statistic {custom['Statistic']!r}.")
+        dims = {d["Name"]: d["Value"] for d in custom.get("Dimensions", [])}
+        return Followed(custom["Namespace"], custom["MetricName"], dims, custom["Statistic"], False, False, False)
+    raise ScalingValidation("A target tracking policy needs PredefinedMetricSpecification or "
+                            "CustomizedMetricSpecification.")
+
+
+def tracking(config: dict[str, Any]) -> Tracking:
+    return Tracking(float(config["TargetValue"]), float(config.get("ScaleOutCooldown", 300)),
+                    float(config.get("ScaleInCooldown", 300)), bool(config.get("DisableScaleIn", False)))
+
+
+def stepping(config: dict[str, Any]) -> Stepping:
+    steps = tuple(Step(s.get("MetricIntervalLowerBound"), s.get("MetricIntervalUpperBound"),
+                       int(s["ScalingAdjustment"])) for s in config["StepAdjustments"])
+    return Stepping(config["AdjustmentType"], steps, float(config.get("Cooldown", 0)),
+                    int(config.get("MinAdjustmentMagnitude", 0)))

@@ -1,0 +1,131 @@
+"""The `AWS/SageMaker` metrics the gateway records, as SageMaker publishes them to CloudWatch, into the metric
+history and as Prometheus series for the gateway's `/metrics`.
+
+Per request (the runtime's `InvocationObserver`): Invocations, InvocationsPerCopy (1/copies, per component) or
+InvocationsPerInstance (1/instances, per variant), ModelLatency and OverheadLatency (microseconds),
+Invocation4XXErrors and Invocation5XXErrors (0 or 1). NoCapacityInvocationFailures when a request finds its
+component at zero copies. Sampled by the scaler each tick: ConcurrentRequestsPerCopy (per component) or
+ConcurrentRequestsPerModel (per variant), requests in flight or waiting per desired copy (the larger of those at
+the instant and the average since the last sample, from the requests that ended), and the copy counts
+DesiredCopyCount and CurrentCopyCount (ready copies; pier's names, per component or variant); and, for copies on
+this host, CPUUtilizationNormalized and MemoryUtilizationNormalized (/aws/sagemaker/InferenceComponents) or
+CPUUtilization and MemoryUtilization (/aws/sagemaker/Endpoints).
+
+Dimensions: InferenceComponentName for a component's metrics, EndpointName and VariantName for an endpoint's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from pier.autoscaling.capacity import Utilization
+from pier.autoscaling.history import History
+from pier.autoscaling.resource import Resource
+from pier.runtime.observer import Invoked
+
+NAMESPACE = "AWS/SageMaker"
+COMPONENTS_NAMESPACE = "/aws/sagemaker/InferenceComponents"
+ENDPOINTS_NAMESPACE = "/aws/sagemaker/Endpoints"
+MICROSECONDS = 1_000_000
+LABELS = ("endpoint", "variant", "component")
+
+
+class Recorder:
+    def __init__(self, history: History) -> None:
+        self.history = history
+        self._busy: dict[str, float] = {}  # workload -> seconds its ended requests spent, since the last busy()
+        self._busy_since: dict[str, float] = {}
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.invocations = Counter("pier_sagemaker_invocations", "Invocations (AWS/SageMaker Invocations).",
+                                   LABELS, registry=self.registry)
+        self.errors = Counter("pier_sagemaker_invocation_errors", "Invocation4XXErrors and Invocation5XXErrors.",
+                              (*LABELS, "kind"), registry=self.registry)
+        self.no_capacity = Counter("pier_sagemaker_no_capacity_invocation_failures",
+                                   "Requests that found their component at zero copies.", ("component",),
+                                   registry=self.registry)
+        self.model_latency = Histogram("pier_sagemaker_model_latency_seconds", "ModelLatency.", LABELS,
+                                       registry=self.registry)
+        self.overhead_latency = Histogram("pier_sagemaker_overhead_latency_seconds", "OverheadLatency.", LABELS,
+                                          registry=self.registry)
+        self.concurrency = Gauge("pier_sagemaker_concurrent_requests_per_copy",
+                                 "ConcurrentRequestsPerCopy (per model for a variant).", ("workload",),
+                                 registry=self.registry)
+        self.cpu = Gauge("pier_sagemaker_cpu_utilization_percent", "CPUUtilization(Normalized) of the copies.",
+                         ("workload",), registry=self.registry)
+        self.memory = Gauge("pier_sagemaker_memory_utilization_percent", "MemoryUtilization of the copies.",
+                            ("workload",), registry=self.registry)
+        self.copies = Gauge("pier_sagemaker_copy_count", "Desired and ready (current) copies.", ("workload", "kind"),
+                            registry=self.registry)
+
+    def invoked(self, done: Invoked) -> None:
+        self._busy[done.workload] = self._busy.get(done.workload, 0.0) + done.model_s + done.overhead_s
+        component = "" if "/" in done.workload else done.workload
+        labels = (done.endpoint, done.variant, component)
+        client_error, server_error = 400 <= done.status < 500, done.status >= 500
+        self.invocations.labels(*labels).inc()
+        if client_error or server_error:
+            self.errors.labels(*labels, "4XX" if client_error else "5XX").inc()
+        self.model_latency.labels(*labels).observe(done.model_s)
+        self.overhead_latency.labels(*labels).observe(done.overhead_s)
+        scopes = [{"EndpointName": done.endpoint, "VariantName": done.variant}]
+        if component:
+            scopes.append({"InferenceComponentName": component})
+        for dims in scopes:
+            record = self._recorder(dims)
+            record("Invocations", 1.0, "None")
+            record("Invocation4XXErrors", float(client_error), "None")
+            record("Invocation5XXErrors", float(server_error), "None")
+            record("ModelLatency", done.model_s * MICROSECONDS, "Microseconds")
+            record("OverheadLatency", done.overhead_s * MICROSECONDS, "Microseconds")
+        share = 1.0 / max(done.copies, 1)
+        if component:
+            self.history.record(NAMESPACE, "InvocationsPerCopy", scopes[1], share)
+        else:
+            self.history.record(NAMESPACE, "InvocationsPerInstance", scopes[0], share)
+
+    def busy(self, workload: str, now: float) -> float:
+        """Requests at once on average since the last call for `workload`, from the time the requests that ended
+        since then spent in the gateway (Little's law): a sample of the requests in flight at one instant misses
+        requests shorter than the sampling interval."""
+        seconds = self._busy.pop(workload, 0.0)
+        last = self._busy_since.get(workload)
+        self._busy_since[workload] = now
+        return seconds / (now - last) if last is not None and now > last else 0.0
+
+    def no_capacity_failure(self, component: str) -> None:
+        self.no_capacity.labels(component).inc()
+        self.history.record(NAMESPACE, "NoCapacityInvocationFailures", {"InferenceComponentName": component}, 1.0)
+
+    def sample(self, resource: Resource, load: float, desired: int, ready: int) -> None:
+        """One tick's view of a scaled resource."""
+        per_copy = load / max(desired, 1)
+        name = "ConcurrentRequestsPerCopy" if resource.component is not None else "ConcurrentRequestsPerModel"
+        self.history.record(NAMESPACE, name, resource.dimensions, per_copy)
+        self.history.record(NAMESPACE, "DesiredCopyCount", resource.dimensions, float(desired))
+        self.history.record(NAMESPACE, "CurrentCopyCount", resource.dimensions, float(ready))
+        self.concurrency.labels(resource.workload).set(per_copy)
+        self.copies.labels(resource.workload, "desired").set(desired)
+        self.copies.labels(resource.workload, "ready").set(ready)
+
+    def utilization(self, resource: Resource, used: Utilization) -> None:
+        """CPU and memory as SageMaker publishes them: per component, normalized over the cores
+        (/aws/sagemaker/InferenceComponents); per variant, 100 per core (/aws/sagemaker/Endpoints)."""
+        if resource.component is not None:
+            namespace, cpu = COMPONENTS_NAMESPACE, "CPUUtilizationNormalized"
+            cpu_value = used.cpu_percent / max(used.cores, 1)
+            memory = "MemoryUtilizationNormalized"
+        else:
+            namespace, cpu, cpu_value = ENDPOINTS_NAMESPACE, "CPUUtilization", used.cpu_percent
+            memory = "MemoryUtilization"
+        self.history.record(namespace, cpu, resource.dimensions, cpu_value, "Percent")
+        self.history.record(namespace, memory, resource.dimensions, used.memory_percent, "Percent")
+        self.cpu.labels(resource.workload).set(cpu_value)
+        self.memory.labels(resource.workload).set(used.memory_percent)
+
+    def _recorder(self, dims: dict[str, str]) -> Callable[[str, float, str], None]:
+        def record(name: str, value: float, unit: str) -> None:
+            self.history.record(NAMESPACE, name, dims, value, unit)
+
+        return record

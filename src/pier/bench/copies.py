@@ -1,0 +1,56 @@
+"""Copy counts over time while a benchmark runs against a pier gateway: `/pier/copies` polled every second, the
+ready copies counted per component. Any other server (no such route) is simply not watched."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import httpx
+
+POLL_S = 1.0
+
+
+@dataclass(frozen=True)
+class CopySample:
+    at_s: float  # seconds after the run started
+    ready: dict[str, int]  # ready copies by component
+
+
+@dataclass
+class CopyWatcher:
+    http: httpx.AsyncClient
+    url: str  # the gateway's /pier/copies
+    started: float  # time.perf_counter() at the run's start
+    samples: list[CopySample] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, http: httpx.AsyncClient, target_url: str, started: float) -> CopyWatcher:
+        parts = urlsplit(target_url)
+        return cls(http, f"{parts.scheme}://{parts.netloc}/pier/copies", started)
+
+    async def sample(self) -> bool:
+        """One sample; False when the target is not a pier gateway (or did not answer)."""
+        try:
+            response = await self.http.get(self.url, timeout=5.0)
+            copies = response.json()["copies"] if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            return False
+        if not isinstance(copies, list):
+            return False
+        ready = Counter(str(c.get("component")) for c in copies if isinstance(c, dict) and c.get("state") == "Ready")
+        self.samples.append(CopySample(time.perf_counter() - self.started, dict(ready)))
+        return True
+
+    async def run(self) -> None:
+        """Sample until cancelled (stops at once if the first sample shows no pier gateway)."""
+        if not await self.sample():
+            return
+        while True:
+            await asyncio.sleep(POLL_S)
+            with contextlib.suppress(Exception):
+                await self.sample()

@@ -1,0 +1,119 @@
+"""Application Auto Scaling and CloudWatch at the gateway's address, as boto3 calls them (pier.autoscaling.wire
+has the protocols): `POST /` with `X-Amz-Target: AnyScaleFrontendService.<Op>` (JSON 1.1) or
+`GraniteServiceVersion20100801.<Op>` (JSON 1.0), which the control route hands here, and
+`POST /service/GraniteServiceVersion20100801/operation/<Op>` (Smithy RPC v2 CBOR). Errors take each protocol's
+shape; CloudWatch's carry `x-amzn-query-error` for the query-compatible code boto3 raises."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from urllib.parse import parse_qs
+
+from fastapi import Request
+from fastapi.responses import Response
+
+from pier.autoscaling import query, wire
+from pier.autoscaling.application_autoscaling import ApplicationAutoScaling
+from pier.autoscaling.cloudwatch import CloudWatch
+from pier.autoscaling.errors import ScalingError, ScalingValidation, UnknownOperation
+from pier.autoscaling.history import History
+from pier.autoscaling.recorder import Recorder
+from pier.autoscaling.scaler import Scaler
+from pier.autoscaling.store import Store
+from pier.control.errors import ControlError
+from pier.control.limits import MAX_BODY_BYTES, body_too_large
+from pier.control.names import region_of
+
+log = logging.getLogger("pier.gateway")
+REQUEST_ID = "x-amzn-RequestId"
+
+
+@dataclass
+class Autoscaling:
+    store: Store
+    history: History
+    recorder: Recorder
+    scaler: Scaler
+    application_autoscaling: ApplicationAutoScaling
+    cloudwatch: CloudWatch
+
+
+async def answer(request: Request, service: str, operation: str, protocol: wire.Protocol) -> Response:
+    """One call of `service` (its X-Amz-Target prefix) in `protocol`."""
+    request_id = str(uuid.uuid4())
+    headers = {REQUEST_ID: request_id}
+    if protocol is wire.CBOR:
+        headers["smithy-protocol"] = "rpc-v2-cbor"
+    try:
+        body = wire.check(wire.SERVICES[service], operation, protocol.decode(await _body(request)))
+        parts: Autoscaling = request.app.state.gateway.autoscaling
+        api = parts.application_autoscaling if service == wire.AUTOSCALING_TARGET else parts.cloudwatch
+        reply = api.call(operation, body, region_of(request.headers.get("authorization")))
+        content = protocol.encode(reply, wire.output_shape(wire.SERVICES[service], operation))
+        return Response(content, media_type=protocol.media_type, headers=headers)
+    except ScalingError as error:
+        content, more = protocol.error(error)
+        return Response(content, error.wire.sagemaker_status, headers={**headers, **more},
+                        media_type=protocol.media_type)
+    except Exception as error:
+        log.exception("%s.%s failed", service, operation)
+        body = {"__type": "InternalFailure",
+                "message": f"Internal error in pier ({type(error).__name__}: {error}); please report it."}
+        return Response(protocol.encode(body), 500, headers=headers, media_type=protocol.media_type)
+
+
+def is_query(request: Request) -> bool:
+    """CloudWatch's query protocol: a form-encoded POST / with no X-Amz-Target."""
+    content_type = request.headers.get("content-type", "")
+    return "x-amz-target" not in request.headers and content_type.startswith("application/x-www-form-urlencoded")
+
+
+async def query_route(request: Request) -> Response:
+    """CloudWatch in the AWS query protocol (older botocore), answered in XML."""
+    request_id = str(uuid.uuid4())
+    headers = {REQUEST_ID: request_id}
+    operation = "?"
+    try:
+        form = {k: v[-1] for k, v in parse_qs((await _body(request)).decode("utf-8", "replace"),
+                                               keep_blank_values=True).items()}
+        operation = form.pop("Action", "")
+        if form.pop("Version", "") != query.VERSION:
+            raise UnknownOperation(f"pier serves the query protocol for CloudWatch (Version {query.VERSION}) only.")
+        model = wire.service_model("cloudwatch")
+        if operation not in model.operation_names:
+            raise UnknownOperation(f"CloudWatch has no operation {operation!r}.")
+        shapes = model.operation_model(operation)
+        body = wire.check("cloudwatch", operation, query.parse(form, shapes.input_shape))
+        parts: Autoscaling = request.app.state.gateway.autoscaling
+        reply = parts.cloudwatch.call(operation, body, region_of(request.headers.get("authorization")))
+        return Response(query.answer(operation, reply, shapes.output_shape, request_id), headers=headers,
+                        media_type=query.MEDIA_TYPE)
+    except ScalingError as error:
+        return Response(query.error(error, request_id), error.wire.sagemaker_status, headers=headers,
+                        media_type=query.MEDIA_TYPE)
+    except (ValueError, UnicodeError) as error:
+        failure = ScalingValidation(f"The form does not read as {operation}'s parameters ({error}).")
+        return Response(query.error(failure, request_id), 400, headers=headers, media_type=query.MEDIA_TYPE)
+
+
+async def cbor_route(operation: str, request: Request) -> Response:
+    """CloudWatch in Smithy RPC v2 CBOR."""
+    return await answer(request, wire.CLOUDWATCH_TARGET, operation, wire.CBOR)
+
+
+async def _body(request: Request) -> bytes:
+    declared = request.headers.get("content-length", "")
+    try:
+        if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+            raise body_too_large(int(declared))
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                raise body_too_large(size)
+            chunks.append(chunk)
+    except ControlError as error:
+        raise ScalingValidation(error.message) from None
+    return b"".join(chunks)

@@ -1,0 +1,22 @@
+"""What the runtime tells whoever watches its invocations (the gateway's metric recorder, pier.autoscaling),
+without importing them: one `Invoked` per request that reached the forwarder, as it ends."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Invoked:
+    endpoint: str
+    variant: str
+    workload: str  # the inference component, or "<endpoint>/<variant>"
+    status: int  # the status the client got (the copy's, or the gateway's error's)
+    model_s: float  # from sending to the copy until its answer was read (0 when it never reached one)
+    overhead_s: float  # the rest: resolving, waiting for a copy with room
+    copies: int  # ready copies when it was resolved
+
+
+class InvocationObserver(Protocol):
+    def invoked(self, done: Invoked) -> None: ...
