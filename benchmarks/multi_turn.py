@@ -1,7 +1,7 @@
 """Multi-turn chat with more conversations than parallel sequences: pier against llama-server (issue 16).
 
-    python benchmarks/multi_turn.py --llama-server PATH                  # or LLAMA_SERVER=PATH in the environment
-    python benchmarks/multi_turn.py --llama-server PATH --repeats 5 --out report.md
+    python benchmarks/multi_turn.py --peers-dir FOLDER                  # or PIER_PEERS_DIR=FOLDER; --llama-server PATH
+    python benchmarks/multi_turn.py --repeats 5 --out report.md
 
 Conversations of 4 turns: each turn sends the whole chat so far (OpenAI chat API, streaming, text of words that
 are one token each, temperature 0, ignore_eos) with a new 64-token user message, and the 32-token reply goes
@@ -42,8 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from common import bench_model, free_port, omp_policy, raise_on_sigterm
-from serving_vs_peers import HOST, Fleet, Server, log, machine, model_shape, num, running
+from common import add_peers_dir, bench_model, free_port, log, omp_policy, peer, raise_on_sigterm
+from peers import HOST, Fleet, Server, running
+from report import machine, model_shape, num
 
 from pier.bench import BenchOptions, PromptFormat, WorkloadKind
 from pier.bench.calibration import PromptTokens, choose_tokens
@@ -270,9 +271,10 @@ def report(args: argparse.Namespace, model: Path, servers: list[Server], runs: l
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_peers_dir(parser)
     parser.add_argument("--llama-server", default=os.environ.get("LLAMA_SERVER"),
-                        help="llama-server binary (default: $LLAMA_SERVER); ../shared/tools/build-llama-server.sh "
-                             "builds one from the sources llama-cpp-python ships")
+                        help="llama-server binary (default: $LLAMA_SERVER, else llama-server in --peers-dir or "
+                             "$PIER_PEERS_DIR); ../shared/tools/build-llama-server.sh builds one")
     parser.add_argument("--model", help="GGUF to serve (default: the 360M-class Q4_0 model, built once)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--before", help="also run pier from this `src` folder (another checkout, e.g. `git archive "
@@ -280,15 +282,16 @@ def main() -> None:
     parser.add_argument("--out", help="also write the markdown report to this file")
     parser.add_argument("--logs", help="keep the servers' logs in this folder (default: a temporary one)")
     args = parser.parse_args()
-    if not args.llama_server or not Path(args.llama_server).is_file():
-        parser.error("--llama-server PATH (or LLAMA_SERVER=PATH) must name llama.cpp's llama-server binary")
+    binary = Path(args.llama_server) if args.llama_server else peer("llama-server", args.peers_dir)
+    if not binary.is_file():
+        parser.error(f"{binary} (--llama-server) is not llama.cpp's llama-server binary")
     raise_on_sigterm()
     started = time.monotonic()
     model = Path(args.model) if args.model else bench_model()
     servers = [pier_server(PIER, model)]
     if args.before:
         servers.append(pier_server("pier (before)", model, Path(args.before)))
-    servers.append(llama_server(model, Path(args.llama_server)))
+    servers.append(llama_server(model, binary))
     problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix="pier-multi-turn-") as scratch:
         logs = Path(args.logs) if args.logs else Path(scratch)
