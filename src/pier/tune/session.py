@@ -17,10 +17,12 @@ from rich.console import Console
 
 from pier.bench.pricing import Price, resolve_price
 from pier.control.instance_types import LOCAL, lookup
+from pier.engine.kv_type import kv_type_problem
+from pier.server.kv_budget import kv_shape
 from pier.tune import report
 from pier.tune.objective import Bound
 from pier.tune.runner import Setup, TrialRunner, Workload, own_gateway
-from pier.tune.space import Space
+from pier.tune.space import Candidate, Space
 from pier.tune.trials import TrialStore
 from pier.tune.tuner import Search
 
@@ -66,7 +68,7 @@ def tune(request: TuneRequest, console: Console) -> TuneOutcome:
                 "context": request.setup.context, "slo": [str(b) for b in request.bounds],
                 "workload": {k: str(v) for k, v in asdict(request.workload).items()}}
     store = TrialStore.open(request.out / "tune-state.json", question)
-    candidates = request.space.candidates()
+    candidates = usable(request.space.candidates(), request.setup, console)
     if store.trials:
         console.print(f"resuming: {len(store.trials)} trials already in {store.path}")
     with _gateway(request) as url:
@@ -87,6 +89,23 @@ def tune(request: TuneRequest, console: Console) -> TuneOutcome:
                                           rows[0].candidate)
         console.print(f"deploy file: {deploy} (pier deploy {deploy})")
     return TuneOutcome(rows, verdict, deploy, plot, price)
+
+
+def usable(candidates: list[Candidate], setup: Setup, console: Console) -> list[Candidate]:
+    """The candidates whose KV cache type the model takes (checked from a local GGUF's header, as the copy would
+    refuse it): a refused one would cost a deploy that never comes up."""
+    path = Path(setup.model)
+    if not path.is_file():
+        return candidates
+    shape = kv_shape(path)
+    kept = []
+    for candidate in candidates:
+        problem = kv_type_problem(candidate.kv_type, None, shape)
+        if problem:
+            console.print(f"  skipped {candidate.label}: {problem}")
+        else:
+            kept.append(candidate)
+    return kept
 
 
 @contextmanager
