@@ -167,10 +167,10 @@ async def choose_words(server: Server) -> PromptTokens:
 LLAMA, PIER = "llama-server", "pier"
 
 
-def pier_server(label: str, model: Path, source: Path | None = None) -> Server:
+def pier_server(label: str, model: Path, source: Path | None = None, omp: str | None = None) -> Server:
     """pier's copy; `source`: the `src` folder of another checkout (a version to compare with) instead of this one."""
     port = free_port()
-    env = [("MAX_BATCH_TOTAL_TOKENS", str(CONTEXT)),
+    env = [*omp_env(omp), ("MAX_BATCH_TOTAL_TOKENS", str(CONTEXT)),
            ("SAGEMAKER_MODEL_SERVER_TIMEOUT", str(TIMEOUT_S))]  # llama-server has no deadline; pier's 60 s would cut
     if source is not None:                                       # turns short on a busy machine
         env.append(("PYTHONPATH", str(source.resolve())))
@@ -179,10 +179,16 @@ def pier_server(label: str, model: Path, source: Path | None = None) -> Server:
                   port, "/ping", tuple(env))
 
 
-def llama_server(model: Path, binary: Path) -> Server:
+def llama_server(model: Path, binary: Path, omp: str | None = None) -> Server:
     port = free_port()
     return Server(LLAMA, (str(binary), "-m", str(model), "-t", str(THREADS), "-tb", str(THREADS), "-c", str(CONTEXT),
-                          "-np", str(PARALLEL), "--kv-unified", "--host", HOST, "--port", str(port)), port, "/health")
+                          "-np", str(PARALLEL), "--kv-unified", "--host", HOST, "--port", str(port)), port, "/health",
+                  tuple(omp_env(omp)))
+
+
+def omp_env(omp: str | None) -> list[tuple[str, str | None]]:
+    """OMP_WAIT_POLICY for a server: as given, or the benchmark's own (unset: OpenMP spins, then sleeps)."""
+    return [("OMP_WAIT_POLICY", omp)] if omp else []
 
 
 def measure(servers: list[Server], repeats: int, problems: list[str]) -> list[Run]:
@@ -258,7 +264,7 @@ def report(args: argparse.Namespace, model: Path, servers: list[Server], runs: l
            seconds: float) -> str:
     lines = ["# Multi-turn chat: pier vs llama-server", "",
              f"- model: {model_shape(model)}", f"- machine: {machine()}",
-             f"- OMP_WAIT_POLICY: {omp_policy()}",
+             f"- OMP_WAIT_POLICY: {args.omp_wait_policy or omp_policy()}",
              f"- workload: {TURNS}-turn conversations, {INPUT_LEN}-token user messages, {OUTPUT_LEN}-token replies "
              f"sent back, {USERS} users, OpenAI chat API, streaming, temperature 0, ignore_eos; {args.repeats} "
              "repeats, interleaved; cells are median (min–max) over repeats",
@@ -279,6 +285,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--before", help="also run pier from this `src` folder (another checkout, e.g. `git archive "
                                          "REF src | tar -x -C DIR`), labelled 'pier (before)'")
+    parser.add_argument("--omp-wait-policy", choices=("active", "passive"),
+                        help="OMP_WAIT_POLICY for every server (both use libgomp); default: this environment's")
     parser.add_argument("--out", help="also write the markdown report to this file")
     parser.add_argument("--logs", help="keep the servers' logs in this folder (default: a temporary one)")
     args = parser.parse_args()
@@ -288,10 +296,11 @@ def main() -> None:
     raise_on_sigterm()
     started = time.monotonic()
     model = Path(args.model) if args.model else bench_model()
-    servers = [pier_server(PIER, model)]
+    omp = args.omp_wait_policy
+    servers = [pier_server(PIER, model, omp=omp)]
     if args.before:
-        servers.append(pier_server("pier (before)", model, Path(args.before)))
-    servers.append(llama_server(model, binary))
+        servers.append(pier_server("pier (before)", model, Path(args.before), omp))
+    servers.append(llama_server(model, binary, omp))
     problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix="pier-multi-turn-") as scratch:
         logs = Path(args.logs) if args.logs else Path(scratch)
