@@ -69,3 +69,19 @@ def test_a_candidate_that_fails_is_reported_and_the_search_goes_on(tmp_path: Pat
     standings = run.run()
     assert run.failures == {Candidate(2, 1, 4): "did not deploy"}
     assert len(standings) == 5 and lab.ran.count(("2x1t p4 b512 f16", 0)) == 1
+
+
+def test_candidates_inside_each_others_noise_stop_at_the_last_rung(tmp_path: Path) -> None:
+    lab = Lab()
+    space = Space(1, parallel=(4, 8), kv_types=("f16",))  # one split: 1x1t p4 and p8
+    run = search(tmp_path, lab, budget_s=10_000, space=space)
+    run.max_rungs = 3
+
+    def tied(candidate: Candidate, rung: int) -> Trial:  # the same figures: neither is ever cut
+        lab.now += TRIAL_S
+        lab.ran.append((candidate.label, rung))
+        return Trial(candidate, rung, 10.0, 10.0, TRIAL_S)
+
+    run.run_trial = tied
+    run.run()
+    assert sorted(lab.ran) == sorted((c.label, r) for c in space.candidates() for r in range(3))

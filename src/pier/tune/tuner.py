@@ -29,6 +29,7 @@ class Search:
     budget_s: float
     min_repeats: int = 2
     eta: int = 2
+    max_rungs: int = 8  # candidates that stay inside each other's noise stop here, not at the budget
     say: Say = lambda _: None
     clock: Callable[[], float] = time.monotonic
     failures: dict[Candidate, str] = field(default_factory=dict)
@@ -44,7 +45,7 @@ class Search:
                 if not self._trial(candidate, rung, deadline):
                     return self.standings()
             alive = [c for c in alive if c not in self.failures]
-            if len(alive) <= 1 and rung + 1 >= self.min_repeats:
+            if (len(alive) <= 1 and rung + 1 >= self.min_repeats) or rung + 1 >= self.max_rungs:
                 break
             kept = set(survivors([self._standing(c) for c in alive], self.eta))
             alive = [c for c in alive if c.key in kept]
