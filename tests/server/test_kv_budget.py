@@ -67,3 +67,15 @@ def test_llama_cpp_stores_what_the_sizing_counts(small_gguf: Path, kv_type: str)
         assert expected <= saved <= expected + 4096
     finally:
         runner.close()
+
+
+@pytest.mark.e2e
+def test_a_copy_with_a_kv_type_its_model_refuses_fails_its_load_with_the_fix(tmp_path: Path, tiny_gguf: Path) -> None:
+    from tests.server.processes import ContainerProcess
+
+    copy = ContainerProcess(tiny_gguf, tmp_path / "copy.log", PIER_KV_CACHE_TYPE="q8_0")
+    try:
+        assert copy.wait(60) == 1
+    finally:
+        copy.stop(10)
+    assert "PIER_KV_CACHE_TYPE=q8_0: a q8_0 KV cache stores blocks of 32 values" in copy.output()
