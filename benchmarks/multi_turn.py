@@ -1,7 +1,7 @@
 """Multi-turn chat with more conversations than parallel sequences: pier against llama-server (issue 16).
 
-    python benchmarks/multi_turn.py --llama-server PATH                  # or LLAMA_SERVER=PATH in the environment
-    python benchmarks/multi_turn.py --llama-server PATH --repeats 5 --out report.md
+    python benchmarks/multi_turn.py --peers-dir FOLDER                  # or PIER_PEERS_DIR=FOLDER; --llama-server PATH
+    python benchmarks/multi_turn.py --repeats 5 --out report.md
 
 Conversations of 4 turns: each turn sends the whole chat so far (OpenAI chat API, streaming, text of words that
 are one token each, temperature 0, ignore_eos) with a new 64-token user message, and the 32-token reply goes
@@ -42,8 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from common import bench_model, free_port, omp_policy, raise_on_sigterm
-from serving_vs_peers import HOST, Fleet, Server, log, machine, model_shape, num, running
+from common import add_peers_dir, bench_model, free_port, log, omp_policy, peer, raise_on_sigterm
+from peers import HOST, Fleet, Server, running
+from report import machine, model_shape, num
 
 from pier.bench import BenchOptions, PromptFormat, WorkloadKind
 from pier.bench.calibration import PromptTokens, choose_tokens
@@ -166,10 +167,10 @@ async def choose_words(server: Server) -> PromptTokens:
 LLAMA, PIER = "llama-server", "pier"
 
 
-def pier_server(label: str, model: Path, source: Path | None = None) -> Server:
+def pier_server(label: str, model: Path, source: Path | None = None, omp: str | None = None) -> Server:
     """pier's copy; `source`: the `src` folder of another checkout (a version to compare with) instead of this one."""
     port = free_port()
-    env = [("MAX_BATCH_TOTAL_TOKENS", str(CONTEXT)),
+    env = [*omp_env(omp), ("MAX_BATCH_TOTAL_TOKENS", str(CONTEXT)),
            ("SAGEMAKER_MODEL_SERVER_TIMEOUT", str(TIMEOUT_S))]  # llama-server has no deadline; pier's 60 s would cut
     if source is not None:                                       # turns short on a busy machine
         env.append(("PYTHONPATH", str(source.resolve())))
@@ -178,10 +179,16 @@ def pier_server(label: str, model: Path, source: Path | None = None) -> Server:
                   port, "/ping", tuple(env))
 
 
-def llama_server(model: Path, binary: Path) -> Server:
+def llama_server(model: Path, binary: Path, omp: str | None = None) -> Server:
     port = free_port()
     return Server(LLAMA, (str(binary), "-m", str(model), "-t", str(THREADS), "-tb", str(THREADS), "-c", str(CONTEXT),
-                          "-np", str(PARALLEL), "--kv-unified", "--host", HOST, "--port", str(port)), port, "/health")
+                          "-np", str(PARALLEL), "--kv-unified", "--host", HOST, "--port", str(port)), port, "/health",
+                  tuple(omp_env(omp)))
+
+
+def omp_env(omp: str | None) -> list[tuple[str, str | None]]:
+    """OMP_WAIT_POLICY for a server: as given, or the benchmark's own (unset: OpenMP spins, then sleeps)."""
+    return [("OMP_WAIT_POLICY", omp)] if omp else []
 
 
 def measure(servers: list[Server], repeats: int, problems: list[str]) -> list[Run]:
@@ -257,7 +264,7 @@ def report(args: argparse.Namespace, model: Path, servers: list[Server], runs: l
            seconds: float) -> str:
     lines = ["# Multi-turn chat: pier vs llama-server", "",
              f"- model: {model_shape(model)}", f"- machine: {machine()}",
-             f"- OMP_WAIT_POLICY: {omp_policy()}",
+             f"- OMP_WAIT_POLICY: {args.omp_wait_policy or omp_policy()}",
              f"- workload: {TURNS}-turn conversations, {INPUT_LEN}-token user messages, {OUTPUT_LEN}-token replies "
              f"sent back, {USERS} users, OpenAI chat API, streaming, temperature 0, ignore_eos; {args.repeats} "
              "repeats, interleaved; cells are median (min–max) over repeats",
@@ -270,25 +277,30 @@ def report(args: argparse.Namespace, model: Path, servers: list[Server], runs: l
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_peers_dir(parser)
     parser.add_argument("--llama-server", default=os.environ.get("LLAMA_SERVER"),
-                        help="llama-server binary (default: $LLAMA_SERVER); ../shared/tools/build-llama-server.sh "
-                             "builds one from the sources llama-cpp-python ships")
+                        help="llama-server binary (default: $LLAMA_SERVER, else llama-server in --peers-dir or "
+                             "$PIER_PEERS_DIR); ../shared/tools/build-llama-server.sh builds one")
     parser.add_argument("--model", help="GGUF to serve (default: the 360M-class Q4_0 model, built once)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--before", help="also run pier from this `src` folder (another checkout, e.g. `git archive "
                                          "REF src | tar -x -C DIR`), labelled 'pier (before)'")
+    parser.add_argument("--omp-wait-policy", choices=("active", "passive"),
+                        help="OMP_WAIT_POLICY for every server (both use libgomp); default: this environment's")
     parser.add_argument("--out", help="also write the markdown report to this file")
     parser.add_argument("--logs", help="keep the servers' logs in this folder (default: a temporary one)")
     args = parser.parse_args()
-    if not args.llama_server or not Path(args.llama_server).is_file():
-        parser.error("--llama-server PATH (or LLAMA_SERVER=PATH) must name llama.cpp's llama-server binary")
+    binary = Path(args.llama_server) if args.llama_server else peer("llama-server", args.peers_dir)
+    if not binary.is_file():
+        parser.error(f"{binary} (--llama-server) is not llama.cpp's llama-server binary")
     raise_on_sigterm()
     started = time.monotonic()
     model = Path(args.model) if args.model else bench_model()
-    servers = [pier_server(PIER, model)]
+    omp = args.omp_wait_policy
+    servers = [pier_server(PIER, model, omp=omp)]
     if args.before:
-        servers.append(pier_server("pier (before)", model, Path(args.before)))
-    servers.append(llama_server(model, Path(args.llama_server)))
+        servers.append(pier_server("pier (before)", model, Path(args.before), omp))
+    servers.append(llama_server(model, binary, omp))
     problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix="pier-multi-turn-") as scratch:
         logs = Path(args.logs) if args.logs else Path(scratch)

@@ -79,3 +79,26 @@ def test_host_memory_for_evicted_prefixes_defaults_to_llama_servers_cache_ram(en
 def test_flash_attention_is_llama_cpps_choice_unless_set(value: str | None, expected: bool | None) -> None:
     env = {} if value is None else {"PIER_FLASH_ATTENTION": value}
     assert ServerSettings.from_env(env).flash_attention is expected
+
+
+@pytest.mark.parametrize(
+    ("env", "kv_type", "mb"),
+    [({}, "f16", None), ({"PIER_KV_CACHE_TYPE": "Q8_0", "PIER_KV_CACHE_MB": "512"}, "q8_0", 512),
+     ({"PIER_KV_CACHE_TYPE": "q4_0"}, "q4_0", None)],
+)
+def test_kv_cache_type_and_memory(env: dict[str, str], kv_type: str, mb: int | None) -> None:
+    settings = ServerSettings.from_env(env)
+    assert (settings.kv_cache_type, settings.kv_cache_mb) == (kv_type, mb)
+
+
+@pytest.mark.parametrize(
+    ("env", "fragment"),
+    [
+        ({"PIER_KV_CACHE_TYPE": "q5_1"}, "PIER_KV_CACHE_TYPE must be one of f32, f16, q8_0, q4_0; got 'q5_1'"),
+        ({"PIER_KV_CACHE_MB": "512", "MAX_BATCH_TOTAL_TOKENS": "4096"}, "set only one"),
+    ],
+)
+def test_bad_kv_cache_settings_say_how_to_fix_them(env: dict[str, str], fragment: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        ServerSettings.from_env(env)
+    assert fragment in str(caught.value)

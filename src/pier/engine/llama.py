@@ -27,7 +27,8 @@ def _init_backend() -> None:
             _backend_ready = True
 
 
-KV_TYPES = {"f32": llama_cpp.GGML_TYPE_F32, "f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0}
+KV_TYPES = {"f32": llama_cpp.GGML_TYPE_F32, "f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0,
+            "q4_0": llama_cpp.GGML_TYPE_Q4_0}
 
 
 def _uint8_view(buffer: bytearray) -> ctypes.Array[ctypes.c_uint8]:

@@ -32,6 +32,7 @@ from pier.model.chat import ChatTemplate
 from pier.model.gguf_meta import read_metadata
 from pier.security.model_server_guard import guard_model_server
 from pier.server.app import Lifespan, attach_model, create_app, create_handler_app
+from pier.server.kv_budget import kv_cells
 from pier.server.model_location import ModelLocation, ModelNotFound, locate_model
 from pier.server.served_embedder import ServedEmbedder
 from pier.server.settings import ServerSettings, SettingsError
@@ -103,11 +104,12 @@ def start_engine(settings: ServerSettings, gguf: Path) -> Engine:
     """Load the GGUF into llama.cpp and start the engine thread (slow: run it off the event loop)."""
     from pier.engine.llama import LlamaRunner  # loads llama.cpp; not needed to build the app
 
+    cells = kv_cells(settings, gguf)  # checks the KV cache type first: a clear error, not llama.cpp's
     runner = LlamaRunner(
-        gguf, n_ctx=settings.context_size, n_batch=settings.batch_tokens, n_threads=settings.threads,
-        flash_attn=settings.flash_attention,
+        gguf, n_ctx=cells, n_batch=settings.batch_tokens, n_threads=settings.threads,
+        flash_attn=settings.flash_attention, kv_type=settings.kv_cache_type,
         # Finished prompts stay cached as prefixes under sequence ids of their own.
-        n_seq_max=sequence_ids(settings.parallel, settings.context_size),
+        n_seq_max=sequence_ids(settings.parallel, cells),
     )
     try:
         config = EngineConfig(
@@ -188,8 +190,9 @@ async def _load(app: FastAPI, settings: ServerSettings, gguf: Path) -> None:
         log.error("could not load %s: %s", gguf, state.failure)
         return
     log.info(
-        "%s ready in %.1f s: %d KV cells, %d parallel sequences, limits %s, flash attention %s",
-        model.name, time.monotonic() - started, engine.runner.n_ctx, settings.parallel, model.limits,
+        "%s ready in %.1f s: %d KV cells of %s, %d parallel sequences, limits %s, flash attention %s",
+        model.name, time.monotonic() - started, engine.runner.n_ctx, settings.kv_cache_type, settings.parallel,
+        model.limits,
         {None: "auto", True: "on", False: "off"}[settings.flash_attention],
     )
 

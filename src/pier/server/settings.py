@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pier.engine.kv_type import DEFAULT_KV_TYPE, KV_TYPE_NAMES
+
 DEFAULT_MODEL_DIR = "/opt/ml/model"
 DEFAULT_CONTEXT = 4096
 DEFAULT_HOST_CACHE_MB = 8192  # llama-server's --cache-ram default
@@ -44,6 +46,9 @@ class ServerSettings:
     # llama.cpp's flash attention; None = its own choice (on for CPUs). Faster, but a token's result then depends
     # on how it was batched: off makes recomputed tokens (a resumed request, a cached prefix) bit-exact.
     flash_attention: bool | None = None
+    # llama.cpp's type_k and type_v (pier.engine.kv_type): q8_0 and q4_0 hold 1.9x and 3.6x the tokens of f16
+    kv_cache_type: str = "f16"
+    kv_cache_mb: int | None = None  # the KV cache's memory, sized in cells of kv_cache_type; None = context_size
     # SageMaker's container contract
     timeout_s: float = 60.0
     workers: int = 1
@@ -75,12 +80,18 @@ class ServerSettings:
             prefix_floor_cells=read.integer("PIER_PREFIX_CACHE_FLOOR_CELLS", low=0),
             host_cache_mb=read.integer("PIER_HOST_CACHE_MB", default=DEFAULT_HOST_CACHE_MB, low=0),
             flash_attention=read.optional_boolean("PIER_FLASH_ATTENTION"),
+            kv_cache_type=read.choice("PIER_KV_CACHE_TYPE", choices=KV_TYPE_NAMES, default=DEFAULT_KV_TYPE),
+            kv_cache_mb=read.integer("PIER_KV_CACHE_MB"),
             timeout_s=read.number("SAGEMAKER_MODEL_SERVER_TIMEOUT", default=60.0),
             workers=read.integer("SAGEMAKER_MODEL_SERVER_WORKERS", default=1),
             drain_s=read.number("PIER_DRAIN_SECONDS", default=25.0, low=0.0),
             log_level=read.text("PIER_LOG_LEVEL", default="info").lower(),
         )
-        return replace(settings, **{k: v for k, v in overrides.items() if v is not None})
+        settings = replace(settings, **{k: v for k, v in overrides.items() if v is not None})
+        if settings.kv_cache_mb is not None and settings.max_batch_total_tokens is not None:
+            raise SettingsError("PIER_KV_CACHE_MB and MAX_BATCH_TOTAL_TOKENS both size the KV cache: set only one "
+                                "(memory, or cells).")
+        return settings
 
     @property
     def context_size(self) -> int:
@@ -155,6 +166,17 @@ class _Reader:
         if found is None or found[1].strip('"').lower() == "auto":
             return None
         return self.boolean(*names, default=False)
+
+    def choice(self, *names: str, choices: tuple[str, ...], default: str) -> str:
+        found = self._raw(names)
+        if found is None:
+            return default
+        name, value = found
+        lowered = value.strip('"').lower()
+        if lowered not in choices:
+            raise SettingsError(f"{name} must be one of {', '.join(choices)}; got {value!r}. Fix it in the "
+                                "environment.")
+        return lowered
 
     def boolean(self, *names: str, default: bool) -> bool:
         found = self._raw(names)
