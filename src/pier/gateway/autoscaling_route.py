@@ -23,8 +23,8 @@ from pier.autoscaling.recorder import Recorder
 from pier.autoscaling.scaler import Scaler
 from pier.autoscaling.store import Store
 from pier.control.errors import ControlError
-from pier.control.limits import MAX_BODY_BYTES, body_too_large
 from pier.control.names import region_of
+from pier.gateway.body import read_body
 
 log = logging.getLogger("pier.gateway")
 REQUEST_ID = "x-amzn-RequestId"
@@ -104,16 +104,8 @@ async def cbor_route(operation: str, request: Request) -> Response:
 
 
 async def _body(request: Request) -> bytes:
-    declared = request.headers.get("content-length", "")
+    """The body, within the control plane's limit; too large is this API's own ValidationException."""
     try:
-        if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-            raise body_too_large(int(declared))
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > MAX_BODY_BYTES:
-                raise body_too_large(size)
-            chunks.append(chunk)
+        return await read_body(request)
     except ControlError as error:
         raise ScalingValidation(error.message) from None
-    return b"".join(chunks)

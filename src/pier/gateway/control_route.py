@@ -12,9 +12,10 @@ from fastapi.responses import JSONResponse, Response
 
 from pier.autoscaling import wire
 from pier.control.errors import ControlError, UnknownOperation
-from pier.control.limits import MAX_BODY_BYTES, body_too_large, parse_body
+from pier.control.limits import parse_body
 from pier.control.names import region_of
 from pier.gateway import autoscaling_route
+from pier.gateway.body import read_body
 from pier.gateway.parts import gateway_of
 
 log = logging.getLogger("pier.gateway")
@@ -52,20 +53,6 @@ def _operation(target: str) -> str:
             f"{wire.AUTOSCALING_TARGET}.<Operation>, {wire.CLOUDWATCH_TARGET}.<Operation>); got {target!r}."
         )
     return operation
-
-
-async def read_body(request: Request) -> bytes:
-    """The body, read no further than the control plane's limit (a client may send anything, of any size)."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise body_too_large(int(declared))
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise body_too_large(size)
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _control_error(kind: str, message: str, status: int, request_id: str) -> JSONResponse:

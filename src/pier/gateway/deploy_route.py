@@ -20,7 +20,8 @@ from pier.client.deploy_file import Calls, DeployFileError, calls, component_cha
 from pier.control.errors import ControlError, ValidationError
 from pier.control.names import region_of
 from pier.control.records import IN_PROGRESS
-from pier.gateway.control_route import AMZ_JSON, read_body
+from pier.gateway.body import read_body
+from pier.gateway.control_route import AMZ_JSON
 from pier.gateway.parts import gateway_of
 
 log = logging.getLogger("pier.gateway")
