@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, replace
 
@@ -24,51 +24,20 @@ from pier.backends.base import CopyStatus
 from pier.errors import REFUSED_HEADER, PierError
 from pier.runtime import resume
 from pier.runtime.admission import Admission, AdmissionLimits
-from pier.runtime.errors import InvocationError, ModelError, Origin, ServiceUnavailable, Throttled
+from pier.runtime.call import OVERLOADED, Call, StreamEnded
+from pier.runtime.errors import ModelError, Origin, ServiceUnavailable, Throttled
 from pier.runtime.eventstream import StreamErrorCode
 from pier.runtime.observer import InvocationObserver, Invoked
 from pier.runtime.router import Lease, Router
-from pier.runtime.routing import DEFAULT_ROUTE, Route
 from pier.runtime.settings import RuntimeSettings
-from pier.runtime.target import Target
 from pier.runtime.upstream import CopyUnreachable, Upstream
 
 log = logging.getLogger(__name__)
-OVERLOADED = 429  # a copy's answer when it is already working on all it takes
-
-
-@dataclass(frozen=True)
-class Call:
-    """One request on its way to a copy."""
-
-    endpoint: str
-    target: Target
-    path: str
-    body: bytes
-    headers: Mapping[str, str]
-    prefix: tuple[str, ...]  # see pier.runtime.prefix
-    deadline: float | None  # event-loop time; None leaves it to the copy's own deadline
-    deadline_s: float | None  # the same, as the number of seconds users configured
-    retarget: Callable[[], Awaitable[Target]] | None = None  # the copies now, to resume on a replacement
-    route: Route = DEFAULT_ROUTE  # its strategy, prefix key, and the copy of its session
-    method: str = "POST"
-
-
 @dataclass(frozen=True)
 class Exchange:
     origin: Origin
     response: httpx.Response  # status and headers arrived; the body is still to be read
     resumable: resume.Resumable | None = None  # a framed answer: its body comes through it, across copies
-
-
-class StreamEnded(Exception):
-    """The copy's answer stopped short after it had begun: out of time, the connection broke (and the request
-    could not be resumed), or the gateway is shutting down."""
-
-    def __init__(self, error: InvocationError, code: StreamErrorCode) -> None:
-        super().__init__(error.message)
-        self.error = error
-        self.code = code
 
 
 @dataclass

@@ -31,6 +31,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive
 
+from pier.runtime.call import Call, StreamEnded
 from pier.runtime.disconnect import CLIENT_CLOSED_REQUEST, ClientGone, unless_disconnected
 from pier.runtime.errors import (
     ComponentRequired,
@@ -39,7 +40,7 @@ from pier.runtime.errors import (
     openai_error,
     openai_error_body,
 )
-from pier.runtime.forward import Call, Exchange, Forwarder, StreamEnded
+from pier.runtime.forward import Exchange, Forwarder
 from pier.runtime.invocation import (
     COMPONENT,
     ENDPOINT,

@@ -19,9 +19,9 @@ import hashlib
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import httpx
 
@@ -42,7 +42,7 @@ from pier.resumable import (
     Frame,
     FrameReader,
 )
-from pier.runtime import forward
+from pier.runtime.call import OVERLOADED, Call, StreamEnded
 from pier.runtime.errors import InvocationError, ModelError, Origin
 from pier.runtime.eventstream import StreamErrorCode
 from pier.runtime.router import Lease
@@ -50,7 +50,10 @@ from pier.runtime.settings import ResumeSettings
 from pier.runtime.upstream import CopyUnreachable
 
 if TYPE_CHECKING:
-    from pier.runtime.forward import Call, Forwarder
+    from contextlib import AbstractAsyncContextManager
+
+    from pier.runtime.settings import RuntimeSettings
+    from pier.runtime.upstream import Upstream
 
 log = logging.getLogger(__name__)
 
@@ -132,10 +135,28 @@ def poisoned(call: Call, deaths: Sequence[Death], origin: Origin, memory_s: floa
     return ModelError(message, original_status=0, original_message=message, log_stream_arn=origin.log_stream_arn)
 
 
+class Relay(Protocol):
+    """What a resumable answer needs of the forwarder (pier.runtime.forward.Forwarder) to go on elsewhere."""
+
+    settings: RuntimeSettings
+    upstream: Upstream
+    casualties: Casualties
+    stopping: bool
+
+    def deadline(self, call: Call) -> AbstractAsyncContextManager[None]: ...
+
+    def shutting_down(self) -> InvocationError: ...
+
+    async def next_copy(self, call: Call, copies: Sequence[CopyStatus] | None, exclude: Collection[str],
+                        timeout_s: float | None = None) -> Lease | None: ...
+
+    def origin_of(self, call: Call, copy_id: str) -> Origin: ...
+
+
 class Resumable:
     """One request answered in frames: the head, then the client's bytes, across as many copies as it takes."""
 
-    def __init__(self, forwarder: Forwarder, call: Call, lease: Lease, origin: Origin, response: httpx.Response,
+    def __init__(self, forwarder: Relay, call: Call, lease: Lease, origin: Origin, response: httpx.Response,
                  tried: list[str]) -> None:
         self.forwarder = forwarder
         self.settings: ResumeSettings = forwarder.settings.resume
@@ -165,7 +186,7 @@ class Resumable:
         try:
             while self.head is None:
                 await self._frame()
-        except forward.StreamEnded as ended:
+        except StreamEnded as ended:
             raise ended.error from None
         return self.head
 
@@ -241,7 +262,7 @@ class Resumable:
         if head.is_success:
             return False  # a continuation's head: the client has the first one
         body = await self._rest()
-        raise forward.StreamEnded(self._origin.answered(head.status_code, body), StreamErrorCode.BROKEN)
+        raise StreamEnded(self._origin.answered(head.status_code, body), StreamErrorCode.BROKEN)
 
     async def _rest(self) -> bytes:
         parts = []
@@ -265,16 +286,16 @@ class Resumable:
         said = (f"copy {copy.copy_id} of {self.call.target.component} failed during a request after "
                 f"{len(self.tokens)} tokens: {cause}")
         if self.forwarder.stopping:
-            raise forward.StreamEnded(self.forwarder.shutting_down(), StreamErrorCode.BROKEN)
+            raise StreamEnded(self.forwarder.shutting_down(), StreamErrorCode.BROKEN)
         if len(killed) >= self.settings.poison_copies:
             log.error("%s; the request was on %d copies that died (%s): not resuming it", said, len(killed),
                       ", ".join(map(str, killed)))
             self.forwarder.casualties.condemn(self.call, killed)
             error = poisoned(self.call, killed, self._origin, self.settings.poison_memory_s)
-            raise forward.StreamEnded(error, StreamErrorCode.BROKEN)
+            raise StreamEnded(error, StreamErrorCode.BROKEN)
         if self.resumes >= self.settings.attempts:
             log.error("%s; it was resumed %d times already: giving up", said, self.resumes)
-            raise forward.StreamEnded(self._gave_up(cause), StreamErrorCode.BROKEN)
+            raise StreamEnded(self._gave_up(cause), StreamErrorCode.BROKEN)
         self.resumes += 1
         log.warning("%s; resuming it on another copy (resume %d of at most %d)", said, self.resumes,
                     self.settings.attempts)
@@ -291,19 +312,19 @@ class Resumable:
         fresh: Sequence[CopyStatus] | None = None  # the router's latest copies, until a retarget brings newer
         while True:
             if self.forwarder.stopping:
-                raise forward.StreamEnded(self.forwarder.shutting_down(), StreamErrorCode.BROKEN)
+                raise StreamEnded(self.forwarder.shutting_down(), StreamErrorCode.BROKEN)
             try:
                 lease = await self.forwarder.next_copy(self.call, fresh, self._excluded(target.copies),
                                                        timeout_s=max(0.0, give_up - loop.time()))
             except InvocationError as error:  # no copy had room in time, or the gateway is stopping
-                raise forward.StreamEnded(
+                raise StreamEnded(
                     error if self.forwarder.stopping else self._gave_up(f"no other copy had room ({error.message})"),
                     StreamErrorCode.BROKEN) from None
             if lease is not None and await self._send(lease):
                 return
             if lease is None:
                 if loop.time() >= give_up:
-                    raise forward.StreamEnded(self._gave_up("no other copy was ready to resume it on"),
+                    raise StreamEnded(self._gave_up("no other copy was ready to resume it on"),
                                               StreamErrorCode.BROKEN)
                 self.tried.clear()  # refusals are momentary: look at every copy again after a pause
                 try:
@@ -333,7 +354,7 @@ class Resumable:
             lease.release()
             self.tried.append(copy.copy_id)
             return False
-        if response.status_code == forward.OVERLOADED and not framed(response):  # full after all: another copy
+        if response.status_code == OVERLOADED and not framed(response):  # full after all: another copy
             log.info("copy %s is full (429); resuming on another copy", copy.copy_id)
             await response.aclose()
             lease.release()
@@ -342,7 +363,7 @@ class Resumable:
         if not framed(response):  # not a copy on pier's engine: it could not continue the answer
             await response.aclose()
             lease.release()
-            raise forward.StreamEnded(self._gave_up(f"copy {copy.copy_id} cannot continue it"), StreamErrorCode.BROKEN)
+            raise StreamEnded(self._gave_up(f"copy {copy.copy_id} cannot continue it"), StreamErrorCode.BROKEN)
         if self.tokens:
             log.info("resuming on copy %s from token %d", copy.copy_id, len(self.tokens))
         self._use(lease, origin, response)
@@ -365,10 +386,10 @@ class Resumable:
 
     # -- how it ends ----------------------------------------------------------------------------------
 
-    def _out_of_time(self) -> forward.StreamEnded:
+    def _out_of_time(self) -> StreamEnded:
         if self.forwarder.stopping:
-            return forward.StreamEnded(self.forwarder.shutting_down(), StreamErrorCode.BROKEN)
-        return forward.StreamEnded(self._origin.timed_out(self.call.deadline_s or 0.0), StreamErrorCode.TIMEOUT)
+            return StreamEnded(self.forwarder.shutting_down(), StreamErrorCode.BROKEN)
+        return StreamEnded(self._origin.timed_out(self.call.deadline_s or 0.0), StreamErrorCode.TIMEOUT)
 
     def _gave_up(self, cause: str) -> InvocationError:
         if self.resumes == 0 and not self.tokens:

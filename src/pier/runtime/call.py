@@ -1,0 +1,41 @@
+"""One request on its way to a copy (`Call`), and how its answer can stop short (`StreamEnded`): what the
+forwarder and the resumable answers across copies (pier.runtime.resume) both speak of."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+
+from pier.runtime.errors import InvocationError
+from pier.runtime.eventstream import StreamErrorCode
+from pier.runtime.routing import DEFAULT_ROUTE, Route
+from pier.runtime.target import Target
+
+OVERLOADED = 429  # a copy's answer when it is already working on all it takes
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request on its way to a copy."""
+
+    endpoint: str
+    target: Target
+    path: str
+    body: bytes
+    headers: Mapping[str, str]
+    prefix: tuple[str, ...]  # see pier.runtime.prefix
+    deadline: float | None  # event-loop time; None leaves it to the copy's own deadline
+    deadline_s: float | None  # the same, as the number of seconds users configured
+    retarget: Callable[[], Awaitable[Target]] | None = None  # the copies now, to resume on a replacement
+    route: Route = DEFAULT_ROUTE  # its strategy, prefix key, and the copy of its session
+    method: str = "POST"
+
+
+class StreamEnded(Exception):
+    """The copy's answer stopped short after it had begun: out of time, the connection broke (and the request
+    could not be resumed), or the gateway is shutting down."""
+
+    def __init__(self, error: InvocationError, code: StreamErrorCode) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.code = code
