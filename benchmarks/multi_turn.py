@@ -141,10 +141,13 @@ async def one_run(server: Server, tokens: PromptTokens, n: int, seed: str) -> tu
     return metrics, hits, errors
 
 
-def pier_counters(server: Server) -> dict[str, float]:
+CACHE_COUNTERS = ("pier_prompt_tokens_total", "pier_prefix_cache_hit_tokens_total",
+                  "pier_prefix_cache_restored_tokens_total")
+ENGINE_COUNTERS = ("pier_engine_steps_total", "pier_generated_tokens_total", "pier_preemptions_total")
+
+
+def pier_counters(server: Server, names: tuple[str, ...] = CACHE_COUNTERS) -> dict[str, float]:
     text = httpx.get(server.url + "/metrics", timeout=10).text
-    names = ("pier_prompt_tokens_total", "pier_prefix_cache_hit_tokens_total",
-             "pier_prefix_cache_restored_tokens_total")
     found = {}
     for name in names:
         match = re.search(rf"^{name} ([0-9.e+]+)$", text, re.MULTILINE)
@@ -202,7 +205,13 @@ def measure(servers: list[Server], repeats: int, problems: list[str]) -> list[Ru
             for server in servers if repeat % 2 == 0 else servers[::-1]:
                 piers = server.label != LLAMA
                 before = pier_counters(server) if piers else {}
+                engine = pier_counters(server, ENGINE_COUNTERS) if piers else {}
                 metrics, hits, errors = asyncio.run(one_run(server, tokens, n, f"{repeat}:{n}"))
+                if piers:  # why a step costs what it does: batch fill and KV pressure
+                    steps, generated, preempted = (b - a for a, b in zip(
+                        engine.values(), pier_counters(server, ENGINE_COUNTERS).values(), strict=True))
+                    log(f"  pier engine: {steps:.0f} steps, {generated / max(steps, 1):.1f} tokens generated a "
+                        f"step, {preempted:.0f} preemptions")
                 run = Run(server.label, n, repeat, metrics, hits, split(before, pier_counters(server)) if piers else {})
                 runs.append(run)
                 problems += [f"{server.label} {n} conversations #{repeat + 1}: {e}" for e in errors]
