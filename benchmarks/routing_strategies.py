@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 import uvicorn
+from common import free_port
 from fastapi import FastAPI
 
 from pier.backends.base import CopyState, CopyStatus
@@ -58,14 +59,6 @@ def serving(app: FastAPI, port: int) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(10)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def chats(seed: int, count: int) -> list[list[dict[str, str]]]:

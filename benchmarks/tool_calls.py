@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from common import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "tests" / "server" / "templates" / "hermes_gemma.jinja"
@@ -32,12 +32,6 @@ PARAMETERS = {"type": "object", "required": ["city", "unit"],
 WEATHER = {"type": "function",
            "function": {"name": "get_weather", "description": "The weather in a city", "parameters": PARAMETERS}}
 ASK = [{"role": "user", "content": "What is the weather in Paris, in celsius?"}]
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _ms_per_token(url: str, **fields: Any) -> tuple[float, int]:
@@ -55,7 +49,7 @@ def main() -> None:
 
     folder = Path(tempfile.mkdtemp())
     (folder / "gemma-3-270m.gguf").symlink_to(gemma.assemble())
-    port = _port()
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "SAGEMAKER_BIND_TO_PORT": str(port),
            "PIER_HOST": "127.0.0.1", "PIER_THREADS": str(args.threads), "CHAT_TEMPLATE": str(TEMPLATE),
            "MAX_TOTAL_TOKENS": "1024", "MAX_BATCH_TOTAL_TOKENS": "2048", "PIER_LOG_LEVEL": "warning"}

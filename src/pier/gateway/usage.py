@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pier.control.instance_types import host_memory_mb
+
 PROC = Path("/proc")
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
@@ -23,10 +25,8 @@ class Usage:
 
 
 def memory_total() -> int:
-    for line in (PROC / "meminfo").read_text().splitlines():
-        if line.startswith("MemTotal:"):
-            return int(line.split()[1]) * 1024
-    return 0
+    """This host's memory in bytes, as instance types count it (`control.instance_types.host_memory_mb`)."""
+    return host_memory_mb() * 2**20
 
 
 class ProcessUsage:

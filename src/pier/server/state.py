@@ -51,8 +51,9 @@ class ServerState:
     def concurrency(self) -> int:
         """Requests this copy works on at once: its engine's parallel sequences, or its handler's workers, never
         more than MAX_CONCURRENT_REQUESTS. The gateway sends it no more (`pier.concurrency`)."""
-        busy = self.settings.workers if self.handler is not None else self.settings.parallel
-        return max(1, min(self.settings.max_concurrent_requests, busy))
+        if self.handler is not None:
+            return min(self.settings.max_concurrent_requests, self.settings.workers)
+        return self.admission.most_sequences  # what one request's choices may take, the same bound
 
     @property
     def status(self) -> Status:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from pier.model.tools.families import FORMATS, Family, Format
 from pier.model.tools.json_scan import PartialCall, calls_in, tagged_calls
@@ -58,7 +59,8 @@ def whole_calls(partials: list[PartialCall]) -> tuple[ToolCall, ...] | None:
     return tuple(calls) or None
 
 
-def _parse(text: str, family: Family) -> Parsed:
+def parse(text: str, family: Family) -> Parsed:
+    """A finished answer in `family`'s format: content, then the calls when every one is whole."""
     fmt = FORMATS[family]
     start = calls_start(text, fmt)
     if start is None:
@@ -70,36 +72,5 @@ def _parse(text: str, family: Family) -> Parsed:
     return Parsed(content if content.strip() else None, calls)
 
 
-def parse_hermes(text: str) -> Parsed:
-    return _parse(text, Family.HERMES)
-
-
-def parse_llama3(text: str) -> Parsed:
-    return _parse(text, Family.LLAMA3)
-
-
-def parse_mistral(text: str) -> Parsed:
-    return _parse(text, Family.MISTRAL)
-
-
-def parse_granite(text: str) -> Parsed:
-    return _parse(text, Family.GRANITE)
-
-
-def parse_firefunction(text: str) -> Parsed:
-    return _parse(text, Family.FIREFUNCTION)
-
-
-def parse_command_r7b(text: str) -> Parsed:
-    return _parse(text, Family.COMMAND_R7B)
-
-
-def parse_functionary(text: str) -> Parsed:
-    return _parse(text, Family.FUNCTIONARY)
-
-
-PARSERS: dict[Family, Callable[[str], Parsed]] = {
-    Family.HERMES: parse_hermes, Family.LLAMA3: parse_llama3, Family.MISTRAL: parse_mistral,
-    Family.GRANITE: parse_granite, Family.FIREFUNCTION: parse_firefunction, Family.COMMAND_R7B: parse_command_r7b,
-    Family.FUNCTIONARY: parse_functionary,
-}
+# One parser per family: the same reading over each family's format.
+PARSERS: dict[Family, Callable[[str], Parsed]] = {family: partial(parse, family=family) for family in FORMATS}
