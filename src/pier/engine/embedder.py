@@ -24,7 +24,7 @@ import llama_cpp
 import numpy as np
 
 from pier.engine.cpus import usable_cores
-from pier.engine.llama import _init_backend
+from pier.engine.llama import load_model, set_flash_attn, tokenize
 from pier.errors import EngineStopped, InvalidRequest
 
 log = logging.getLogger(__name__)
@@ -64,14 +64,7 @@ class Embedder:
     def __init__(self, model_path: str | Path, *, n_ctx: int = 2048, n_seq_max: int = 16,
                  n_threads: int | None = None, flash_attn: bool | None = None) -> None:
         path = Path(model_path)
-        if not path.is_file():
-            raise FileNotFoundError(f"No GGUF file at {path}: pass the path of a .gguf model file.")
-        _init_backend()
-        params = llama_cpp.llama_model_default_params()
-        params.use_mmap = True
-        self._model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
-        if not self._model:
-            raise ValueError(f"llama.cpp could not load {path}: is it a valid GGUF for this llama.cpp version?")
+        self._model = load_model(path)
         self._vocab = llama_cpp.llama_model_get_vocab(self._model)
         n_ctx = min(n_ctx, llama_cpp.llama_model_n_ctx_train(self._model))
         self._ctx = self._new_context(n_ctx, n_seq_max, n_threads or usable_cores(), flash_attn)
@@ -93,10 +86,7 @@ class Embedder:
     def _new_context(self, n_ctx: int, n_seq_max: int, n_threads: int, flash_attn: bool | None
                      ) -> llama_cpp.llama_context_p:
         params = llama_cpp.llama_context_default_params()
-        if flash_attn is not None:  # None: llama.cpp's choice (on for CPUs); off gives llama-cpp-python's numbers
-            params.flash_attn_type = (
-                llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
-            )
+        set_flash_attn(params, flash_attn)  # off gives llama-cpp-python's numbers
         params.n_ctx = n_ctx
         params.n_batch = params.n_ubatch = n_ctx  # an input is encoded whole: non-causal attention needs all of it
         params.n_seq_max = n_seq_max
@@ -113,15 +103,7 @@ class Embedder:
 
     def tokenize(self, text: str) -> list[int]:
         """As llama.cpp's embedding tools do: the vocabulary's special tokens (BOS, or BERT's CLS and SEP)."""
-        data = text.encode("utf-8")
-        size = len(data) + 8
-        tokens = (llama_cpp.llama_token * size)()
-        n = llama_cpp.llama_tokenize(self._vocab, data, len(data), tokens, size, True, False)
-        if n < 0:
-            size = -n
-            tokens = (llama_cpp.llama_token * size)()
-            n = llama_cpp.llama_tokenize(self._vocab, data, len(data), tokens, size, True, False)
-        return list(tokens[:n])
+        return tokenize(self._vocab, text, add_special=True, parse_special=False)
 
     def check(self, inputs: Sequence[Sequence[int]]) -> None:
         """Refuse, before any work, what cannot be embedded: an empty input, one longer than a batch."""

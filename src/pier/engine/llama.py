@@ -41,17 +41,46 @@ def _kv_ggml_type(name: str) -> int:
     return KV_TYPES[name]
 
 
+def load_model(path: Path) -> llama_cpp.llama_model_p:
+    """A GGUF loaded by llama.cpp (memory-mapped: copies of the same GGUF share its pages)."""
+    if not path.is_file():
+        raise FileNotFoundError(f"No GGUF file at {path}: pass the path of a .gguf model file.")
+    _init_backend()
+    params = llama_cpp.llama_model_default_params()
+    params.use_mmap = True
+    model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+    if not model:
+        raise ValueError(f"llama.cpp could not load {path}: is it a valid GGUF for this llama.cpp version?")
+    return model
+
+
+def set_flash_attn(params: llama_cpp.llama_context_params, flash_attn: bool | None) -> None:
+    """None leaves llama.cpp's own choice (on for CPUs)."""
+    if flash_attn is not None:
+        params.flash_attn_type = (
+            llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        )
+
+
+def tokenize(vocab: llama_cpp.llama_vocab_p, text: str, add_special: bool, parse_special: bool) -> list[int]:
+    data = text.encode("utf-8")
+    capacity = len(data) + 8
+    while True:
+        buf = (llama_cpp.llama_token * capacity)()
+        n = llama_cpp.llama_tokenize(vocab, data, len(data), buf, capacity, add_special, parse_special)
+        if n >= 0:
+            return list(buf[:n])
+        capacity = -n
+
+
 class LlamaRunner:
     def __init__(
         self, model_path: str | Path, *, n_ctx: int = 4096, n_seq_max: int = 32, n_batch: int = 512,
         n_threads: int | None = None, flash_attn: bool | None = None, kv_type: str = "f16",
     ) -> None:
         path = Path(model_path)
-        if not path.is_file():
-            raise FileNotFoundError(f"No GGUF file at {path}: pass the path of a .gguf model file.")
-        _init_backend()
         self.n_threads = n_threads or usable_cores()
-        self._model = self._load_model(path)
+        self._model = load_model(path)
         self._vocab = llama_cpp.llama_model_get_vocab(self._model)
         self._ctx = self._new_context(n_ctx, n_seq_max, n_batch, flash_attn, kv_type)
         self._memory = llama_cpp.llama_get_memory(self._ctx)
@@ -64,14 +93,6 @@ class LlamaRunner:
 
     # -- loading ---------------------------------------------------------------------------------
 
-    def _load_model(self, path: Path) -> llama_cpp.llama_model_p:
-        params = llama_cpp.llama_model_default_params()
-        params.use_mmap = True  # copies of the same GGUF share its pages
-        model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
-        if not model:
-            raise ValueError(f"llama.cpp could not load {path}: is it a valid GGUF for this llama.cpp version?")
-        return model
-
     def _new_context(
         self, n_ctx: int, n_seq_max: int, n_batch: int, flash_attn: bool | None, kv_type: str
     ) -> llama_cpp.llama_context_p:
@@ -83,10 +104,7 @@ class LlamaRunner:
         params.kv_unified = True  # one cell pool for all sequences: seq_cp shares a prefix for free
         params.no_perf = True
         params.type_k = params.type_v = _kv_ggml_type(kv_type)
-        if flash_attn is not None:
-            params.flash_attn_type = (
-                llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
-            )
+        set_flash_attn(params, flash_attn)
         ctx = llama_cpp.llama_init_from_model(self._model, params)
         if not ctx:
             raise MemoryError(
@@ -126,14 +144,7 @@ class LlamaRunner:
     # -- vocabulary (read-only: safe from any thread) ---------------------------------------------
 
     def tokenize(self, text: str, add_bos: bool, special: bool) -> list[int]:
-        data = text.encode("utf-8")
-        capacity = len(data) + 8
-        while True:
-            buf = (llama_cpp.llama_token * capacity)()
-            n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, capacity, add_bos, special)
-            if n >= 0:
-                return list(buf[:n])
-            capacity = -n
+        return tokenize(self._vocab, text, add_bos, special)
 
     def piece(self, token: int) -> bytes:
         cached = self._pieces.get(token)
