@@ -10,7 +10,7 @@ import pytest
 from pier.engine.core import EngineConfig, EngineCore
 from pier.engine.fake import FakeRunner
 from pier.engine.host_cache import HostCache
-from pier.engine.prefix_cache import LLAMA_MAX_SEQ, sequence_ids
+from pier.engine.prefix_cache import LLAMA_MAX_SEQ, MIN_SAVED, sequence_ids
 from pier.engine.request import FinishReason, GenerateRequest, SamplingParams
 
 from .conftest import Collector, run
@@ -198,18 +198,19 @@ def test_a_restore_is_cut_back_to_what_the_prompt_shares_and_drops_idle_copies()
     fake = FakeRunner(n_ctx=512, n_seq_max=64, n_batch=64)
     core = EngineCore(fake, EngineConfig(max_running=4, step_tokens=64, prefix_floor_cells=0, host_cache_bytes=1 << 20))
     first = unique(3, 200)
-    run(core, greedy("a", first))  # 207 tokens in the KV cache
-    core.prefix.clear()
-    run(core, greedy("b", [*first[:40], 9, 9]))  # restores 40 of them
-    run(core, greedy("x", unique(4, 30)))  # b is cut back to its proven 40 tokens (x is the newest)
+    run(core, greedy("a", first))  # 207 tokens, sent to host memory when it finished
+    assert core.kv.used_cells == 0 and core.stats().host_cache_entries == 1
+    run(core, greedy("b", [*first[:40], 9, 9]))  # restores 40 of them: branching off there makes them shared
     edited = [*first[:150], 7, 7]  # the saved prefix shares 150 tokens with this prompt, the device 40
     before = fake.decoded_tokens
     out = run(core, greedy("c", edited))
     assert out.last("c").timings.cached_n == 150
     assert fake.decoded_tokens - before == 2 + 7
     assert out.tokens("c") == uncached(greedy("c", edited))
-    # b's 40 tokens were inside the restored prefix: dropped; x (no longer the newest) was cut; c is left
-    assert core.kv.used_cells == fake.used_cells == len(edited) + 7
+    assert sorted(len(s) for s in core.kv.slots.values()) == [40, 150 + 2 + 7]  # b cut back to its shared part
+    run(core, greedy("d", [*first[:180], 6, 6]))  # restores 180 tokens, which hold b's 40: b's copy is dropped
+    assert sorted(len(s) for s in core.kv.slots.values()) == [150, 180 + 2 + 7]  # c cut back to its shared part
+    assert core.kv.used_cells == fake.used_cells == 150 + 189
 
 
 def test_while_saving_a_chat_history_leaves_whole_and_a_shared_system_prompt_stays() -> None:
@@ -252,19 +253,24 @@ def lockstep_engine() -> EngineCore:
                       EngineConfig(max_running=4, step_tokens=64, prefix_floor_cells=0, host_cache_bytes=1 << 20))
 
 
-def test_conversations_that_come_right_back_teach_the_budget_to_keep_them_on_the_device() -> None:
+@pytest.mark.parametrize("between", [None, greedy("other", unique(90, 20))])  # at once, or 30 steps later
+def test_finished_turns_go_to_host_memory_and_every_next_turn_is_restored(between: GenerateRequest | None) -> None:
+    """A turn's KV is written beside the other chats' (one cell each per decode step); sending it to host memory
+    when it ends and restoring it writes the history back in one run of cells (prefix_cache.py)."""
     core = lockstep_engine()
-    restored = chats_in_lockstep(core, turns=6)
-    # after turn 1 three of four chats were cut to host memory (the newest stays) and restored a step later,
-    # which counts as regret: the budget grows turn by turn until the last turns find every chat on the device
-    assert restored[1] > 0 and core.stats().prefix_budget_cells > 0
-    assert restored[5] == restored[4]
-
-
-def test_conversations_that_come_back_much_later_are_restored_every_turn() -> None:
-    core = lockstep_engine()
-    restored = chats_in_lockstep(core, turns=6, between=greedy("other", unique(90, 20)))  # 30 steps between turns
+    restored = chats_in_lockstep(core, turns=6, between=between)
     assert all(a < b for a, b in itertools.pairwise(restored))
+    assert all(len(slot) - slot.shared < MIN_SAVED for slot in core.kv.slots.values())  # only shared parts stay
+
+
+def test_a_turn_too_large_for_host_memory_stays_on_the_device() -> None:
+    fake = FakeRunner(n_ctx=512, n_seq_max=64, n_batch=64, state_bytes_per_token=64)
+    core = engine(runner=fake, host_bytes=50 * 64)
+    prompt = unique(7, 100)
+    reply = run(core, greedy("a", prompt)).tokens("a")
+    assert core.stats().host_cache_entries == 0 and [len(s) for s in core.kv.slots.values()] == [107]
+    out = run(core, greedy("b", [*prompt, *reply, 5]))
+    assert out.last("b").timings.cached_n == 107 and core.stats().restored_prompt_tokens == 0
 
 
 def test_random_chats_cancels_and_kv_pressure_never_change_an_answer() -> None:

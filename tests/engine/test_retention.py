@@ -168,7 +168,9 @@ def test_unique_prompts_stop_filling_host_memory_and_a_returning_chat_turns_it_b
     reply = run(core, greedy("t1", chat)).tokens("t1")
     run(core, greedy("other", unique(70)))  # the chat's first turn is cut back: not copied now
     assert host.stats.saved == saved
-    run(core, greedy("t2", [*chat, *reply, 5, 6]))  # it comes back: a regret, so a return
+    second = [*chat, *reply, 5, 6]
+    reply = run(core, greedy("t2", second)).tokens("t2")  # it comes back: a regret, so a return
+    run(core, greedy("t3", [*second, *reply, 7, 8]))  # and again: one return in 32 finished requests or more
     for i in range(3):
         run(core, greedy(f"v{i}", unique(80 + i)))
     assert core.prefix.budget.worth_saving and host.stats.saved > saved

@@ -137,7 +137,6 @@ class EngineCore:
         return bool(self.waiting or self.running)
 
     def step(self) -> None:
-        self.prefix.steps = self._totals["steps"]
         self._admit()
         work = self._schedule()
         if not work:

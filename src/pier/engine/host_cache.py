@@ -26,7 +26,6 @@ from pier.engine.runner import SeqState
 class HostEntry:
     tokens: list[int]
     state: SeqState  # the runner's saved state of a sequence holding exactly `tokens` at positions 0..
-    saved_at: int = 0  # the caller's clock (engine steps) when it was saved
 
     @property
     def nbytes(self) -> int:
@@ -86,12 +85,12 @@ class HostCache:
     def worth_saving(self, tokens: Sequence[int]) -> bool:
         return len(tokens) >= self.min_tokens and not self.holds(tokens)
 
-    def put(self, tokens: Sequence[int], state: SeqState, at: int = 0) -> HostEntry | None:
-        """Keep `state`, the KV of `tokens`, saved at time `at`. Entries whose tokens it begins with are dropped,
+    def put(self, tokens: Sequence[int], state: SeqState) -> HostEntry | None:
+        """Keep `state`, the KV of `tokens`. Entries whose tokens it begins with are dropped,
         then the least recently used until it fits. None when it is too short or larger than the whole budget."""
         if len(tokens) < self.min_tokens or not 0 < len(state) <= self.budget_bytes:
             return None
-        entry = HostEntry(list(tokens), state, at)
+        entry = HostEntry(list(tokens), state)
         for older in self._contained_in(entry.tokens):
             self._drop(older)
         while self.nbytes + entry.nbytes > self.budget_bytes:

@@ -3,9 +3,18 @@
 Every sequence id in the unified KV cache is a candidate prefix: the running ones and the finished ones
 kept idle. A new prompt forks the longest match (llama.cpp's `seq_cp`, metadata only) and computes only
 the rest. Idle prefixes stay until their cells or sequence id are needed, least recently used first out;
-the parts no prompt has come back for yet are held to the retention budget (`retention.py`: idle cells
-slow every decode). What leaves the KV cache goes to host memory first (`host_cache.py`), and a prompt
-that matches a saved prefix better than anything on the device has it restored instead of recomputed.
+the parts no prompt has come back for yet are held to the retention budget (`retention.py`). What leaves
+the KV cache goes to host memory first (`host_cache.py`), and a prompt that matches a saved prefix better
+than anything on the device has it restored instead of recomputed.
+
+While prefixes go to host memory, a finished sequence goes there at once, all but the part other prompts
+branch off from (a shared system prompt), and its next turn is restored. The round trip is what keeps the KV
+cache compact: a sequence decoded beside others holds one cell in every few (each step writes one cell per
+running sequence, side by side), and llama.cpp's tiled flash attention, used for steps of 64 tokens or more,
+skips a 64 x 64 block of queries and cells only when none of the queries may see any of its cells. A prompt
+attending over a history scattered among other sequences' cells computes nearly every block up to the highest
+cell in use; a restored history is written into free cells in one run. Prompt steps over scattered histories
+cost 1.5-1.8x (benchmarks/prompt_layout.py), the copies out and back a few milliseconds per 1,000 tokens.
 """
 
 from __future__ import annotations
@@ -27,7 +36,6 @@ class PrefixMatch:
     slot: KvSlot | None  # a sequence in the KV cache holding the prefix
     length: int
     saved: HostEntry | None = None  # or a prefix saved in host memory, restored into the new sequence
-    on_device: int = 0  # for a saved match: the longest match the KV cache offered
 
     def new_cells(self, prompt_len: int) -> int:
         """Free cells a prompt of `prompt_len` tokens needs when it adopts this match: a fork shares the
@@ -40,11 +48,6 @@ class PrefixMatch:
 NO_MATCH = PrefixMatch(None, 0)
 MIN_KEPT = 16  # a shorter proven part (BOS, a chat template's first tokens) is not worth a sequence id of its own
 MIN_SAVED = 16  # nor a shorter prefix a copy to host memory (HostCache.min_tokens), nor a shorter gain a restore
-# Engine steps within which a prefix restored after the retention budget cut it came back "soon": keeping its cells
-# that long would have cost less decode time (1-4 us per idle cell per step at batch 1-8, benchmarks/decode_cost.py)
-# than the copies out and back (10-45 us per token for the 360M model on two busy cores), so it counts as regret
-# and the budget grows as for a miss.
-SOON_STEPS = 12
 
 
 LLAMA_MAX_SEQ = 256  # llama.cpp's limit on sequence ids in one context (src/llama-cparams.h)
@@ -64,7 +67,6 @@ class PrefixCache:
         self.kv = kv
         self.budget = budget
         self.host = host if budget is not None else None
-        self.steps = 0  # engine steps so far: how soon a saved prefix came back
         self._clock = 0
 
     def match(self, prompt: Sequence[int]) -> PrefixMatch:
@@ -80,7 +82,7 @@ class PrefixCache:
         if self.host is not None:
             saved = self.host.match(prompt, limit)
             if saved.entry is not None and saved.length >= best.length + MIN_SAVED:
-                return PrefixMatch(None, saved.length, saved.entry, best.length)
+                return PrefixMatch(None, saved.length, saved.entry)
         return best
 
     def adopt(self, match: PrefixMatch, into: KvSlot, prompt: Sequence[int] | None = None) -> int:
@@ -91,11 +93,10 @@ class PrefixCache:
         reused = self._restore(match, into) if match.saved is not None else match.length
         into.proven = reused  # content a prompt came back for: worth keeping when this one ends
         if self.budget is not None and prompt is not None:
-            counted = self._counted(match, reused)
-            regret = self.budget.admitted(prompt, counted)
+            regret = self.budget.admitted(prompt, reused)
             if match.saved is not None and reused and not regret:
                 self.budget.came_back()
-            into.proven = max(reused, counted + regret)  # or would have, had an eviction not lost it
+            into.proven = reused + regret  # or would have, had an eviction not lost it
         source = match.slot
         if source is None or match.length == 0:
             return reused
@@ -110,21 +111,14 @@ class PrefixCache:
             source.last_used = self._tick()
         return reused
 
-    def _counted(self, match: PrefixMatch, reused: int) -> int:
-        """Cached tokens the retention budget credits a prompt with: what it reused, except that a prefix restored
-        soon after it was saved counts as lost (only the device's part counts), so the budget learns to keep
-        conversations that come right back (SOON_STEPS). Only prefixes the budget cut are remembered as regret."""
-        saved = match.saved
-        if saved is not None and reused and self.steps - saved.saved_at <= SOON_STEPS:
-            return match.on_device
-        return reused
-
     def _restore(self, match: PrefixMatch, into: KvSlot) -> int:
         saved = match.saved
         assert saved is not None and self.host is not None
         if not self.kv.restore(into, saved.tokens, saved.state):
             return 0
         self.host.restored(saved)
+        if match.length + MIN_KEPT <= len(saved.tokens):  # the prompt branches off inside the saved one: the
+            into.shared = max(into.shared, match.length)  # common part stays on the device for the next to fork
         if match.length < len(into):
             self.kv.truncate(into, match.length)
         self._drop_contained(into)
@@ -146,7 +140,23 @@ class PrefixCache:
         slot.busy = False
         slot.last_used = self._tick()
         self.budget.finished()
+        if self.saving:
+            self._to_host(slot)
         self._trim(self.budget)
+
+    def _to_host(self, slot: KvSlot) -> None:
+        """Send a finished sequence to host memory, but for its shared part, so that its next turn is restored
+        in one run of cells instead of attending over cells scattered among its neighbours' (module docstring).
+        It stays when host memory does not take it (larger than the whole budget)."""
+        if len(slot) - slot.shared < MIN_SAVED:
+            return
+        self._save(slot)
+        if self.host is None or not self.host.holds(slot.tokens):
+            return
+        if slot.shared >= MIN_KEPT:
+            self.kv.truncate(slot, slot.shared)
+        else:
+            self.kv.release(slot)
 
     def _trim(self, budget: RetentionBudget) -> None:
         """Cut idle prefixes back to the part kept regardless of the budget (`_kept`), least recently used
@@ -176,8 +186,8 @@ class PrefixCache:
     def _kept(self, slot: KvSlot) -> int:
         """Leading tokens of an idle prefix that the retention budget does not count: its proven part. While
         prefixes go to host memory, only the part that prompts branching off it shared (a system prompt) for the
-        next one to fork: a chat's history, proven by its own next turn only, would otherwise sit on the device
-        until that turn, slowing every decode, when a restore from host memory costs less (`SOON_STEPS`)."""
+        next one to fork: a chat's history, proven by its own next turn only, is restored from host memory in one
+        run of cells (module docstring)."""
         return slot.shared if self.saving else slot.proven
 
     @property
@@ -220,7 +230,7 @@ class PrefixCache:
             return
         self.budget.left_device()
         if self.budget.worth_saving and self.host.worth_saving(slot.tokens):
-            self.host.put(slot.tokens, self.kv.save(slot), at=self.steps)
+            self.host.put(slot.tokens, self.kv.save(slot))
 
     @property
     def idle_count(self) -> int:

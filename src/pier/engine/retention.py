@@ -1,8 +1,9 @@
 """How many KV cells finished prompts may keep as cached prefixes on speculation.
 
-Idle prefixes are not free in llama.cpp's unified cache: every decode attends over all cells up to the
-highest one in use, masked or not, so cells kept for prompts that never come back slow down every running
-sequence (benchmarks/decode_cost.py: 2,560 idle cells make a decode step about 10% slower at batch 1 to 8).
+Idle prefixes are not free in llama.cpp's unified cache: attention runs over the cells up to the highest one
+in use, so cells kept for prompts that never come back slow down every running sequence (a decode step about
+10% at 2,560 idle cells, benchmarks/decode_cost.py), and new tokens land in the holes between them, scattered
+(prefix_cache.py: scattered histories make prompt steps dearer).
 So the prefix cache keeps two kinds of cells. Proven ones, the leading tokens of a prefix that a later prompt
 reused (a shared system prompt, a chat's history), stay until their room is needed. Speculative ones, the rest
 of every finished prompt, are held to this budget: a floor, plus the recent regret, fading by 1/`horizon` per
@@ -11,8 +12,9 @@ prompts keep the budget at its floor; a workload whose prompts come back raises 
 (The prefix cache also keeps the most recently used prefix whole, whatever the budget.)
 
 With host memory (`host_cache.py`), what leaves the KV cache is copied there first, so a conversation that comes
-back is restored, not recomputed, and costs no regret. Copying costs a memory copy and host memory, worth it only
-if prefixes come back: the budget also learns the return rate, the share of departed prefixes that a later prompt
+back is restored, not recomputed, and costs no regret; while copying, a finished sequence leaves at once (all but
+its shared part, prefix_cache.py), so the budget only governs what is kept without copies. Copying costs a memory
+copy and host memory, worth it only if prefixes come back: the budget also learns the return rate, the share of departed prefixes that a later prompt
 came back to (restored, or regretted when none was kept), fading like the regret. Below `min_return_rate` (unique
 prompts) nothing more is copied; evicted prompts are still remembered, so the first regret turns copying back on.
 """
