@@ -52,6 +52,21 @@ def test_prefill_is_chunked_and_running_sequences_keep_decoding(fake: FakeRunner
     assert not collector.chunks["long"]
 
 
+def test_a_short_prompt_behind_a_long_one_is_not_kept_waiting(fake: FakeRunner) -> None:
+    """The oldest prompt takes half of each step's budget, the shortest the rest (scheduler.plan): a short prompt
+    that arrives while a long one is being computed gets its first token in its first step."""
+    core = EngineCore(fake, EngineConfig(max_running=4, step_tokens=64))
+    collector = run(core)
+    core.add(core.prepare(greedy("long", prompt(400), n=2), collector))
+    core.step()
+    core.add(core.prepare(greedy("short", prompt(20, seed=5), n=2), collector))
+    core.step()
+    assert collector.tokens("short") and not collector.chunks["long"]
+    while core.has_work:
+        core.step()
+    assert collector.tokens("long") == alone(greedy("long", prompt(400), n=2))
+
+
 def test_prefix_cache_evaluates_only_the_suffix(fake: FakeRunner, core: EngineCore) -> None:
     shared = prompt(200)
     first = greedy("a", [*shared, 40, 41], n=4)
