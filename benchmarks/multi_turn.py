@@ -170,12 +170,14 @@ async def choose_words(server: Server) -> PromptTokens:
 LLAMA, PIER = "llama-server", "pier"
 
 
-def pier_server(label: str, model: Path, source: Path | None = None, omp: str | None = None) -> Server:
-    """pier's copy; `source`: the `src` folder of another checkout (a version to compare with) instead of this one."""
+def pier_server(label: str, model: Path, source: Path | None = None, omp: str | None = None,
+                settings: Sequence[tuple[str, str]] = ()) -> Server:
+    """pier's copy; `source`: the `src` folder of another checkout (a version to compare with) instead of this one;
+    `settings`: more environment variables (PIER_BATCH_TOKENS=128, a setting to compare with the default)."""
     port = free_port()
     env = [*omp_env(omp), ("MAX_BATCH_TOTAL_TOKENS", str(CONTEXT)),
-           ("SAGEMAKER_MODEL_SERVER_TIMEOUT", str(TIMEOUT_S))]  # llama-server has no deadline; pier's 60 s would cut
-    if source is not None:                                       # turns short on a busy machine
+           ("SAGEMAKER_MODEL_SERVER_TIMEOUT", str(TIMEOUT_S)), *settings]  # llama-server has no deadline; pier's
+    if source is not None:                                                  # 60 s would cut turns short when busy
         env.append(("PYTHONPATH", str(source.resolve())))
     return Server(label, (sys.executable, "-m", "pier.server.container", "--model", str(model), "--port", str(port),
                           "--host", HOST, "--threads", str(THREADS), "--parallel", str(PARALLEL)),
@@ -294,6 +296,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--before", help="also run pier from this `src` folder (another checkout, e.g. `git archive "
                                          "REF src | tar -x -C DIR`), labelled 'pier (before)'")
+    parser.add_argument("--also", action="append", default=[], metavar="NAME=VALUE",
+                        help="also run a pier copy with this environment setting (repeatable), labelled "
+                             "'pier NAME=VALUE'")
     parser.add_argument("--omp-wait-policy", choices=("active", "passive"),
                         help="OMP_WAIT_POLICY for every server (both use libgomp); default: this environment's")
     parser.add_argument("--out", help="also write the markdown report to this file")
@@ -309,6 +314,11 @@ def main() -> None:
     servers = [pier_server(PIER, model, omp=omp)]
     if args.before:
         servers.append(pier_server("pier (before)", model, Path(args.before), omp))
+    for setting in args.also:
+        name, _, value = setting.partition("=")
+        if not name or not value:
+            parser.error(f"--also {setting!r}: write NAME=VALUE, such as PIER_BATCH_TOKENS=128")
+        servers.append(pier_server(f"pier {setting}", model, omp=omp, settings=[(name, value)]))
     servers.append(llama_server(model, binary, omp))
     problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix="pier-multi-turn-") as scratch:
