@@ -35,6 +35,7 @@ import shlex
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from common import add_peers_dir, free_port, log, model_cache, peer, raise_on_sigterm
@@ -71,6 +72,18 @@ def crowd_model() -> Path:
         log(f"building {path} (random weights) ...")
         build_gguf(path, CROWD_SHAPE, quant="Q8_0")
     return path
+
+
+def gateway_environment(timeout_s: float, users: int) -> tuple[tuple[str, str], ...]:
+    """The gateway waits as long as the client does: SageMaker's invocations end at 60 s (boto3's read timeout)
+    and the admission queue gives up after 30 s with a ThrottlingException that boto3 retries; these users do not
+    retry, they wait `--timeout`, so the gateway's deadline, its queue's wait and its queue's length (every user
+    may be waiting at once) follow them."""
+    return (
+        ("PIER_INVOCATION_TIMEOUT_SECONDS", f"{timeout_s:g}"),
+        ("PIER_QUEUE_TIMEOUT_SECONDS", f"{timeout_s:g}"),
+        ("PIER_QUEUE_SIZE", str(max(users, 512))),
+    )
 
 
 def copy_environment() -> dict[str, str]:
@@ -252,6 +265,7 @@ def main() -> None:
     fleet = Fleet(Path(tempfile.mkdtemp(prefix="pier-crowd-")))
     log(f"logs in {fleet.logs}")
     gateway = Catalog(model, binary).gateway("pier gateway", fleet.logs / "state")
+    gateway = replace(gateway, env=gateway_environment(args.timeout, max(args.levels)))
     started_servers = {PIER_LABEL: gateway}
     if binary is not None:
         started_servers[LLAMA_LABEL] = llama_server(binary, model, http_threads=max(args.levels) + 8)
