@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import resource
 import shlex
 import sys
 import tempfile
@@ -38,7 +39,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from common import add_peers_dir, free_port, log, model_cache, peer, raise_on_sigterm
+from common import add_peers_dir, free_port, log, model_cache, omp_policy, peer, raise_on_sigterm
 from crowd_table import DEFAULT_LEVELS, Row, failure_lines, parse_levels, ratio_lines, seed_table
 from peers import HOST, Catalog, Fleet, Server, running
 from report import machine, model_shape
@@ -183,7 +184,7 @@ def render(args: argparse.Namespace, model: Path, commands: list[str], result: B
         "",
         f"- model: {model_shape(model)}; a small synthetic model, so that 500 users take minutes, not hours: this "
         "measures the serving system (queueing, admission, routing, waiting instead of failing), not the kernels",
-        f"- machine: {machine()}",
+        f"- machine: {machine()}; OMP_WAIT_POLICY for both: {omp_policy()}",
         f"- pier: a gateway, endpoint `{ENDPOINT}` with inference component `{COMPONENT}` of {COPIES} copies × "
         f"{CPUS_PER_COPY} CPU, {PARALLEL} parallel sequences each, through the SageMaker runtime "
         "(`/endpoints/crowd/invocations`, InferenceComponentName header, TGI payload)",
@@ -247,6 +248,20 @@ def levels(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def allow_open_files(users: int) -> None:
+    """Each user holds a connection to the server and, through the gateway, the gateway one to the client; idle
+    keep-alive connections to the other server stay open a while too. A soft limit of 1,024 open files (a common
+    default) is too few for 500 users, so it is raised towards the hard limit (the servers inherit it)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 4 * users + 1024
+    if soft >= wanted:
+        return
+    if hard != resource.RLIM_INFINITY and hard < wanted:
+        raise SystemExit(f"{users} users need about {wanted} open files, and the hard limit is {hard}: raise it "
+                         "(`ulimit -Hn`, or LimitNOFILE for a service) or run fewer users (--levels).")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
 def servers(text: str) -> list[str]:
     names = [name for name in text.replace(" ", "").split(",") if name]
     if not names or any(name not in (PIER_LABEL, LLAMA_LABEL) for name in names) or len(set(names)) < len(names):
@@ -259,6 +274,7 @@ def servers(text: str) -> list[str]:
 def main() -> None:
     args = parse_args()
     raise_on_sigterm()
+    allow_open_files(max(args.levels))
     started = time.monotonic()
     model = crowd_model()
     binary = peer("llama-server", args.peers_dir) if LLAMA_LABEL in args.servers else None
