@@ -96,18 +96,17 @@ def copy_environment() -> dict[str, str]:
     }
 
 
-def llama_server(binary: Path, model: Path, http_threads: int) -> Server:
-    """llama-server with the copies' threads and slots in one process. Its HTTP library serves each connection
-    on a thread of a fixed pool, and a closed-loop user keeps its connection; with fewer threads than users the
-    rest would sit unread in the socket's backlog, so it gets one per user, and they wait for a slot in its own
-    queue, as pier's wait in the gateway's."""
+def llama_server(binary: Path, model: Path) -> Server:
+    """llama-server with the copies' threads and slots in one process. Its HTTP threads are left at their default:
+    this llama.cpp keeps `--threads-http` threads and adds up to 1,024 more while connections wait, so 500 users'
+    requests reach its own queue, as pier's reach the gateway's."""
     threads = COPIES * CPUS_PER_COPY
     slots = COPIES * PARALLEL
     port = free_port()
     argv = (
         str(binary), "-m", str(model), "-t", str(threads), "-tb", str(threads),
         "-c", str(slots * CELLS_PER_SEQUENCE), "-np", str(slots), "--kv-unified",
-        "--no-cache-prompt", "--cache-ram", "0", "--threads-http", str(http_threads),
+        "--no-cache-prompt", "--cache-ram", "0",
         "--host", HOST, "--port", str(port),
     )  # fmt: skip
     return Server(LLAMA_LABEL, argv, port, "/health")
@@ -128,7 +127,8 @@ def deploy(gateway: Server, model: Path, fleet: Fleet) -> list[str]:
     if len(copies) != COPIES:
         raise RuntimeError(f"the endpoint has {len(copies)} copies, not {COPIES}: see the gateway's log")
     fleet.extra_pids.extend(int(copy["pid"]) for copy in copies)
-    return [shown_command(int(copy["pid"])) for copy in copies]
+    changes = " ".join(f"{key}={value}" for key, value in copy_environment().items())
+    return [f"env {changes} {shown_command(int(copy['pid']))}" for copy in copies]
 
 
 def route(name: str, server: Server) -> str:
@@ -284,7 +284,7 @@ def main() -> None:
     gateway = replace(gateway, env=gateway_environment(args.timeout, max(args.levels)))
     started_servers = {PIER_LABEL: gateway}
     if binary is not None:
-        started_servers[LLAMA_LABEL] = llama_server(binary, model, http_threads=max(args.levels) + 8)
+        started_servers[LLAMA_LABEL] = llama_server(binary, model)
     chosen = [started_servers[name] for name in args.servers]
     with running(fleet, chosen):
         commands = []
