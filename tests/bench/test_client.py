@@ -43,6 +43,7 @@ def send(
     payload: Api = Api.OPENAI_CHAT,
     prompt: Prompt = PROMPT,
     timeout_s: float = 5.0,
+    component: str | None = None,
 ) -> tuple[RequestRecord, list[httpx.Request]]:
     seen: list[httpx.Request] = []
 
@@ -52,7 +53,7 @@ def send(
 
     async def go() -> RequestRecord:
         async with httpx.AsyncClient(transport=httpx.MockTransport(recording)) as http:
-            settings = ClientSettings(model="m", temperature=0.0, timeout_s=timeout_s)
+            settings = ClientSettings(model="m", temperature=0.0, timeout_s=timeout_s, inference_component=component)
             client = make_client(http, resolve(target, api, label="t"), settings, payload)
             return await client.send(prompt, RequestRecord(index=0, conversation=0, turn=0))
 
@@ -142,6 +143,22 @@ def test_sagemaker_response_stream_in_event_stream_frames() -> None:
     assert request.headers["X-Amzn-SageMaker-Accept"] == "text/event-stream"
     assert json.loads(request.content)["stream"] is True
     assert record.ok and record.text == " a b" and record.output_tokens == 2
+
+
+@pytest.mark.parametrize(
+    ("target", "component", "header"),
+    [
+        ("http://gw/endpoints/e1/invocations", "ic-1", "ic-1"),
+        ("http://gw/endpoints/e1/invocations", None, None),
+        ("http://h/v1/completions", "ic-1", None),  # not a SageMaker route: no SageMaker header
+    ],
+)
+def test_inference_component_header_only_on_sagemaker_routes(target: str, component: str | None,
+                                                              header: str | None) -> None:
+    events = sse(completion(" a", "length"), "[DONE]")
+    _, (request,) = send(lambda r: httpx.Response(200, headers=SSE, content=events), target=target,
+                         payload=Api.OPENAI_COMPLETIONS, component=component)
+    assert request.headers.get("X-Amzn-SageMaker-Inference-Component") == header
 
 
 def test_sagemaker_stream_error_is_counted_by_its_code() -> None:

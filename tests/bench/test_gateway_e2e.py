@@ -13,6 +13,7 @@ import pytest
 from pier.bench import BenchOptions, BenchResult, run_bench
 from tests.e2e.gateway_process import GatewayProcess
 from tests.sockets import free_port
+from tests.waiting import until
 
 pytestmark = pytest.mark.e2e
 
@@ -98,3 +99,29 @@ def test_a_rate_schedule_on_a_gateway_plots_the_copies_over_time(gateway: str, t
     assert run.copies and all(sample.ready == {f"{ENDPOINT}/AllTraffic": 1} for sample in run.copies)
     assert run.copies[-1].at_s >= 2.0  # watched for the whole schedule, the pause included
     assert (tmp_path / "schedule.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_an_inference_component_through_invoke_endpoint(gateway: str, tiny_gguf: Path, tmp_path: Path) -> None:
+    """The seed's way: InvokeEndpoint on an endpoint that hosts components, the component named by its header."""
+    (tmp_path / "model.gguf").symlink_to(tiny_gguf)
+    sagemaker = boto3.client(
+        "sagemaker", endpoint_url=gateway, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    endpoint, component = "bench-hosting", "bench-component"
+    sagemaker.create_model(ModelName=component, ExecutionRoleArn="arn:aws:iam::1:role/sagemaker",
+                           PrimaryContainer={"Image": "pier", "ModelDataUrl": f"file://{tmp_path}"})
+    sagemaker.create_endpoint_config(EndpointConfigName=endpoint, ProductionVariants=[
+        {"VariantName": "AllTraffic", "InstanceType": "local", "InitialInstanceCount": 1}])
+    sagemaker.create_endpoint(EndpointName=endpoint, EndpointConfigName=endpoint)
+    sagemaker.get_waiter("endpoint_in_service").wait(EndpointName=endpoint, WaiterConfig=IN_SERVICE)
+    sagemaker.create_inference_component(
+        InferenceComponentName=component, EndpointName=endpoint, VariantName="AllTraffic",
+        Specification={"ModelName": component, "ComputeResourceRequirements": {"MinMemoryRequiredInMb": 256}},
+        RuntimeConfig={"CopyCount": 1})
+    until(lambda: sagemaker.describe_inference_component(InferenceComponentName=component)[
+        "InferenceComponentStatus"] == "InService", timeout=120, what="the component InService")
+    route = f"{gateway}/endpoints/{endpoint}/invocations"
+    (named,) = bench(route, inference_component=component, payload="tgi").runs
+    assert named.metrics.completed == 3, named.metrics.errors_by_code
+    (unnamed,) = bench(route, payload="tgi").runs  # SageMaker refuses it without the header, and so does pier
+    assert set(unnamed.metrics.errors_by_code) == {"400"}, unnamed.records[0].error_message

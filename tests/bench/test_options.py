@@ -42,6 +42,7 @@ def test_bounds_and_repeats() -> None:
         ({"rates": (-1.0,)}, "positive"),
         ({"payload": "sagemaker"}, "openai-completions, openai-chat or tgi"),
         ({"prompt_format": "ids", "workload": "multi-turn"}, "--prompt-format text"),
+        ({"inference_component": " "}, "--inference-component names a component"),
     ],
 )
 def test_refused_with_a_fix(fields: dict[str, object], message: str) -> None:

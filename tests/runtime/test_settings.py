@@ -28,6 +28,21 @@ def test_the_session_ttl_comes_from_the_environment(env: dict[str, str], ttl_s: 
     assert RuntimeSettings.from_env(env).session_ttl_s == ttl_s
 
 
+@pytest.mark.parametrize(("env", "deadline_s"), [
+    ({}, 58.0),  # boto3's 60 s read timeout, less the margin that gets the error to it in time
+    ({"PIER_INVOCATION_TIMEOUT_SECONDS": "300"}, 298.0),
+    ({"PIER_INVOCATION_TIMEOUT_SECONDS": "10"}, 9.0),  # a tenth for short ones
+])
+def test_the_invocation_deadline_follows_the_clients_timeout(env: dict[str, str], deadline_s: float) -> None:
+    assert RuntimeSettings.from_env(env).deadline_s == deadline_s
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "long"])
+def test_a_bad_invocation_timeout_names_its_variable(value: str) -> None:
+    with pytest.raises(ValueError, match="PIER_INVOCATION_TIMEOUT_SECONDS"):
+        RuntimeSettings.from_env({"PIER_INVOCATION_TIMEOUT_SECONDS": value})
+
+
 def test_a_bad_session_ttl_names_its_variable() -> None:
     with pytest.raises(ValueError, match="PIER_SESSION_TTL_SECONDS"):
         RuntimeSettings.from_env({"PIER_SESSION_TTL_SECONDS": "forever"})

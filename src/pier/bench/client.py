@@ -26,6 +26,7 @@ from pier.bench.target import Target
 from pier.bench.vocabulary import Content
 from pier.bench.workload import Prompt
 
+INFERENCE_COMPONENT_HEADER = "X-Amzn-SageMaker-Inference-Component"  # InvokeEndpoint's InferenceComponentName
 ERROR_TEXT_LIMIT = 300  # characters of an error body kept in the per-request results
 
 
@@ -35,6 +36,7 @@ class ClientSettings:
     temperature: float
     timeout_s: float
     api_key: str | None = None
+    inference_component: str | None = None  # sent as SageMaker's header on SageMaker routes only
 
 
 @dataclass
@@ -229,7 +231,10 @@ class SageMakerClient(StreamingClient):
 
     def headers(self) -> dict[str, str]:
         accept = "X-Amzn-SageMaker-Accept" if self.target.url.endswith("-response-stream") else "Accept"
-        return {**super().headers(), accept: "text/event-stream"}
+        headers = {**super().headers(), accept: "text/event-stream"}
+        if self.settings.inference_component:
+            headers[INFERENCE_COMPONENT_HEADER] = self.settings.inference_component
+        return headers
 
 
 _FLAVORS: dict[Api, type[StreamingClient]] = {

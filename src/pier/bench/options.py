@@ -78,6 +78,7 @@ class BenchOptions(BaseModel):
     compare: str | None = None
     gateway: str | None = None
     api_key: str | None = None
+    inference_component: str | None = None  # SageMaker routes: the component of an endpoint that hosts several
 
     concurrency: tuple[int, ...] = ()
     rates: tuple[float, ...] = ()
@@ -129,6 +130,8 @@ class BenchOptions(BaseModel):
             problems.append(f"--rate values must be positive requests per second; got {list(self.rates)}.")
         if self.workload is WorkloadKind.SHARED_PREFIX and self.shared_prefix == 0:
             problems.append("--workload shared-prefix needs the prefix length: add --shared-prefix N (tokens).")
+        if self.inference_component is not None and not self.inference_component.strip():
+            problems.append("--inference-component names a component of the endpoint; it was empty.")
         if self.payload is Api.SAGEMAKER:
             problems.append(
                 "--payload is the body sent through a SageMaker route: openai-completions, openai-chat or tgi."

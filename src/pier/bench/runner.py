@@ -86,7 +86,7 @@ class Bench:
         clients = []
         for target in self.targets:
             model = o.model or await discover_model(http, target)
-            settings = ClientSettings(model, o.temperature, o.timeout_s, o.api_key)
+            settings = ClientSettings(model, o.temperature, o.timeout_s, o.api_key, o.inference_component)
             clients.append((target, model, make_client(http, target, settings, o.payload)))
         first_target, _, first_client = clients[0]
         ids = all(client.accepts_token_ids for _, _, client in clients)

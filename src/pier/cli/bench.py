@@ -53,6 +53,8 @@ def bench(
     gateway: Annotated[str | None, Opt(help="Gateway URL for endpoint names (default: PIER_GATEWAY_URL or "
                                             "AWS_ENDPOINT_URL).")] = None,
     api_key: Annotated[str | None, Opt(envvar="OPENAI_API_KEY", help="Bearer token, never written out.")] = None,
+    inference_component: Annotated[str | None, Opt(help="SageMaker routes: the inference component to invoke "
+                                                        "(InferenceComponentName).")] = None,
     out: Annotated[Path | None, Opt(help="Write summary.json, requests.json and PNG plots here.")] = None,
     progress: Annotated[bool, Opt(help="Live progress display.")] = True,
 ) -> None:
@@ -66,6 +68,7 @@ def bench(
         # Validated (choices included) by the model, whose errors name the option at fault.
         options = BenchOptions.model_validate(dict(
             target=target, api=api, model=model, compare=compare, gateway=gateway, api_key=api_key,
+            inference_component=inference_component,
             concurrency=parse_numbers(concurrency, int, "--concurrency") if concurrency else (),
             rates=parse_numbers(rate, float, "--rate") if rate else (),
             rate_schedule=parse_schedule(rate_schedule) if rate_schedule else (),

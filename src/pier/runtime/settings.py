@@ -1,7 +1,10 @@
 """How the gateway forwards invocations: deadlines, concurrency, and what ends up in error messages.
 
 A running gateway (`pier up`) reads its queue's bounds from PIER_QUEUE_SIZE (requests that may wait per
-inference component) and PIER_QUEUE_TIMEOUT_SECONDS (the longest one waits for a copy with room).
+inference component) and PIER_QUEUE_TIMEOUT_SECONDS (the longest one waits for a copy with room), and the
+SageMaker routes' time limit from PIER_INVOCATION_TIMEOUT_SECONDS (the client's read timeout: 60 s, boto3's, by
+default; raise it, with the queue's, for clients that wait longer, such as a load test's users who must wait
+rather than fail).
 """
 
 from __future__ import annotations
@@ -15,6 +18,12 @@ from pier.runtime.sessions import DEFAULT_LIMIT, DEFAULT_TTL_S
 
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024  # 6,291,456: what SageMaker's InvokeEndpoint accepts
 BOTO3_READ_TIMEOUT_S = 60.0
+
+
+def invocation_deadline(timeout_s: float) -> float:
+    """When an invocation is ended with an error, for clients that wait `timeout_s`: a little before, so the
+    error reaches the client before it gives up (as a copy's deadline under SAGEMAKER_MODEL_SERVER_TIMEOUT)."""
+    return timeout_s - min(2.0, timeout_s * 0.1)
 
 
 @dataclass(frozen=True)
@@ -31,7 +40,7 @@ class ResumeSettings:
 class RuntimeSettings:
     # SageMaker routes: an invocation still running this long after it arrived ends with a 424 (a
     # ModelStreamError once streaming), early enough to reach a client whose read timeout is boto3's 60 s.
-    deadline_s: float = BOTO3_READ_TIMEOUT_S - 2.0
+    deadline_s: float = invocation_deadline(BOTO3_READ_TIMEOUT_S)
     # OpenAI routes: None leaves the limit to the copy (its SAGEMAKER_MODEL_SERVER_TIMEOUT); clients wait longer.
     openai_deadline_s: float | None = None
     # Requests a copy is sent at once when its backend does not report its own concurrency (pier.concurrency:
@@ -61,6 +70,12 @@ class RuntimeSettings:
             settings = replace(settings, queue=int(queue))
         if timeout is not None:
             settings = replace(settings, queue_timeout_s=float(timeout))
+        invocation = _number(env, "PIER_INVOCATION_TIMEOUT_SECONDS", float)
+        if invocation is not None:
+            if invocation == 0:
+                raise ValueError("PIER_INVOCATION_TIMEOUT_SECONDS must be above 0 (seconds the clients wait for an "
+                                 "answer; default 60); fix it in the gateway's environment.")
+            settings = replace(settings, deadline_s=invocation_deadline(float(invocation)))
         ttl = _number(env, "PIER_SESSION_TTL_SECONDS", float)
         if ttl is not None:
             settings = replace(settings, session_ttl_s=float(ttl))
