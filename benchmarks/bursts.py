@@ -232,7 +232,10 @@ def measure(servers: list[Server], pool: TokenPool, mix: Mix, args: argparse.Nam
     warm = [Planned(0.0, *spec) for spec in request_mix(4, Mix(long_share=0.25), "warm-up")]
     for server in servers:
         asyncio.run(closed_loop(server, prompts(warm, pool, "warm-up"), 2))
-    capacities = {s.label: capacity(s, pool, mix, args, problems) for s in servers}
+    if args.capacity:  # given: the saturation runs are skipped (a quick look, or the last run's figure again)
+        capacities = {"given": args.capacity}
+    else:
+        capacities = {s.label: capacity(s, pool, mix, args, problems) for s in servers}
     rates = level_rates(capacities, args.levels)
     runs = []
     for repeat in range(args.repeats):
@@ -283,7 +286,8 @@ def results_table(runs: Sequence[Run], labels: Sequence[str], levels: Sequence[f
                 continue
 
             def pcts(kind: str, attr: str, ps: tuple[int, ...], rs: list[Run] = rs) -> str:
-                return " / ".join(cell([getattr(r.split[kind], attr).percentiles[p] for r in rs]) for p in ps)
+                dists = [getattr(r.split[kind], attr) for r in rs if getattr(r.split[kind], attr).count]
+                return " / ".join(cell([d.percentiles[p] for d in dists]) if dists else "–" for p in ps)
 
             failed = sum(r.split["all"].failed for r in rs)
             lines.append(f"| {level:.0%} ({rs[0].rate:.2f} req/s) | {label} | {pcts('all', 'ttft', (50, 90, 99))} | "
@@ -311,9 +315,18 @@ def ratio_table(runs: Sequence[Run], levels: Sequence[float]) -> list[str]:
     return lines
 
 
+def capacity_line(args: argparse.Namespace, capacities: dict[str, float]) -> str:
+    same = "both servers got the SAME absolute rates, arrival times and prompts (seeded per level and repeat)"
+    if args.capacity:
+        return f"- capacity given (--capacity): {args.capacity:.2f} req/s, not measured; {same}"
+    lowest = min(capacities, key=lambda k: capacities[k])
+    measured = ", ".join(f"{k} {v:.2f} req/s" for k, v in capacities.items())
+    return (f"- capacity (closed loop, {args.capacity_users} users, {args.capacity_requests} requests, the drain at "
+            f"the end included): {measured}; levels are fractions of the lower ({lowest}); {same}")
+
+
 def report(args: argparse.Namespace, model: Path, mix: Mix, servers: list[Server], capacities: dict[str, float],
            runs: list[Run], problems: list[str], seconds: float) -> str:
-    lowest = min(capacities, key=lambda k: capacities[k])
     late = max((r.late_s for r in runs), default=0.0)
     lines = ["# Bursts: Poisson load at 50-90% of capacity, pier vs llama-server", "",
              f"- model: {model_shape(model)}", f"- machine: {machine()}",
@@ -321,12 +334,9 @@ def report(args: argparse.Namespace, model: Path, mix: Mix, servers: list[Server
              f"- mix: {1 - mix.long_share:.0%} short ({mix.short_len}-token prompts), {mix.long_share:.0%} long "
              f"({mix.long_len}-token prompts), {mix.output_min}-{mix.output_max} output tokens; token-id prompts, "
              "OpenAI completions, streaming, ignore_eos, temperature 0",
-             "- capacity (closed loop, " f"{args.capacity_users} users, {args.capacity_requests} requests): "
-             + ", ".join(f"{k} {v:.2f} req/s" for k, v in capacities.items())
-             + f"; levels are fractions of the lower ({lowest}), and both servers got the SAME absolute rates, "
-             "arrival times and prompts (seeded per level and repeat)",
-             f"- {args.seconds:g} s of arrivals per level, {args.repeats} repeats, servers interleaved; cells are the "
-             f"median (min–max) over repeats; the client sent every request at most {late * MS:.0f} ms late",
+             capacity_line(args, capacities),
+             f"- {args.seconds:g} s of arrivals per level, {args.repeats} repeat(s), servers interleaved; cells are "
+             f"the median (min–max) over repeats; the client sent every request at most {late * MS:.0f} ms late",
              f"- command: `{shlex.join(['python', *sys.argv])}`; took {seconds / 60:.1f} min", "", "```",
              *(s.shown() for s in servers), "```", "", *results_table(runs, [s.label for s in servers], args.levels),
              "", *ratio_table(runs, args.levels), ""]
@@ -366,6 +376,8 @@ def main() -> None:
     parser.add_argument("--levels", type=fractions, default=LEVELS, help="fractions of capacity (default 0.5,0.7,0.9)")
     parser.add_argument("--seconds", type=float, default=60.0, help="seconds of arrivals per level (default 60)")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--capacity", type=float,
+                        help="req/s the levels are fractions of, instead of measuring each server's (a quick look)")
     parser.add_argument("--capacity-users", type=int, default=16)
     parser.add_argument("--capacity-requests", type=int, default=40)
     parser.add_argument("--short-len", type=int, default=Mix.short_len)
@@ -374,8 +386,10 @@ def main() -> None:
     parser.add_argument("--out", help="also write the markdown report to this file")
     parser.add_argument("--logs", help="keep the servers' logs in this folder (default: a temporary one)")
     args = parser.parse_args()
-    if not (0 <= args.long_share <= 1 and args.short_len > 0 and args.long_len > 0 and args.repeats > 0):
-        parser.error("--long-share must be in [0, 1]; --short-len, --long-len and --repeats above 0")
+    if not (0 <= args.long_share <= 1 and min(args.short_len, args.long_len, args.repeats, args.seconds) > 0):
+        parser.error("--long-share must be in [0, 1]; --short-len, --long-len, --repeats and --seconds above 0")
+    if args.capacity is not None and args.capacity <= 0:
+        parser.error("--capacity must be above 0 req/s (or leave it out to measure each server's)")
     binary = Path(args.llama_server) if args.llama_server else peer("llama-server", args.peers_dir)
     if not binary.is_file():
         parser.error(f"{binary} (--llama-server) is not llama.cpp's llama-server binary")
