@@ -6,7 +6,21 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from bursts import Kind, Mix, Planned, arrival_times, by_kind, level_rates, request_mix, schedule
+from bursts import (
+    LLAMA,
+    PIER,
+    Kind,
+    Mix,
+    Planned,
+    Run,
+    arrival_times,
+    by_kind,
+    level_rates,
+    ratio_table,
+    request_mix,
+    results_table,
+    schedule,
+)
 
 from pier.bench.record import RequestRecord
 
@@ -133,3 +147,31 @@ def test_split_by_kind(kinds: tuple[Kind, ...], records: tuple[RequestRecord, ..
 def test_split_refuses_records_that_do_not_match_the_plan() -> None:
     with pytest.raises(ValueError, match="1 records for 2"):
         by_kind([answered(0.1)], [Planned(0.0, Kind.SHORT, 1, 3), Planned(1.0, Kind.LONG, 1, 3)], 1.0)
+
+
+def run(server: str, short_ttft: float, long_ttft: float | None, repeat: int = 0) -> Run:
+    kinds = [Kind.SHORT] + ([Kind.LONG] if long_ttft is not None else [])
+    records = [answered(short_ttft)] + ([answered(long_ttft)] if long_ttft is not None else [])
+    plan = [Planned(0.0, kind, 1, 3) for kind in kinds]
+    return Run(server, 0.5, 1.0, repeat, by_kind(records, plan, 10.0), 0.0)
+
+
+@pytest.mark.parametrize(
+    ("pier", "llama", "row"),
+    [
+        ((1.0, None), (2.0, None), "| 50% | 0.50x (0.50) | 0.50x (0.50) | met |"),
+        ((2.0, None), (2.0, None), "| 50% | 1.00x (1.00) | 1.00x (1.00) | met |"),
+        ((1.0, 6.0), (1.0, 3.0), "| 50% | 2.00x (2.00) | 1.00x (1.00) | **missed** |"),
+    ],
+)
+def test_ratio_of_ttft_p99_against_the_target(
+    pier: tuple[float, float | None], llama: tuple[float, float | None], row: str
+) -> None:
+    assert ratio_table([run(PIER, *pier), run(LLAMA, *llama)], (0.5,))[-1] == row
+
+
+def test_results_show_a_dash_for_a_kind_with_no_request() -> None:
+    lines = results_table([run(PIER, 1.0, None), run(LLAMA, 1.0, 4.0)], [PIER, LLAMA], (0.5,))
+    pier, llama = (line.split(" | ") for line in lines[2:])
+    assert pier[4] == "–"
+    assert llama[4] == "4000"
