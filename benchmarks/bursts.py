@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import json
 import os
 import random
 import shlex
@@ -223,6 +224,15 @@ def capacity(server: Server, pool: TokenPool, mix: Mix, args: argparse.Namespace
     return metrics.request_throughput
 
 
+def keep(path: Path, run: Run, plan: Sequence[Planned], records: Sequence[RequestRecord]) -> None:
+    """Every request of a run as a JSON line: when it was due, its kind, and what the client saw."""
+    with path.open("a") as out:
+        for p, r in zip(plan, records, strict=True):
+            out.write(json.dumps({"server": run.server, "level": run.level, "repeat": run.repeat, "at": p.at,
+                                  "kind": p.kind.value, "input_len": p.input_len, "output_len": p.output_len,
+                                  "ttft": r.ttft, "latency": r.latency, "error": r.error_code}) + "\n")
+
+
 def errors(where: str, records: Sequence[RequestRecord]) -> list[str]:
     return [f"{where}: {e}" for e in sorted({f"{r.error_code}: {r.error_message[:120]}" for r in records if not r.ok})]
 
@@ -247,6 +257,8 @@ def measure(servers: list[Server], pool: TokenPool, mix: Mix, args: argparse.Nam
                 records, seconds, late = asyncio.run(open_loop(server, plan, sent))
                 run = Run(server.label, fraction, rate, repeat, by_kind(records, plan, seconds), late)
                 runs.append(run)
+                if args.records:
+                    keep(Path(args.records), run, plan, records)
                 problems += errors(f"{server.label} {fraction:.0%} #{repeat + 1}", records)
                 every, short = run.split["all"], run.split[Kind.SHORT]
                 log(f"{fraction:.0%} ({rate:.2f} req/s) #{repeat + 1} {server.label}: TTFT p99 "
@@ -384,6 +396,8 @@ def main() -> None:
     parser.add_argument("--long-len", type=int, default=Mix.long_len)
     parser.add_argument("--long-share", type=float, default=Mix.long_share)
     parser.add_argument("--out", help="also write the markdown report to this file")
+    parser.add_argument("--records", help="also append every request (due time, kind, TTFT, latency) to this JSON "
+                                           "lines file")
     parser.add_argument("--logs", help="keep the servers' logs in this folder (default: a temporary one)")
     args = parser.parse_args()
     if not (0 <= args.long_share <= 1 and min(args.short_len, args.long_len, args.repeats, args.seconds) > 0):

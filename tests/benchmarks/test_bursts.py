@@ -4,6 +4,8 @@ short/long split of the metrics."""
 from __future__ import annotations
 
 import itertools
+import json
+from pathlib import Path
 
 import pytest
 from bursts import (
@@ -15,6 +17,7 @@ from bursts import (
     Run,
     arrival_times,
     by_kind,
+    keep,
     level_rates,
     ratio_table,
     request_mix,
@@ -175,3 +178,14 @@ def test_results_show_a_dash_for_a_kind_with_no_request() -> None:
     pier, llama = (line.split(" | ") for line in lines[2:])
     assert pier[4] == "–"
     assert llama[4] == "4000"
+
+
+def test_records_keep_every_request_with_its_kind(tmp_path: Path) -> None:
+    plan = [Planned(0.0, Kind.SHORT, 100, 32), Planned(1.5, Kind.LONG, 1500, 64)]
+    records = [answered(0.25), failed()]
+    out = tmp_path / "records.jsonl"
+    keep(out, Run(PIER, 0.7, 1.0, 1, by_kind(records, plan, 10.0), 0.0), plan, records)
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(x["kind"], x["at"], x["ttft"], x["error"]) for x in lines] == [("short", 0.0, 0.25, None),
+                                                                           ("long", 1.5, None, "timeout")]
+    assert {(x["server"], x["level"], x["repeat"]) for x in lines} == {(PIER, 0.7, 1)}
