@@ -31,13 +31,15 @@ first come, first served while fewer than --parallel run and their prompt fits i
 running sequence that is generating decodes one token first, and the rest of the step's token budget (step_tokens
 512) goes to prompt chunks in admission order. A 1,500-token prompt thus takes about three steps of <= 512 tokens,
 and streams already generating get a token in each of those steps; a short prompt that arrives behind it waits
-for the long prompt's remaining chunks (its prefill is later in admission order), at most a few steps.
+for the long prompt's remaining chunks (its prefill is later in admission order): about three steps for each
+long prompt admitted before it.
 llama-server (server-context.cpp `update_slots`): each iteration first adds one sampled token for every generating
 slot, then fills the batch up to n_batch (2048) with pending prompt tokens slot by slot, in slot order (a task goes
 to the free slot with the most similar cached prompt, else the least recently used), and hands the batch to one
 llama_decode, which runs it in n_ubatch (512) pieces. A whole 1,500-token prompt therefore enters one iteration:
-every generating stream waits for all of it before its next token, and a short prompt in a later slot either
-rides in the same big iteration or waits for it, but both servers compute prompts in chunks of 512 tokens.
+every generating stream waits for all of it before its next token; a short prompt that arrives meanwhile waits
+for that iteration, then is computed in the next one together with every other pending prompt up to 2048 tokens (a
+second long prompt included). Neither server lets a short prompt overtake a long one whose prefill has started.
 """
 
 from __future__ import annotations
