@@ -402,8 +402,10 @@ def main() -> None:
                                            "lines file")
     parser.add_argument("--logs", help="keep the servers' logs in this folder (default: a temporary one)")
     args = parser.parse_args()
-    if not (0 <= args.long_share <= 1 and min(args.short_len, args.long_len, args.repeats, args.seconds) > 0):
-        parser.error("--long-share must be in [0, 1]; --short-len, --long-len, --repeats and --seconds above 0")
+    sizes = (args.short_len, args.long_len, args.repeats, args.seconds, args.capacity_users, args.capacity_requests)
+    if not (0 <= args.long_share <= 1 and min(sizes) > 0):
+        parser.error("--long-share must be in [0, 1]; --short-len, --long-len, --repeats, --seconds, --capacity-users "
+                     "and --capacity-requests above 0")
     if args.capacity is not None and args.capacity <= 0:
         parser.error("--capacity must be above 0 req/s (or leave it out to measure each server's)")
     binary = Path(args.llama_server) if args.llama_server else peer("llama-server", args.peers_dir)
