@@ -28,18 +28,17 @@ long prompts and six short ones fit at once, so neither server runs out of cells
 
 The policies compared. pier (engine/scheduler.py `plan`, core.py `_admit`/`_schedule`): sequences are admitted
 first come, first served while fewer than --parallel run and their prompt fits in the KV cells; each step every
-running sequence that is generating decodes one token first, and the rest of the step's token budget (step_tokens
-512) goes to prompt chunks in admission order. A 1,500-token prompt thus takes about three steps of <= 512 tokens,
-and streams already generating get a token in each of those steps; a short prompt that arrives behind it waits
-for the long prompt's remaining chunks (its prefill is later in admission order): about three steps for each
-long prompt admitted before it.
+running sequence that is generating decodes one token first; of the rest of the step's token budget (step_tokens
+512) the oldest pending prompt takes up to half, then the shortest pending prompts the rest. A 1,500-token prompt
+thus takes three or more steps, streams already generating get a token in each of them, and a short prompt that
+arrives behind it is computed in its first step beside the long one's chunk.
 llama-server (server-context.cpp `update_slots`): each iteration first adds one sampled token for every generating
 slot, then fills the batch up to n_batch (2048) with pending prompt tokens slot by slot, in slot order (a task goes
 to the free slot with the most similar cached prompt, else the least recently used), and hands the batch to one
 llama_decode, which runs it in n_ubatch (512) pieces. A whole 1,500-token prompt therefore enters one iteration:
 every generating stream waits for all of it before its next token; a short prompt that arrives meanwhile waits
 for that iteration, then is computed in the next one together with every other pending prompt up to 2048 tokens (a
-second long prompt included). Neither server lets a short prompt overtake a long one whose prefill has started.
+second long prompt included).
 """
 
 from __future__ import annotations
