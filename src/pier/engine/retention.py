@@ -14,9 +14,10 @@ prompts keep the budget at its floor; a workload whose prompts come back raises 
 With host memory (`host_cache.py`), what leaves the KV cache is copied there first, so a conversation that comes
 back is restored, not recomputed, and costs no regret; while copying, a finished sequence leaves at once (all but
 its shared part, prefix_cache.py), so the budget only governs what is kept without copies. Copying costs a memory
-copy and host memory, worth it only if prefixes come back: the budget also learns the return rate, the share of departed prefixes that a later prompt
-came back to (restored, or regretted when none was kept), fading like the regret. Below `min_return_rate` (unique
-prompts) nothing more is copied; evicted prompts are still remembered, so the first regret turns copying back on.
+copy and host memory, worth it only if prefixes come back: the budget also learns the return rate, the share of
+departed prefixes that a later prompt came back to (restored, or regretted when none was kept), fading like the
+regret. Below `min_return_rate` (unique prompts) nothing more is copied; evicted prompts are still remembered, so
+the first regrets turn copying back on.
 """
 
 from __future__ import annotations
