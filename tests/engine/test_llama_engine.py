@@ -15,6 +15,7 @@ from pier.engine.core import EngineConfig, EngineCore
 from pier.engine.engine import Engine
 from pier.engine.llama import KV_TYPES, LlamaRunner
 from pier.engine.request import FinishReason, GenerateRequest, SamplingParams
+from pier.engine.runner import Batch
 
 from .conftest import run
 
@@ -114,6 +115,17 @@ def test_shared_256_token_prefix_evaluates_only_the_suffix(runner: LlamaRunner) 
     assert timings is not None and timings.cached_n == 256 and timings.prompt_n == 260
     uncached = run(EngineCore(runner, EngineConfig(prefix_cache=False)), second)
     assert out.tokens("b") == uncached.tokens("b")
+
+
+def test_more_sequence_ids_than_a_batch_holds(small_f32_gguf: Path) -> None:
+    """llama.cpp reserves an output row per sequence id at start and aborts when a batch may output fewer."""
+    runner = LlamaRunner(small_f32_gguf, n_ctx=256, n_seq_max=64, n_batch=32, n_threads=2)
+    try:
+        batch = Batch()
+        batch.add(63, 0, random_prompt(8, runner.info.n_vocab, seed=1), want_logits=True)
+        assert runner.decode(batch).shape == (1, runner.info.n_vocab)
+    finally:
+        runner.close()
 
 
 def test_more_sequences_than_the_kv_cache_holds(small_f32_gguf: Path) -> None:

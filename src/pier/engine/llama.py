@@ -100,6 +100,10 @@ class LlamaRunner:
         params.n_ctx = n_ctx
         params.n_batch = params.n_ubatch = n_batch
         params.n_seq_max = n_seq_max
+        # llama.cpp reserves one output row per sequence id when it creates the context and aborts the process
+        # when that is more rows than a batch may output (n_batch by default): a copy with 256 ids for idle
+        # prefixes and PIER_BATCH_TOKENS=128 would die at start.
+        params.n_outputs_max = max(n_batch, n_seq_max)
         params.n_threads = params.n_threads_batch = self.n_threads
         params.kv_unified = True  # one cell pool for all sequences: seq_cp shares a prefix for free
         params.no_perf = True
