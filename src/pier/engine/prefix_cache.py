@@ -14,7 +14,7 @@ running sequence, side by side), and llama.cpp's tiled flash attention, used for
 skips a 64 x 64 block of queries and cells only when none of the queries may see any of its cells. A prompt
 attending over a history scattered among other sequences' cells computes nearly every block up to the highest
 cell in use; a restored history is written into free cells in one run. Prompt steps over scattered histories
-cost 1.5-1.8x (benchmarks/prompt_layout.py), the copies out and back a few milliseconds per 1,000 tokens.
+cost 1.5-1.8x (benchmarks/prompt_layout.py), the copies out and back about 40 ms per 1,000 tokens.
 """
 
 from __future__ import annotations
