@@ -112,7 +112,7 @@ def test_shared_256_token_prefix_evaluates_only_the_suffix(runner: LlamaRunner) 
     run(core, first)
     out = run(core, second)
     timings = out.last("b").timings
-    assert timings is not None and timings.cached_n == 256 and timings.prompt_n == 260
+    assert timings is not None and timings.cached_n == 256 and timings.prompt_n == 4
     uncached = run(EngineCore(runner, EngineConfig(prefix_cache=False)), second)
     assert out.tokens("b") == uncached.tokens("b")
 
@@ -178,7 +178,7 @@ def test_a_request_sharing_512_tokens_with_a_cancelled_one_evaluates_only_its_su
     second = GenerateRequest("second", [*shared, 500, 501, 502, 503], GREEDY, max_tokens=8, ignore_eos=True)
     got = run(core, second)
     timings = got.last("second").timings
-    assert timings is not None and (timings.prompt_n, timings.cached_n) == (516, 512)
+    assert timings is not None and (timings.prompt_n, timings.cached_n) == (4, 512)
     uncached = run(EngineCore(runner, EngineConfig(prefix_cache=False)), second)
     assert got.tokens("second") == uncached.tokens("second")
 

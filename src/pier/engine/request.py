@@ -120,7 +120,7 @@ class FinishReason(StrEnum):
 class RequestTimings:
     """Per-request figures, named like llama.cpp's `timings` so they can be served as they are."""
 
-    prompt_n: int  # prompt tokens
+    prompt_n: int  # prompt tokens evaluated, those not from the prefix cache (llama-server's meaning)
     cached_n: int  # prompt tokens taken from the prefix cache (not evaluated)
     prompt_ms: float
     predicted_n: int  # generated tokens
@@ -130,7 +130,7 @@ class RequestTimings:
 
     @property
     def prompt_per_second(self) -> float:
-        return _rate(self.prompt_n - self.cached_n, self.prompt_ms)
+        return _rate(self.prompt_n, self.prompt_ms)
 
     @property
     def predicted_per_second(self) -> float:

@@ -78,7 +78,7 @@ class Sequence:
         scheduled = self.scheduled if self.scheduled is not None else now
         first = self.first_token if self.first_token is not None else now
         return RequestTimings(
-            prompt_n=self.prompt_len, cached_n=self.cached_n,
+            prompt_n=self.prompt_len - min(self.cached_n, self.prompt_len), cached_n=self.cached_n,
             prompt_ms=(first - scheduled) * 1000, predicted_n=self.n_generated,
             predicted_ms=(now - first) * 1000, queue_ms=(scheduled - self.arrived) * 1000,
             ttft_ms=(first - self.arrived) * 1000,
