@@ -57,6 +57,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from statistics import median
 
 import httpx
 from common import add_peers_dir, bench_model, log, omp_policy, peer, raise_on_sigterm
@@ -269,12 +270,6 @@ def measure(servers: list[Server], pool: TokenPool, mix: Mix, args: argparse.Nam
 
 
 # ---- report ------------------------------------------------------------------------------------------------------
-
-
-def median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def cell(values: Sequence[float], scale: float = MS) -> str:

@@ -39,9 +39,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from common import add_peers_dir, free_port, log, model_cache, omp_policy, peer, raise_on_sigterm
+import peers
+from common import add_peers_dir, log, model_cache, omp_policy, peer, raise_on_sigterm
 from crowd_table import DEFAULT_LEVELS, Row, failure_lines, parse_levels, ratio_lines, seed_table
-from peers import HOST, Catalog, Fleet, Server, running
+from peers import Catalog, Fleet, Server, running
 from report import machine, model_shape
 from rich.console import Console
 
@@ -97,19 +98,11 @@ def copy_environment() -> dict[str, str]:
 
 
 def llama_server(binary: Path, model: Path) -> Server:
-    """llama-server with the copies' threads and slots in one process. Its HTTP threads are left at their default:
-    this llama.cpp keeps `--threads-http` threads and adds up to 1,024 more while connections wait, so 500 users'
-    requests reach its own queue, as pier's reach the gateway's."""
-    threads = COPIES * CPUS_PER_COPY
-    slots = COPIES * PARALLEL
-    port = free_port()
-    argv = (
-        str(binary), "-m", str(model), "-t", str(threads), "-tb", str(threads),
-        "-c", str(slots * CELLS_PER_SEQUENCE), "-np", str(slots), "--kv-unified",
-        "--no-cache-prompt", "--cache-ram", "0",
-        "--host", HOST, "--port", str(port),
-    )  # fmt: skip
-    return Server(LLAMA_LABEL, argv, port, "/health")
+    """llama-server with the copies' threads and slots in one process (peers.py's, prompt caches off). Its HTTP
+    threads are left at their default: this llama.cpp keeps `--threads-http` threads and adds up to 1,024 more
+    while connections wait, so 500 users' requests reach its own queue, as pier's reach the gateway's."""
+    assert COPIES * CPUS_PER_COPY == peers.THREADS and COPIES * PARALLEL == peers.PARALLEL, "keep peers.py's sizes"
+    return Catalog(model, binary).llama(LLAMA_LABEL, cache=False, ctx=peers.PARALLEL * CELLS_PER_SEQUENCE)
 
 
 def deploy(gateway: Server, model: Path, fleet: Fleet) -> list[str]:
