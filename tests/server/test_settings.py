@@ -81,6 +81,11 @@ def test_flash_attention_is_llama_cpps_choice_unless_set(value: str | None, expe
     assert ServerSettings.from_env(env).flash_attention is expected
 
 
+@pytest.mark.parametrize(("env", "expected"), [({}, True), ({"PIER_SEPARATE_DECODE_ROWS": "false"}, False)])
+def test_decode_rows_go_in_passes_of_their_own_unless_turned_off(env: dict[str, str], expected: bool) -> None:
+    assert ServerSettings.from_env(env).separate_decode_rows is expected
+
+
 @pytest.mark.parametrize(
     ("env", "kv_type", "mb"),
     [({}, "f16", None), ({"PIER_KV_CACHE_TYPE": "Q8_0", "PIER_KV_CACHE_MB": "512"}, "q8_0", 512),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import llama_cpp
@@ -12,6 +13,7 @@ import numpy as np
 
 from pier.engine import llama_log
 from pier.engine.cpus import usable_cores
+from pier.engine.passes import plan_passes, runs
 from pier.engine.runner import Batch, KvCacheFull, ModelInfo, SeqState
 
 _backend_lock = threading.Lock()
@@ -26,6 +28,8 @@ def _init_backend() -> None:
             llama_cpp.llama_backend_init()
             _backend_ready = True
 
+
+Column = Sequence[int] | Sequence[bool] | np.ndarray  # one field of a batch's rows, as a list or numpy array
 
 KV_TYPES = {"f32": llama_cpp.GGML_TYPE_F32, "f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0,
             "q4_0": llama_cpp.GGML_TYPE_Q4_0}
@@ -77,12 +81,15 @@ class LlamaRunner:
     def __init__(
         self, model_path: str | Path, *, n_ctx: int = 4096, n_seq_max: int = 32, n_batch: int = 512,
         n_threads: int | None = None, flash_attn: bool | None = None, kv_type: str = "f16",
+        separate_decode_rows: bool = True,
     ) -> None:
         path = Path(model_path)
         self.n_threads = n_threads or usable_cores()
         self._model = load_model(path)
         self._vocab = llama_cpp.llama_model_get_vocab(self._model)
         self._ctx = self._new_context(n_ctx, n_seq_max, n_batch, flash_attn, kv_type)
+        # llama.cpp's CPU flash attention (on unless turned off) tiles steps of 64+ tokens over F16/F32 KV
+        self._split_passes = separate_decode_rows and flash_attn is not False and kv_type in ("f16", "f32")
         self._memory = llama_cpp.llama_get_memory(self._ctx)
         self.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
         self.n_seq_max = llama_cpp.llama_n_seq_max(self._ctx)
@@ -171,11 +178,42 @@ class LlamaRunner:
     # -- forward pass and memory (engine thread only) ---------------------------------------------
 
     def decode(self, batch: Batch) -> np.ndarray:
-        n = len(batch)
-        self._tok[:n] = batch.tokens
-        self._pos[:n] = batch.positions
-        self._seq[:n] = batch.seq_ids
-        self._out[:n] = batch.outputs
+        """The logits of the batch's output rows, in batch order. A step is cut into several llama_decode calls
+        when that spares llama.cpp's attention work (`passes.plan_passes`); one that fails half way takes back
+        the cells its earlier calls wrote, so KvCacheFull still means nothing changed."""
+        passes = plan_passes(batch.seq_ids, tiled=self._split_passes)
+        if len(passes) == 1:
+            n_out = self._forward(batch.tokens, batch.positions, batch.seq_ids, batch.outputs)
+            return self._logits(n_out)
+        return self._decode_passes(batch, passes)
+
+    def _decode_passes(self, batch: Batch, passes: list[list[int]]) -> np.ndarray:
+        tokens, positions = np.asarray(batch.tokens, np.int32), np.asarray(batch.positions, np.int32)
+        seq_ids, outputs = np.asarray(batch.seq_ids, np.int32), np.asarray(batch.outputs, np.bool_)
+        out_row = np.cumsum(outputs) - 1  # each batch row's row among the outputs
+        logits = np.empty((int(outputs.sum()), self.info.n_vocab), np.float32)
+        done: list[list[int]] = []
+        try:
+            for rows in passes:
+                n_out = self._forward(tokens[rows], positions[rows], seq_ids[rows], outputs[rows])
+                if n_out:
+                    logits[out_row[rows][outputs[rows]]] = self._logits(n_out)
+                done.append(rows)
+        except Exception:
+            for rows in done:  # each sequence's rows are in one pass: removing from its first one undoes it
+                for run in runs(seq_ids[rows].tolist()):
+                    first = rows[run.start]
+                    self.remove(batch.seq_ids[first], batch.positions[first])
+            raise
+        return logits
+
+    def _forward(self, tokens: Column, positions: Column, seq_ids: Column, outputs: Column) -> int:
+        """One llama_decode; returns how many rows asked for logits."""
+        n = len(tokens)
+        self._tok[:n] = tokens
+        self._pos[:n] = positions
+        self._seq[:n] = seq_ids
+        self._out[:n] = outputs
         native = llama_cpp.llama_batch(
             n_tokens=n, token=self._tok.ctypes.data_as(ctypes.POINTER(llama_cpp.llama_token)), embd=None,
             pos=self._pos.ctypes.data_as(ctypes.POINTER(llama_cpp.llama_pos)),
@@ -187,7 +225,10 @@ class LlamaRunner:
             raise KvCacheFull(f"no KV cells left for a batch of {n} tokens")
         if status != 0:
             raise RuntimeError(f"llama_decode failed with status {status} on a batch of {n} tokens")
-        n_out = int(self._out[:n].sum())
+        return int(self._out[:n].sum())
+
+    def _logits(self, n_out: int) -> np.ndarray:
+        """The last llama_decode's logits, read in place (the next call overwrites them)."""
         if n_out == 0:
             return np.empty((0, self.info.n_vocab), np.float32)
         return np.ctypeslib.as_array(llama_cpp.llama_get_logits(self._ctx), shape=(n_out, self.info.n_vocab))

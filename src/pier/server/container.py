@@ -108,6 +108,7 @@ def start_engine(settings: ServerSettings, gguf: Path) -> Engine:
     runner = LlamaRunner(
         gguf, n_ctx=cells, n_batch=settings.batch_tokens, n_threads=settings.threads,
         flash_attn=settings.flash_attention, kv_type=settings.kv_cache_type,
+        separate_decode_rows=settings.separate_decode_rows,
         # Finished prompts stay cached as prefixes under sequence ids of their own.
         n_seq_max=sequence_ids(settings.parallel, cells),
     )

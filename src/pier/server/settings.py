@@ -46,6 +46,9 @@ class ServerSettings:
     # llama.cpp's flash attention; None = its own choice (on for CPUs). Faster, but a token's result then depends
     # on how it was batched: off makes recomputed tokens (a resumed request, a cached prefix) bit-exact.
     flash_attention: bool | None = None
+    # decode rows in forward passes of their own when a step would take flash attention's tiled path
+    # (pier.engine.passes); off runs every step as one llama_decode, as llama-server does
+    separate_decode_rows: bool = True
     # llama.cpp's type_k and type_v (pier.engine.kv_type): q8_0 and q4_0 hold 1.9x and 3.6x the tokens of f16
     kv_cache_type: str = "f16"
     kv_cache_mb: int | None = None  # the KV cache's memory, sized in cells of kv_cache_type; None = context_size
@@ -80,6 +83,7 @@ class ServerSettings:
             prefix_floor_cells=read.integer("PIER_PREFIX_CACHE_FLOOR_CELLS", low=0),
             host_cache_mb=read.integer("PIER_HOST_CACHE_MB", default=DEFAULT_HOST_CACHE_MB, low=0),
             flash_attention=read.optional_boolean("PIER_FLASH_ATTENTION"),
+            separate_decode_rows=read.boolean("PIER_SEPARATE_DECODE_ROWS", default=True),
             kv_cache_type=read.choice("PIER_KV_CACHE_TYPE", choices=KV_TYPE_NAMES, default=DEFAULT_KV_TYPE),
             kv_cache_mb=read.integer("PIER_KV_CACHE_MB"),
             timeout_s=read.number("SAGEMAKER_MODEL_SERVER_TIMEOUT", default=60.0),
