@@ -72,9 +72,11 @@ class Catalog:
     model: Path
     llama_server: Path | None  # None: no comparison of this run needs llama-server
 
-    def pier(self, label: str, *, cache: bool, omp: str | bool | None = True, ctx: int = CONTEXT) -> Server:
-        """`omp`: True keeps the benchmark's OMP_WAIT_POLICY; a string sets it; None unsets it."""
-        env: list[tuple[str, str | None]] = [("MAX_BATCH_TOTAL_TOKENS", str(ctx))]
+    def pier(self, label: str, *, cache: bool, omp: str | bool | None = True, ctx: int = CONTEXT,
+             parallel: int = PARALLEL, settings: tuple[tuple[str, str], ...] = ()) -> Server:
+        """`omp`: True keeps the benchmark's OMP_WAIT_POLICY; a string sets it; None unsets it. `settings`: more
+        of pier's environment settings."""
+        env: list[tuple[str, str | None]] = [("MAX_BATCH_TOTAL_TOKENS", str(ctx)), *settings]
         if not cache:
             env.append(("PIER_PREFIX_CACHE", "false"))
         if omp is not True:
@@ -93,11 +95,11 @@ class Catalog:
             "--threads",
             str(THREADS),
             "--parallel",
-            str(PARALLEL),
+            str(parallel),
         )
         return Server(label, argv, port, "/ping", tuple(env))
 
-    def llama(self, label: str, *, cache: bool, ctx: int = CONTEXT) -> Server:
+    def llama(self, label: str, *, cache: bool, ctx: int = CONTEXT, parallel: int = PARALLEL) -> Server:
         if self.llama_server is None:
             raise ValueError("this catalog has no llama-server")
         port = free_port()
@@ -112,7 +114,7 @@ class Catalog:
             "-c",
             str(ctx),
             "-np",
-            str(PARALLEL),
+            str(parallel),
             "--kv-unified",
             "--host",
             HOST,

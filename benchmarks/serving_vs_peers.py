@@ -5,7 +5,7 @@
     python benchmarks/serving_vs_peers.py --only baseline,prefix            # some comparisons only
 
 llama-server comes from --peers-dir or $PIER_PEERS_DIR (a folder of llama.cpp's programs, built from the sources
-llama-cpp-python ships); only the baseline and prefix comparisons need it.
+llama-cpp-python ships); only the baseline, prefix and wide comparisons need it.
 
 Every server runs on loopback with 2 threads, 4096 KV cells in one unified cache and 8 parallel sequences:
   pier            python -m pier.server.container --model M --threads 2 --parallel 8, MAX_BATCH_TOTAL_TOKENS=4096
@@ -19,6 +19,8 @@ Comparisons (`--only` names), each A/B/A/B: per load level, repeat 1 of every se
 servers of a comparison are all up, idle while another is measured, and stopped before the next comparison:
   baseline   64-token prompts, 32 output tokens, c = 1, 4, 8, 16: pier (cache off; and on) vs llama-server (off)
   prefix     512 shared tokens + 64-token user part, 32 output, c = 8: both with their caches on
+  wide       the baseline's prompts at c = 64 on servers of 64 parallel sequences and 8192 cells: pier (cache off;
+             and with PIER_SEPARATE_DECODE_ROWS=false) vs llama-server (off)
   llamacpp   c = 4, pier (cache off) vs llama_cpp.server; text prompts of single-token words (it takes no ids)
   gateway    c = 4, through the gateway's /v1/completions (model = endpoint) vs straight at the copy's URL
   omp        pier alone, OMP_WAIT_POLICY unset (OpenMP spins, then sleeps) vs passive, c = 1 and 8
@@ -45,8 +47,9 @@ from measure import Arm, Measurer, Runs, Shape
 from peers import CONTEXT, ENDPOINT, PREFIX_CONTEXT, Catalog, Fleet, completions, deploy_endpoint, running
 from report import TOKS, TTFT, Check, Section, paired, ratio, render_report
 
-SECTIONS = ("baseline", "prefix", "llamacpp", "gateway", "omp")
-NEED_LLAMA_SERVER = ("baseline", "prefix")
+SECTIONS = ("baseline", "prefix", "wide", "llamacpp", "gateway", "omp")
+NEED_LLAMA_SERVER = ("baseline", "prefix", "wide")
+WIDE = 64  # parallel sequences in the wide comparison: a decode step of 64 rows or more is tiled by llama.cpp
 
 
 def baseline(catalog: Catalog, fleet: Fleet, measurer: Measurer, levels: list[int]) -> Section:
@@ -103,6 +106,37 @@ def prefix(catalog: Catalog, fleet: Fleet, measurer: Measurer) -> Section:
         runs,
         [(pier_.label, llama.label)],
         [Check("c=8: output tok/s ≥ 2x llama-server", f"{toks:.2f}x", toks >= 2.0)],
+        notes,
+    )
+
+
+def wide(catalog: Catalog, fleet: Fleet, measurer: Measurer) -> Section:
+    separate = catalog.pier("pier (cache off)", cache=False, ctx=PREFIX_CONTEXT, parallel=WIDE)
+    one_pass = catalog.pier("pier, PIER_SEPARATE_DECODE_ROWS=false", cache=False, ctx=PREFIX_CONTEXT, parallel=WIDE,
+                            settings=(("PIER_SEPARATE_DECODE_ROWS", "false"),))
+    llama = catalog.llama("llama-server (cache off)", cache=False, ctx=PREFIX_CONTEXT, parallel=WIDE)
+    levels, shape = [WIDE], Shape()
+    with running(fleet, [separate, one_pass, llama]):
+        arms = [Arm(s.label, completions(s)) for s in (separate, one_pass, llama)]
+        runs = measurer.interleaved(arms, shape, levels)
+    toks = ratio(runs, separate.label, llama.label, WIDE, TOKS)
+    notes = [
+        f"{WIDE} parallel sequences and {PREFIX_CONTEXT} KV cells for every server ({WIDE} x 96 tokens = "
+        f"{WIDE * 96} cells in use at the peak).",
+        "A decode step of 64 rows or more takes llama.cpp's tiled flash attention, whose tiles of 64 rows visit "
+        "every cell any of their rows sees; pier runs decode rows in passes of at most 63 (engine/passes.py). The "
+        "middle server is pier with that turned off, to show what it is worth.",
+    ]
+    return Section(
+        f"Wide: {WIDE} parallel sequences, random prompts, no prompt caching",
+        "The baseline's prompts at c = 64, on servers of 64 parallel sequences.",
+        [s.shown() for s in (separate, one_pass, llama)],
+        arms,
+        levels,
+        shape,
+        runs,
+        [(separate.label, llama.label), (one_pass.label, llama.label)],
+        [Check(f"c={WIDE}: output tok/s ≥ 1.0x llama-server", f"{toks:.2f}x", toks >= 1.0)],
         notes,
     )
 
@@ -214,6 +248,7 @@ def run(args: argparse.Namespace) -> None:
         steps: dict[str, Callable[[], Section]] = {
             "baseline": lambda: baseline(catalog, fleet, measurer, args.levels),
             "prefix": lambda: prefix(catalog, fleet, measurer),
+            "wide": lambda: wide(catalog, fleet, measurer),
             "llamacpp": lambda: llamacpp(catalog, fleet, measurer),
             "gateway": lambda: gateway(catalog, fleet, measurer, Path(scratch) / "gateway"),
             "omp": lambda: omp(catalog, fleet, measurer),
