@@ -1,8 +1,8 @@
 """The servers a serving benchmark compares: how each one is started, waited for and stopped.
 
-Every server runs on loopback with the same model, threads, KV cells and parallel sequences (`Catalog`); each
-process leads its own process group (`Fleet`), so stopping it stops what it started, and Ctrl-C at the terminal
-reaches only the benchmark script, which then stops them all.
+Every server of a comparison runs on loopback with the same model, threads, KV cells and parallel sequences
+(`Catalog`); each process leads its own process group (`Fleet`), so stopping it stops what it started, and Ctrl-C
+at the terminal reaches only the benchmark script, which then stops them all.
 """
 
 from __future__ import annotations

@@ -177,8 +177,7 @@ def render_report(
         f"- machine: {machine()}",
         f"- OMP_WAIT_POLICY for every server (except the omp comparison): {omp_policy()}",
         f"- every server: {THREADS} threads, {CONTEXT} KV cells in one unified cache ({PREFIX_CONTEXT} in the "
-        f"shared-prefix comparison), {PARALLEL} parallel "
-        "sequences, loopback",
+        f"shared-prefix and wide comparisons), {PARALLEL} parallel sequences (64 in the wide comparison), loopback",
         f"- client: pier bench (run_bench), OpenAI completions, streaming, ignore_eos, temperature 0; "
         f"max({args.requests}, 2·c) requests per run, {args.repeats} repeats, one warm-up run per server; "
         "cells are median (min–max) over repeats",

@@ -7,7 +7,8 @@
 llama-server comes from --peers-dir or $PIER_PEERS_DIR (a folder of llama.cpp's programs, built from the sources
 llama-cpp-python ships); only the baseline, prefix and wide comparisons need it.
 
-Every server runs on loopback with 2 threads, 4096 KV cells in one unified cache and 8 parallel sequences:
+Every server runs on loopback with 2 threads, 4096 KV cells in one unified cache and 8 parallel sequences
+(the wide comparison: 8192 cells and 64 parallel sequences):
   pier            python -m pier.server.container --model M --threads 2 --parallel 8, MAX_BATCH_TOTAL_TOKENS=4096
                   (PIER_PREFIX_CACHE=false where the peer caches nothing)
   llama-server    -m M -t 2 -tb 2 -c 4096 -np 8 --kv-unified (+ --no-cache-prompt --cache-ram 0 where cache-less)
