@@ -57,14 +57,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from statistics import median
 
 import httpx
 from common import add_peers_dir, bench_model, log, omp_policy, peer, raise_on_sigterm
 from peers import Catalog, Fleet, Server, running
-from report import machine, model_shape, num
+from report import machine, model_shape, num, ranged
 
 from pier.bench.client import ClientSettings, OpenAICompletionsClient
+from pier.bench.compare import paired_ratios, ratio_of_medians
 from pier.bench.metrics import MS, Metrics, summarize
 from pier.bench.options import Api
 from pier.bench.record import RequestRecord
@@ -274,10 +274,7 @@ def measure(servers: list[Server], pool: TokenPool, mix: Mix, args: argparse.Nam
 
 def cell(values: Sequence[float], scale: float = MS) -> str:
     """Median over repeats, with the range when there are several."""
-    shown = [v * scale for v in values]
-    if len(shown) == 1:
-        return num(shown[0])
-    return f"{num(median(shown))} ({num(min(shown))}–{num(max(shown))})"
+    return num(values[0] * scale) if len(values) == 1 else ranged(values, scale)
 
 
 def of(runs: Sequence[Run], server: str, level: float) -> list[Run]:
@@ -316,8 +313,9 @@ def ratio_table(runs: Sequence[Run], levels: Sequence[float]) -> list[str]:
         for kind in ("all", Kind.SHORT):
             x = [r.split[kind].ttft.percentiles[99] for r in a]
             y = [r.split[kind].ttft.percentiles[99] for r in b]
-            whole = median(x) / median(y) if median(y) else float("nan")
-            cells.append((whole, f"{whole:.2f}x ({', '.join(f'{p / q:.2f}' for p, q in zip(x, y, strict=True) if q)})"))
+            of_medians = ratio_of_medians(x, y)
+            whole = float("nan") if of_medians is None else of_medians
+            cells.append((whole, f"{whole:.2f}x ({', '.join(f'{r:.2f}' for r in paired_ratios(x, y))})"))
         met = "met" if cells[0][0] <= 1.0 else "**missed**"
         lines.append(f"| {level:.0%} | {cells[0][1]} | {cells[1][1]} | {met} |")
     return lines

@@ -33,7 +33,6 @@ import json
 import os
 import re
 import shlex
-import statistics
 import sys
 import tempfile
 import time
@@ -44,11 +43,12 @@ from pathlib import Path
 import httpx
 from common import add_peers_dir, bench_model, free_port, log, omp_policy, peer, raise_on_sigterm
 from peers import HOST, Fleet, Server, running
-from report import machine, model_shape, num
+from report import machine, model_shape, ranged
 
 from pier.bench import BenchOptions, PromptFormat, WorkloadKind
 from pier.bench.calibration import PromptTokens, choose_tokens
 from pier.bench.client import ClientSettings, OpenAIChatClient, Stream
+from pier.bench.compare import paired_ratios, ratio_of_medians
 from pier.bench.metrics import MS, Metrics, Slo, summarize
 from pier.bench.options import Api
 from pier.bench.record import RequestRecord
@@ -225,13 +225,6 @@ def measure(servers: list[Server], repeats: int, problems: list[str]) -> list[Ru
 # ---- report ----------------------------------------------------------------------------------------------------
 
 
-def cell(values: Sequence[float], scale: float = 1.0, percent: bool = False) -> str:
-    shown = [v * scale for v in values]
-    if percent:
-        return f"{statistics.median(shown):.0%} ({min(shown):.0%}–{max(shown):.0%})"
-    return f"{num(statistics.median(shown))} ({num(min(shown))}–{num(max(shown))})"
-
-
 def of(runs: list[Run], server: str, n: int) -> list[Run]:
     return sorted((r for r in runs if r.server == server and r.conversations == n), key=lambda r: r.repeat)
 
@@ -244,13 +237,13 @@ def tables(runs: list[Run], labels: list[str]) -> list[str]:
             rs = of(runs, label, n)
             if not rs:
                 continue
-            where = "–" if label == LLAMA else (f"{cell([r.split.get('device', 0) for r in rs], percent=True)} / "
-                                                f"{cell([r.split.get('host', 0) for r in rs], percent=True)}")
-            lines.append(f"| {n} | {label} | {cell([r.metrics.output_throughput for r in rs])} | "
-                         f"{cell([r.metrics.ttft.median for r in rs], MS)} | "
-                         f"{cell([r.metrics.ttft.percentiles[99] for r in rs], MS)} | "
-                         f"{cell([r.metrics.tpot.median for r in rs], MS)} | "
-                         f"{cell([r.hit_ratio for r in rs], percent=True)} | {where} |")
+            where = "–" if label == LLAMA else (f"{ranged([r.split.get('device', 0) for r in rs], percent=True)} / "
+                                                f"{ranged([r.split.get('host', 0) for r in rs], percent=True)}")
+            lines.append(f"| {n} | {label} | {ranged([r.metrics.output_throughput for r in rs])} | "
+                         f"{ranged([r.metrics.ttft.median for r in rs], MS)} | "
+                         f"{ranged([r.metrics.ttft.percentiles[99] for r in rs], MS)} | "
+                         f"{ranged([r.metrics.tpot.median for r in rs], MS)} | "
+                         f"{ranged([r.hit_ratio for r in rs], percent=True)} | {where} |")
     lines += ["", "| conversations | ratio | output tok/s: of medians (per repeat) | "
               "TTFT p50: of medians (per repeat) | targets (≥ 1.2x, ≤ 0.5x) |", "|---|---|---|---|---|"]
     for n in WORKLOADS:
@@ -268,7 +261,8 @@ def tables(runs: list[Run], labels: list[str]) -> list[str]:
 
 def paired(a: list[float], b: list[float]) -> tuple[float, list[float]]:
     """The ratio of the medians, and a / b within each repeat (run minutes apart under the same noise)."""
-    return statistics.median(a) / statistics.median(b), [x / y for x, y in zip(a, b, strict=True) if y]
+    whole = ratio_of_medians(a, b)
+    return float("nan") if whole is None else whole, paired_ratios(a, b)
 
 
 def report(args: argparse.Namespace, model: Path, servers: list[Server], runs: list[Run], problems: list[str],

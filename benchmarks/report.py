@@ -42,10 +42,11 @@ def values(runs: Runs, label: str, c: int, metric: Metric) -> list[float]:
     return [metric(m) for m in runs[(label, c)]]
 
 
-def ranged(samples: Sequence[float]) -> str:
-    """Median (min–max)."""
-    s = spread(samples)
-    return f"{num(s.median)} ({num(s.low)}–{num(s.high)})"
+def ranged(samples: Sequence[float], scale: float = 1.0, percent: bool = False) -> str:
+    """Median (min–max) of the samples times `scale`, as numbers or percentages."""
+    s = spread([v * scale for v in samples])
+    shown = (lambda v: f"{v:.0%}") if percent else num
+    return f"{shown(s.median)} ({shown(s.low)}–{shown(s.high)})"
 
 
 def span(ratios: Sequence[float]) -> str:
