@@ -13,17 +13,12 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from pier.deadline import before_client_gives_up
 from pier.runtime.router import DEFAULT_CONCURRENCY, DEFAULT_SLACK
 from pier.runtime.sessions import DEFAULT_LIMIT, DEFAULT_TTL_S
 
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024  # 6,291,456: what SageMaker's InvokeEndpoint accepts
 BOTO3_READ_TIMEOUT_S = 60.0
-
-
-def invocation_deadline(timeout_s: float) -> float:
-    """When an invocation is ended with an error, for clients that wait `timeout_s`: a little before, so the
-    error reaches the client before it gives up (as a copy's deadline under SAGEMAKER_MODEL_SERVER_TIMEOUT)."""
-    return timeout_s - min(2.0, timeout_s * 0.1)
 
 
 @dataclass(frozen=True)
@@ -40,7 +35,7 @@ class ResumeSettings:
 class RuntimeSettings:
     # SageMaker routes: an invocation still running this long after it arrived ends with a 424 (a
     # ModelStreamError once streaming), early enough to reach a client whose read timeout is boto3's 60 s.
-    deadline_s: float = invocation_deadline(BOTO3_READ_TIMEOUT_S)
+    deadline_s: float = before_client_gives_up(BOTO3_READ_TIMEOUT_S)
     # OpenAI routes: None leaves the limit to the copy (its SAGEMAKER_MODEL_SERVER_TIMEOUT); clients wait longer.
     openai_deadline_s: float | None = None
     # Requests a copy is sent at once when its backend does not report its own concurrency (pier.concurrency:
@@ -75,7 +70,7 @@ class RuntimeSettings:
             if invocation == 0:
                 raise ValueError("PIER_INVOCATION_TIMEOUT_SECONDS must be above 0 (seconds the clients wait for an "
                                  "answer; default 60); fix it in the gateway's environment.")
-            settings = replace(settings, deadline_s=invocation_deadline(float(invocation)))
+            settings = replace(settings, deadline_s=before_client_gives_up(float(invocation)))
         ttl = _number(env, "PIER_SESSION_TTL_SECONDS", float)
         if ttl is not None:
             settings = replace(settings, session_ttl_s=float(ttl))

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pier.deadline import before_client_gives_up
 from pier.engine.kv_type import DEFAULT_KV_TYPE, KV_TYPE_NAMES
 
 DEFAULT_MODEL_DIR = "/opt/ml/model"
@@ -108,7 +109,7 @@ class ServerSettings:
     def request_deadline_s(self) -> float:
         """When a request is ended with an error: a little before the timeout, so the error reaches a
         client whose own timeout is the same number (boto3's 60 s) before that client gives up."""
-        return self.timeout_s - min(2.0, self.timeout_s * 0.1)
+        return before_client_gives_up(self.timeout_s)
 
 
 def _model_source(env: Mapping[str, str]) -> str:
