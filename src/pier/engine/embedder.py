@@ -25,6 +25,7 @@ import numpy as np
 
 from pier.engine.cpus import usable_cores
 from pier.engine.llama import load_model, set_flash_attn, tokenize
+from pier.engine.offload import ON_CPU, Offload
 from pier.errors import EngineStopped, InvalidRequest
 
 log = logging.getLogger(__name__)
@@ -62,9 +63,9 @@ def normalized(vector: np.ndarray) -> np.ndarray:
 
 class Embedder:
     def __init__(self, model_path: str | Path, *, n_ctx: int = 2048, n_seq_max: int = 16,
-                 n_threads: int | None = None, flash_attn: bool | None = None) -> None:
+                 n_threads: int | None = None, flash_attn: bool | None = None, offload: Offload = ON_CPU) -> None:
         path = Path(model_path)
-        self._model = load_model(path)
+        self._model = load_model(path, offload)
         self._vocab = llama_cpp.llama_model_get_vocab(self._model)
         n_ctx = min(n_ctx, llama_cpp.llama_model_n_ctx_train(self._model))
         self._ctx = self._new_context(n_ctx, n_seq_max, n_threads or usable_cores(), flash_attn)

@@ -13,6 +13,8 @@ import numpy as np
 
 from pier.engine import llama_log
 from pier.engine.cpus import usable_cores
+from pier.engine.devices import device_handles
+from pier.engine.offload import ON_CPU, SPLIT_MODES, Offload
 from pier.engine.passes import plan_passes, runs
 from pier.engine.runner import Batch, KvCacheFull, ModelInfo, SeqState
 
@@ -45,17 +47,39 @@ def _kv_ggml_type(name: str) -> int:
     return KV_TYPES[name]
 
 
-def load_model(path: Path) -> llama_cpp.llama_model_p:
-    """A GGUF loaded by llama.cpp (memory-mapped: copies of the same GGUF share its pages)."""
+def load_model(path: Path, offload: Offload = ON_CPU) -> llama_cpp.llama_model_p:
+    """A GGUF loaded by llama.cpp (memory-mapped: copies of the same GGUF share its pages), its layers on the
+    offload's GPUs or, with none, on the CPU alone."""
     if not path.is_file():
         raise FileNotFoundError(f"No GGUF file at {path}: pass the path of a .gguf model file.")
     _init_backend()
     params = llama_cpp.llama_model_default_params()
     params.use_mmap = True
+    keep = _place(params, offload)  # the arrays params points into, alive until the load is done
     model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+    del keep
     if not model:
-        raise ValueError(f"llama.cpp could not load {path}: is it a valid GGUF for this llama.cpp version?")
+        where = "its GPUs" if offload.on_gpu else "memory"
+        raise ValueError(f"llama.cpp could not load {path} into {where}: is it a valid GGUF for this llama.cpp "
+                         "version, and does it fit? (llama.cpp's log above says which)")
     return model
+
+
+def _place(params: llama_cpp.llama_model_params, offload: Offload) -> tuple[object, ...]:
+    """Sets where the weights go. llama.cpp offloads to every GPU it sees unless `devices` lists some: a copy on
+    the CPU lists none (an empty, NULL-ended list), a copy on GPUs lists the ones it holds."""
+    gpus = [handle for handle, device in device_handles() if device.is_gpu]
+    chosen = [gpus[i] for i in offload.gpus] if offload.on_gpu else []
+    devices = (ctypes.c_void_p * (len(chosen) + 1))(*chosen, None)
+    params.devices = ctypes.cast(devices, ctypes.c_void_p).value  # type: ignore[assignment]  # declared an array
+    params.n_gpu_layers = offload.gpu_layers if offload.on_gpu else 0
+    params.split_mode = SPLIT_MODES.index(offload.split_mode)  # llama_split_mode: none, layer, row
+    params.main_gpu = offload.main_gpu
+    shares = None
+    if offload.tensor_split:
+        shares = (ctypes.c_float * llama_cpp.llama_max_devices())(*offload.tensor_split)
+        params.tensor_split = shares
+    return devices, shares
 
 
 def set_flash_attn(params: llama_cpp.llama_context_params, flash_attn: bool | None) -> None:
@@ -81,15 +105,18 @@ class LlamaRunner:
     def __init__(
         self, model_path: str | Path, *, n_ctx: int = 4096, n_seq_max: int = 32, n_batch: int = 512,
         n_threads: int | None = None, flash_attn: bool | None = None, kv_type: str = "f16",
-        separate_decode_rows: bool = True,
+        separate_decode_rows: bool = True, offload: Offload = ON_CPU,
     ) -> None:
         path = Path(model_path)
         self.n_threads = n_threads or usable_cores()
-        self._model = load_model(path)
+        self.offload = offload
+        self._model = load_model(path, offload)
         self._vocab = llama_cpp.llama_model_get_vocab(self._model)
         self._ctx = self._new_context(n_ctx, n_seq_max, n_batch, flash_attn, kv_type)
-        # llama.cpp's CPU flash attention (on unless turned off) tiles steps of 64+ tokens over F16/F32 KV
-        self._split_passes = separate_decode_rows and flash_attn is not False and kv_type in ("f16", "f32")
+        # llama.cpp's CPU flash attention (on unless turned off) tiles steps of 64+ tokens over F16/F32 KV; a GPU's
+        # kernels run a step's rows in parallel, so there one llama_decode per step is cheapest
+        self._split_passes = (separate_decode_rows and not offload.on_gpu and flash_attn is not False
+                              and kv_type in ("f16", "f32"))
         self._memory = llama_cpp.llama_get_memory(self._ctx)
         self.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
         self.n_seq_max = llama_cpp.llama_n_seq_max(self._ctx)
@@ -114,6 +141,7 @@ class LlamaRunner:
         params.n_threads = params.n_threads_batch = self.n_threads
         params.kv_unified = True  # one cell pool for all sequences: seq_cp shares a prefix for free
         params.no_perf = True
+        params.op_offload = self.offload.on_gpu  # a CPU copy never ships its big batches to a GPU it does not hold
         params.type_k = params.type_v = _kv_ggml_type(kv_type)
         set_flash_attn(params, flash_attn)
         ctx = llama_cpp.llama_init_from_model(self._model, params)
@@ -134,7 +162,14 @@ class LlamaRunner:
             add_bos=bool(llama_cpp.llama_vocab_get_add_bos(self._vocab)),
             chat_template=template.decode("utf-8") if template else None,
             n_params=llama_cpp.llama_model_n_params(self._model), size_bytes=os.path.getsize(path),
+            devices=self._devices_shown(),
         )
+
+    def _devices_shown(self) -> tuple[str, ...]:
+        if not self.offload.on_gpu:
+            return ("CPU",)
+        gpus = [device for _, device in device_handles() if device.is_gpu]
+        return tuple(gpus[i].shown() for i in self.offload.gpus)
 
     def _meta(self, key: str) -> str | None:
         buf = ctypes.create_string_buffer(256)

@@ -55,6 +55,13 @@ class ModelInfo:
     chat_template: str | None
     n_params: int = 0
     size_bytes: int = 0
+    devices: tuple[str, ...] = ("CPU",)  # where the weights and KV cache are: llama.cpp's devices, as shown
+
+    @property
+    def device_type(self) -> str:
+        """TGI's model_device_type: "cpu", or the GPU backend's name in lower case ("cuda", "vulkan", "metal")."""
+        first = self.devices[0] if self.devices else "CPU"
+        return first.split(" ", 1)[0].rstrip("0123456789").lower()
 
 
 class ModelRunner(Protocol):

@@ -103,12 +103,13 @@ def build_app(settings: ServerSettings, location: ModelLocation) -> FastAPI:
 def start_engine(settings: ServerSettings, gguf: Path) -> Engine:
     """Load the GGUF into llama.cpp and start the engine thread (slow: run it off the event loop)."""
     from pier.engine.llama import LlamaRunner  # loads llama.cpp; not needed to build the app
+    from pier.server.offload import copy_offload
 
     cells = kv_cells(settings, gguf)  # checks the KV cache type first: a clear error, not llama.cpp's
     runner = LlamaRunner(
         gguf, n_ctx=cells, n_batch=settings.batch_tokens, n_threads=settings.threads,
         flash_attn=settings.flash_attention, kv_type=settings.kv_cache_type,
-        separate_decode_rows=settings.separate_decode_rows,
+        separate_decode_rows=settings.separate_decode_rows, offload=copy_offload(settings, gguf, cells),
         # Finished prompts stay cached as prefixes under sequence ids of their own.
         n_seq_max=sequence_ids(settings.parallel, cells),
     )
@@ -151,13 +152,14 @@ def embedding_model_name(gguf: Path) -> str | None:
 
 async def _load_embedder(app: FastAPI, settings: ServerSettings, gguf: Path, name: str) -> None:
     from pier.engine.embedder import Embedder  # loads llama.cpp
+    from pier.server.offload import copy_offload
 
     state: ServerState = app.state.pier
     started = time.monotonic()
     try:
         embedder = await _in_daemon_thread(lambda: Embedder(
             gguf, n_ctx=settings.context_size, n_seq_max=min(settings.parallel, 64), n_threads=settings.threads,
-            flash_attn=settings.flash_attention))
+            flash_attn=settings.flash_attention, offload=copy_offload(settings, gguf, settings.context_size)))
     except Exception as error:
         state.failure = f"{type(error).__name__}: {error}"
         log.error("could not load %s: %s", gguf, state.failure)
@@ -191,9 +193,9 @@ async def _load(app: FastAPI, settings: ServerSettings, gguf: Path) -> None:
         log.error("could not load %s: %s", gguf, state.failure)
         return
     log.info(
-        "%s ready in %.1f s: %d KV cells of %s, %d parallel sequences, limits %s, flash attention %s",
-        model.name, time.monotonic() - started, engine.runner.n_ctx, settings.kv_cache_type, settings.parallel,
-        model.limits,
+        "%s ready in %.1f s on %s: %d KV cells of %s, %d parallel sequences, limits %s, flash attention %s",
+        model.name, time.monotonic() - started, ", ".join(engine.info.devices), engine.runner.n_ctx,
+        settings.kv_cache_type, settings.parallel, model.limits,
         {None: "auto", True: "on", False: "off"}[settings.flash_attention],
     )
 

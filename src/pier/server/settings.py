@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pier.deadline import before_client_gives_up
 from pier.engine.kv_type import DEFAULT_KV_TYPE, KV_TYPE_NAMES
+from pier.engine.offload import SPLIT_MODES, GpuSettings
 
 DEFAULT_MODEL_DIR = "/opt/ml/model"
 DEFAULT_CONTEXT = 4096
@@ -53,6 +54,8 @@ class ServerSettings:
     # llama.cpp's type_k and type_v (pier.engine.kv_type): q8_0 and q4_0 hold 1.9x and 3.6x the tokens of f16
     kv_cache_type: str = "f16"
     kv_cache_mb: int | None = None  # the KV cache's memory, sized in cells of kv_cache_type; None = context_size
+    # GPUs (pier.engine.offload): how many the copy holds (None = every one it sees), and llama-server's knobs
+    gpu: GpuSettings = field(default_factory=GpuSettings)
     # SageMaker's container contract
     timeout_s: float = 60.0
     workers: int = 1
@@ -87,6 +90,7 @@ class ServerSettings:
             separate_decode_rows=read.boolean("PIER_SEPARATE_DECODE_ROWS", default=True),
             kv_cache_type=read.choice("PIER_KV_CACHE_TYPE", choices=KV_TYPE_NAMES, default=DEFAULT_KV_TYPE),
             kv_cache_mb=read.integer("PIER_KV_CACHE_MB"),
+            gpu=_gpu_settings(read),
             timeout_s=read.number("SAGEMAKER_MODEL_SERVER_TIMEOUT", default=60.0),
             workers=read.integer("SAGEMAKER_MODEL_SERVER_WORKERS", default=1),
             drain_s=read.number("PIER_DRAIN_SECONDS", default=25.0, low=0.0),
@@ -110,6 +114,18 @@ class ServerSettings:
         """When a request is ended with an error: a little before the timeout, so the error reaches a
         client whose own timeout is the same number (boto3's 60 s) before that client gives up."""
         return before_client_gives_up(self.timeout_s)
+
+
+def _gpu_settings(read: _Reader) -> GpuSettings:
+    """PIER_GPUS is what the gateway gave the copy; SM_NUM_GPUS and NUM_SHARD are TGI's names for the same; the
+    rest are llama-server's (its LLAMA_ARG_* environment names too)."""
+    return GpuSettings(
+        gpus=read.integer("PIER_GPUS", "SM_NUM_GPUS", "NUM_SHARD", low=0),
+        gpu_layers=read.layers("PIER_GPU_LAYERS", "LLAMA_ARG_N_GPU_LAYERS", "N_GPU_LAYERS"),
+        split_mode=read.choice("PIER_SPLIT_MODE", "LLAMA_ARG_SPLIT_MODE", choices=SPLIT_MODES, default="layer"),
+        main_gpu=read.integer("PIER_MAIN_GPU", "LLAMA_ARG_MAIN_GPU", default=0, low=0),
+        tensor_split=read.shares("PIER_TENSOR_SPLIT", "LLAMA_ARG_TENSOR_SPLIT"),
+    )
 
 
 def _model_source(env: Mapping[str, str]) -> str:
@@ -164,6 +180,28 @@ class _Reader:
         if not number >= low:
             raise SettingsError(f"{name} must be at least {low}; got {number}. Fix it in the environment.")
         return number
+
+    def layers(self, *names: str) -> int | None:
+        """A layer count, or all / auto / -1 (None: every layer)."""
+        found = self._raw(names)
+        if found is None or found[1].strip('"').lower() in ("all", "auto", "-1"):
+            return None
+        return self.integer(*names, low=0)
+
+    def shares(self, *names: str) -> tuple[float, ...] | None:
+        """Comma- or slash-separated proportions, one per GPU ("3,1"), as llama-server's --tensor-split."""
+        found = self._raw(names)
+        if found is None:
+            return None
+        name, value = found
+        try:
+            shares = tuple(float(part) for part in value.strip('"').replace("/", ",").split(","))
+        except ValueError:
+            raise SettingsError(f"{name} must be numbers separated by commas, one per GPU (e.g. 3,1); got "
+                                f"{value!r}.") from None
+        if any(share < 0 for share in shares) or sum(shares) <= 0:
+            raise SettingsError(f"{name} must be shares of at least 0 with a positive sum; got {value!r}.")
+        return shares
 
     def optional_boolean(self, *names: str) -> bool | None:
         """true, false, or auto (None)."""

@@ -165,7 +165,8 @@ async def info(state: State) -> dict[str, Any]:
     model = state.loaded()
     settings = state.settings
     return {
-        "model_id": model.name, "model_sha": None, "model_dtype": "gguf", "model_device_type": "cpu",
+        "model_id": model.name, "model_sha": None, "model_dtype": "gguf",
+        "model_device_type": model.info.device_type, "pier_devices": list(model.info.devices),
         "model_pipeline_tag": "text-generation", "max_concurrent_requests": settings.max_concurrent_requests,
         "max_best_of": MAX_BEST_OF, "max_stop_sequences": model.max_stop_sequences,
         "max_input_tokens": model.limits.max_input_tokens, "max_input_length": model.limits.max_input_tokens,
