@@ -192,3 +192,14 @@ def test_a_model_that_cannot_load_exits_with_the_reason(tmp_path: Path) -> None:
     with ContainerProcess(tmp_path / "missing", tmp_path / "log2") as server:
         assert server.wait(60) == 1
     assert "No model at" in server.output()
+
+
+def test_a_copy_given_gpus_it_cannot_use_never_runs_on_the_cpu(model_dir: Path, tmp_path: Path) -> None:
+    from pier.engine.devices import gpu_offload_supported, gpus
+
+    if gpu_offload_supported() and gpus():
+        pytest.skip("this host's llama.cpp has GPUs: tests/server/test_gpu_e2e.py covers it")
+    with ContainerProcess(model_dir, tmp_path / "log", PIER_GPUS="1") as server:
+        assert server.wait(60) == 1
+    reason = "without a GPU backend" if not gpu_offload_supported() else "llama.cpp sees 0"
+    assert "could not load" in server.output() and reason in server.output()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from pier.engine.offload import GpuSettings
 from pier.server.settings import ServerSettings, SettingsError
 
 
@@ -107,3 +108,31 @@ def test_bad_kv_cache_settings_say_how_to_fix_them(env: dict[str, str], fragment
     with pytest.raises(SettingsError) as caught:
         ServerSettings.from_env(env)
     assert fragment in str(caught.value)
+
+
+@pytest.mark.parametrize(("env", "expected"), [
+    ({}, GpuSettings()),
+    ({"PIER_GPUS": "0", "SM_NUM_GPUS": "4"}, GpuSettings(gpus=0)),  # what the gateway gave wins over TGI's name
+    ({"SM_NUM_GPUS": "4"}, GpuSettings(gpus=4)),
+    ({"NUM_SHARD": "2"}, GpuSettings(gpus=2)),
+    ({"LLAMA_ARG_N_GPU_LAYERS": "20"}, GpuSettings(gpu_layers=20)),
+    ({"PIER_GPU_LAYERS": "all"}, GpuSettings()),
+    ({"N_GPU_LAYERS": "-1"}, GpuSettings()),
+    ({"PIER_SPLIT_MODE": "ROW", "PIER_MAIN_GPU": "1", "PIER_TENSOR_SPLIT": "3,1"},
+     GpuSettings(split_mode="row", main_gpu=1, tensor_split=(3.0, 1.0))),
+    ({"LLAMA_ARG_TENSOR_SPLIT": "1/1"}, GpuSettings(tensor_split=(1.0, 1.0))),
+])
+def test_gpu_settings_take_the_ecosystems_names(env: dict[str, str], expected: GpuSettings) -> None:
+    assert ServerSettings.from_env(env).gpu == expected
+
+
+@pytest.mark.parametrize(("env", "fragment"), [
+    ({"PIER_GPUS": "two"}, "PIER_GPUS must be an integer"),
+    ({"PIER_GPU_LAYERS": "-3"}, "PIER_GPU_LAYERS must be at least 0"),
+    ({"PIER_SPLIT_MODE": "tensor"}, "PIER_SPLIT_MODE must be one of none, layer, row"),
+    ({"PIER_TENSOR_SPLIT": "3,x"}, "one per GPU"),
+    ({"PIER_TENSOR_SPLIT": "0,0"}, "positive sum"),
+])
+def test_bad_gpu_settings_name_the_variable(env: dict[str, str], fragment: str) -> None:
+    with pytest.raises(SettingsError, match=fragment):
+        ServerSettings.from_env(env)
