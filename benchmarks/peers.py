@@ -71,12 +71,16 @@ class Catalog:
 
     model: Path
     llama_server: Path | None  # None: no comparison of this run needs llama-server
+    threads: int = THREADS
+    gpu: bool = False  # every layer on the GPU for both: pier's copy holds one (PIER_GPUS), llama-server -ngl all
 
     def pier(self, label: str, *, cache: bool, omp: str | bool | None = True, ctx: int = CONTEXT,
              parallel: int = PARALLEL, settings: tuple[tuple[str, str], ...] = ()) -> Server:
         """`omp`: True keeps the benchmark's OMP_WAIT_POLICY; a string sets it; None unsets it. `settings`: more
         of pier's environment settings."""
         env: list[tuple[str, str | None]] = [("MAX_BATCH_TOTAL_TOKENS", str(ctx)), *settings]
+        if self.gpu:
+            env.append(("PIER_GPUS", "1"))
         if not cache:
             env.append(("PIER_PREFIX_CACHE", "false"))
         if omp is not True:
@@ -93,7 +97,7 @@ class Catalog:
             "--host",
             HOST,
             "--threads",
-            str(THREADS),
+            str(self.threads),
             "--parallel",
             str(parallel),
         )
@@ -108,9 +112,9 @@ class Catalog:
             "-m",
             str(self.model),
             "-t",
-            str(THREADS),
+            str(self.threads),
             "-tb",
-            str(THREADS),
+            str(self.threads),
             "-c",
             str(ctx),
             "-np",
@@ -123,7 +127,8 @@ class Catalog:
         )
         # --no-cache-prompt stops reuse within a slot; --cache-ram 0 also turns off the host-memory prompt cache.
         off = ("--no-cache-prompt", "--cache-ram", "0")
-        return Server(label, argv + (() if cache else off), port, "/health")
+        gpu = ("--n-gpu-layers", "all") if self.gpu else ()
+        return Server(label, argv + gpu + (() if cache else off), port, "/health")
 
     def llama_cpp_python(self, label: str) -> Server:
         port = free_port()

@@ -61,6 +61,8 @@ TINY = ModelShape(n_vocab=2048, n_embd=64, n_layer=2, n_ff=128, n_head=4, n_head
 SMALL = ModelShape(n_vocab=8000, n_embd=512, n_layer=6, n_ff=1536, n_head=8, n_head_kv=4)
 # The shape of the 360M-class models (SmolLM-360M) that benchmarks are quoted for.
 BENCH_360M = ModelShape(n_vocab=32000, n_embd=960, n_layer=32, n_ff=2560, n_head=15, n_head_kv=5)
+# The shape of a 7B model with grouped-query attention (Mistral 7B), for GPU benchmarks: 4 GB at Q4_0.
+BENCH_7B = ModelShape(n_vocab=32000, n_embd=4096, n_layer=32, n_ff=14336, n_head=32, n_head_kv=8)
 
 _QUANTS: dict[str, tuple[GGMLQuantizationType, LlamaFileType]] = {
     "Q4_0": (GGMLQuantizationType.Q4_0, LlamaFileType.MOSTLY_Q4_0),
