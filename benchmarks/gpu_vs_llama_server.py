@@ -144,7 +144,7 @@ def bench_model_7b() -> Path:
 def run(args: argparse.Namespace) -> None:
     started = time.monotonic()
     model = Path(args.model) if args.model else bench_model_7b()
-    catalog = Catalog(model, peer("llama-server", args.peers_dir), threads=args.threads, gpu=True)
+    catalog = Catalog(model, peer("llama-server", args.peers_dir), threads=args.threads, gpu=not args.cpu)
     measurer = Measurer(model, args.requests, args.repeats)
     lines = ["# pier vs llama-server on one GPU", "", f"- model: {model_shape(model)}", f"- GPU: {gpu_name()}",
              f"- machine: {machine()}", f"- command: `{shlex.join(['python', *sys.argv])}`", ""]
@@ -189,6 +189,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=32, help="requests per run (at least 2 per user)")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--threads", type=int, default=8, help="CPU threads for both servers")
+    parser.add_argument("--cpu", action="store_true", help="both servers on the CPU instead (a dry run of the script)")
     parser.add_argument("--levels", default="1,8,32,64", help="concurrency levels of the levels comparison")
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated, from {', '.join(SECTIONS)}")
     parser.add_argument("--out", help="also write the markdown report to this file")

@@ -145,8 +145,12 @@ def test_over_max_concurrent_requests_is_429_with_retry_after(model_dir: Path, t
         assert "MAX_CONCURRENT_REQUESTS" in refused.value.message
 
 
-def test_past_the_model_server_timeout_the_answer_is_424(model_dir: Path, tmp_path: Path) -> None:
-    with ContainerProcess(model_dir, tmp_path / "log", SAGEMAKER_MODEL_SERVER_TIMEOUT="2") as server:
+def test_past_the_model_server_timeout_the_answer_is_424(small_gguf: Path, tmp_path: Path) -> None:
+    # the SMALL model: the TINY one can write all LONG tokens within the 2 s on a fast core
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "model.gguf").symlink_to(small_gguf)
+    with ContainerProcess(folder, tmp_path / "log", SAGEMAKER_MODEL_SERVER_TIMEOUT="2") as server:
         server.wait_ready()
         started = time.monotonic()
         with pytest.raises(openai.APIStatusError) as failed:
