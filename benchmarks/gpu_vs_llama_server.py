@@ -49,13 +49,18 @@ GREEDY_TOKENS = 48
 def levels(catalog: Catalog, fleet: Fleet, measurer: Measurer, concurrency: list[int]) -> Section:
     pier_ = catalog.pier("pier", cache=False, ctx=CONTEXT, parallel=PARALLEL)
     llama = catalog.llama("llama-server", cache=False, ctx=CONTEXT, parallel=PARALLEL)
+    split = catalog.llama("llama-server, a KV cache per slot", cache=False, ctx=CONTEXT, parallel=PARALLEL,
+                          unified=False)
     shape = Shape(input_len=128, output_len=128)
-    with running(fleet, [pier_, llama]):
-        arms = [Arm(s.label, completions(s)) for s in (pier_, llama)]
+    servers = (pier_, llama, split)
+    with running(fleet, servers):
+        arms = [Arm(s.label, completions(s)) for s in servers]
         runs = measurer.interleaved(arms, shape, concurrency)
     section = Section("Random prompts, one GPU: pier vs llama-server, no prompt caching",
-                      f"Both servers: {PARALLEL} parallel sequences, {CONTEXT} KV cells, caches off.",
-                      [s.shown() for s in (pier_, llama)], arms, concurrency, shape, runs, [(pier_.label, llama.label)])
+                      f"Every server: {PARALLEL} parallel sequences, {CONTEXT} KV cells, caches off; llama-server "
+                      "both with one unified KV cache (as pier) and with its default, a cache per slot.",
+                      [s.shown() for s in servers], arms, concurrency, shape, runs,
+                      [(pier_.label, llama.label), (pier_.label, split.label)])
     for c in concurrency:
         toks = ratio(runs, pier_.label, llama.label, c, TOKS)
         section.checks.append(Check(f"c={c}: output tok/s ≥ 1.0x llama-server", f"{toks:.2f}x", toks >= 1.0))

@@ -103,7 +103,9 @@ class Catalog:
         )
         return Server(label, argv, port, "/ping", tuple(env))
 
-    def llama(self, label: str, *, cache: bool, ctx: int = CONTEXT, parallel: int = PARALLEL) -> Server:
+    def llama(self, label: str, *, cache: bool, ctx: int = CONTEXT, parallel: int = PARALLEL,
+              unified: bool = True) -> Server:
+        """`unified`: one KV cache for all slots, as pier's (llama-server's default gives each slot ctx/parallel)."""
         if self.llama_server is None:
             raise ValueError("this catalog has no llama-server")
         port = free_port()
@@ -119,7 +121,7 @@ class Catalog:
             str(ctx),
             "-np",
             str(parallel),
-            "--kv-unified",
+            *(("--kv-unified",) if unified else ()),
             "--host",
             HOST,
             "--port",
