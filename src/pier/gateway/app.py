@@ -29,8 +29,9 @@ from pier.autoscaling.settings import ScalingSettings
 from pier.autoscaling.store import Store as AutoscalingStore
 from pier.backends.base import Backend
 from pier.console.assets import console_router
+from pier.control import state_files
 from pier.control.api import ControlPlane
-from pier.control.backups import BackupPolicy, Backups
+from pier.control.backups import BackupPolicy, Backups, Watched, file_mark
 from pier.control.capacity import COPY_CAP_SETTING, CopyCap, host_copy_cap
 from pier.control.fetch.fetches import Fetches
 from pier.control.fetch.store import ModelStore
@@ -62,7 +63,7 @@ def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: f
     replaced). Every request passes pier.security's guard first (Host/Origin, keys, roles, audit)."""
     gateway = _assemble(state_dir, backend or _local_backend(state_dir), tick_s, store,
                         scaling or ScalingSettings.from_env())
-    saver = Backups(gateway.state, backups or BackupPolicy.from_env())
+    saver = Backups(_watched(state_dir, gateway), backups or BackupPolicy.from_env())
     app = FastAPI(title="pier gateway", lifespan=_lifespan(gateway, saver))
     app.state.gateway = gateway
     app.state.drain = Drain(gateway.runtime.forwarder.stop)  # stopping drains (gateway/drain.py)
@@ -112,8 +113,17 @@ def _lifespan(gateway: Gateway, backups: Backups) -> Callable[[FastAPI], Any]:
     return lifespan
 
 
+def _watched(state_dir: Path, gateway: Gateway) -> list[Watched]:
+    """Every file of the state folder, for the backup schedule (state_files.FILES)."""
+    store = gateway.autoscaling.store
+    return [Watched(state_files.STATE, gateway.state.path, lambda: gateway.state.changes),
+            Watched(state_files.AUTOSCALING, store.path, lambda: store.changes),
+            Watched(state_files.KEYS, state_dir / state_files.KEYS.name, file_mark(state_dir / state_files.KEYS.name))]
+
+
 def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStore | None,
               scaling: ScalingSettings) -> Gateway:
+    state_files.refuse_damaged(state_dir)  # the files not opened below (keys.json): refused with the fix
     state = State.open(state_dir)
     fetches = Fetches(store or ModelStore(state_dir / "models"))
     # A backend whose copies do not run on this host (ray) says which cores copies are numbered against, and this
