@@ -181,3 +181,34 @@ def test_the_policy_from_the_environment(env: dict[str, str], policy: BackupPoli
 def test_a_wrong_policy_setting_is_refused() -> None:
     with pytest.raises(StateError, match="PIER_STATE_BACKUPS='0' is not a positive number"):
         BackupPolicy.from_env({"PIER_STATE_BACKUPS": "0"})
+
+
+def _break_model(state: State, name: str) -> None:
+    with state.transaction() as db:
+        db.execute("UPDATE models SET body = 'not json' WHERE name = ?", (name,))
+
+
+def test_restore_passes_over_backups_with_a_bad_row_and_says_what_it_lacks(tmp_path: Path) -> None:
+    state = State.open(tmp_path)
+    state.models.insert(model("kept"))
+    good = backups.backup(state.path, now=1_700_000_000)
+    state.models.insert(model("later"))
+    _break_model(state, "kept")
+    assert "rows that do not read: model kept" in backups.backup_problem(backups.backup(state.path, now=1_700_000_100))
+    state.close()
+    [restored] = restore(tmp_path, now=1_700_000_200)
+    assert restored.backup == good
+    assert (restored.lacks, restored.adds, restored.unknown) == (("model later",), (), "")
+    again = State.open(tmp_path)
+    assert [m.name for m in again.models.all()] == ["kept"] and again.models.unreadable() == []
+    again.close()
+
+
+def test_the_newest_good_generation_outlives_the_count_while_newer_ones_hold_a_bad_row(tmp_path: Path) -> None:
+    state = State.open(tmp_path)
+    state.models.insert(model("m"))
+    good = backups.backup(state.path, keep=2, now=1_700_000_000)
+    _break_model(state, "m")
+    later = [backups.backup(state.path, keep=2, now=1_700_000_001 + i) for i in range(3)]
+    assert list_backups(tmp_path) == [good, *later[-2:]]
+    state.close()

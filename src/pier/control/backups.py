@@ -108,7 +108,7 @@ def backup_problem(path: Path) -> str:
     if report.problems:
         return "; ".join(report.problems)
     if report.unreadable:
-        return "its " + ", ".join(f"{r.kind} {r.name}" for r in report.unreadable) + " do not read"
+        return "rows that do not read: " + ", ".join(f"{r.kind} {r.name}" for r in report.unreadable)
     return ""
 
 
