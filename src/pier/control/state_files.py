@@ -5,6 +5,7 @@ schedule and put back by `pier state restore` (backups.py does those over `FILES
     state.sqlite3        the control plane's resources (state.py)
     autoscaling.sqlite3  scalable targets, policies, alarms, activities, metric history (pier.autoscaling.store)
     keys.json            the gateway's keys (pier.security.keystore)
+    sessions.sqlite3     the open stateful sessions, each with its copy (pier.runtime.session_store)
 
 Each file is read as the gateway reads it: a file that cannot be read at all is a *problem*; a row (a record, a
 key) that does not read is *unreadable*, with its name and why. A backup counts as good only when it has neither.
@@ -32,6 +33,7 @@ from pier.control.state import (
     damage_advice,
     missing_tables,
 )
+from pier.runtime import session_store
 from pier.security import keystore
 
 
@@ -190,7 +192,9 @@ AUTOSCALING = Database(autoscaling.FILE, autoscaling.SCHEMA, required=False,
 KEYS = KeyFile(keystore.FILE_NAME, required=False,
                without="no keys (create them again: pier keys create)",
                mend="Mend or remove each entry")
-FILES: tuple[StateFile, ...] = (STATE, AUTOSCALING, KEYS)
+SESSIONS = Database(session_store.FILE, session_store.SCHEMA, required=False,
+                    mend="Clients open new sessions; the row goes once its session expires or is closed")
+FILES: tuple[StateFile, ...] = (STATE, AUTOSCALING, KEYS, SESSIONS)
 
 
 def by_name(name: str) -> StateFile:

@@ -47,6 +47,7 @@ from pier.gateway.scaling import GatewayCapacity, Waking
 from pier.gateway.targets import Targets
 from pier.runtime.invoke import RuntimeService
 from pier.runtime.routes import openai_router, runtime_router
+from pier.runtime.session_store import SessionStore
 from pier.runtime.settings import RuntimeSettings
 from pier.security.install import install_security
 from pier.security.scope import endpoint_of_state
@@ -115,9 +116,10 @@ def _lifespan(gateway: Gateway, backups: Backups) -> Callable[[FastAPI], Any]:
 
 def _watched(state_dir: Path, gateway: Gateway) -> list[Watched]:
     """Every file of the state folder, for the backup schedule (state_files.FILES)."""
-    store = gateway.autoscaling.store
+    store, sessions = gateway.autoscaling.store, gateway.runtime.sessions.store
     return [Watched(state_files.STATE, gateway.state.path, lambda: gateway.state.changes),
             Watched(state_files.AUTOSCALING, store.path, lambda: store.changes),
+            *([Watched(state_files.SESSIONS, sessions.path, lambda: sessions.changes)] if sessions else []),
             Watched(state_files.KEYS, state_dir / state_files.KEYS.name, file_mark(state_dir / state_files.KEYS.name))]
 
 
@@ -137,7 +139,8 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
     scaling_store = AutoscalingStore.open(state_dir)
     history = History(scaling_store, retention_s=scaling.retention_s)
     recorder = Recorder(history)
-    runtime = RuntimeService(targets.resolve, RuntimeSettings.from_env(), observer=recorder)
+    runtime = RuntimeService(targets.resolve, RuntimeSettings.from_env(), observer=recorder,
+                             session_store=SessionStore.open(state_dir))
     capacity = GatewayCapacity(state, control, reconciler.copies, runtime.forwarder.admission,
                                local=getattr(backend, "name", "") == "local")
     scaler = Scaler(scaling_store, history, recorder, capacity, scaling)
