@@ -109,6 +109,7 @@ def _lifespan(gateway: Gateway, backups: Backups) -> Callable[[FastAPI], Any]:
             await asyncio.to_thread(backups.take)  # the last generation, on the way out
             gateway.autoscaling.history.flush()
             gateway.autoscaling.store.close()
+            gateway.runtime.sessions.release()
             gateway.state.close()
 
     return lifespan

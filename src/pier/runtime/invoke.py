@@ -61,7 +61,6 @@ class RuntimeService:
 
     async def aclose(self) -> None:
         await self.forwarder.aclose()
-        self.sessions.release()
 
     async def invoke(self, invocation: Invocation, receive: Receive | None = None) -> Response:
         """InvokeEndpoint: the copy's answer, or a SageMaker error. Given `receive` (the ASGI channel, with the
