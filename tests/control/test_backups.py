@@ -12,8 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from pier.control import backups
-from pier.control.backups import BackupPolicy, Backups, GatewayLock, check, list_backups, lock_holder, restore
+from pier.control import backups, state_files
+from pier.control.backups import (
+    BackupPolicy,
+    Backups,
+    GatewayLock,
+    Watched,
+    check,
+    list_backups,
+    lock_holder,
+    restore,
+)
 from pier.control.state import STATE_FILE, State, StateError
 from tests.control.test_state import model
 
@@ -77,7 +86,7 @@ def test_restore_puts_the_newest_sound_backup_in_place_and_keeps_the_damaged_fil
     newest = tmp_path / "backups" / "state-20991231T000000.000000Z.sqlite3"
     newest.write_bytes(b"not a database at all")  # the newest is damaged: it is passed over
     (tmp_path / STATE_FILE).write_bytes(b"damaged")
-    restored = restore(tmp_path, now=1_700_000_200)
+    [restored] = restore(tmp_path, now=1_700_000_200)
     assert restored.backup == newer
     assert [p.name for p in restored.moved] == ["state.sqlite3.before-restore-20231114T221640Z"]
     assert restored.moved[0].read_bytes() == b"damaged"
@@ -97,7 +106,8 @@ def test_restore_puts_the_newest_sound_backup_in_place_and_keeps_the_damaged_fil
 
 def test_restore_without_backups_says_to_move_the_file_aside(tmp_path: Path) -> None:
     (tmp_path / STATE_FILE).write_bytes(b"damaged")
-    with pytest.raises(StateError, match=r"There is no backup under .*mv .*state.sqlite3 .*state.sqlite3.damaged"):
+    with pytest.raises(StateError, match=r"There is no backup of state.sqlite3 under .*mv .*state.sqlite3 "
+                                         r".*state.sqlite3.damaged"):
         restore(tmp_path)
     assert (tmp_path / STATE_FILE).read_bytes() == b"damaged"
 
@@ -121,30 +131,32 @@ def test_one_gateway_per_folder_and_no_restore_under_it(tmp_path: Path) -> None:
 
 
 def test_check_reports_records_unreadable_rows_and_damage(tmp_path: Path) -> None:
-    assert check(tmp_path).problems == ["there is no state file (a gateway makes one when it first starts)"]
+    state_report, scaling, keys, _ = check(tmp_path)
+    assert state_report.problems == ["there is no state file (a gateway makes one when it first starts)"]
+    assert scaling.ok and keys.ok and not scaling.present and not keys.present  # not made yet: nothing wrong
     state = State.open(tmp_path)
     state.models.insert(model("m"))
     with state.transaction() as db:
         db.execute("INSERT INTO endpoints (name, created, body) VALUES ('broken', 1, '{\"name\": 3}')")
-    report = check(tmp_path)
+    report = check(tmp_path)[0]
     assert report.records == {"models": 1, "endpoint_configs": 0, "endpoints": 0, "inference_components": 0}
     assert [(r.kind, r.name) for r in report.unreadable] == [("endpoint", "broken")]
-    assert not report.ok and "only the records above do not read" in report.advice()
+    assert not report.ok and "only the rows above do not read" in report.advice()
     state.close()
     (tmp_path / STATE_FILE).write_bytes((tmp_path / STATE_FILE).read_bytes()[:3000])
-    report = check(tmp_path)
+    report = check(tmp_path)[0]
     assert report.problems and "malformed" in report.problems[0]
     assert "pier state check" in report.advice()
 
 
 def test_the_schedule_backs_up_what_changed_and_only_that(tmp_path: Path) -> None:
     state = State.open(tmp_path)
-    saver = Backups(state, BackupPolicy(every_s=0.01, keep=3))
-    assert saver.take(starting=True) is not None  # none yet
-    assert saver.take() is None and saver.take(starting=True) is None  # nothing changed since
+    saver = Backups([Watched(state_files.STATE, state.path, lambda: state.changes)], BackupPolicy(every_s=0.01, keep=3))
+    assert saver.take(starting=True)  # none yet
+    assert saver.take() == [] and saver.take(starting=True) == []  # nothing changed since
     state.models.insert(model("m"))
-    assert saver.take() is not None
-    assert saver.take() is None
+    assert saver.take()
+    assert saver.take() == []
 
     async def run_a_while() -> None:
         task = asyncio.create_task(saver.run())
@@ -169,3 +181,34 @@ def test_the_policy_from_the_environment(env: dict[str, str], policy: BackupPoli
 def test_a_wrong_policy_setting_is_refused() -> None:
     with pytest.raises(StateError, match="PIER_STATE_BACKUPS='0' is not a positive number"):
         BackupPolicy.from_env({"PIER_STATE_BACKUPS": "0"})
+
+
+def _break_model(state: State, name: str) -> None:
+    with state.transaction() as db:
+        db.execute("UPDATE models SET body = 'not json' WHERE name = ?", (name,))
+
+
+def test_restore_passes_over_backups_with_a_bad_row_and_says_what_it_lacks(tmp_path: Path) -> None:
+    state = State.open(tmp_path)
+    state.models.insert(model("kept"))
+    good = backups.backup(state.path, now=1_700_000_000)
+    state.models.insert(model("later"))
+    _break_model(state, "kept")
+    assert "rows that do not read: model kept" in backups.backup_problem(backups.backup(state.path, now=1_700_000_100))
+    state.close()
+    [restored] = restore(tmp_path, now=1_700_000_200)
+    assert restored.backup == good
+    assert (restored.lacks, restored.adds, restored.unknown) == (("model later",), (), "")
+    again = State.open(tmp_path)
+    assert [m.name for m in again.models.all()] == ["kept"] and again.models.unreadable() == []
+    again.close()
+
+
+def test_the_newest_good_generation_outlives_the_count_while_newer_ones_hold_a_bad_row(tmp_path: Path) -> None:
+    state = State.open(tmp_path)
+    state.models.insert(model("m"))
+    good = backups.backup(state.path, keep=2, now=1_700_000_000)
+    _break_model(state, "m")
+    later = [backups.backup(state.path, keep=2, now=1_700_000_001 + i) for i in range(3)]
+    assert list_backups(tmp_path) == [good, *later[-2:]]
+    state.close()

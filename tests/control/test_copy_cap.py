@@ -131,3 +131,12 @@ def test_asking_for_more_copies_than_the_host_holds_is_refused_at_once(control: 
     call(control, "UpdateInferenceComponentRuntimeConfig", InferenceComponentName="a",
          DesiredRuntimeConfig={"CopyCount": 0})  # scaling down is never refused
     call(control, "CreateEndpoint", EndpointName="classic", EndpointConfigName="classic")
+
+
+def test_failed_copies_hold_none_of_the_cap() -> None:
+    components = [component("old", 2, 1.0), component("new", 2, 2.0)]
+    every = desired_copies([host()], components, (), HOST, lookup)
+    failed = {s.copy_id for s in every.specs if s.component == "old"}
+    desired = desired_copies([host()], components, (), HOST, lookup, CAP, failed=failed)
+    assert sorted(s.component for s in desired.specs) == ["new", "new", "old", "old"]  # the failed stay wanted
+    assert desired.problems == {}

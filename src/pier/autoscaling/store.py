@@ -1,11 +1,19 @@
 """Autoscaling's own SQLite file in the state folder (`autoscaling.sqlite3`): scalable targets, policies and
 alarms as the JSON their Describe operations answer with, the last scaling activities, and the metric history
 (`history.py`). Separate from the control plane's `state.sqlite3`, so its frequent metric writes never contend
-with the control plane's transactions and a damaged history never keeps endpoints from coming back."""
+with the control plane's transactions.
+
+It is opened, checked, backed up and restored as `state.sqlite3` is (`pier.control.state.open_database` with
+`SCHEMA`): a damaged file is refused with its name and the fix, never replaced. One stored row that does not read
+(not JSON, or without the members pier reads) is left out of what the Describe operations and the scaler see, logged
+once and listed by `pier state check`; registering the same target (policy, alarm) again writes over it, and
+deregistering (deleting) it removes it.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -13,13 +21,32 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from pier.control.state import BadRow, RowsRead, Schema, open_database
+
+log = logging.getLogger("pier.autoscaling")
+
 FILE = "autoscaling.sqlite3"
-FILE_MODE = 0o600  # as the control plane's state: private to this user
 MAX_ACTIVITIES = 2000  # the newest are kept, across all targets
 
 Body = dict[str, Any]
 
-SCHEMA = (
+# What each kind of record must hold for pier to use it: member -> its JSON type(s). A row without them is
+# unreadable, not a KeyError on every Describe call.
+_TEXT, _NUMBER = (str,), (int, float)
+SHAPES: dict[str, dict[str, tuple[type, ...]]] = {
+    "target": {"ServiceNamespace": _TEXT, "ResourceId": _TEXT, "ScalableDimension": _TEXT, "MinCapacity": _NUMBER,
+               "MaxCapacity": _NUMBER, "ScalableTargetARN": _TEXT, "SuspendedState": (dict,)},
+    "policy": {"PolicyName": _TEXT, "PolicyARN": _TEXT, "ResourceId": _TEXT, "ScalableDimension": _TEXT,
+               "PolicyType": _TEXT},
+    "scheduled": {"ScheduledActionName": _TEXT, "ResourceId": _TEXT, "ScalableDimension": _TEXT,
+                  "Schedule": _TEXT, "CreationTime": _NUMBER},
+    "alarm": {"AlarmName": _TEXT, "StateValue": _TEXT},
+    "activity": {"ActivityId": _TEXT, "ResourceId": _TEXT, "StatusCode": _TEXT},
+}
+KIND_NAMES = {"target": "scalable target", "policy": "scaling policy", "scheduled": "scheduled action",
+              "alarm": "alarm", "scheduled-run": "scheduled action's last run", "activity": "scaling activity"}
+
+STATEMENTS = (
     "CREATE TABLE IF NOT EXISTS records (kind TEXT NOT NULL, key TEXT NOT NULL COLLATE NOCASE, seq INTEGER NOT NULL,"
     " body TEXT NOT NULL, PRIMARY KEY (kind, key))",
     "CREATE TABLE IF NOT EXISTS activities (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL,"
@@ -31,22 +58,69 @@ SCHEMA = (
 )
 
 
+def read_body(kind: str, key: str, body: Any) -> Body | BadRow:
+    """One stored row's JSON as the record pier uses, or a BadRow saying why it is not one."""
+    label = KIND_NAMES.get(kind, kind)
+    raw = body.encode() if isinstance(body, str) else body
+    if not isinstance(raw, bytes):
+        return BadRow(label, key, 0.0, f"its stored body is {type(body).__name__}, not JSON")
+    try:
+        parsed = json.loads(raw)
+    except (ValueError, RecursionError) as error:
+        return BadRow(label, key, 0.0, f"its stored body is not JSON ({error})")
+    if not isinstance(parsed, dict):
+        return BadRow(label, key, 0.0, f"its stored JSON is {type(parsed).__name__}, not an object")
+    wrong = [member for member, types in SHAPES.get(kind, {}).items()
+             if not isinstance(parsed.get(member), types) or isinstance(parsed.get(member), bool)]
+    if wrong:
+        return BadRow(label, key, 0.0, f"its stored JSON lacks {', '.join(wrong)} (or holds the wrong type)", parsed)
+    return parsed
+
+
+def _rows(db: sqlite3.Connection) -> RowsRead:
+    """Every record and activity read as the gateway reads them (the metric history is numbers SQLite keeps)."""
+    read = RowsRead()
+    rows = [(str(kind), _text(key), body) for kind, key, body in db.execute(
+        "SELECT kind, CAST(key AS BLOB), CAST(body AS BLOB) FROM records ORDER BY seq")]
+    rows += [("activity", _text(key), body) for key, body in db.execute(
+        "SELECT CAST(id AS BLOB), CAST(body AS BLOB) FROM activities ORDER BY seq")]
+    for kind, key, body in rows:
+        found = read_body(kind, key, body)
+        label = KIND_NAMES.get(kind, kind)
+        read.names.add(f"{label} {key}")
+        if isinstance(found, BadRow):
+            read.bad.append(found)
+        else:
+            read.counts[label] = read.counts.get(label, 0) + 1
+    read.counts["datapoints"] = db.execute("SELECT COUNT(*) FROM datapoints").fetchone()[0]
+    return read
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+SCHEMA = Schema(1, STATEMENTS, ("records", "activities", "datapoints"),
+                "no scalable targets, scaling policies, alarms or metric history", _rows)
+
+
 class Store:
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.path = path
         self.lock = threading.RLock()
-        self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=10.0)
-        path.chmod(FILE_MODE)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        for statement in SCHEMA:
-            self.db.execute(statement)
+        self.db = open_database(path, SCHEMA)  # StateDamaged when it cannot be read: never replaced
+        self._logged: set[tuple[str, str, str]] = set()  # unreadable rows already logged
         self._seq = self.db.execute("SELECT COALESCE(MAX(seq), 0) FROM records").fetchone()[0]
 
     @classmethod
     def open(cls, state_dir: Path) -> Store:
         return cls(state_dir / FILE)
+
+    @property
+    def changes(self) -> int:
+        """Rows changed through this connection since it opened (a backup is due when it moves)."""
+        with self.lock:
+            return self.db.total_changes
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -62,9 +136,11 @@ class Store:
     # ---- targets, policies, alarms: kind -> key -> body, in the order they were first put
 
     def get(self, kind: str, key: str) -> Body | None:
+        """The record, or None when there is none or its row does not read (putting it again writes over it)."""
         with self.lock:
-            row = self.db.execute("SELECT body FROM records WHERE kind = ? AND key = ?", (kind, key)).fetchone()
-        return None if row is None else dict(json.loads(row[0]))
+            row = self.db.execute("SELECT CAST(body AS BLOB) FROM records WHERE kind = ? AND key = ?",
+                                  (kind, key)).fetchone()
+        return None if row is None else self._readable(kind, key, row[0])
 
     def put(self, kind: str, key: str, body: Body) -> None:
         with self.lock:
@@ -77,9 +153,21 @@ class Store:
             return self.db.execute("DELETE FROM records WHERE kind = ? AND key = ?", (kind, key)).rowcount == 1
 
     def all(self, kind: str) -> list[Body]:
+        """Every record of `kind` that reads, in the order they were first put."""
         with self.lock:
-            rows = self.db.execute("SELECT body FROM records WHERE kind = ? ORDER BY seq", (kind,)).fetchall()
-        return [dict(json.loads(row[0])) for row in rows]
+            rows = self.db.execute("SELECT CAST(key AS BLOB), CAST(body AS BLOB) FROM records WHERE kind = ? "
+                                   "ORDER BY seq", (kind,)).fetchall()
+        return [body for key, raw in rows if (body := self._readable(kind, _text(key), raw)) is not None]
+
+    def _readable(self, kind: str, key: str, raw: Any) -> Body | None:
+        found = read_body(kind, key, raw)
+        if not isinstance(found, BadRow):
+            return found
+        if (kind, key, found.reason) not in self._logged:  # once, not on every call
+            self._logged.add((kind, key, found.reason))
+            log.warning("%s: skipping the %s %s: %s. Put it again, delete it, or restore a backup (pier state "
+                        "restore).", self.path, found.kind, key, found.reason)
+        return None
 
     # ---- scaling activities, newest first
 
@@ -92,12 +180,12 @@ class Store:
                             (MAX_ACTIVITIES,))
 
     def activities(self, resource: str | None = None) -> list[Body]:
-        query, args = "SELECT body FROM activities", tuple[str, ...]()
+        query, args = "SELECT CAST(id AS BLOB), CAST(body AS BLOB) FROM activities", tuple[str, ...]()
         if resource is not None:
             query, args = query + " WHERE resource = ?", (resource,)
         with self.lock:
             rows = self.db.execute(query + " ORDER BY seq DESC", args).fetchall()
-        return [dict(json.loads(row[0])) for row in rows]
+        return [body for key, raw in rows if (body := self._readable("activity", _text(key), raw)) is not None]
 
     def close(self) -> None:
         with self.lock:

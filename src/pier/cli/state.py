@@ -1,17 +1,21 @@
-"""`pier state check`, `pier state backup` and `pier state restore`: the gateway's state file, looked after."""
+"""`pier state check`, `pier state backup` and `pier state restore`: the gateway's state folder, looked after."""
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from pier.cli.app import app, console
 
-state_app = typer.Typer(help="Check, back up and restore the gateway's state (its SQLite file).",
-                        no_args_is_help=True)
+if TYPE_CHECKING:
+    from pier.control.state_files import Report
+
+state_app = typer.Typer(help="Check, back up and restore the gateway's state folder (state.sqlite3, "
+                             "autoscaling.sqlite3, keys.json).", no_args_is_help=True)
 app.add_typer(state_app, name="state")
 
 StateDir = Annotated[Path | None, typer.Option(help="The gateway's state folder (default ~/.pier).")]
@@ -29,13 +33,27 @@ def _when(path: Path) -> str:
 
 @state_app.command("check")
 def check(state_dir: StateDir = None) -> None:
-    """Check the state: SQLite's integrity check, its schema version, and every record as the gateway reads it.
+    """Check every file of the state folder (state.sqlite3, autoscaling.sqlite3, keys.json): SQLite's integrity
+    check, the schema version, and every row (record, key) as the gateway reads it.
 
     Exits 1 when something is wrong, and says what to do about it."""
     from pier.control import backups
 
-    report = backups.check(_folder(state_dir))
-    console.print(f"[bold]{report.path}[/]" + (f" (state schema {report.version})" if report.version else ""))
+    reports = backups.check(_folder(state_dir))
+    for report in reports:
+        _print_report(report)
+    if all(report.ok for report in reports):
+        console.print("[green]ok[/]")
+        return
+    for report in reports:
+        if not report.ok:
+            console.print(report.advice())
+    raise typer.Exit(1)
+
+
+def _print_report(report: Report) -> None:
+    version = f" (state schema {report.version})" if report.version else ""
+    console.print(f"[bold]{report.path}[/]" + (version if report.present else " (none yet)"))
     for problem in report.problems:
         console.print(f"  [red]damaged:[/] {problem}")
     for table, count in report.records.items():
@@ -44,47 +62,65 @@ def check(state_dir: StateDir = None) -> None:
         console.print(f"  [red]unreadable {row.kind} {row.name}:[/] {row.reason}")
     console.print(f"  backups: {len(report.backups)}"
                   + (f", newest {report.backups[-1].name} ({_when(report.backups[-1])})" if report.backups else ""))
-    if report.ok:
-        console.print("[green]ok[/]")
-        return
-    console.print(report.advice())
-    raise typer.Exit(1)
 
 
 @state_app.command("backup")
 def backup(state_dir: StateDir = None) -> None:
-    """Back the state up now (safe while a gateway runs); the oldest generations past the kept number go."""
-    from pier.control import backups
-    from pier.control.state import STATE_FILE, StateError
+    """Back every file of the state up now (safe while a gateway runs); the oldest generations past the kept
+    number go."""
+    from pier.control import backups, state_files
+    from pier.control.state import StateError
 
     policy = backups.BackupPolicy.from_env()
-    try:
-        made = backups.backup(_folder(state_dir) / STATE_FILE, policy.keep)
-    except StateError as error:
-        console.print(f"[red]{error.message}[/]")
-        raise typer.Exit(1) from None
-    console.print(f"[green]Backed up[/] to {made}")
+    folder = _folder(state_dir)
+    failed = False
+    for file in state_files.FILES:
+        if not (folder / file.name).exists():
+            continue
+        try:
+            made = backups.backup(folder / file.name, policy.keep)
+        except (StateError, sqlite3.Error) as error:
+            console.print(f"[red]{file.name}: {getattr(error, 'message', error)}[/]")
+            failed = True
+            continue
+        console.print(f"[green]Backed up[/] {file.name} to {made}")
+    if failed:
+        raise typer.Exit(1)
 
 
 @state_app.command("restore")
 def restore(
     backup: Annotated[Path | None, typer.Argument(
-        help="A backup file, or its name under <state-dir>/backups (default: the newest that is sound).")] = None,
+        help="A backup file, or its name under <state-dir>/backups (default: for each file that needs it, the "
+             "newest backup whose rows all read).")] = None,
+    file: Annotated[list[str] | None, typer.Option(
+        "--file", help="Restore this state file (state.sqlite3, autoscaling.sqlite3, keys.json; repeatable) even "
+                       "if it is sound (default: the files `pier state check` finds wrong, else state.sqlite3).")
+    ] = None,
     state_dir: StateDir = None,
 ) -> None:
-    """Put a backup in place of the state file, after moving the current file aside (stop the gateway first).
+    """Put backups in place of state files, after moving each current file aside (stop the gateway first).
 
-    What changed since that backup is lost; the file moved aside is kept."""
+    What changed since each backup is lost (it says what); the files moved aside are kept."""
     from pier.control import backups
     from pier.control.state import StateError
 
     folder = _folder(state_dir)
     try:
-        restored = backups.restore(folder, backup)
+        restored = backups.restore(folder, backup, files=file or ())
     except StateError as error:
         console.print(f"[red]{error.message}[/]")
         raise typer.Exit(1) from None
-    for moved in restored.moved:
-        console.print(f"  moved aside: {moved}")
-    console.print(f"[green]Restored[/] {restored.backup} ({_when(restored.backup)}) to {restored.state}.")
+    for done in restored:
+        for moved in done.moved:
+            console.print(f"  moved aside: {moved}")
+        console.print(f"[green]Restored[/] {done.backup} ({_when(done.backup)}) to {done.state}.")
+        if done.unknown:
+            console.print(f"  What the backup lacks is not known: {done.unknown}.")
+        elif done.lacks:
+            console.print(f"  It lacks what the file held: {', '.join(done.lacks)}.")
+        else:
+            console.print("  It lacks nothing the file held.")
+        if done.adds:
+            console.print(f"  It brings back: {', '.join(done.adds)} (deleted, revoked or made unreadable since).")
     console.print(f"Start the gateway again: pier up --state-dir {folder}")

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from pier.backends.base import CopyState
 from pier.control import views
 from pier.control.capacity import CopyCap, host_copy_cap, too_big
 from pier.control.desired import demand_of
@@ -391,12 +392,27 @@ class ControlPlane:
             raise ResourceLimitExceeded(reason)
 
     def _check_copy_cap(self, delta: int) -> None:
-        """More copies than this host holds are refused now, when the request asks for them."""
-        wanted = sum(c.copies for c in self.state.components.all() if c.status != "Deleting")
-        wanted += sum(_classic_copies(e.variants) for e in self.state.endpoints.all() if e.status != "Deleting")
+        """More copies than this host holds are refused now, when the request asks for them. Only copies that run
+        or are starting count: a copy the backend gave up on (no process) holds none of the cap."""
+        wanted = 0
+        for c in self.state.components.all():
+            if c.status != "Deleting":
+                wanted += self._holding([Workload.of_component(c.name)], c.copies, c.status)
+        for e in self.state.endpoints.all():
+            if e.status != "Deleting":
+                workloads = [Workload.of_variant(e.name, v.name) for v in e.variants if v.model is not None]
+                wanted += self._holding(workloads, _classic_copies(e.variants), e.status)
         reason = self.copy_cap.refusal(wanted, delta)
         if reason:
             raise ResourceLimitExceeded(reason)
+
+    def _holding(self, workloads: list[Workload], wanted: int, status: str) -> int:
+        """How many of the cap's copies a resource holds: a Failed one, those of its copies that still run or are
+        starting (a failed fetch or start left none); any other, the copies it wants but for those that failed."""
+        states = [c.state for w in workloads for c in self.copies(w)]
+        if status == "Failed":
+            return sum(1 for state in states if state not in (CopyState.FAILED, CopyState.STOPPED))
+        return max(0, wanted - states.count(CopyState.FAILED))
 
     def _check_not_in_progress(self, record: EndpointRecord) -> None:
         if record.status in IN_PROGRESS:

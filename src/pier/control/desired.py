@@ -34,18 +34,23 @@ class Desired:
 
 def desired_copies(endpoints: Iterable[EndpointRecord], components: Iterable[ComponentRecord],
                    keep: Sequence[Placement], host: tuple[int, ...], lookup: Callable[[str], InstanceType],
-                   cap: CopyCap | None = None, running: Collection[str] = ()) -> Desired:
-    """Every copy the records ask for, at most `cap.copies` of them: copies in `running` first, then in the order
-    the endpoints and components were made (a newer workload never pushes an older one's copies out)."""
+                   cap: CopyCap | None = None, running: Collection[str] = (),
+                   failed: Collection[str] = ()) -> Desired:
+    """Every copy the records ask for, at most `cap.copies` of them that run: copies in `running` first, then in
+    the order the endpoints and components were made (a newer workload never pushes an older one's copies out).
+    Copies in `failed` (the backend gave up on them: no process) stay wanted, so their workload stays Failed with
+    why, but hold none of the cap."""
     endpoints, components = list(endpoints), list(components)
     wanted = _uncapped(endpoints, components, keep, host, lookup)
-    if cap is None or len(wanted.specs) <= cap.copies:
+    pairs = list(zip(wanted.specs, wanted.placements, strict=True))
+    live = [p for p in pairs if p[0].copy_id not in failed]
+    if cap is None or len(live) <= cap.copies:
         return wanted
     made = {Workload.of_component(c.name): c.created for c in components}
     made |= {Workload.of_variant(e.name, v.name): e.created for e in endpoints for v in e.variants}
-    pairs = sorted(zip(wanted.specs, wanted.placements, strict=True),
-                   key=lambda p: (p[0].copy_id not in running, made.get(Workload(p[0].component), 0.0)))
-    kept, dropped = pairs[: cap.copies], pairs[cap.copies :]
+    live.sort(key=lambda p: (p[0].copy_id not in running, made.get(Workload(p[0].component), 0.0)))
+    kept = live[: cap.copies] + [p for p in pairs if p[0].copy_id in failed]
+    dropped = live[cap.copies :]
     problems = dict(wanted.problems)
     for workload in dict.fromkeys(spec.component for spec, _ in dropped):
         missing = sum(1 for spec, _ in dropped if spec.component == workload)

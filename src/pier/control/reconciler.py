@@ -127,9 +127,10 @@ class Reconciler:
         components, bad_components = self.state.components.scan()
         untouchable = self._skip_unreadable(bad_endpoints + bad_components, components)
         actual = self.backend.statuses()
-        running = {c.copy_id for c in actual if c.state is not CopyState.STOPPED}
+        running = {c.copy_id for c in actual if c.state not in (CopyState.STOPPED, CopyState.FAILED)}
+        failed = {c.copy_id for c in actual if c.state is CopyState.FAILED}
         desired = desired_copies(endpoints, components, self._placements, self.host, self.instance_type,
-                                 self.copy_cap, running)
+                                 self.copy_cap, running, failed)
         self._placements = desired.placements
         self._specs = {spec.copy_id: spec for spec in desired.specs}
         self._proven = {c.copy_id for c in actual if c.state is CopyState.READY} | (

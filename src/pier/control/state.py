@@ -25,7 +25,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,14 +64,14 @@ class StateError(PierError):
 
 
 class StateDamaged(StateError):
-    """The file is no database pier can read: it is refused, never replaced by an empty one."""
+    """A file of the state folder pier cannot read: it is refused, never replaced by an empty one."""
 
     code = "state_damaged"
 
-    def __init__(self, path: Path, problem: str) -> None:
+    def __init__(self, path: Path, problem: str, without: str = "no resources") -> None:
         self.path = path
         self.problem = problem
-        super().__init__(f"pier cannot use its state file {path}: {problem}.\n{damage_advice(path)}")
+        super().__init__(f"pier cannot use its state file {path}: {problem}.\n{damage_advice(path, without)}")
 
 
 class StateTooNew(StateError, RuntimeError):
@@ -102,6 +102,24 @@ class BadRow:
                 "create it again, or restore a backup of the state (pier state restore).")
 
 
+@dataclass(frozen=True)
+class Schema:
+    """What one SQLite file of the state folder holds, for `open_database`, backups and `pier state check`."""
+
+    version: int  # kept in PRAGMA user_version; a newer file is refused
+    statements: tuple[str, ...]  # CREATE ... IF NOT EXISTS: run on a new file, and on one of an older version
+    tables: tuple[str, ...]  # the tables a file of this version must have
+    without: str  # what starting without the file means, for the advice on a damaged one
+    rows: Callable[[sqlite3.Connection], RowsRead]  # every row read as pier reads it (the check behind restore)
+
+
+@dataclass
+class RowsRead:
+    counts: dict[str, int] = field(default_factory=dict)  # table (or kind) -> rows that read
+    bad: list[BadRow] = field(default_factory=list)
+    names: set[str] = field(default_factory=set)  # "<kind> <name>" of every row, read or not (what a backup lacks)
+
+
 class UnreadableRecord(ControlError):
     """The resource exists but its stored record cannot be read (see `BadRow`)."""
 
@@ -112,17 +130,24 @@ class UnreadableRecord(ControlError):
         self.row = row
 
 
-def damage_advice(path: Path) -> str:
-    """The ways out of a damaged state file, with the commands to type."""
+def backup_pattern(name: str) -> str:
+    """The glob of the backups of the state file called `name`: state.sqlite3's are state-<UTC time>.sqlite3."""
+    stem, dot, suffix = name.partition(".")
+    return f"{stem}-*{dot}{suffix}"
+
+
+def damage_advice(path: Path, without: str = "no resources") -> str:
+    """The ways out of a damaged state file, with the commands to type; `without` is what starting without the
+    file means."""
     folder = path.parent
-    backups = sorted((folder / BACKUPS).glob("state-*.sqlite3"), reverse=True)
+    backups = sorted((folder / BACKUPS).glob(backup_pattern(path.name)), reverse=True)
     newest = f" (the newest is {backups[0].name})" if backups else ""
     restore = (f"  - restore the newest backup{newest}:  pier state restore --state-dir {folder}\n" if backups
-               else f"  - (there is no backup under {folder / BACKUPS} to restore)\n")
+               else f"  - (there is no backup of it under {folder / BACKUPS} to restore)\n")
     return (
         "pier does not start on it, and never replaces it with an empty one. Either\n"
         f"{restore}"
-        f"  - or move the file aside and start with no resources:  mv {path} {path}.damaged\n"
+        f"  - or move the file aside and start with {without}:  mv {path} {path}.damaged\n"
         f"`pier state check --state-dir {folder}` shows what is wrong with it."
     )
 
@@ -229,12 +254,34 @@ class Table(Generic[R]):
         return f"SELECT CAST(name AS BLOB), created, CAST(body AS BLOB) FROM {self._name}"
 
 
+def _state_rows(db: sqlite3.Connection) -> RowsRead:
+    read = RowsRead()
+    present = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    for table in TABLES:
+        if table not in present:
+            continue
+        rows = db.execute(f"SELECT CAST(name AS BLOB), created, CAST(body AS BLOB) FROM {table} "
+                          "ORDER BY created, name").fetchall()
+        records = [read_row(table, *row) for row in rows]
+        read.bad += [r for r in records if isinstance(r, BadRow)]
+        read.counts[table] = sum(1 for r in records if not isinstance(r, BadRow))
+        read.names |= {f"{TABLES[table][1]} {r.name}" for r in records}
+    return read
+
+
+STATE_SCHEMA = Schema(
+    SCHEMA_VERSION,
+    tuple(f"CREATE TABLE IF NOT EXISTS {table} (name TEXT PRIMARY KEY COLLATE NOCASE, created REAL NOT NULL, "
+          "body TEXT NOT NULL)" for table in TABLES),
+    tuple(TABLES), "no resources", _state_rows)
+
+
 class State:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.RLock()
         self._depth = 0  # transactions open on this connection (nested ones are savepoints)
-        self._db = open_database(path)
+        self._db = open_database(path, STATE_SCHEMA)
         self.models: Table[ModelRecord] = Table(self, "models")
         self.configs: Table[ConfigRecord] = Table(self, "endpoint_configs")
         self.endpoints: Table[EndpointRecord] = Table(self, "endpoints")
@@ -285,68 +332,72 @@ class State:
             self._db.close()
 
 
-def open_database(path: Path) -> sqlite3.Connection:
-    """The state database at `path`, checked, versioned and with every table; a new one when there is no file.
+def open_database(path: Path, schema: Schema) -> sqlite3.Connection:
+    """The database at `path`, checked, versioned and with every table; a new one when there is no file.
     Raises StateDamaged or StateTooNew instead of touching a file it cannot read."""
     private_dir(path.parent)
     if not path.exists():
         orphans = [s for s in SIDE_FILES if Path(f"{path}{s}").is_file() and Path(f"{path}{s}").stat().st_size]
         if "-wal" in orphans:
-            raise StateDamaged(path, f"the file is missing but its write-ahead log {path}-wal is there")
-        _create(path)
+            raise StateDamaged(path, f"the file is missing but its write-ahead log {path}-wal is there",
+                               schema.without)
+        _create(path, schema)
     elif path.stat().st_size == 0:
-        raise StateDamaged(path, "the file is empty (0 bytes): it was truncated")
+        raise StateDamaged(path, "the file is empty (0 bytes): it was truncated", schema.without)
     for suffix in ("", *SIDE_FILES):
         with contextlib.suppress(FileNotFoundError):
             os.chmod(f"{path}{suffix}", FILE_MODE)
     db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=10.0)
     try:
-        _prepare(db, path)
+        _prepare(db, path, schema)
     except sqlite3.DatabaseError as error:
         db.close()
-        raise StateDamaged(path, f"SQLite says {error}") from None
+        raise StateDamaged(path, f"SQLite says {error}", schema.without) from None
     except BaseException:
         db.close()
         raise
     return db
 
 
-def _prepare(db: sqlite3.Connection, path: Path) -> None:
+def _prepare(db: sqlite3.Connection, path: Path, schema: Schema) -> None:
     version = db.execute("PRAGMA user_version").fetchone()[0]
-    if version > SCHEMA_VERSION:
+    if version > schema.version:
         raise StateTooNew(
-            f"{path} was written by a newer pier (state schema {version}; this pier reads up to {SCHEMA_VERSION}) "
+            f"{path} was written by a newer pier (state schema {version}; this pier reads up to {schema.version}) "
             "and is left as it is: run that pier (or a newer one), or use another --state-dir."
         )
     problems = [row[0] for row in db.execute("PRAGMA quick_check(5)").fetchall()]
     if problems != ["ok"]:
-        raise StateDamaged(path, "SQLite's quick check found " + "; ".join(str(p) for p in problems))
+        raise StateDamaged(path, "SQLite's quick check found " + "; ".join(str(p) for p in problems), schema.without)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")
-    if version < SCHEMA_VERSION:  # 0: a file from before versions were kept; there are no older schemas yet
-        _make_tables(db)
+    if version < schema.version:  # 0: a file from before versions were kept; there are no older schemas yet
+        _make_tables(db, schema)
         return
-    present = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    missing = sorted(set(TABLES) - present)
+    missing = missing_tables(db, schema)
     if missing:
-        raise StateDamaged(path, f"its table(s) {', '.join(missing)} are gone")
+        raise StateDamaged(path, f"its table(s) {', '.join(missing)} are gone", schema.without)
 
 
-def _make_tables(db: sqlite3.Connection) -> None:
+def missing_tables(db: sqlite3.Connection, schema: Schema) -> list[str]:
+    present = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return sorted(set(schema.tables) - present)
+
+
+def _make_tables(db: sqlite3.Connection, schema: Schema) -> None:
     db.execute("BEGIN IMMEDIATE")
     try:
-        for table in TABLES:
-            db.execute(f"CREATE TABLE IF NOT EXISTS {table} (name TEXT PRIMARY KEY COLLATE NOCASE, "
-                       "created REAL NOT NULL, body TEXT NOT NULL)")
-        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        for statement in schema.statements:
+            db.execute(statement)
+        db.execute(f"PRAGMA user_version = {schema.version}")
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")
         raise
 
 
-def _create(path: Path) -> None:
-    """A new, empty state file, made whole under a temporary name first: a crash while it is made leaves no
+def _create(path: Path, schema: Schema) -> None:
+    """A new, empty file, made whole under a temporary name first: a crash while it is made leaves no
     half-made file under the real name (an empty or partial file there is damage, and is refused)."""
     fresh = path.with_name(f".{path.name}.new")
     for suffix in ("", *SIDE_FILES):
@@ -355,7 +406,7 @@ def _create(path: Path) -> None:
     db = sqlite3.connect(fresh, isolation_level=None)
     try:
         db.execute("PRAGMA journal_mode=WAL")
-        _make_tables(db)
+        _make_tables(db, schema)
     finally:
         db.close()  # the last connection checkpoints the log into the file and removes it
     os.replace(fresh, path)

@@ -29,8 +29,9 @@ from pier.autoscaling.settings import ScalingSettings
 from pier.autoscaling.store import Store as AutoscalingStore
 from pier.backends.base import Backend
 from pier.console.assets import console_router
+from pier.control import state_files
 from pier.control.api import ControlPlane
-from pier.control.backups import BackupPolicy, Backups
+from pier.control.backups import BackupPolicy, Backups, Watched, file_mark
 from pier.control.capacity import COPY_CAP_SETTING, CopyCap, host_copy_cap
 from pier.control.fetch.fetches import Fetches
 from pier.control.fetch.store import ModelStore
@@ -46,6 +47,7 @@ from pier.gateway.scaling import GatewayCapacity, Waking
 from pier.gateway.targets import Targets
 from pier.runtime.invoke import RuntimeService
 from pier.runtime.routes import openai_router, runtime_router
+from pier.runtime.session_store import SessionStore
 from pier.runtime.settings import RuntimeSettings
 from pier.security.install import install_security
 from pier.security.scope import endpoint_of_state
@@ -62,7 +64,7 @@ def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: f
     replaced). Every request passes pier.security's guard first (Host/Origin, keys, roles, audit)."""
     gateway = _assemble(state_dir, backend or _local_backend(state_dir), tick_s, store,
                         scaling or ScalingSettings.from_env())
-    saver = Backups(gateway.state, backups or BackupPolicy.from_env())
+    saver = Backups(_watched(state_dir, gateway), backups or BackupPolicy.from_env())
     app = FastAPI(title="pier gateway", lifespan=_lifespan(gateway, saver))
     app.state.gateway = gateway
     app.state.drain = Drain(gateway.runtime.forwarder.stop)  # stopping drains (gateway/drain.py)
@@ -107,13 +109,24 @@ def _lifespan(gateway: Gateway, backups: Backups) -> Callable[[FastAPI], Any]:
             await asyncio.to_thread(backups.take)  # the last generation, on the way out
             gateway.autoscaling.history.flush()
             gateway.autoscaling.store.close()
+            gateway.runtime.sessions.release()
             gateway.state.close()
 
     return lifespan
 
 
+def _watched(state_dir: Path, gateway: Gateway) -> list[Watched]:
+    """Every file of the state folder, for the backup schedule (state_files.FILES)."""
+    store, sessions = gateway.autoscaling.store, gateway.runtime.sessions.store
+    return [Watched(state_files.STATE, gateway.state.path, lambda: gateway.state.changes),
+            Watched(state_files.AUTOSCALING, store.path, lambda: store.changes),
+            *([Watched(state_files.SESSIONS, sessions.path, lambda: sessions.changes)] if sessions else []),
+            Watched(state_files.KEYS, state_dir / state_files.KEYS.name, file_mark(state_dir / state_files.KEYS.name))]
+
+
 def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStore | None,
               scaling: ScalingSettings) -> Gateway:
+    state_files.refuse_damaged(state_dir)  # the files not opened below (keys.json): refused with the fix
     state = State.open(state_dir)
     fetches = Fetches(store or ModelStore(state_dir / "models"))
     # A backend whose copies do not run on this host (ray) says which cores copies are numbered against, and this
@@ -127,7 +140,8 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
     scaling_store = AutoscalingStore.open(state_dir)
     history = History(scaling_store, retention_s=scaling.retention_s)
     recorder = Recorder(history)
-    runtime = RuntimeService(targets.resolve, RuntimeSettings.from_env(), observer=recorder)
+    runtime = RuntimeService(targets.resolve, RuntimeSettings.from_env(), observer=recorder,
+                             session_store=SessionStore.open(state_dir))
     capacity = GatewayCapacity(state, control, reconciler.copies, runtime.forwarder.admission,
                                local=getattr(backend, "name", "") == "local")
     scaler = Scaler(scaling_store, history, recorder, capacity, scaling)

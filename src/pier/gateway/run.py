@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import uvicorn
 
+from pier.control import state_files
 from pier.control.backups import GatewayLock
 from pier.errors import PierError
 from pier.gateway.app import create_gateway
@@ -46,6 +47,11 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per health check otherwise
     folder = (state_dir or DEFAULT_STATE_DIR).expanduser()
+    try:  # before keys decide where it may listen: a key file that does not read is refused with its fix
+        state_files.refuse_damaged(folder)
+    except PierError as error:
+        log.error("%s", error.message)
+        return STATE_UNUSABLE
     if not may_listen(folder, host, insecure):
         return 2
     security = SecuritySettings.from_env(allowed_hosts=allowed_hosts, bind_host=host, session_keys=session_keys)

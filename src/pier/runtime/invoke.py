@@ -28,6 +28,7 @@ from pier.runtime.invocation import CUSTOM_ATTRIBUTES, INVOKED_VARIANT, STREAM_C
 from pier.runtime.observer import InvocationObserver
 from pier.runtime.prefix import request_prefix
 from pier.runtime.routing import route_of
+from pier.runtime.session_store import SessionStore
 from pier.runtime.sessions import (
     CLOSED_SESSION_HEADER,
     NEW_SESSION,
@@ -50,11 +51,13 @@ class RuntimeService:
     """Owns the HTTP client to copies, the admission queues and the routers; one per gateway."""
 
     def __init__(self, resolve: Resolve, settings: RuntimeSettings | None = None, *,
-                 client: httpx.AsyncClient | None = None, observer: InvocationObserver | None = None) -> None:
+                 client: httpx.AsyncClient | None = None, observer: InvocationObserver | None = None,
+                 session_store: SessionStore | None = None) -> None:
         self.resolve = resolve
         self.settings = settings or RuntimeSettings()
         self.forwarder = Forwarder(self.settings, client, observer)
-        self.sessions = Sessions(ttl_s=self.settings.session_ttl_s, limit=self.settings.max_sessions)
+        self.sessions = Sessions(ttl_s=self.settings.session_ttl_s, limit=self.settings.max_sessions,
+                                 store=session_store)
 
     async def aclose(self) -> None:
         await self.forwarder.aclose()
@@ -157,7 +160,7 @@ class RuntimeService:
             self.sessions.close(session.id)
         elif exchange.origin.copy_id != session.copy_id:
             log.info("session %s moved from copy %s to %s", session.id, session.copy_id, exchange.origin.copy_id)
-            session.copy_id = exchange.origin.copy_id
+            self.sessions.move(session, exchange.origin.copy_id)
 
     async def _call(self, invocation: Invocation) -> tuple[Call, Session | None]:
         def resolve() -> Awaitable[Target]:

@@ -13,8 +13,9 @@ is gone; pier's session goes on: when its copy is gone or stopped, its next call
 the session's (the conversation is recomputed there once).
 
 The gateway holds them in memory, bounded (the least recently used past `limit` are forgotten) and each for `ttl_s`
-from its opening (the toolkit's SAGEMAKER_SESSIONS_EXPIRATION default, 1200 s). Unknown, closed and expired ids are
-a ValidationError that says to open a new session.
+from its opening (the toolkit's SAGEMAKER_SESSIONS_EXPIRATION default, 1200 s), and writes each opening, move and
+end to its state folder (session_store.py), so a restarted gateway routes a session to its copy as before.
+Unknown, closed and expired ids are a ValidationError that says to open a new session.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from pier.runtime.errors import InvalidInvocation
+from pier.runtime.session_store import SessionStore
 
 NEW_SESSION = "NEW_SESSION"
 NEW_SESSION_HEADER = "X-Amzn-SageMaker-New-Session-Id"
@@ -54,11 +56,15 @@ class Sessions:
     """The open sessions of one gateway. Used from one event loop."""
 
     def __init__(self, *, ttl_s: float = DEFAULT_TTL_S, limit: int = DEFAULT_LIMIT,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, store: SessionStore | None = None) -> None:
         self.ttl_s = ttl_s
         self.limit = limit
         self.clock = clock
+        self.store = store
         self._open: OrderedDict[str, Session] = OrderedDict()
+        for row in store.load(clock(), limit) if store is not None else ():
+            session = Session(*row)
+            self._open[session.id] = session
 
     def __len__(self) -> int:
         return len(self._open)
@@ -66,15 +72,25 @@ class Sessions:
     def open(self, endpoint: str, component: str, copy_id: str) -> Session:
         session = Session(uuid.uuid4().hex, endpoint, component, copy_id, self.clock() + self.ttl_s)
         self._open[session.id] = session
+        self._save(session)
+        forgotten = []
         while len(self._open) > self.limit:
-            self._open.popitem(last=False)
+            forgotten.append(self._open.popitem(last=False)[0])
+        self._forget(forgotten)
         return session
+
+    def move(self, session: Session, copy_id: str) -> None:
+        """The session's copy is now `copy_id` (its own was gone)."""
+        session.copy_id = copy_id
+        if session.id in self._open:
+            self._save(session)
 
     def find(self, session_id: str, endpoint: str) -> Session:
         """The open session `session_id` of `endpoint`; InvalidInvocation when there is none."""
         session = self._open.get(session_id)
         if session is not None and session.expires <= self.clock():
             del self._open[session_id]
+            self._forget([session_id])
             session = None
         if session is None or session.endpoint.lower() != endpoint.lower():
             # pier's words: SageMaker's for this case are not known.
@@ -86,7 +102,23 @@ class Sessions:
         return session
 
     def close(self, session_id: str) -> bool:
-        return self._open.pop(session_id, None) is not None
+        closed = self._open.pop(session_id, None) is not None
+        if closed:
+            self._forget([session_id])
+        return closed
+
+    def release(self) -> None:
+        """Close the store (the gateway is stopping); the sessions stay in it for the next gateway."""
+        if self.store is not None:
+            self.store.close()
+
+    def _save(self, session: Session) -> None:
+        if self.store is not None:
+            self.store.put(session.id, session.endpoint, session.component, session.copy_id, session.expires)
+
+    def _forget(self, ids: list[str]) -> None:
+        if self.store is not None and ids:
+            self.store.delete(ids)
 
 
 def request_type(body: bytes) -> str | None:

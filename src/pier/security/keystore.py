@@ -138,15 +138,16 @@ class KeyStore:
 
     def _read(self) -> list[StoredKey]:
         try:
-            text = self.path.read_text()
+            raw = self.path.read_bytes()
         except FileNotFoundError:
             return []
         try:
-            document = json.loads(text)
-            return [_from_json(entry) for entry in document["keys"]]
-        except (ValueError, KeyError, TypeError) as error:
-            raise KeyStoreError(f"{self.path} is not a pier key file ({error}); restore it from a backup or move "
-                                "it away and create the keys again.") from None
+            keys, bad = read_document(raw)
+        except ValueError as error:
+            raise KeyStoreError(damaged(self.path, str(error))) from None
+        if bad:
+            raise KeyStoreError(damaged(self.path, "; ".join(f"key {name}: {why}" for name, why in bad)))
+        return keys
 
     def _write(self, keys: list[StoredKey]) -> None:
         private_folder(self.path.parent)
@@ -170,6 +171,36 @@ class KeyStore:
             yield
         finally:
             os.close(descriptor)
+
+
+def read_document(raw: bytes) -> tuple[list[StoredKey], list[tuple[str, str]]]:
+    """The keys in a key file's bytes, and each entry that does not read as one (its name, or its place, and why).
+    ValueError when the bytes are no key file at all (`pier state check` reads the file this way too)."""
+    try:
+        document = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"it is not UTF-8 text (byte {error.start} is {raw[error.start:error.start + 1]!r})") from None
+    except (ValueError, RecursionError) as error:
+        raise ValueError(f"it is not JSON ({error})" if raw.strip() else "it is empty") from None
+    entries = document.get("keys") if isinstance(document, dict) else None
+    if not isinstance(entries, list):
+        raise ValueError('it is JSON but has no "keys" list')
+    keys: list[StoredKey] = []
+    bad: list[tuple[str, str]] = []
+    for place, entry in enumerate(entries):
+        try:
+            keys.append(_from_json(entry))
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            name = entry.get("name") if isinstance(entry, dict) else None
+            bad.append((name if isinstance(name, str) else f"#{place + 1}", f"{type(error).__name__}: {error}"))
+    return keys, bad
+
+
+def damaged(path: Path, problem: str) -> str:
+    """A damaged key file's message: what is wrong and the ways out."""
+    return (f"{path} is not a pier key file: {problem}. Restore it from a backup (pier state restore "
+            f"--state-dir {path.parent}), or move it aside (mv {path} {path}.damaged) and create the keys again "
+            "(pier keys create).")
 
 
 def private_folder(folder: Path) -> None:

@@ -1,0 +1,85 @@
+"""The open sessions in the state folder (`sessions.sqlite3`), so a restarted gateway still routes each session to
+its copy (copy ids follow from what a copy is, so the restarted copy has the same id).
+
+One row per session, written when it opens, moves to another copy or ends; a use does not write (the order of
+least recent use is the gateway's memory's; after a restart, the order sessions were opened in). Opened, checked,
+backed up and restored as every file of the state folder is (`pier.control.state_files`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pier.control.state import BadRow, RowsRead, Schema, open_database
+
+FILE = "sessions.sqlite3"
+COLUMNS = "id, endpoint, component, copy_id, expires"
+
+
+def _rows(db: sqlite3.Connection) -> RowsRead:
+    read = RowsRead()
+    for row in db.execute(f"SELECT {COLUMNS} FROM sessions ORDER BY expires"):
+        problem = row_problem(row)
+        read.names.add(f"session {row[0]}")
+        if problem:
+            read.bad.append(BadRow("session", str(row[0]), 0.0, problem))
+        else:
+            read.counts["sessions"] = read.counts.get("sessions", 0) + 1
+    return read
+
+
+def row_problem(row: tuple[Any, ...]) -> str:
+    """Why a stored row is no session ("" when it is one)."""
+    if not all(isinstance(value, str) and value for value in row[:4]):
+        return "its id, endpoint, component and copy are not all text"
+    if not isinstance(row[4], int | float):
+        return "its expiry is not a number"
+    return ""
+
+
+SCHEMA = Schema(1, ("CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, endpoint TEXT NOT NULL, component "
+                    "TEXT NOT NULL, copy_id TEXT NOT NULL, expires REAL NOT NULL)",),
+                ("sessions",), "no open sessions (clients open new ones)", _rows)
+
+
+class SessionStore:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._db = open_database(path, SCHEMA)  # StateDamaged when it cannot be read: never replaced
+
+    @classmethod
+    def open(cls, state_dir: Path) -> SessionStore:
+        return cls(state_dir / FILE)
+
+    @property
+    def changes(self) -> int:
+        with self._lock:
+            return self._db.total_changes
+
+    def load(self, now: float, limit: int) -> list[tuple[str, str, str, str, float]]:
+        """The newest `limit` sessions not expired at `now`, oldest first (expired ones are removed; rows that do
+        not read are left for `pier state check` to name)."""
+        with self._lock:
+            self._db.execute("DELETE FROM sessions WHERE typeof(expires) IN ('real', 'integer') AND expires <= ?",
+                             (now,))
+            rows = self._db.execute(f"SELECT {COLUMNS} FROM sessions WHERE expires > ? ORDER BY expires DESC LIMIT ?",
+                                    (now, limit)).fetchall()
+        return [row for row in reversed(rows) if not row_problem(row)]
+
+    def put(self, id: str, endpoint: str, component: str, copy_id: str, expires: float) -> None:
+        with self._lock:
+            self._db.execute(f"INSERT OR REPLACE INTO sessions ({COLUMNS}) VALUES (?, ?, ?, ?, ?)",
+                             (id, endpoint, component, copy_id, expires))
+
+    def delete(self, ids: Iterable[str]) -> None:
+        with self._lock:
+            self._db.executemany("DELETE FROM sessions WHERE id = ?", [(i,) for i in ids])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
