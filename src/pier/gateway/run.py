@@ -13,6 +13,7 @@ from pier.control.backups import GatewayLock
 from pier.errors import PierError
 from pier.gateway.app import create_gateway
 from pier.gateway.drain import DrainingServer, grace_period
+from pier.security import listening
 from pier.security.exposure import may_listen
 from pier.security.keystore import StoredKey
 from pier.security.settings import SecuritySettings
@@ -54,6 +55,7 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
     lock = None
     try:  # one gateway per state folder; a damaged state is refused, never replaced (`pier state` mends it)
         lock = GatewayLock.take(folder)
+        listening.record(folder, host, port, insecure)  # for `pier keys revoke` to say what the last revoke does
         chosen = open_backend(backend, folder, ray)
         app = create_gateway(folder, security=security, backend=chosen)
     except PierError as error:
