@@ -14,6 +14,7 @@ from pier.security.settings import SecuritySettings
 from tests.security.conftest import GENERATE, CopyBackend, Secured
 from tests.sockets import serving
 
+LIST_MODELS = {"X-Amz-Target": "SageMaker.ListModels", "Content-Type": "application/x-amz-json-1.1"}
 CREATE_MODEL = {"X-Amz-Target": "SageMaker.CreateModel", "Content-Type": "application/x-amz-json-1.1"}
 
 
@@ -67,5 +68,25 @@ def test_names_the_user_allows_are_served(tmp_path: Path) -> None:
         for host, status in [("pier.lan", 200), ("gpu-box:8080", 200), ("OTHER.lan", 200), ("evil.example", 403),
                              ("10.1.2.3:8080", 200), ("[::1]:8080", 200)]:
             assert httpx.get(url + "/ping", headers={"Host": host}).status_code == status, host
-        allowed_page = httpx.get(url + "/ping", headers={"Origin": "https://pier.lan"})
-        assert allowed_page.status_code == 200
+        own_page = httpx.get(url + "/ping", headers={"Host": "pier.lan", "Origin": "http://pier.lan"})
+        assert own_page.status_code == 200
+        # a name pier answers to is not an origin it trusts: a page on another port of it is not pier's
+        for origin in ("http://pier.lan:3000", "https://pier.lan:8443"):
+            reply = httpx.get(url + "/ping", headers={"Host": "pier.lan", "Origin": origin})
+            assert reply.status_code == 403, origin
+
+
+def test_only_pier_s_own_origin_and_listed_ones_are_trusted(tmp_path: Path) -> None:
+    security = SecuritySettings.from_env({"PIER_ALLOWED_ORIGINS": "https://console.example"},
+                                         allowed_origins=["http://localhost:3000"])
+    app = create_gateway(tmp_path / "state", backend=CopyBackend("http://127.0.0.1:9"), security=security)
+    with serving(app) as url:
+        port = url.rsplit(":", 1)[1]
+        for origin, status in [(url, 200), ("http://localhost:3000", 200), ("https://console.example", 200),
+                               ("http://localhost:3001", 403), (f"http://localhost:{port}", 403),
+                               ("http://127.0.0.1:5173", 403), ("null", 403)]:
+            reply = httpx.post(url + "/", headers={**LIST_MODELS, "Origin": origin}, content=b"{}")
+            assert reply.status_code == status, (origin, reply.text)
+        refused = httpx.post(url + "/", headers={**LIST_MODELS, "Origin": "http://localhost:3001"}, content=b"{}")
+        assert refused.json()["__type"] == "AccessDeniedException"
+        assert "--allow-origin http://localhost:3001" in refused.json()["message"]

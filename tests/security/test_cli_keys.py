@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -47,3 +48,37 @@ def test_refusals(tmp_path: Path) -> None:
     assert code == 1 and "No key is called nobody" in err
     assert run("keys", "revoke", "x", "--state-dir", str(tmp_path))[0] == 0
     assert KeyStore.in_state_dir(tmp_path).saved() == ()
+
+
+def test_rotate_then_revoke_the_old_secrets(tmp_path: Path) -> None:
+    folder = str(tmp_path)
+    old = json.loads(run("keys", "create", "ci", "--role", "invoke", "--state-dir", folder, "--json")[1])
+    code, out, err = run("keys", "rotate", "ci", "--state-dir", folder)
+    assert code == 0 and "API key (Bearer):" in out and "pier keys revoke ci --access-key-id OLD_ID" in err
+    listed = json.loads(run("keys", "ls", "--state-dir", folder, "--json")[1])
+    assert [row["name"] for row in listed] == ["ci", "ci"]
+    new_id = listed[1]["access_key_id"]
+    assert run("keys", "revoke", "ci", "--access-key-id", old["access_key_id"], "--state-dir", folder)[0] == 0
+    assert [k.access_key_id for k in KeyStore.in_state_dir(tmp_path).saved()] == [new_id]
+
+
+def test_expires(tmp_path: Path) -> None:
+    folder = str(tmp_path)
+    created = json.loads(run("keys", "create", "temp", "--expires", "2h", "--state-dir", folder, "--json")[1])
+    assert abs(created["expires"] - (time.time() + 7200)) < 60
+    code, out, err = run("keys", "ls", "--state-dir", folder)
+    assert code == 0 and "expires" in out + err
+    code, _, err = run("keys", "create", "past", "--expires", "2001-01-01", "--state-dir", folder)
+    assert code == 2 and "not in the future" in err
+    code, _, err = run("keys", "rotate", "temp", "--expires", "whenever", "--state-dir", folder)
+    assert code == 2 and "neither a duration" in err
+
+
+def test_revoking_the_last_key_warns(tmp_path: Path) -> None:
+    folder = str(tmp_path)
+    run("keys", "create", "a", "--role", "admin", "--state-dir", folder)
+    run("keys", "create", "b", "--role", "admin", "--state-dir", folder)
+    code, _, err = run("keys", "revoke", "a", "--state-dir", folder)
+    assert code == 0 and "warning" not in err
+    code, _, err = run("keys", "revoke", "b", "--state-dir", folder)
+    assert code == 0 and "warning:" in err and "No key is left" in " ".join(err.split())

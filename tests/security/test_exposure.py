@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pier.cli import app
-from pier.security.exposure import exposure_problem, exposure_warning
+from pier.security.exposure import Door, door, exposure_problem, exposure_warning, why_shut
 from pier.security.keystore import KeyStore
 from pier.security.principal import Role
 from tests.server.processes import ServerProcess, pier_environment
@@ -71,3 +71,35 @@ def test_a_damaged_key_file_stops_the_gateway_from_starting(tmp_path: Path, capl
     (tmp_path / "keys.json").write_text("{not json")
     assert not may_listen(tmp_path, "127.0.0.1", insecure=False)
     assert "not a pier key file" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("host", "insecure", "keys", "valid", "entry"),
+    [
+        # the laptop default: loopback with no key at all needs none
+        ("127.0.0.1", False, 0, 0, Door.OPEN),
+        ("localhost", False, 0, 0, Door.OPEN),
+        ("::1", False, 0, 0, Door.OPEN),
+        # a valid key anywhere turns keys on
+        ("127.0.0.1", False, 1, 1, Door.KEYED),
+        ("0.0.0.0", False, 2, 1, Door.KEYED),
+        ("0.0.0.0", True, 1, 1, Door.KEYED),
+        # beyond loopback with no key (revoked, keys.json deleted or emptied): shut, not open
+        ("0.0.0.0", False, 0, 0, Door.SHUT),
+        ("::", False, 0, 0, Door.SHUT),
+        ("192.168.1.5", False, 0, 0, Door.SHUT),
+        ("127.0.0.2", False, 0, 0, Door.OPEN),  # 127.0.0.0/8 is loopback
+        # --insecure is the operator's explicit "no authentication beyond loopback"
+        ("0.0.0.0", True, 0, 0, Door.OPEN),
+        # keys that all expired never open anything, wherever it listens
+        ("127.0.0.1", False, 1, 0, Door.SHUT),
+        ("0.0.0.0", True, 2, 0, Door.SHUT),
+    ],
+)
+def test_door(host: str, insecure: bool, keys: int, valid: int, entry: Door) -> None:
+    assert door(host, insecure, keys, valid) is entry
+
+
+def test_why_shut_says_what_happened() -> None:
+    assert "0.0.0.0, beyond loopback" in why_shut("0.0.0.0", 0) and "revoked" in why_shut("0.0.0.0", 0)
+    assert "2 key(s) has expired" in why_shut("127.0.0.1", 2)

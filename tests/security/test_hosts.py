@@ -8,6 +8,7 @@ from pier.security.hosts import HostPolicy, check_request, is_loopback, is_wildc
 
 DEFAULT = HostPolicy.of([])
 MINE = HostPolicy.of(["pier.lan", "GPU-box"])
+LISTED = HostPolicy.of([], ["http://localhost:3000", "HTTPS://Console.Example/"])
 
 
 @pytest.mark.parametrize(
@@ -34,11 +35,24 @@ MINE = HostPolicy.of(["pier.lan", "GPU-box"])
         ("pier.lan:8080", None, MINE, None, None),
         ("gpu-box", None, MINE, None, None),
         ("evil.example", None, HostPolicy.of(["*"]), None, None),
-        # Origin: pier's own page, or a configured/loopback name
+        # Origin: pier's own page (the scheme://host:port the request went to)
         ("127.0.0.1:8080", "http://127.0.0.1:8080", DEFAULT, None, None),
         ("localhost", "http://localhost", DEFAULT, None, None),
+        ("localhost:80", "http://localhost", DEFAULT, None, None),
         ("pier.lan", "https://pier.lan", MINE, None, None),
-        ("127.0.0.1:8080", "http://localhost:3000", DEFAULT, None, None),
+        # another loopback origin is not pier: a dev server, another port, another name for the same address
+        ("127.0.0.1:8080", "http://localhost:3000", DEFAULT, None, "Origin"),
+        ("localhost:8080", "http://localhost:3000", DEFAULT, None, "Origin"),
+        ("127.0.0.1:8080", "http://127.0.0.1:3000", DEFAULT, None, "Origin"),
+        ("127.0.0.1:8080", "http://localhost:8080", DEFAULT, None, "Origin"),
+        ("pier.lan:8080", "http://pier.lan:9090", MINE, None, "Origin"),
+        # origins the operator listed (--allow-origin), and only those
+        ("127.0.0.1:8080", "http://localhost:3000", LISTED, None, None),
+        ("127.0.0.1:8080", "https://console.example", LISTED, None, None),
+        ("127.0.0.1:8080", "https://console.example:443", LISTED, None, None),
+        ("127.0.0.1:8080", "http://console.example", LISTED, None, "Origin"),
+        ("127.0.0.1:8080", "http://localhost:3001", LISTED, None, "Origin"),
+        ("127.0.0.1:8080", "https://localhost:3000", LISTED, None, "Origin"),
         # a web page elsewhere (a simple text/plain POST carries Origin too)
         ("127.0.0.1:8080", "https://evil.example", DEFAULT, None, "Origin"),
         ("127.0.0.1:8080", "http://evil.example:8080", DEFAULT, None, "Origin"),
@@ -46,7 +60,7 @@ MINE = HostPolicy.of(["pier.lan", "GPU-box"])
         ("127.0.0.1:8080", "file://", DEFAULT, None, "Origin"),
         ("127.0.0.1:8080", "http://192.168.1.9:8080", DEFAULT, None, "Origin"),
         ("pier.example", "https://evil.example", HostPolicy.of(["*"]), None, "Origin"),  # "*": any Host, not any Origin
-        ("127.0.0.1:8080", "https://127.0.0.1:8080", DEFAULT, None, None),  # loopback origin, another scheme
+        ("127.0.0.1:8080", "https://127.0.0.1:8080", DEFAULT, None, None),  # its own host:port, over TLS
         # no Origin, but the browser says cross-site (an <img> GET)
         ("127.0.0.1:8080", None, DEFAULT, "cross-site", "Sec-Fetch-Site"),
         ("127.0.0.1:8080", None, DEFAULT, "same-origin", None),
@@ -63,7 +77,17 @@ def test_a_refusal_says_how_to_allow_the_name() -> None:
     refusal = check_request("pier.example.com:8080", None, DEFAULT)
     assert refusal is not None and "--allow-host pier.example.com" in refusal.message
     refusal = check_request("127.0.0.1", "https://app.example.com", DEFAULT)
-    assert refusal is not None and "--allow-host app.example.com" in refusal.message
+    assert refusal is not None and "--allow-origin https://app.example.com " in refusal.message
+
+
+@pytest.mark.parametrize("origin", ["localhost:3000", "ftp://x.example", "null", "http://a.example/path",
+                                    "http://user@a.example", ""])
+def test_a_listed_origin_must_be_one(origin: str) -> None:
+    if not origin:
+        assert HostPolicy.of([], [origin]).origins == frozenset()  # blank entries (a trailing comma) are skipped
+        return
+    with pytest.raises(ValueError, match="is not an origin: give scheme://host"):
+        HostPolicy.of([], [origin])
 
 
 @pytest.mark.parametrize(("name", "loopback"), [("localhost", True), ("127.0.0.1", True), ("127.255.0.1", True),

@@ -65,7 +65,7 @@ def test_revoke(tmp_path: Path) -> None:
     store = KeyStore.in_state_dir(tmp_path)
     alice = store.create("alice", Role.ADMIN)
     store.create("bob", Role.INVOKE)
-    assert store.revoke("alice").principal.name == "alice"
+    assert [k.principal.name for k in store.revoke("alice")] == ["alice"]
     assert [k.principal.name for k in store.saved()] == ["bob"]
     assert store.by_api_key(alice.api_key) is None
     with pytest.raises(KeyStoreError, match="No key is called alice"):
@@ -115,3 +115,45 @@ def test_a_world_readable_temporary_left_behind_is_not_reused_as_is(tmp_path: Pa
     leftover.chmod(0o644)
     store.create("alice", Role.ADMIN)
     assert mode(tmp_path / "keys.json") == 0o600
+
+
+def test_rotate_adds_a_second_secret_that_works_until_the_first_is_revoked(tmp_path: Path) -> None:
+    store = KeyStore.in_state_dir(tmp_path)
+    first = store.create("ci", Role.INVOKE, ["chat"])
+    second = store.rotate("ci")
+    assert second.stored.principal == first.stored.principal  # same role and endpoints
+    assert second.stored.access_key_id != first.stored.access_key_id and second.api_key != first.api_key
+    for issued in (first, second):
+        assert store.by_api_key(issued.api_key) == issued.stored
+        assert store.by_access_key(issued.stored.access_key_id) == issued.stored
+    with pytest.raises(KeyStoreError, match="revoke the old one first: `pier keys revoke ci --access-key-id"):
+        store.rotate("ci")  # two at most, as IAM allows
+    with pytest.raises(KeyStoreError, match="has no access key id PIERNOPE"):
+        store.revoke("ci", "PIERNOPE")
+    assert store.revoke("ci", first.stored.access_key_id) == (first.stored,)
+    assert store.by_api_key(first.api_key) is None and store.by_api_key(second.api_key) == second.stored
+    with pytest.raises(KeyStoreError, match="No key is called nobody"):
+        store.rotate("nobody")
+    store.rotate("ci")
+    assert len(store.revoke("ci")) == 2 and store.saved() == ()  # revoking the name revokes all its secrets
+
+
+def test_a_key_can_expire(tmp_path: Path) -> None:
+    store = KeyStore.in_state_dir(tmp_path)
+    lasting = store.create("lasting", Role.ADMIN)
+    brief = store.create("brief", Role.INVOKE, expires=1000.0)
+    assert lasting.stored.expires is None and brief.stored.expires == 1000.0
+    assert not brief.stored.expired(999.9) and brief.stored.expired(1000.0)
+    assert KeyStore.in_state_dir(tmp_path).by_api_key(brief.api_key) == brief.stored  # the expiry is kept
+    assert store.usable(1000.0) == (lasting.stored,) and len(store.usable(999.0)) == 2
+    assert store.rotate("brief", expires=5000.0).stored.expires == 5000.0
+
+
+def test_a_key_file_without_expiry_times_still_reads(tmp_path: Path) -> None:
+    """keys.json written before keys could expire."""
+    issued = KeyStore.in_state_dir(tmp_path).create("old", Role.ADMIN)
+    document = json.loads((tmp_path / "keys.json").read_text())
+    del document["keys"][0]["expires"]
+    (tmp_path / "keys.json").write_text(json.dumps(document))
+    found = KeyStore.in_state_dir(tmp_path).by_api_key(issued.api_key)
+    assert found is not None and found.expires is None

@@ -23,7 +23,14 @@ def test_the_openai_client_works_with_an_api_key(secured: Secured) -> None:
     streamed = client(secured, secured.keys["admin"].api_key).completions.create(
         model="chat", prompt="the cat", max_tokens=3, stream=True)
     assert len([chunk for chunk in streamed if chunk.choices]) >= 1
-    assert [m.id for m in client(secured, secured.keys["limited"].api_key).models.list()] == ["chat"]
+
+
+def test_the_model_list_holds_only_what_the_key_may_call(secured: Secured) -> None:
+    secured.deploy("chat")
+    secured.deploy("allowed")
+    listed = {who: sorted(m.id for m in client(secured, secured.keys[who].api_key).models.list())
+              for who in ("admin", "invoker", "limited")}
+    assert listed == {"admin": ["allowed", "chat"], "invoker": ["allowed", "chat"], "limited": ["allowed"]}
 
 
 def test_a_wrong_api_key_is_401(secured: Secured) -> None:

@@ -1,13 +1,14 @@
-"""`pier keys create / ls / revoke`: who may call the gateway. They edit `<state_dir>/keys.json` directly, so they
-work with the gateway stopped, and a running gateway picks the change up on its next request."""
+"""`pier keys create / rotate / ls / revoke`: who may call the gateway. They edit `<state_dir>/keys.json` directly,
+so they work with the gateway stopped, and a running gateway picks the change up on its next request."""
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.table import Table
@@ -23,6 +24,9 @@ app.add_typer(keys_app, name="keys")
 StateDir = Annotated[Path | None, typer.Option(envvar="PIER_STATE_DIR",
                                                 help="The gateway's state folder (default ~/.pier).")]
 Json = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
+Expires = Annotated[str | None, typer.Option(help=(
+    "When the key stops working: a duration (90d, 12h, 30m, 2w) or a UTC date and time (2026-01-31, "
+    "2026-01-31T18:00:00Z). Default: never."))]
 
 
 def _store(state_dir: Path | None) -> KeyStore:
@@ -43,6 +47,7 @@ def create(
                                            "invoke: the runtime and OpenAI routes only.")] = "invoke",
     endpoint: Annotated[list[str] | None, typer.Option(
         help="With --role invoke: the only endpoint it may call (repeat for more). Default: every endpoint.")] = None,
+    expires: Expires = None,
     state_dir: StateDir = None,
     as_json: Json = False,
 ) -> None:
@@ -55,11 +60,45 @@ def create(
         _fail(f"--role must be admin or invoke, not {role!r}", 2)
     if endpoint and role == Role.ADMIN:
         _fail("--endpoint limits an invoke key; an admin key may do everything anyway", 2)
+    until = _expiry(expires)
     try:
-        issued = _store(state_dir).create(name, Role(role), endpoint or ())
+        issued = _store(state_dir).create(name, Role(role), endpoint or (), until)
     except KeyStoreError as error:
         _fail(str(error))
     _show(issued, as_json)
+
+
+@keys_app.command("rotate")
+def rotate(
+    name: Annotated[str, typer.Argument(help="The key to give new secrets.")],
+    expires: Expires = None,
+    state_dir: StateDir = None,
+    as_json: Json = False,
+) -> None:
+    """New secrets for a key, with its role and endpoints. Its current secrets keep working until you revoke them
+    (`pier keys revoke NAME --access-key-id OLD_ID`), so clients can move over first."""
+    from pier.security.keystore import KeyStoreError
+
+    until = _expiry(expires)
+    try:
+        issued = _store(state_dir).rotate(name, until)
+    except KeyStoreError as error:
+        _fail(str(error))
+    _show(issued, as_json)
+    if not as_json:
+        console.print(f"The old secrets of {name} still work: move clients to these, then `pier keys revoke {name} "
+                      "--access-key-id OLD_ID` (`pier keys ls` lists both ids).")
+
+
+def _expiry(expires: str | None) -> float | None:
+    from pier.security.expiry import expiry_time
+
+    if expires is None:
+        return None
+    try:
+        return expiry_time(expires, time.time())
+    except ValueError as error:
+        _fail(str(error), 2)
 
 
 def _show(issued: IssuedKey, as_json: bool) -> None:
@@ -68,7 +107,8 @@ def _show(issued: IssuedKey, as_json: bool) -> None:
         sys.stdout.write(json.dumps({
             "name": stored.principal.name, "role": stored.principal.role.value,
             "endpoints": list(stored.principal.endpoints), "access_key_id": stored.access_key_id,
-            "secret_access_key": stored.secret_access_key, "api_key": issued.api_key}) + "\n")
+            "secret_access_key": stored.secret_access_key, "api_key": issued.api_key,
+            "expires": stored.expires}) + "\n")
         return
     # The one time the secrets are shown: on stdout, so they can be piped away from the terminal's log.
     console.print(f"Created key [bold]{stored.principal.name}[/] ({stored.principal.describe()}). The secrets below "
@@ -76,6 +116,10 @@ def _show(issued: IssuedKey, as_json: bool) -> None:
     print(f"AWS access key id:     {stored.access_key_id}")
     print(f"AWS secret access key: {stored.secret_access_key}")
     print(f"API key (Bearer):      {issued.api_key}")
+    if stored.expires is not None:
+        from pier.security.expiry import shown
+
+        console.print(f"It expires at {shown(stored.expires)}.")
     console.print(
         "\nboto3 / sagemaker SDK: aws_access_key_id and aws_secret_access_key as above (or AWS_ACCESS_KEY_ID / "
         "AWS_SECRET_ACCESS_KEY), endpoint_url the gateway.\nopenai: OpenAI(base_url=\"http://HOST:8080/v1\", "
@@ -85,16 +129,19 @@ def _show(issued: IssuedKey, as_json: bool) -> None:
 
 @keys_app.command("ls")
 def ls(state_dir: StateDir = None, as_json: Json = False) -> None:
-    """The keys: name, role, endpoints, access key id, created. Never a secret."""
+    """The keys: name, role, endpoints, access key id, created, expires. Never a secret."""
+    from pier.security.expiry import shown
     from pier.security.keystore import KeyStoreError
 
     try:
         keys = _store(state_dir).saved()
     except KeyStoreError as error:
         _fail(str(error))
-    rows = [{"name": k.principal.name, "role": k.principal.role.value, "endpoints": list(k.principal.endpoints),
+    rows: list[dict[str, Any]] = [
+        {"name": k.principal.name, "role": k.principal.role.value, "endpoints": list(k.principal.endpoints),
              "access_key_id": k.access_key_id,
-             "created": datetime.fromtimestamp(k.created, UTC).strftime("%Y-%m-%d %H:%M:%SZ")} for k in keys]
+             "created": datetime.fromtimestamp(k.created, UTC).strftime("%Y-%m-%d %H:%M:%SZ"),
+             "expires": shown(k.expires), "expired": k.expired(time.time())} for k in keys]
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return
@@ -102,20 +149,36 @@ def ls(state_dir: StateDir = None, as_json: Json = False) -> None:
         console.print("No keys: the gateway needs none on 127.0.0.1. `pier keys create NAME --role admin` makes one "
                       "(and turns authentication on).")
         return
-    table = Table("name", "role", "endpoints", "access key id", "created")
+    table = Table("name", "role", "endpoints", "access key id", "created", "expires")
     for row in rows:
+        until = f"{row['expires']} (EXPIRED)" if row["expired"] else str(row["expires"])
         table.add_row(str(row["name"]), str(row["role"]), ", ".join(row["endpoints"]) or "all",
-                      str(row["access_key_id"]), str(row["created"]))
+                      str(row["access_key_id"]), str(row["created"]), until)
     console.print(table)
 
 
 @keys_app.command("revoke")
-def revoke(name: str, state_dir: StateDir = None) -> None:
-    """Delete a key: requests signed with it fail from the next one on (no restart)."""
+def revoke(
+    name: str,
+    access_key_id: Annotated[str | None, typer.Option(help=(
+        "Revoke only these secrets of the key (the old ones, after `pier keys rotate`). Default: all of them."))
+    ] = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Delete a key: requests signed with it fail from the next one on (no restart). Revoking the last valid key
+    of a gateway that listens beyond loopback makes it refuse every call until a key is created."""
+    from pier.security import listening
     from pier.security.keystore import KeyStoreError
 
+    store = _store(state_dir)
     try:
-        removed = _store(state_dir).revoke(name)
+        removed = store.revoke(name, access_key_id)
+        now = time.time()
+        valid, left = len(store.usable(now)), len(store.saved())
     except KeyStoreError as error:
         _fail(str(error))
-    console.print(f"Revoked {removed.principal.describe()} (access key id {removed.access_key_id}).")
+    for key in removed:
+        console.print(f"Revoked {key.principal.describe()} (access key id {key.access_key_id}).")
+    warning = listening.revoke_warning(valid, left - valid, listening.running(store.path.parent))
+    if warning is not None:
+        console.print(f"[yellow]warning:[/] {warning}")

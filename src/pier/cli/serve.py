@@ -30,6 +30,9 @@ Host = Annotated[str | None, typer.Option(help=(
 AllowHost = Annotated[list[str] | None, typer.Option(help=(
     "Also answer requests whose Host is this name (repeatable; '*' = any). Loopback names and IP addresses are "
     "always answered; other names are refused against DNS rebinding. Also PIER_ALLOWED_HOSTS."))]
+AllowOrigin = Annotated[list[str] | None, typer.Option(help=(
+    "Also trust web pages from this origin, scheme://host[:port] (repeatable); only pier's own pages are trusted "
+    "otherwise, even other loopback ones (http://localhost:3000). Also PIER_ALLOWED_ORIGINS."))]
 Insecure = Annotated[bool, typer.Option(help="Listen beyond loopback even with no keys: NO authentication.")]
 AccessLog = Annotated[bool, typer.Option("--access-log", help="Log a line for every HTTP call to the gateway.")]
 
@@ -60,6 +63,7 @@ def up(
     host: Host = None,
     state_dir: StateDir = None,
     allow_host: AllowHost = None,
+    allow_origin: AllowOrigin = None,
     insecure: Insecure = False,
     access_log: AccessLog = False,
     grace_period: GracePeriod = None,
@@ -85,16 +89,18 @@ def up(
         except ValueError as error:
             raise typer.BadParameter(str(error), param_hint="--ray-config") from None
     _run_gateway(port, host, state_dir, allow_host, insecure, access_log=access_log, grace_period=grace_period,
-                 backend=backend, ray=ray)
+                 backend=backend, ray=ray, allow_origin=allow_origin)
 
 
 def _run_gateway(port: int | None, host: str | None, state_dir: Path | None, allow_host: list[str] | None,
                  insecure: bool, session_keys: tuple[StoredKey, ...] = (), access_log: bool = False,
-                 grace_period: float | None = None, backend: str = "local", ray: RayConfig | None = None) -> None:
+                 grace_period: float | None = None, backend: str = "local", ray: RayConfig | None = None,
+                 allow_origin: list[str] | None = None) -> None:
     from pier.gateway.run import DEFAULT_PORT, run_gateway
 
     raise typer.Exit(run_gateway(port or DEFAULT_PORT, state_dir, host=host or "127.0.0.1",
-                                 allowed_hosts=tuple(allow_host or ()), insecure=insecure, session_keys=session_keys,
+                                 allowed_hosts=tuple(allow_host or ()), allowed_origins=tuple(allow_origin or ()),
+                                 insecure=insecure, session_keys=session_keys,
                                  access_log=access_log, grace_period_s=grace_period, backend=backend, ray=ray))
 
 
@@ -110,6 +116,7 @@ def serve(
     parallel: Parallel = None,
     state_dir: StateDir = None,
     allow_host: AllowHost = None,
+    allow_origin: AllowOrigin = None,
     insecure: Insecure = False,
     access_log: AccessLog = False,
 ) -> None:
@@ -125,7 +132,7 @@ def serve(
     endpoint = name or ("demo" if demo else endpoint_name(source))
     session = session_key()  # this process's own deploy call, should the gateway have keys
     _deploy_when_up(endpoint, _local_source(source), port or 8080, parallel, session)
-    _run_gateway(port, host, folder, allow_host, insecure, (session.stored,), access_log)
+    _run_gateway(port, host, folder, allow_host, insecure, (session.stored,), access_log, allow_origin=allow_origin)
 
 
 def endpoint_name(source: str) -> str:

@@ -14,6 +14,7 @@ from prometheus_client import generate_latest
 from pier.backends.base import CopySpec
 from pier.gateway import copy_metrics, metrics_summary
 from pier.gateway.parts import gateway_of
+from pier.security.principal import caller
 
 
 async def ping(request: Request) -> Response:
@@ -21,11 +22,14 @@ async def ping(request: Request) -> Response:
 
 
 async def openai_models(request: Request) -> Response:
-    """Every endpoint and inference component in service, by the name the OpenAI routes take as `model`."""
+    """Every endpoint and inference component in service that the caller's key may call, by the name the OpenAI
+    routes take as `model` (a key limited to some endpoints sees only those and their components)."""
     state = gateway_of(request).state
-    models = [(e.name, e.created) for e in state.endpoints.all() if e.status == "InService"]
-    models += [(c.name, c.created) for c in state.components.all() if c.status == "InService"]
-    data = [{"id": name, "object": "model", "created": int(created), "owned_by": "pier"} for name, created in models]
+    who = caller(request.state)
+    models = [(e.name, e.created, e.name) for e in state.endpoints.all() if e.status == "InService"]
+    models += [(c.name, c.created, c.endpoint) for c in state.components.all() if c.status == "InService"]
+    data = [{"id": name, "object": "model", "created": int(created), "owned_by": "pier"}
+            for name, created, endpoint in models if who is None or who.may_invoke(endpoint)]
     return JSONResponse({"object": "list", "data": data})
 
 

@@ -14,6 +14,7 @@ from pier.control.backups import GatewayLock
 from pier.errors import PierError
 from pier.gateway.app import create_gateway
 from pier.gateway.drain import DrainingServer, grace_period
+from pier.security import listening
 from pier.security.exposure import may_listen
 from pier.security.keystore import StoredKey
 from pier.security.settings import SecuritySettings
@@ -30,7 +31,8 @@ STATE_UNUSABLE = 3  # exit code when the gateway cannot start on its state folde
 
 
 def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host: str = "127.0.0.1",
-                log_level: str = "info", allowed_hosts: tuple[str, ...] = (), insecure: bool = False,
+                log_level: str = "info", allowed_hosts: tuple[str, ...] = (), allowed_origins: tuple[str, ...] = (),
+                insecure: bool = False,
                 session_keys: tuple[StoredKey, ...] = (), access_log: bool = False,
                 grace_period_s: float | None = None, backend: str = "local", ray: RayConfig | None = None) -> int:
     """Serve the gateway until SIGINT/SIGTERM, which drain: requests in flight get `grace_period_s` (default
@@ -54,10 +56,12 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
         return STATE_UNUSABLE
     if not may_listen(folder, host, insecure):
         return 2
-    security = SecuritySettings.from_env(allowed_hosts=allowed_hosts, bind_host=host, session_keys=session_keys)
+    security = SecuritySettings.from_env(allowed_hosts=allowed_hosts, bind_host=host, session_keys=session_keys,
+                                         allowed_origins=allowed_origins, insecure=insecure)
     lock = None
     try:  # one gateway per state folder; a damaged state is refused, never replaced (`pier state` mends it)
         lock = GatewayLock.take(folder)
+        listening.record(folder, host, port, insecure)  # for `pier keys revoke` to say what the last revoke does
         chosen = open_backend(backend, folder, ray)
         app = create_gateway(folder, security=security, backend=chosen)
     except PierError as error:
@@ -124,6 +128,8 @@ def arguments() -> argparse.ArgumentParser:
                              "PIER_GRACE_PERIOD_S or 30)")
     parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                         help="also answer requests for this Host name (repeatable; '*' = any)")
+    parser.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                        help="also trust browser pages from this origin, scheme://host[:port] (repeatable)")
     parser.add_argument("--insecure", action="store_true",
                         help="listen beyond loopback even without keys (no authentication)")
     parser.add_argument("--access-log", action="store_true", help="log a line for every HTTP call")
@@ -147,5 +153,6 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as error:
             parser.error(str(error))
     return run_gateway(args.port, args.state_dir, host=args.host, log_level=args.log_level,
-                       allowed_hosts=tuple(args.allow_host), insecure=args.insecure, access_log=args.access_log,
+                       allowed_hosts=tuple(args.allow_host), allowed_origins=tuple(args.allow_origin),
+                       insecure=args.insecure, access_log=args.access_log,
                        grace_period_s=args.grace_period, backend=args.backend, ray=ray)

@@ -4,13 +4,15 @@ API key, a sagemaker-api-key- token), checked against the key store."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Protocol
 
 from pier.security.bearer import SAGEMAKER_TOKEN_PREFIX, bearer_token, open_sagemaker_token
+from pier.security.credential_scope import check_scope
 from pier.security.errors import (
     HOW_TO_AUTHENTICATE,
+    ExpiredKey,
     IncompleteSignature,
     MissingAuthenticationToken,
     UnrecognizedClient,
@@ -67,23 +69,32 @@ def presented(request: HttpRequest) -> Presented:
     raise IncompleteSignature(f"Unsupported Authorization scheme {scheme!r}. {HOW_TO_AUTHENTICATE}")
 
 
-def principal_of(credential: Presented, request: HttpRequest, keys: Keys, now: datetime) -> Principal:
-    """The principal whose key made the credential; `request` must hold its body when `needs_body`."""
+def principal_of(credential: Presented, request: HttpRequest, keys: Keys, now: datetime, service: str) -> Principal:
+    """The principal whose key made the credential; `request` must hold its body when `needs_body`. A signature
+    must be scoped to `service` (the signing name of the API the route serves) and a real region."""
     if credential.kind is Kind.API_KEY:
         found = keys.by_api_key(credential.token)
         if found is None:
             raise UnrecognizedClient("API key")
-        return found.principal
+        return _unexpired(found, now).principal
     if credential.kind is Kind.SAGEMAKER_TOKEN:
         token = open_sagemaker_token(credential.token)
-        return _signed_by(token.request, token.signature, keys, now)
+        return _signed_by(token.request, token.signature, keys, now, service)
     assert credential.signature is not None
-    return _signed_by(request, credential.signature, keys, now)
+    return _signed_by(request, credential.signature, keys, now, service)
 
 
-def _signed_by(request: HttpRequest, signature: Signature, keys: Keys, now: datetime) -> Principal:
+def _signed_by(request: HttpRequest, signature: Signature, keys: Keys, now: datetime, service: str) -> Principal:
+    check_scope(signature.region, signature.service, service)
     found = keys.by_access_key(signature.access_key_id)
     if found is None:
         raise UnrecognizedClient()
     verify(request, signature, found.secret_access_key, now)
-    return found.principal
+    return _unexpired(found, now).principal
+
+
+def _unexpired(key: StoredKey, now: datetime) -> StoredKey:
+    if key.expired(now.timestamp()):
+        assert key.expires is not None
+        raise ExpiredKey(key.principal.name, datetime.fromtimestamp(key.expires, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return key

@@ -62,6 +62,29 @@ class InvalidSignature(AuthFailure):
     code = "InvalidSignatureException"
 
 
+class ExpiredKey(AuthFailure):
+    """A key past its expiry time: AWS's code for a credential that has expired."""
+
+    code = "ExpiredTokenException"
+
+    def __init__(self, name: str, expired_at: str) -> None:
+        super().__init__(
+            f"The security token included in the request is expired: pier key {name!r} expired at {expired_at}. "
+            f"Use another key, or make one: `pier keys rotate {name}` (new secrets for it) or `pier keys create`.")
+
+
+class NoUsableKey(AuthFailure):
+    """Keys are required (the gateway listens beyond loopback, or has keys) but none is valid: fail closed."""
+
+    code = "UnrecognizedClientException"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            f"This pier gateway refuses every call: {reason}. An operator on its host can create one, which works "
+            "at once (no restart): `pier keys create NAME --role admin` (with the gateway's --state-dir or "
+            "PIER_STATE_DIR); then sign requests with it or send it as a Bearer API key.")
+
+
 class AccessDenied(AuthFailure):
     code = "AccessDeniedException"
     json_status = 400

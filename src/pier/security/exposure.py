@@ -1,14 +1,42 @@
-"""Whether the gateway may listen where it was asked: beyond loopback, only with keys (or --insecure)."""
+"""Whether the gateway may listen where it was asked (beyond loopback, only with keys, or --insecure), and
+whether a request needs a key: decided at every request from where it listens and the keys it has now, so
+revoking the last key, or deleting or emptying keys.json, never opens a gateway that listens beyond loopback."""
 
 from __future__ import annotations
 
 import logging
+from enum import StrEnum
 from pathlib import Path
 
 from pier.security.hosts import is_loopback
 from pier.security.keystore import KeyStore, KeyStoreError
 
 log = logging.getLogger("pier.gateway")
+
+
+class Door(StrEnum):
+    OPEN = "open"  # no key needed: loopback (or --insecure) and no key at all
+    KEYED = "keyed"  # a valid key needed
+    SHUT = "shut"  # keys are needed but none is valid: every call refused, with how to create one
+
+
+def door(host: str, insecure: bool, keys: int, valid_keys: int) -> Door:
+    """How a request is let in, for a gateway listening on `host` with `keys` keys of which `valid_keys` have not
+    expired. Only the laptop default (loopback, no key ever made or all revoked) and an explicit --insecure open
+    it; keys that all expired close it wherever it listens, as an expiry must never open anything."""
+    if valid_keys:
+        return Door.KEYED
+    if keys == 0 and (is_loopback(host) or insecure):
+        return Door.OPEN
+    return Door.SHUT
+
+
+def why_shut(host: str, keys: int) -> str:
+    """The reason a NoUsableKey refusal gives (for a SHUT door)."""
+    if keys:
+        return f"every one of its {keys} key(s) has expired (`pier keys ls` shows when)"
+    return (f"it listens on {host}, beyond loopback, so every call needs a key, and it has none (the last one was "
+            "revoked, or keys.json was deleted or emptied)")
 
 
 def exposure_problem(host: str, has_keys: bool, insecure: bool) -> str | None:

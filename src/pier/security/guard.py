@@ -2,8 +2,10 @@
 
     Host/Origin  ──refused──▶ 403 (always, keys or not: DNS rebinding and web pages)
     /ping        ──────────▶ served
-    no keys      ──────────▶ served as anonymous (the gateway then listens on loopback only)
-    credential   ──missing, unknown, bad signature, expired──▶ AWS's error in the family's shape
+    no keys      ──────────▶ served as anonymous, on loopback (or --insecure) only; beyond it, with no valid key,
+                             every call is refused with how to create one (exposure.door, at every request)
+    credential   ──missing, unknown, bad signature, wrong service or region, expired──▶ AWS's error in the
+                             family's shape
     role/limit   ──not allowed──▶ AccessDeniedException / OpenAI 403
     ──────────▶ served; control-plane calls and every refusal leave an audit line
 """
@@ -23,13 +25,14 @@ from pier.control.limits import MAX_BODY_BYTES as CONTROL_MAX_BODY_BYTES
 from pier.security.access import EndpointOf, authorize, needs_body
 from pier.security.audit import audit, resource_of
 from pier.security.authenticate import presented, principal_of
-from pier.security.errors import AuthFailure, KeysUnreadable, RequestRefused
+from pier.security.errors import AuthFailure, KeysUnreadable, NoUsableKey, RequestRefused
+from pier.security.exposure import Door, door, why_shut
 from pier.security.hosts import HostPolicy, check_request
 from pier.security.keystore import KeyStore, KeyStoreError
-from pier.security.principal import ANONYMOUS, Principal
+from pier.security.principal import ANONYMOUS, STATE_NAME, Principal
 from pier.security.refusal import refusal_response
 from pier.security.request_body import ClientGone, RequestBody
-from pier.security.routes import Family, Route, operation_of, route_of
+from pier.security.routes import Family, Route, operation_of, route_of, signing_service
 from pier.security.sigv4 import HttpRequest
 
 AUDITED = frozenset({Family.CONTROL, Family.PIER})
@@ -58,6 +61,10 @@ class Call:
             tuple((k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in self.scope["headers"]), body or b"")
 
     @property
+    def service(self) -> str:
+        return signing_service(self.scope["path"], self.headers.get("x-amz-target"), self.headers.get("content-type"))
+
+    @property
     def client(self) -> str:
         client = self.scope.get("client")
         return str(client[0]) if client else "-"
@@ -65,10 +72,13 @@ class Call:
 
 class SecurityGuard:
     def __init__(self, app: ASGIApp, *, keys: KeyStore, hosts: HostPolicy, endpoint_of: EndpointOf,
-                 max_body_bytes: int, clock: Callable[[], datetime]) -> None:
+                 max_body_bytes: int, clock: Callable[[], datetime], bind_host: str = "127.0.0.1",
+                 insecure: bool = False) -> None:
         self.app = app
         self.keys = keys
         self.hosts = hosts
+        self.bind_host = bind_host
+        self.insecure = insecure
         self.endpoint_of = endpoint_of
         self.max_body_bytes = max_body_bytes
         self.clock = clock
@@ -91,6 +101,7 @@ class SecurityGuard:
             audit(who, call.operation, _resource(call, body), failure.code, call.client)
             await refusal_response(call.route.family, failure, call.request_id)(scope, body.replay(), send)
             return
+        scope.setdefault("state", {})[STATE_NAME] = principal  # for routes that answer by caller (GET /v1/models)
         if call.route.family in AUDITED:
             send = _audited(send, call, principal, _resource(call, body))
         await self.app(scope, body.replay(), send)
@@ -104,13 +115,21 @@ class SecurityGuard:
             return ANONYMOUS
         if call.route.family is Family.CONTROL and body.declared <= CONTROL_MAX_BODY_BYTES:
             await body.read()  # small JSON; the audit line names the resource in it (a bigger one the API refuses)
+        now = self.clock()
         try:
-            if not self.keys.has_keys():
+            keys = len(self.keys.saved())
+            entry = door(self.bind_host, self.insecure, keys, len(self.keys.usable(now.timestamp())))
+            if entry is Door.OPEN:
                 return ANONYMOUS
-            credential = presented(call.http_request(None))
-            if credential.needs_body:
-                await body.read()
-            return principal_of(credential, call.http_request(body.data), self.keys, self.clock())
+            try:
+                credential = presented(call.http_request(None))
+                if credential.needs_body:
+                    await body.read()
+                return principal_of(credential, call.http_request(body.data), self.keys, now, call.service)
+            except AuthFailure:
+                if entry is Door.SHUT:  # only a session key (pier serve's own calls) gets through a shut door
+                    raise NoUsableKey(why_shut(self.bind_host, keys)) from None
+                raise
         except KeyStoreError as error:  # fail closed
             raise KeysUnreadable(f"{error} Until then pier refuses every request.") from None
 

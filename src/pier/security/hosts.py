@@ -7,7 +7,9 @@ A web page the user visits can make the browser send requests to a pier on local
   but marks it with `Origin: https://evil.example`, which names neither pier nor a name the user configured.
 
 So a request is served only when its Host names pier (a loopback name, an IP address, or a name the user
-configured) and its Origin, when present, is pier itself or one of those names. An IP address in Host cannot
+configured) and its Origin, when present, is pier's own (the scheme://host:port the request was sent to) or an
+origin the operator listed (--allow-origin). Another loopback origin is no exception: a dev server on
+http://localhost:3000 or a page opened from a file is not pier. An IP address in Host cannot
 come from rebinding: the browser then *is* on that address's origin, and a page there would be pier's own.
 This holds whether or not authentication is on.
 """
@@ -29,11 +31,14 @@ class HostPolicy:
 
     names: frozenset[str] = field(default_factory=frozenset)
     any_host: bool = False
+    origins: frozenset[str] = field(default_factory=frozenset)  # trusted besides pier's own, as `origin_key` keeps them
 
     @classmethod
-    def of(cls, names: Iterable[str]) -> HostPolicy:
+    def of(cls, names: Iterable[str], origins: Iterable[str] = ()) -> HostPolicy:
+        """Raises ValueError for an origin that is not scheme://host[:port]."""
         cleaned = {_bare(name) for name in names if name.strip()}
-        return cls(frozenset(cleaned - {ANY_HOST}), ANY_HOST in cleaned)
+        return cls(frozenset(cleaned - {ANY_HOST}), ANY_HOST in cleaned,
+                   frozenset(_listed_origin(origin) for origin in origins if origin.strip()))
 
     def names_pier(self, name: str) -> bool:
         """A host name (no port) that pier answers to without a second thought."""
@@ -66,13 +71,25 @@ def check_request(host: str | None, origin: str | None, policy: HostPolicy, fetc
             return Refusal("Sec-Fetch-Site", "Cross-site requests from web pages are refused; call pier from a "
                                              "program, not a browser page.")
         return None
-    if _same_origin(origin, host) or _origin_name(origin) in _allowed_origin_names(policy, origin):
+    if _same_origin(origin, host) or origin_key(origin) in policy.origins:
         return None
+    listed = origin.strip().rstrip("/").lower() if origin_key(origin) else "ORIGIN"
     return Refusal("Origin", (
-        f"Cross-origin requests from {origin!r} are refused: a web page in a browser may not call pier. Call pier "
-        "from a program (no Origin header), or, if that site is yours, start pier with --allow-host "
-        f"{_origin_name(origin) or 'NAME'}."
+        f"Cross-origin requests from {origin!r} are refused: only pier's own pages and the origins its operator "
+        "lists may call it from a browser. Call pier from a program (no Origin header), or, if that site is yours, "
+        f"start pier with --allow-origin {listed} (or PIER_ALLOWED_ORIGINS={listed})."
     ))
+
+
+def origin_key(origin: str) -> str:
+    """scheme://host:port in lower case with the scheme's default port made explicit ("" for `null`, `file://`
+    and anything else that is no http(s) origin), so equal origins compare equal."""
+    parts = urlsplit(origin.strip())
+    if parts.scheme.lower() not in {"http", "https"} or not parts.netloc or parts.path not in {"", "/"}:
+        return ""
+    if parts.query or parts.fragment or "@" in parts.netloc:
+        return ""
+    return f"{parts.scheme.lower()}://{_with_port(parts.netloc, parts.scheme.lower())}"
 
 
 def is_loopback(name: str) -> bool:
@@ -94,9 +111,12 @@ def is_wildcard(address: str) -> bool:
         return False
 
 
-def _allowed_origin_names(policy: HostPolicy, origin: str) -> set[str]:
-    name = _origin_name(origin)
-    return {name} if name and policy.names_pier(name) else set()
+def _listed_origin(origin: str) -> str:
+    key = origin_key(origin)
+    if not key:
+        raise ValueError(f"--allow-origin {origin!r} is not an origin: give scheme://host[:port], e.g. "
+                         "https://pier.example or http://localhost:3000.")
+    return key
 
 
 def _same_origin(origin: str, host: str) -> bool:
@@ -113,17 +133,6 @@ def _with_port(netloc: str, scheme: str) -> str:
     if netloc.endswith("]") or ":" not in netloc.rsplit("]", 1)[-1]:
         return f"{netloc}:{default}"
     return netloc
-
-
-def _origin_name(origin: str) -> str:
-    """The host name in an Origin (`null` and anything malformed give "")."""
-    parts = urlsplit(origin)
-    if parts.scheme not in {"http", "https"}:
-        return ""
-    try:
-        return (parts.hostname or "").lower()
-    except ValueError:
-        return ""
 
 
 def _bare(host: str) -> str:

@@ -24,6 +24,7 @@ def install_security(app: FastAPI, state_dir: Path, settings: SecuritySettings, 
     private_folder(state_dir)
     keys = KeyStore.in_state_dir(state_dir, settings.session_keys)
     app.add_middleware(SecurityGuard, keys=keys, hosts=settings.host_policy(), endpoint_of=endpoint_of,
-                       max_body_bytes=max_body_bytes, clock=settings.clock)
+                       max_body_bytes=max_body_bytes, clock=settings.clock, bind_host=settings.bind_host,
+                       insecure=settings.insecure)
     redact_access_log()
     return keys

@@ -3,6 +3,10 @@
 `pier keys` edits the file directly (the gateway need not run), and a running gateway re-reads it when it
 changes, so a new or revoked key takes effect on the next request. The file holds each access key's secret
 (SigV4 verification needs it) and only a hash of each API key.
+
+A principal (a name) has one set of credentials, or two while it is being rotated (as an IAM user has up to two
+access keys): `rotate` adds the second, and the first works until it is revoked by its access key id. A set may
+carry an expiry time, after which it is refused.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pier.security.principal import Principal, Role
 
 FILE_NAME = "keys.json"
 FORMAT_VERSION = 1
+MAX_CREDENTIALS = 2  # per principal, as IAM allows two access keys per user: the one in use and its replacement
 NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.@")
 
 
@@ -43,6 +48,10 @@ class StoredKey:
     secret_access_key: str = field(repr=False)
     api_key_sha256: str = field(repr=False)
     created: float = 0.0
+    expires: float | None = None  # epoch seconds; None: never
+
+    def expired(self, now: float) -> bool:
+        return self.expires is not None and now >= self.expires
 
 
 @dataclass(frozen=True)
@@ -57,12 +66,16 @@ class IssuedKey:
         return self.stored.secret_access_key
 
 
-def issue(name: str, role: Role, endpoints: Iterable[str] = ()) -> IssuedKey:
+def issue(name: str, role: Role, endpoints: Iterable[str] = (), expires: float | None = None) -> IssuedKey:
     """Fresh credentials for a principal (not yet stored anywhere)."""
     _check_name(name)
+    return _issue_for(Principal(name, role, tuple(dict.fromkeys(endpoints))), expires)
+
+
+def _issue_for(principal: Principal, expires: float | None) -> IssuedKey:
     api_key = new_api_key()
-    principal = Principal(name, role, tuple(dict.fromkeys(endpoints)))
-    stored = StoredKey(principal, new_access_key_id(), new_secret_access_key(), api_key_digest(api_key), time.time())
+    stored = StoredKey(principal, new_access_key_id(), new_secret_access_key(), api_key_digest(api_key), time.time(),
+                       expires)
     return IssuedKey(stored, api_key)
 
 
@@ -90,6 +103,10 @@ class KeyStore:
     def has_keys(self) -> bool:
         return bool(self.saved())
 
+    def usable(self, now: float) -> tuple[StoredKey, ...]:
+        """The keys in the file that have not expired."""
+        return tuple(k for k in self.saved() if not k.expired(now))
+
     def by_access_key(self, access_key_id: str) -> StoredKey | None:
         return next((k for k in self._all() if k.access_key_id == access_key_id), None)
 
@@ -102,25 +119,43 @@ class KeyStore:
 
     # ---- writing (`pier keys`)
 
-    def create(self, name: str, role: Role, endpoints: Iterable[str] = ()) -> IssuedKey:
-        issued = issue(name, role, endpoints)
+    def create(self, name: str, role: Role, endpoints: Iterable[str] = (), expires: float | None = None
+               ) -> IssuedKey:
+        issued = issue(name, role, endpoints, expires)
         with self._locked():
             keys = self._read()
             if any(k.principal.name == name for k in keys):
-                raise KeyStoreError(f"A key called {name} exists already; revoke it first (`pier keys revoke {name}`) "
-                                    "or choose another name.")
+                raise KeyStoreError(f"A key called {name} exists already; revoke it first (`pier keys revoke {name}`), "
+                                    f"give it new secrets (`pier keys rotate {name}`) or choose another name.")
             self._write([*keys, issued.stored])
         return issued
 
-    def revoke(self, name: str) -> StoredKey:
+    def rotate(self, name: str, expires: float | None = None) -> IssuedKey:
+        """New secrets for `name`, with its role and endpoints; its current ones keep working until revoked."""
         with self._locked():
             keys = self._read()
-            found = [k for k in keys if k.principal.name == name]
-            if not found:
-                names = ", ".join(k.principal.name for k in keys) or "none"
-                raise KeyStoreError(f"No key is called {name} (keys: {names}).")
-            self._write([k for k in keys if k.principal.name != name])
-        return found[0]
+            current = _named(keys, name)
+            if len(current) >= MAX_CREDENTIALS:
+                ids = ", ".join(k.access_key_id for k in current)
+                raise KeyStoreError(
+                    f"{name} has {len(current)} sets of secrets already (access key ids {ids}); revoke the old one "
+                    f"first: `pier keys revoke {name} --access-key-id {current[0].access_key_id}`.")
+            issued = _issue_for(current[-1].principal, expires)
+            self._write([*keys, issued.stored])
+        return issued
+
+    def revoke(self, name: str, access_key_id: str | None = None) -> tuple[StoredKey, ...]:
+        """Every set of secrets of `name`, or only the one with `access_key_id` (the old one, after a rotation)."""
+        with self._locked():
+            keys = self._read()
+            found = _named(keys, name)
+            if access_key_id is not None:
+                found = [k for k in found if k.access_key_id == access_key_id]
+                if not found:
+                    ids = ", ".join(k.access_key_id for k in _named(keys, name))
+                    raise KeyStoreError(f"{name} has no access key id {access_key_id} (its ids: {ids}).")
+            self._write([k for k in keys if k not in found])
+        return tuple(found)
 
     # ---- the file
 
@@ -210,6 +245,14 @@ def private_folder(folder: Path) -> None:
         folder.chmod(0o700)
 
 
+def _named(keys: list[StoredKey], name: str) -> list[StoredKey]:
+    found = [k for k in keys if k.principal.name == name]
+    if not found:
+        names = ", ".join(dict.fromkeys(k.principal.name for k in keys)) or "none"
+        raise KeyStoreError(f"No key is called {name} (keys: {names}).")
+    return found
+
+
 def _check_name(name: str) -> None:
     if not name or len(name) > 64 or not set(name) <= NAME_CHARS:
         raise KeyStoreError(f"Key name {name!r} is not valid: use 1 to 64 letters, digits and - _ . @.")
@@ -219,11 +262,13 @@ def _to_json(key: StoredKey) -> dict[str, Any]:
     return {
         "name": key.principal.name, "role": key.principal.role.value, "endpoints": list(key.principal.endpoints),
         "access_key_id": key.access_key_id, "secret_access_key": key.secret_access_key,
-        "api_key_sha256": key.api_key_sha256, "created": key.created,
+        "api_key_sha256": key.api_key_sha256, "created": key.created, "expires": key.expires,
     }
 
 
 def _from_json(entry: dict[str, Any]) -> StoredKey:
     principal = Principal(str(entry["name"]), Role(entry["role"]), tuple(str(e) for e in entry.get("endpoints", ())))
+    expires = entry.get("expires")
     return StoredKey(principal, str(entry["access_key_id"]), str(entry["secret_access_key"]),
-                     str(entry["api_key_sha256"]), float(entry.get("created", 0.0)))
+                     str(entry["api_key_sha256"]), float(entry.get("created", 0.0)),
+                     float(expires) if expires is not None else None)

@@ -37,4 +37,13 @@ class Principal:
         return f"pier key {self.name!r} (role {self.role.value}{limit})"
 
 
+STATE_NAME = "pier_principal"  # request.state's name for who the guard let in
+
+
+def caller(state: object) -> Principal | None:
+    """Who the guard let in, from a route's `request.state` (None where no guard runs: a bare app in a test)."""
+    found = getattr(state, STATE_NAME, None)
+    return found if isinstance(found, Principal) else None
+
+
 ANONYMOUS = Principal("anonymous", Role.ADMIN)  # every caller, when no keys exist (a loopback-only gateway)

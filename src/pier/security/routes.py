@@ -6,6 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from pier.autoscaling.wire import AUTOSCALING_TARGET, CBOR_PATH, CLOUDWATCH_TARGET
+from pier.security.credential_scope import APPLICATION_AUTOSCALING, MONITORING, SAGEMAKER
+
 
 class Family(StrEnum):
     OPEN = "open"  # health checks and the console's static files: no credentials needed
@@ -57,3 +60,18 @@ def operation_of(method: str, path: str, target: str | None) -> str:
         streaming = path.endswith("-response-stream")
         return "sagemaker:InvokeEndpointWithResponseStream" if streaming else "sagemaker:InvokeEndpoint"
     return f"{method} {path}"
+
+
+def signing_service(path: str, target: str | None, content_type: str | None) -> str:
+    """The service a SigV4 signature for this call must be scoped to: what botocore signs the API as."""
+    if path.startswith(CBOR_PATH):
+        return MONITORING
+    if path == "/":
+        prefix = (target or "").partition(".")[0]
+        if prefix == AUTOSCALING_TARGET:
+            return APPLICATION_AUTOSCALING
+        if prefix == CLOUDWATCH_TARGET:
+            return MONITORING
+        if not target and (content_type or "").startswith("application/x-www-form-urlencoded"):
+            return MONITORING  # CloudWatch's query protocol (older botocore)
+    return SAGEMAKER  # the SageMaker control plane and runtime, the OpenAI routes and pier's own (the CLI signs so)

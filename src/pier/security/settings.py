@@ -1,4 +1,5 @@
-"""How the gateway's security is set: allowed host names, the address it listens on, session keys."""
+"""How the gateway's security is set: allowed host names and origins, the address it listens on (which decides
+whether keys are required), session keys."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pier.security.hosts import HostPolicy, is_loopback, is_wildcard
 from pier.security.keystore import StoredKey
 
 ALLOWED_HOSTS_ENV = "PIER_ALLOWED_HOSTS"  # comma-separated, like --allow-host
+ALLOWED_ORIGINS_ENV = "PIER_ALLOWED_ORIGINS"  # comma-separated, like --allow-origin
 
 
 def utc_now() -> datetime:
@@ -24,13 +26,17 @@ class SecuritySettings:
     bind_host: str = "127.0.0.1"
     session_keys: tuple[StoredKey, ...] = field(default=(), repr=False)
     clock: Callable[[], datetime] = utc_now
+    allowed_origins: tuple[str, ...] = ()  # --allow-origin and PIER_ALLOWED_ORIGINS, besides pier's own
+    insecure: bool = False  # --insecure: beyond loopback, no keys means no authentication (not: refuse everything)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, *, allowed_hosts: Iterable[str] = (),
-                 bind_host: str = "127.0.0.1", session_keys: Iterable[StoredKey] = ()) -> SecuritySettings:
+                 bind_host: str = "127.0.0.1", session_keys: Iterable[StoredKey] = (),
+                 allowed_origins: Iterable[str] = (), insecure: bool = False) -> SecuritySettings:
         env = os.environ if env is None else env
-        listed = [name.strip() for name in env.get(ALLOWED_HOSTS_ENV, "").split(",") if name.strip()]
-        return cls((*allowed_hosts, *listed), bind_host, tuple(session_keys))
+        hosts = (*allowed_hosts, *_listed(env.get(ALLOWED_HOSTS_ENV, "")))
+        origins = (*allowed_origins, *_listed(env.get(ALLOWED_ORIGINS_ENV, "")))
+        return cls(hosts, bind_host, tuple(session_keys), allowed_origins=origins, insecure=insecure)
 
     def host_policy(self) -> HostPolicy:
         """The configured names, the name pier was told to bind, and, when it listens beyond loopback, this
@@ -40,4 +46,8 @@ class SecuritySettings:
             names.append(self.bind_host)
         if not is_loopback(self.bind_host):
             names.append(socket.gethostname())
-        return HostPolicy.of(names)
+        return HostPolicy.of(names, self.allowed_origins)
+
+
+def _listed(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
