@@ -28,7 +28,7 @@ from pier.bench.report import print_report, write_files
 from pier.bench.result import BenchResult, RunResult, TargetInfo
 from pier.bench.target import Target, resolve
 from pier.bench.workload import Workload
-from pier.security.client_trust import TrustError, ca_bundle, ssl_context
+from pier.security.client_trust import TrustError, ca_bundle, connection_problem, ssl_context
 
 MODELS_ROUTE = "/v1/models"
 OPENAI_APIS = (Api.OPENAI_COMPLETIONS, Api.OPENAI_CHAT)
@@ -90,6 +90,7 @@ class Bench:
         o = self.options
         clients = []
         for target in self.targets:
+            await check_tls(http, target)
             model = o.model or await discover_model(http, target)
             settings = ClientSettings(model, o.temperature, o.timeout_s, o.api_key, o.inference_component)
             clients.append((target, model, make_client(http, target, settings, o.payload)))
@@ -157,6 +158,19 @@ class Bench:
     def _session(self, prepared: Prepared, seed: str, budget: Budget, progress: RunProgress) -> Session:
         workload = Workload(self.options, prepared.info.tokens.pool, seed)
         return Session(workload.conversations(), prepared.client.send, budget, progress.observe)
+
+
+async def check_tls(http: httpx.AsyncClient, target: Target) -> None:
+    """An https:// target whose certificate this machine does not trust (or that speaks no TLS) cannot be
+    measured: BenchError, before any traffic, saying how to trust it. Anything else is measured as errors."""
+    if urlsplit(target.url).scheme != "https":
+        return
+    try:
+        await http.head(target.base_url)
+    except httpx.HTTPError as error:
+        problem = connection_problem(target.base_url, error)
+        if problem is not None:
+            raise BenchError(problem) from None
 
 
 async def discover_model(http: httpx.AsyncClient, target: Target) -> str | None:
