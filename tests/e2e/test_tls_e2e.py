@@ -89,15 +89,20 @@ def test_boto3_verifies_the_gateway_with_the_test_ca(gateway: Https) -> None:
         untrusting.list_endpoints()
 
 
-def test_the_openai_client_verifies_the_gateway_with_the_test_ca(gateway: Https) -> None:
+def test_the_openai_client_verifies_the_gateway_with_the_test_ca(gateway: Https,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     with httpx.Client(verify=ssl_context(gateway.certificates.ca)) as http:
         client = openai.OpenAI(base_url=gateway.url + "/v1", api_key="unused", http_client=http, max_retries=0)
         assert [m.id for m in client.models.list()] == [ENDPOINT]
         answer = client.chat.completions.create(model=ENDPOINT, max_tokens=3,
                                                 messages=[{"role": "user", "content": "hello"}])
         assert answer.usage is not None and answer.usage.completion_tokens == 3
+    for name in CA_BUNDLE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
     with pytest.raises(openai.APIConnectionError):
         openai.OpenAI(base_url=gateway.url + "/v1", api_key="unused", max_retries=0).models.list()
+    monkeypatch.setenv("SSL_CERT_FILE", str(gateway.certificates.ca))  # httpx's own variable, as docs/security.md says
+    assert [m.id for m in openai.OpenAI(base_url=gateway.url + "/v1", api_key="unused").models.list()] == [ENDPOINT]
 
 
 @pytest.mark.parametrize("trust", ["--ca-bundle", "AWS_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"])
