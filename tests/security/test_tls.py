@@ -13,7 +13,7 @@ import trustme
 from cryptography.hazmat.primitives import serialization
 
 from pier.gateway.run import gateway_origin
-from pier.security.tls import TlsError, TlsFiles, tls_files
+from pier.security.tls import TlsError, TlsFiles, plain_http_warning, tls_files
 from tests.server.processes import pier_environment
 from tests.sockets import free_port
 
@@ -82,6 +82,19 @@ def test_an_unreadable_key_says_who_must_read_it(pem: dict[str, Path], tmp_path:
 ])
 def test_the_logged_origin_has_the_scheme_served(host: str, tls: TlsFiles | None, origin: str) -> None:
     assert gateway_origin(host, 8080, tls) == origin
+
+
+@pytest.mark.parametrize(("host", "tls", "warned"), [
+    ("127.0.0.1", None, False),
+    ("::1", None, False),
+    ("0.0.0.0", None, True),
+    ("10.1.2.3", None, True),
+    ("0.0.0.0", TlsFiles(Path("c")), False),
+])
+def test_plain_http_beyond_loopback_is_warned_about(host: str, tls: TlsFiles | None, warned: bool) -> None:
+    warning = plain_http_warning(host, tls)
+    assert (warning is not None) == warned
+    assert warning is None or ("--tls-cert FILE --tls-key FILE" in warning and host in warning)
 
 
 @pytest.mark.parametrize(("cert", "key", "says", "named"), [

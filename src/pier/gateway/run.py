@@ -16,7 +16,7 @@ from pier.gateway.drain import DrainingServer, grace_period
 from pier.security.exposure import may_listen
 from pier.security.keystore import StoredKey
 from pier.security.settings import SecuritySettings
-from pier.security.tls import TlsError, TlsFiles, tls_files
+from pier.security.tls import TlsError, TlsFiles, plain_http_warning, tls_files
 
 if TYPE_CHECKING:
     from pier.backends.base import Backend
@@ -69,6 +69,8 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
         log.error("%s", error)
         return 2
     origin = gateway_origin(host, port, tls)
+    if (warning := plain_http_warning(host, tls)) is not None:
+        log.warning("%s", warning)
     log.info("pier gateway on %s (state in %s, copies on the %s backend)", origin, folder, backend)
     log.info("web console: %s/console", origin)
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5,

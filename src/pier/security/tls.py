@@ -8,6 +8,8 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
+from pier.security.hosts import is_loopback
+
 CERT_OPTION = "--tls-cert"
 KEY_OPTION = "--tls-key"
 CERT_MARK = b"-----BEGIN CERTIFICATE-----"
@@ -40,6 +42,14 @@ def tls_files(cert: Path | None, key: Path | None) -> TlsFiles | None:
     _check_pem(files, cert_text, key_text)
     _load(files)
     return files
+
+
+def plain_http_warning(host: str, tls: TlsFiles | None) -> str | None:
+    """What to say when the gateway listens beyond loopback over plain HTTP (a proxy may terminate TLS for it)."""
+    if tls is not None or is_loopback(host):
+        return None
+    return (f"serving {host} over plain HTTP: API keys, prompts and answers cross the network in clear. Serve HTTPS "
+            f"with {CERT_OPTION} FILE {KEY_OPTION} FILE, or put a TLS-terminating proxy in front (docs/security.md).")
 
 
 def _read(path: Path, option: str) -> bytes:
