@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Literal
 
 import uvicorn
@@ -20,10 +21,12 @@ def free_port() -> int:
 
 
 @contextmanager
-def serving(app: Any, lifespan: Literal["on", "off"] = "off") -> Iterator[str]:
+def serving(app: Any, lifespan: Literal["on", "off"] = "off", tls: tuple[Path, Path] | None = None) -> Iterator[str]:
     """Run `app` under a real uvicorn on a loopback port (a thread), for what only sockets show: clients
-    that hang up, true streaming, a reconciler running in the lifespan."""
-    config = uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning", lifespan=lifespan)
+    that hang up, true streaming, a reconciler running in the lifespan. `tls`: a certificate and key to serve
+    HTTPS with."""
+    config = uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning", lifespan=lifespan,
+                            ssl_certfile=tls[0] if tls else None, ssl_keyfile=tls[1] if tls else None)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
     thread.start()
@@ -33,7 +36,7 @@ def serving(app: Any, lifespan: Literal["on", "off"] = "off") -> Iterator[str]:
         assert thread.is_alive(), "uvicorn exited"
         time.sleep(0.01)
     try:
-        yield f"http://127.0.0.1:{config.port}"
+        yield f"{'https' if tls else 'http'}://127.0.0.1:{config.port}"
     finally:
         server.should_exit = True
         thread.join(10)

@@ -27,11 +27,12 @@ def missing() -> str | None:
 
 
 @contextmanager
-def chromium() -> Iterator[Any]:
+def chromium(*args: str) -> Iterator[Any]:
+    """The browser, with `args` after pier's own (such as a certificate it may trust)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=[*ARGS, *args], headless=True)
         try:
             yield browser
         finally:

@@ -27,11 +27,12 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
-from pier.backends.base import CopyState
+from pier.backends.base import CopyState, CopyStatus
 from pier.runtime.errors import EndpointNotFound
 from pier.runtime.invoke import RuntimeService
 from pier.runtime.routes import openai_router, runtime_router
 from pier.runtime.target import Target
+from pier.security.copy_secret import copy_secret_header
 from tests.backends.conftest import Running, backend_running, spec
 from tests.runtime.servers import runtime_client
 from tests.sockets import free_port
@@ -195,7 +196,7 @@ def test_eight_requests_survive_a_copy_killed_under_four_of_them(plane: Plane, f
     assert all(a.completion_tokens == MAX_TOKENS for a in reference)
     router = plane.service.forwarder.router("ic")
     status = plane.running.status(COPIES[victim])
-    generated = _generated(status.url)
+    generated = _generated(status)
     killed: list[int] = []
 
     def kill() -> None:
@@ -203,7 +204,7 @@ def test_eight_requests_survive_a_copy_killed_under_four_of_them(plane: Plane, f
                                "four requests on each copy")
         assert status.pid is not None
         # A whole answer shows nothing before it is complete: wait until the copy is well into its four.
-        plane.running.wait_for(lambda: _generated(status.url) >= generated + 4 * 5, 30, "the copy to generate")
+        plane.running.wait_for(lambda: _generated(status) >= generated + 4 * 5, 30, "the copy to generate")
         os.kill(status.pid, signal.SIGKILL)
         killed.append(status.pid)
 
@@ -216,10 +217,10 @@ def test_eight_requests_survive_a_copy_killed_under_four_of_them(plane: Plane, f
     assert plane.running.status(COPIES[victim]).pid not in killed
 
 
-def _generated(url: str | None) -> float:
-    """The tokens the copy has generated so far (its engine's counter)."""
-    assert url is not None
-    text = httpx.get(url + "/metrics", timeout=5).text
+def _generated(copy: CopyStatus) -> float:
+    """The tokens the copy has generated so far (its engine's counter; /metrics too answers only its secret)."""
+    assert copy.url is not None
+    text = httpx.get(copy.url + "/metrics", headers=copy_secret_header(copy.secret), timeout=5).text
     return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith("pier_generated_tokens_total"))
 
 

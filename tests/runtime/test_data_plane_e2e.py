@@ -21,11 +21,12 @@ from botocore.exceptions import ClientError
 from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
 
-from pier.backends.base import CopyState
+from pier.backends.base import CopyState, CopyStatus
 from pier.runtime.errors import EndpointNotFound
 from pier.runtime.invoke import RuntimeService
 from pier.runtime.routes import runtime_router
 from pier.runtime.target import Target
+from pier.security.copy_secret import copy_secret_header
 from tests.backends.conftest import Running, backend_running, spec
 from tests.runtime.servers import runtime_client as client
 from tests.sockets import free_port
@@ -70,8 +71,9 @@ def plane(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
             running.loop.run(service.aclose())
 
 
-def invocations_served(url: str) -> float:
-    text = httpx.get(url + "/metrics", timeout=5).text
+def invocations_served(copy: CopyStatus) -> float:
+    assert copy.url is not None  # /metrics too answers only the copy's secret, as the gateway's scrape sends it
+    text = httpx.get(copy.url + "/metrics", headers=copy_secret_header(copy.secret), timeout=5).text
     return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
                if sample.name == "pier_http_requests_total" and sample.labels.get("route") == "/invocations")
 
@@ -83,13 +85,13 @@ def invoke(plane: Plane, payload: dict[str, object] = GENERATE) -> dict[str, obj
 
 
 def test_the_router_sends_to_both_copies(plane: Plane) -> None:
-    urls = [plane.running.status(c).url for c in COPIES]
-    before = [invocations_served(u) for u in urls if u]
+    copies = [plane.running.status(c) for c in COPIES]
+    before = [invocations_served(c) for c in copies]
     with ThreadPoolExecutor(4) as pool:
         answers = list(pool.map(lambda i: invoke(plane, {"inputs": f"question {i}", "parameters": {
             "max_new_tokens": 8}}), range(8)))
     assert all(a["variant"] == "AllTraffic" for a in answers)
-    after = [invocations_served(u) for u in urls if u]
+    after = [invocations_served(c) for c in copies]
     assert all(a > b for a, b in zip(after, before, strict=True)), (before, after)
 
 
@@ -139,9 +141,8 @@ def test_requests_keep_succeeding_while_a_killed_copy_restarts(plane: Plane) -> 
         served += 1
         assert time.monotonic() < deadline, plane.running.status("llm-1")
     assert plane.running.status("llm-1").restarts == 1
-    url = plane.running.status("llm-1").url
-    assert url is not None
-    before = invocations_served(url)
+    restarted = plane.running.status("llm-1")
+    before = invocations_served(restarted)
     for _ in range(4):
         invoke(plane)
-    assert invocations_served(url) > before  # back in the rotation
+    assert invocations_served(restarted) > before  # back in the rotation

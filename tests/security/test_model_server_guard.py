@@ -75,7 +75,9 @@ def test_without_api_key_the_container_keeps_sagemakers_contract() -> None:
 def test_a_copy_secret_admits_only_its_gateway_and_wins_over_api_key() -> None:
     with model_server({"PIER_COPY_SECRET": "copy-secret", "API_KEY": "ignored"}) as url:
         assert httpx.get(url + "/ping").status_code == 200
-        assert httpx.get(url + "/metrics").status_code == 200
+        assert httpx.get(url + "/metrics").status_code == 403  # its counters name its models and traffic
+        scraped = httpx.get(url + "/metrics", headers={"X-Pier-Copy-Secret": "copy-secret"})
+        assert scraped.status_code == 200 and "pier_http_requests_total" in scraped.text
         refused = httpx.post(url + "/invocations", json=GENERATE, headers={"Authorization": "Bearer ignored"})
         assert refused.status_code == 403 and "gateway" in refused.json()["error"]
         admitted = httpx.post(url + "/invocations", json=GENERATE, headers={"X-Pier-Copy-Secret": "copy-secret"})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -23,6 +24,7 @@ class ServerProcess:
     """A pier process on a loopback port with its output in a log file; stopped with SIGTERM on exit."""
 
     what = "server"
+    verify: ssl.SSLContext | bool = True  # how wait_ready checks an https:// server's certificate
 
     def __init__(self, argv: list[str], port: int, log: Path, environment: dict[str, str]) -> None:
         self.port = port
@@ -40,7 +42,7 @@ class ServerProcess:
             if self.process.poll() is not None:
                 raise AssertionError(f"the {self.what} exited with {self.process.returncode}:\n{self.output()}")
             try:
-                if httpx.get(self.url + "/ping", timeout=1).status_code == 200:
+                if httpx.get(self.url + "/ping", timeout=1, verify=self.verify).status_code == 200:
                     return self
             except httpx.TransportError:
                 pass

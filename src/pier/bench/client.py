@@ -25,6 +25,7 @@ from pier.bench.sse import SseDecoder
 from pier.bench.target import Target
 from pier.bench.vocabulary import Content
 from pier.bench.workload import Prompt
+from pier.security.client_trust import connection_problem
 
 INFERENCE_COMPONENT_HEADER = "X-Amzn-SageMaker-Inference-Component"  # InvokeEndpoint's InferenceComponentName
 ERROR_TEXT_LIMIT = 300  # characters of an error body kept in the per-request results
@@ -93,11 +94,9 @@ class StreamingClient(ABC):
                 "timeout", f"no complete answer within {self.settings.timeout_s:g} s; raise --timeout or lower the load"
             )
         except httpx.ConnectError as error:
-            record.fail(
-                "connection_error",
-                f"cannot connect to {self.target.url} ({error}): is the server "
-                "running, and are the host and port right?",
-            )
+            record.fail("connection_error", connection_problem(self.target.url, error) or (
+                f"cannot connect to {self.target.url} ({error}): is the server running, and are the host and port "
+                "right?"))
         except (httpx.RemoteProtocolError, httpx.ReadError) as error:
             record.fail("stream_cut", f"the connection broke mid-answer ({error or type(error).__name__})")
         except httpx.HTTPError as error:

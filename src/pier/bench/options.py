@@ -79,6 +79,7 @@ class BenchOptions(BaseModel):
     gateway: str | None = None
     api_key: str | None = None
     inference_component: str | None = None  # SageMaker routes: the component of an endpoint that hosts several
+    ca_bundle: Path | None = None  # https:// targets: the CAs to trust (else AWS_CA_BUNDLE, SSL_CERT_FILE, ...)
 
     concurrency: tuple[int, ...] = ()
     rates: tuple[float, ...] = ()

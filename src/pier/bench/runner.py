@@ -20,7 +20,7 @@ from pier.bench.compare import compare
 from pier.bench.copies import CopyWatcher
 from pier.bench.load import Budget, Session, closed_loop, open_loop, scheduled_loop
 from pier.bench.metrics import Slo, summarize
-from pier.bench.options import Api, BenchOptions, Level
+from pier.bench.options import Api, BenchError, BenchOptions, Level
 from pier.bench.plots import write_plots
 from pier.bench.pricing import resolve_price
 from pier.bench.progress import LiveProgress, RunProgress
@@ -28,6 +28,7 @@ from pier.bench.report import print_report, write_files
 from pier.bench.result import BenchResult, RunResult, TargetInfo
 from pier.bench.target import Target, resolve
 from pier.bench.workload import Workload
+from pier.security.client_trust import TrustError, ca_bundle, connection_problem, ssl_context
 
 MODELS_ROUTE = "/v1/models"
 OPENAI_APIS = (Api.OPENAI_COMPLETIONS, Api.OPENAI_CHAT)
@@ -54,11 +55,15 @@ class Bench:
         self.price = resolve_price(options.price_per_hour, options.instance_type, options.instance_count)
         self.slo = Slo.from_ms(options.slo_ttft_ms, options.slo_tpot_ms, options.slo_e2el_ms)
         self.http: httpx.AsyncClient | None = None
+        try:
+            self.verify = ssl_context(ca_bundle(options.ca_bundle))
+        except TrustError as error:
+            raise BenchError(str(error)) from None
 
     async def run(self) -> BenchResult:
         o = self.options
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-        async with httpx.AsyncClient(timeout=httpx.Timeout(o.timeout_s), limits=limits) as http:
+        async with httpx.AsyncClient(timeout=httpx.Timeout(o.timeout_s), limits=limits, verify=self.verify) as http:
             self.http = http
             prepared = await self._prepare(http)
             runs: list[RunResult] = []
@@ -85,6 +90,7 @@ class Bench:
         o = self.options
         clients = []
         for target in self.targets:
+            await check_tls(http, target)
             model = o.model or await discover_model(http, target)
             settings = ClientSettings(model, o.temperature, o.timeout_s, o.api_key, o.inference_component)
             clients.append((target, model, make_client(http, target, settings, o.payload)))
@@ -152,6 +158,19 @@ class Bench:
     def _session(self, prepared: Prepared, seed: str, budget: Budget, progress: RunProgress) -> Session:
         workload = Workload(self.options, prepared.info.tokens.pool, seed)
         return Session(workload.conversations(), prepared.client.send, budget, progress.observe)
+
+
+async def check_tls(http: httpx.AsyncClient, target: Target) -> None:
+    """An https:// target whose certificate this machine does not trust (or that speaks no TLS) cannot be
+    measured: BenchError, before any traffic, saying how to trust it. Anything else is measured as errors."""
+    if urlsplit(target.url).scheme != "https":
+        return
+    try:
+        await http.head(target.base_url)
+    except httpx.HTTPError as error:
+        problem = connection_problem(target.base_url, error)
+        if problem is not None:
+            raise BenchError(problem) from None
 
 
 async def discover_model(http: httpx.AsyncClient, target: Target) -> str | None:

@@ -55,6 +55,9 @@ def bench(
     api_key: Annotated[str | None, Opt(envvar="OPENAI_API_KEY", help="Bearer token, never written out.")] = None,
     inference_component: Annotated[str | None, Opt(help="SageMaker routes: the inference component to invoke "
                                                         "(InferenceComponentName).")] = None,
+    ca_bundle: Annotated[Path | None, Opt(help="https:// targets: PEM file of the CA(s) to trust (default: "
+                                                "AWS_CA_BUNDLE, REQUESTS_CA_BUNDLE or SSL_CERT_FILE, else the "
+                                                "public CAs).")] = None,
     out: Annotated[Path | None, Opt(help="Write summary.json, requests.json and PNG plots here.")] = None,
     progress: Annotated[bool, Opt(help="Live progress display.")] = True,
 ) -> None:
@@ -68,7 +71,7 @@ def bench(
         # Validated (choices included) by the model, whose errors name the option at fault.
         options = BenchOptions.model_validate(dict(
             target=target, api=api, model=model, compare=compare, gateway=gateway, api_key=api_key,
-            inference_component=inference_component,
+            inference_component=inference_component, ca_bundle=ca_bundle,
             concurrency=parse_numbers(concurrency, int, "--concurrency") if concurrency else (),
             rates=parse_numbers(rate, float, "--rate") if rate else (),
             rate_schedule=parse_schedule(rate_schedule) if rate_schedule else (),

@@ -15,16 +15,20 @@ from pier.cli.app import app, console
 if TYPE_CHECKING:
     from pier.client.client import PierClient
 
-Url = Annotated[str, typer.Option(envvar="PIER_URL", help="The gateway (default http://127.0.0.1:8080).")]
+Url = Annotated[str, typer.Option(envvar="PIER_URL", help=(
+    "The gateway (default http://127.0.0.1:8080; https://HOST:PORT for one started with --tls-cert)."))]
+CaBundle = Annotated[Path | None, typer.Option(help=(
+    "PEM file of the CA(s) an https:// gateway's certificate is checked against (default: AWS_CA_BUNDLE, "
+    "REQUESTS_CA_BUNDLE or SSL_CERT_FILE, else the public CAs)."))]
 Json = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
 DEFAULT_URL = "http://127.0.0.1:8080"
 
 
-def _client(url: str) -> PierClient:
+def _client(url: str, ca_bundle: Path | None) -> PierClient:
     from pier.client.client import PierClient, PierClientError
 
-    client = PierClient(url)
     try:
+        client = PierClient(url, ca_bundle_file=ca_bundle)
         client.ping()
     except PierClientError as error:
         _fail(str(error))
@@ -44,6 +48,7 @@ def _print_json(value: Any) -> None:
 def deploy(
     file: Annotated[Path, typer.Argument(help="A deploy file (YAML): endpoint, instance type, model or components.")],
     url: Url = DEFAULT_URL,
+    ca_bundle: CaBundle = None,
     wait: Annotated[bool, typer.Option(help="Wait until the endpoint is InService.")] = True,
 ) -> None:
     """Create or update an endpoint from a deploy file (like the seeds' config.yaml); only what changed moves."""
@@ -54,7 +59,7 @@ def deploy(
         spec = load(file)
     except DeployFileError as error:
         _fail(str(error), 2)
-    client = _client(url)
+    client = _client(url, ca_bundle)
     try:
         client.deploy(spec, file.resolve().parent, wait=wait, say=lambda line: console.print(f"  {line}"))
     except PierClientError as error:
@@ -63,9 +68,9 @@ def deploy(
 
 
 @app.command("ls")
-def ls(url: Url = DEFAULT_URL, as_json: Json = False) -> None:
+def ls(url: Url = DEFAULT_URL, ca_bundle: CaBundle = None, as_json: Json = False) -> None:
     """List endpoints with their status, instances and ready copies."""
-    rows = _client(url).endpoints()
+    rows = _client(url, ca_bundle).endpoints()
     if as_json:
         _print_json([row.__dict__ for row in rows])
         return
@@ -78,12 +83,12 @@ def ls(url: Url = DEFAULT_URL, as_json: Json = False) -> None:
 
 
 @app.command("describe")
-def describe(name: str, url: Url = DEFAULT_URL, as_json: Json = False) -> None:
+def describe(name: str, url: Url = DEFAULT_URL, ca_bundle: CaBundle = None, as_json: Json = False) -> None:
     """An endpoint (or inference component), its components and its copies."""
     from pier.client.client import PierClientError
 
     try:
-        described = _client(url).describe(name)
+        described = _client(url, ca_bundle).describe(name)
     except PierClientError as error:
         _fail(str(error))
     if as_json:
@@ -112,12 +117,13 @@ def invoke(
     stream: Annotated[bool, typer.Option(help="Use InvokeEndpointWithResponseStream.")] = False,
     content_type: Annotated[str, typer.Option(help="Content-Type of the body.")] = "application/json",
     url: Url = DEFAULT_URL,
+    ca_bundle: CaBundle = None,
 ) -> None:
     """Call an endpoint through the SageMaker runtime API, as boto3 does; the reply goes to stdout."""
     from pier.client.client import PierClientError
 
     payload = _payload(prompt, body, max_new_tokens, stream)
-    client = _client(url)
+    client = _client(url, ca_bundle)
     try:
         if stream:
             for part in client.invoke_stream(name, payload, content_type=content_type, component=component):
@@ -149,11 +155,12 @@ def chat(
     system: Annotated[str | None, typer.Option(help="A system prompt.")] = None,
     max_tokens: Annotated[int, typer.Option(help="Most tokens per reply.")] = 256,
     url: Url = DEFAULT_URL,
+    ca_bundle: CaBundle = None,
 ) -> None:
     """Talk to an endpoint in the terminal; replies stream as they are generated. Ctrl-D or `exit` ends it."""
     from pier.client.client import PierClientError
 
-    client = _client(url)
+    client = _client(url, ca_bundle)
     messages = [{"role": "system", "content": system}] if system else []
     console.print(f"Chatting with [bold]{name}[/]. Ctrl-D or `exit` to leave.")
     while True:
@@ -181,12 +188,13 @@ def logs(
     name: str,
     lines: Annotated[int, typer.Option(help="Lines from the end of each copy's log.")] = 200,
     url: Url = DEFAULT_URL,
+    ca_bundle: CaBundle = None,
 ) -> None:
     """The end of the log of each copy serving an endpoint or inference component."""
     from pier.client.client import PierClientError
 
     try:
-        found = _client(url).logs(name, lines)
+        found = _client(url, ca_bundle).logs(name, lines)
     except PierClientError as error:
         _fail(str(error))
     if not found:
@@ -200,13 +208,14 @@ def logs(
 def delete(
     name: str,
     url: Url = DEFAULT_URL,
+    ca_bundle: CaBundle = None,
     wait: Annotated[bool, typer.Option(help="Wait until it is gone.")] = True,
 ) -> None:
     """Delete an endpoint with its inference components, its config and the models nothing else uses."""
     from pier.client.client import PierClientError
 
     try:
-        _client(url).delete(name, wait=wait, say=lambda line: console.print(f"  {line}"))
+        _client(url, ca_bundle).delete(name, wait=wait, say=lambda line: console.print(f"  {line}"))
     except PierClientError as error:
         _fail(str(error))
     console.print(f"[green]{name}[/] deleted.")

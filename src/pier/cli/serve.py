@@ -35,6 +35,10 @@ AllowOrigin = Annotated[list[str] | None, typer.Option(help=(
     "otherwise, even other loopback ones (http://localhost:3000). Also PIER_ALLOWED_ORIGINS."))]
 Insecure = Annotated[bool, typer.Option(help="Listen beyond loopback even with no keys: NO authentication.")]
 AccessLog = Annotated[bool, typer.Option("--access-log", help="Log a line for every HTTP call to the gateway.")]
+TlsCert = Annotated[Path | None, typer.Option(help=(
+    "Serve HTTPS with this PEM certificate (its chain after it). Clients trust a private CA with --ca-bundle, "
+    "AWS_CA_BUNDLE or SSL_CERT_FILE (docs/security.md)."))]
+TlsKey = Annotated[Path | None, typer.Option(help="The certificate's PEM private key, unencrypted (chmod 600).")]
 
 
 @app.command("container")
@@ -67,6 +71,8 @@ def up(
     insecure: Insecure = False,
     access_log: AccessLog = False,
     grace_period: GracePeriod = None,
+    tls_cert: TlsCert = None,
+    tls_key: TlsKey = None,
     backend: Annotated[str, typer.Option(help="Where copies run: local (this host) or ray (a Ray cluster).")] = "local",
     ray_address: Annotated[str | None, typer.Option(help=(
         "The Ray cluster for --backend ray: auto, HOST:6379 or ray://HOST:10001 (default: start a Ray of the "
@@ -89,19 +95,20 @@ def up(
         except ValueError as error:
             raise typer.BadParameter(str(error), param_hint="--ray-config") from None
     _run_gateway(port, host, state_dir, allow_host, insecure, access_log=access_log, grace_period=grace_period,
-                 backend=backend, ray=ray, allow_origin=allow_origin)
+                 backend=backend, ray=ray, allow_origin=allow_origin, tls=(tls_cert, tls_key))
 
 
 def _run_gateway(port: int | None, host: str | None, state_dir: Path | None, allow_host: list[str] | None,
                  insecure: bool, session_keys: tuple[StoredKey, ...] = (), access_log: bool = False,
                  grace_period: float | None = None, backend: str = "local", ray: RayConfig | None = None,
-                 allow_origin: list[str] | None = None) -> None:
+                 allow_origin: list[str] | None = None, tls: tuple[Path | None, Path | None] = (None, None)) -> None:
     from pier.gateway.run import DEFAULT_PORT, run_gateway
 
     raise typer.Exit(run_gateway(port or DEFAULT_PORT, state_dir, host=host or "127.0.0.1",
                                  allowed_hosts=tuple(allow_host or ()), allowed_origins=tuple(allow_origin or ()),
                                  insecure=insecure, session_keys=session_keys,
-                                 access_log=access_log, grace_period_s=grace_period, backend=backend, ray=ray))
+                                 access_log=access_log, grace_period_s=grace_period, backend=backend, ray=ray,
+                                 tls_cert=tls[0], tls_key=tls[1]))
 
 
 @app.command("serve")

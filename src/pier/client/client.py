@@ -20,6 +20,7 @@ from botocore.exceptions import ClientError
 from pier.client.deploy_file import Calls, DeployFile, calls, component_changed
 from pier.control.records import IN_PROGRESS
 from pier.security.client_credentials import cli_credentials
+from pier.security.client_trust import TrustError, ca_bundle, connection_problem, ssl_context
 from pier.security.signing import SigV4Signer
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -44,16 +45,23 @@ class EndpointSummary:
 
 class PierClient:
     def __init__(self, url: str = DEFAULT_URL, *, timeout_s: float = 120.0,
-                 credentials: tuple[str, str] | None = None) -> None:
-        """`credentials`: an access key id and secret (`pier keys create`); default: see cli_credentials."""
+                 credentials: tuple[str, str] | None = None, ca_bundle_file: Path | None = None) -> None:
+        """`credentials`: an access key id and secret (`pier keys create`); default: see cli_credentials.
+        `ca_bundle_file`: the CAs an https:// gateway's certificate is checked against; default: see
+        client_trust.ca_bundle (AWS_CA_BUNDLE, REQUESTS_CA_BUNDLE, SSL_CERT_FILE, else the public CAs)."""
         self.url = url.rstrip("/")
         key_id, secret = credentials or cli_credentials(self.url)
+        try:
+            bundle = ca_bundle(ca_bundle_file)
+        except TrustError as error:
+            raise PierClientError(str(error)) from None
         settings: dict[str, Any] = {"endpoint_url": self.url, "region_name": "us-east-1",
-                                    "aws_access_key_id": key_id, "aws_secret_access_key": secret}
+                                    "aws_access_key_id": key_id, "aws_secret_access_key": secret,
+                                    "verify": str(bundle) if bundle is not None else None}
         config = Config(read_timeout=timeout_s, retries={"max_attempts": 3})
         self.sagemaker = boto3.client("sagemaker", **settings, config=config)
         self.runtime = boto3.client("sagemaker-runtime", **settings, config=config)
-        self.http = httpx.Client(base_url=self.url, timeout=timeout_s, trust_env=False,
+        self.http = httpx.Client(base_url=self.url, timeout=timeout_s, trust_env=False, verify=ssl_context(bundle),
                                  auth=SigV4Signer(key_id, secret))
 
     def ping(self) -> None:
@@ -61,10 +69,9 @@ class PierClient:
         try:
             self.http.get("/ping", timeout=5).raise_for_status()
         except httpx.HTTPError as error:
-            raise PierClientError(
+            raise PierClientError(connection_problem(self.url, error) or (
                 f"No pier gateway answers at {self.url} ({type(error).__name__}): start one with `pier up`, or pass "
-                "the URL of the one you run."
-            ) from None
+                "the URL of the one you run.")) from None
 
     # ---- deploy
 

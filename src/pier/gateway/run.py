@@ -18,6 +18,7 @@ from pier.security import listening
 from pier.security.exposure import may_listen
 from pier.security.keystore import StoredKey
 from pier.security.settings import SecuritySettings
+from pier.security.tls import TlsError, TlsFiles, plain_http_warning, tls_files
 
 if TYPE_CHECKING:
     from pier.backends.base import Backend
@@ -34,15 +35,18 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
                 log_level: str = "info", allowed_hosts: tuple[str, ...] = (), allowed_origins: tuple[str, ...] = (),
                 insecure: bool = False,
                 session_keys: tuple[StoredKey, ...] = (), access_log: bool = False,
-                grace_period_s: float | None = None, backend: str = "local", ray: RayConfig | None = None) -> int:
+                grace_period_s: float | None = None, backend: str = "local", ray: RayConfig | None = None,
+                tls_cert: Path | None = None, tls_key: Path | None = None) -> int:
     """Serve the gateway until SIGINT/SIGTERM, which drain: requests in flight get `grace_period_s` (default
     PIER_GRACE_PERIOD_S or 30 s) to finish, then end in their protocol; every copy is stopped on the way out (on a
     Ray cluster that is not the gateway's own, copies stay for the next gateway: see pier.backends.ray).
     Refuses (2) to listen beyond loopback without keys unless `insecure`. Its log says what a user needs (where it
-    listens, endpoints changing status, copies failing); `access_log` adds a line per call."""
+    listens, endpoints changing status, copies failing); `access_log` adds a line per call. With `tls_cert` (and
+    `tls_key`) it serves HTTPS only; the files are checked (2 when they cannot be served) before anything starts."""
     try:
         grace_s = grace_period(grace_period_s)
-    except ValueError as error:
+        tls = tls_files(tls_cert, tls_key)
+    except (ValueError, TlsError) as error:
         logging.basicConfig(level=log_level.upper())
         log.error("cannot start: %s", error)
         return 2
@@ -74,15 +78,25 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
             lock.release()
         log.error("%s", error)
         return 2
-    log.info("pier gateway on http://%s:%d (state in %s, copies on the %s backend)", host, port, folder, backend)
-    log.info("web console: http://%s:%d/console", host, port)
+    origin = gateway_origin(host, port, tls)
+    if (warning := plain_http_warning(host, tls)) is not None:
+        log.warning("%s", warning)
+    log.info("pier gateway on %s (state in %s, copies on the %s backend)", origin, folder, backend)
+    log.info("web console: %s/console", origin)
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5,
-                            access_log=access_log)
+                            access_log=access_log, ssl_certfile=tls.cert if tls else None,
+                            ssl_keyfile=tls.key if tls else None)
     try:
         DrainingServer(config, app.state.drain, grace_s).run()
     finally:
         lock.release()
     return 0
+
+
+def gateway_origin(host: str, port: int, tls: TlsFiles | None) -> str:
+    """Where clients reach the gateway: `https://` when it serves TLS (an IPv6 address in brackets)."""
+    name = f"[{host}]" if ":" in host else host
+    return f"{'https' if tls is not None else 'http'}://{name}:{port}"
 
 
 # ---- --backend ray ---------------------------------------------------------------------------------------------
@@ -133,6 +147,10 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--insecure", action="store_true",
                         help="listen beyond loopback even without keys (no authentication)")
     parser.add_argument("--access-log", action="store_true", help="log a line for every HTTP call")
+    parser.add_argument("--tls-cert", type=Path, default=None, metavar="FILE",
+                        help="serve HTTPS with this PEM certificate (chain: leaf first)")
+    parser.add_argument("--tls-key", type=Path, default=None, metavar="FILE",
+                        help="the certificate's PEM private key (unencrypted)")
     parser.add_argument("--backend", choices=BACKENDS, default="local", help="where copies run (default local)")
     parser.add_argument("--ray-address", default=None, help="auto, host:6379 or ray://host:10001 (default: a Ray "
                         "of the gateway's own)")
@@ -155,4 +173,5 @@ def main(argv: list[str] | None = None) -> int:
     return run_gateway(args.port, args.state_dir, host=args.host, log_level=args.log_level,
                        allowed_hosts=tuple(args.allow_host), allowed_origins=tuple(args.allow_origin),
                        insecure=args.insecure, access_log=args.access_log,
-                       grace_period_s=args.grace_period, backend=args.backend, ray=ray)
+                       grace_period_s=args.grace_period, backend=args.backend, ray=ray, tls_cert=args.tls_cert,
+                       tls_key=args.tls_key)

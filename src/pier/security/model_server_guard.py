@@ -4,7 +4,8 @@
   API_KEY is set, which, as in TGI, requires `Authorization: Bearer <API_KEY>` everywhere but /ping and
   /health (401 otherwise).
 - A copy started by a gateway has PIER_COPY_SECRET: it answers only requests carrying that secret in
-  X-Pier-Copy-Secret (403 otherwise), except /ping (its supervisor's health check) and /metrics (counters).
+  X-Pier-Copy-Secret (403 otherwise), except /ping (its supervisor's health check). /metrics needs the secret
+  too: its counters name the copy's models and traffic, and the gateway's scrape sends it (gateway/copy_metrics.py).
 Errors take the shape of the route's flavor (OpenAI, TGI, or SageMaker's toolkit).
 """
 
@@ -29,7 +30,7 @@ log = logging.getLogger("pier.server")
 
 API_KEY_ENV = "API_KEY"  # TGI's variable
 OPEN_WITH_API_KEY = frozenset({"/ping", "/health"})
-OPEN_WITH_COPY_SECRET = frozenset({"/ping", "/metrics"})
+OPEN_WITH_COPY_SECRET = frozenset({"/ping"})
 
 
 def guard_model_server(app: FastAPI, env: Mapping[str, str]) -> None:
