@@ -4,8 +4,8 @@ maximum) per metric and dimension set, kept in the autoscaling store for `retent
 Datapoints are gathered in memory and written in one transaction per `flush()` (the scaler flushes every tick,
 a query flushes first), so a busy gateway writes a few rows a second, never one per request. A datapoint may stand
 for many samples (PutMetricData's Counts, its StatisticValues): it is merged once, whatever its count. Recording
-is thread-safe: the gateway's event loop records requests while its writer thread (gateway/writer.py) flushes. `aggregate()` and
-`statistic()` are the pure part: what CloudWatch's GetMetricStatistics does with the seconds of a period.
+is thread-safe: the event loop records requests while the writer thread (gateway/writer.py) flushes.
+`aggregate()` and `statistic()` are the pure part: what GetMetricStatistics does with the seconds of a period.
 """
 
 from __future__ import annotations
