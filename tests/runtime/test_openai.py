@@ -67,12 +67,13 @@ def test_invalid_json_is_a_400(gw: Gateway) -> None:
     assert answer.status_code == 400 and "Invalid request body" in answer.json()["error"]["message"]
 
 
-def test_a_stream_past_the_deadline_ends_with_an_error_event() -> None:
-    with copy_server(SlowRunner(0.05)) as slow, gateway(RuntimeSettings(openai_deadline_s=1.0)) as gw:
+def test_a_stream_past_its_total_bound_ends_with_an_error_event() -> None:
+    settings = RuntimeSettings(openai_deadline_s=1.0, stream_total_s=1.0)
+    with copy_server(SlowRunner(0.05)) as slow, gateway(settings) as gw:
         gw.route("llm", [slow.status("slow-1")])
         stream = client(gw.url + "/v1").completions.create(model="llm", prompt="hello", max_tokens=500, stream=True)
         texts = []
-        with pytest.raises(openai.APIError, match=r"did not answer within 1\.0 s"):
+        with pytest.raises(openai.APIError, match=r"still running after 1\.0 s"):
             for chunk in stream:
                 texts.append(chunk.choices[0].text)
         assert texts

@@ -147,6 +147,8 @@ class Relay(Protocol):
 
     def shutting_down(self) -> InvocationError: ...
 
+    def out_of_time(self, call: Call, origin: Origin) -> StreamEnded: ...
+
     async def next_copy(self, call: Call, copies: Sequence[CopyStatus] | None, exclude: Collection[str],
                         timeout_s: float | None = None) -> Lease | None: ...
 
@@ -387,9 +389,7 @@ class Resumable:
     # -- how it ends ----------------------------------------------------------------------------------
 
     def _out_of_time(self) -> StreamEnded:
-        if self.forwarder.stopping:
-            return StreamEnded(self.forwarder.shutting_down(), StreamErrorCode.BROKEN)
-        return StreamEnded(self._origin.timed_out(self.call.deadline_s or 0.0), StreamErrorCode.TIMEOUT)
+        return self.forwarder.out_of_time(self.call, self._origin)
 
     def _gave_up(self, cause: str) -> InvocationError:
         if self.resumes == 0 and not self.tokens:
