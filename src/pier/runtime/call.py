@@ -41,9 +41,11 @@ class Call:
 
 class StreamEnded(Exception):
     """The copy's answer stopped short after it had begun: out of time, the connection broke (and the request
-    could not be resumed), or the gateway is shutting down."""
+    could not be resumed), or the gateway is shutting down. `code` is ModelStreamError's ErrorCode for the model's
+    failures; None for the service's own (the gateway's drain ended it), which SageMaker's event stream reports as
+    InternalStreamFailure."""
 
-    def __init__(self, error: InvocationError, code: StreamErrorCode) -> None:
+    def __init__(self, error: InvocationError, code: StreamErrorCode | None) -> None:
         super().__init__(error.message)
         self.error = error
         self.code = code

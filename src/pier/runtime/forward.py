@@ -229,7 +229,7 @@ class Forwarder:
         """How a stream that ran out of time ends: at the gateway's drain (StreamBroken, a service's end), or at
         the limit of `call`'s deadline it hit, named with the setting that raises it."""
         if self.stopping:
-            return StreamEnded(self.shutting_down(), StreamErrorCode.BROKEN)
+            return StreamEnded(self.shutting_down(), None)
         if call.stream is not None:
             error = origin.stream_timed_out(call.stream.limit(), call.stream, DEADLINE_SETTING)
             return StreamEnded(error, StreamErrorCode.TIMEOUT)

@@ -195,7 +195,10 @@ class RuntimeService:
                     yield eventstream.payload_part(chunk[start : start + PART_BYTES])
         except StreamEnded as ended:
             log.warning("stream from %s ended early: %s", exchange.origin.copy_id, ended)
-            yield eventstream.model_stream_error(ended.error.message, ended.code)
+            if ended.code is None:  # the gateway's own end (its drain): a service failure, not the model's
+                yield eventstream.internal_stream_failure(ended.error.message)
+            else:
+                yield eventstream.model_stream_error(ended.error.message, ended.code)
         except Exception as error:
             log.exception("stream from %s failed", exchange.origin.copy_id)
             yield eventstream.internal_stream_failure(as_invocation_error(error).message)

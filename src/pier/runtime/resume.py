@@ -288,7 +288,7 @@ class Resumable:
         said = (f"copy {copy.copy_id} of {self.call.target.component} failed during a request after "
                 f"{len(self.tokens)} tokens: {cause}")
         if self.forwarder.stopping:
-            raise StreamEnded(self.forwarder.shutting_down(), StreamErrorCode.BROKEN)
+            raise StreamEnded(self.forwarder.shutting_down(), None)
         if len(killed) >= self.settings.poison_copies:
             log.error("%s; the request was on %d copies that died (%s): not resuming it", said, len(killed),
                       ", ".join(map(str, killed)))
@@ -314,7 +314,7 @@ class Resumable:
         fresh: Sequence[CopyStatus] | None = None  # the router's latest copies, until a retarget brings newer
         while True:
             if self.forwarder.stopping:
-                raise StreamEnded(self.forwarder.shutting_down(), StreamErrorCode.BROKEN)
+                raise StreamEnded(self.forwarder.shutting_down(), None)
             try:
                 lease = await self.forwarder.next_copy(self.call, fresh, self._excluded(target.copies),
                                                        timeout_s=max(0.0, give_up - loop.time()))
