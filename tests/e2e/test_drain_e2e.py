@@ -100,7 +100,7 @@ def sagemaker_stream(url: str, n: int) -> Outcome:
     assert buffer._data == b"", "the stream was cut inside a frame"
     last = frames[-1]
     if last.headers.get(":message-type") == "exception":
-        assert last.headers[":exception-type"] == "ModelStreamError"
+        assert last.headers[":exception-type"] == "InternalStreamFailure"  # the gateway's drain: a service failure
         return Outcome("sagemaker-stream", n, False, json.loads(last.payload)["Message"], time.monotonic())
     text = b"".join(f.payload for f in frames).decode()
     final = json.loads(text.strip().split("\n\n")[-1][len("data:"):])

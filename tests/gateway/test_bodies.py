@@ -46,3 +46,15 @@ def test_the_runtime_reads_no_body_it_cannot_parse(served: Served) -> None:
     response = httpx.post(served.url + "/endpoints/x/invocations", content=DEEP_ARRAY,
                           headers={"Content-Type": "application/json"})
     assert response.status_code == 400 and response.headers["x-amzn-ErrorType"].startswith("ValidationError")
+
+
+def test_a_chunked_control_plane_body_over_the_limit_is_a_validation_exception(served: Served) -> None:
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the limit is found while reading
+        for _ in range(8):
+            yield b" " * (1 << 20)
+
+    for target in ("SageMaker.ListEndpoints", "GraniteServiceVersion20100801.PutMetricData"):
+        response = httpx.post(served.url, content=chunks(), headers={
+            "X-Amz-Target": target, "Content-Type": "application/x-amz-json-1.1"})
+        assert response.status_code in (400, 413), response.text
+        assert response.json()["__type"] == "ValidationException" and "bytes" in response.json()["message"]

@@ -67,12 +67,13 @@ def test_invalid_json_is_a_400(gw: Gateway) -> None:
     assert answer.status_code == 400 and "Invalid request body" in answer.json()["error"]["message"]
 
 
-def test_a_stream_past_the_deadline_ends_with_an_error_event() -> None:
-    with copy_server(SlowRunner(0.05)) as slow, gateway(RuntimeSettings(openai_deadline_s=1.0)) as gw:
+def test_a_stream_past_its_total_bound_ends_with_an_error_event() -> None:
+    settings = RuntimeSettings(openai_deadline_s=1.0, stream_total_s=1.0)
+    with copy_server(SlowRunner(0.05)) as slow, gateway(settings) as gw:
         gw.route("llm", [slow.status("slow-1")])
         stream = client(gw.url + "/v1").completions.create(model="llm", prompt="hello", max_tokens=500, stream=True)
         texts = []
-        with pytest.raises(openai.APIError, match=r"did not answer within 1\.0 s"):
+        with pytest.raises(openai.APIError, match=r"still running after 1\.0 s"):
             for chunk in stream:
                 texts.append(chunk.choices[0].text)
         assert texts
@@ -97,3 +98,30 @@ def test_tool_calls_through_the_gateway(gw: Gateway, copy: CopyServer, path: str
     with pytest.raises(openai.BadRequestError, match="not in tools"):
         client(gw.url + path).chat.completions.create(**{**fields, "tool_choice": {  # type: ignore[call-overload]
             "type": "function", "function": {"name": "get_news"}}})
+
+
+@pytest.mark.parametrize(("messages", "param", "words"), [
+    ([{"role": "wizard", "content": "hi"}], "messages[0].role", "Invalid value: 'wizard'"),
+    ([{"role": "system", "content": "be brief"}, {"role": "user", "content": None}], "messages[1].content",
+     "got null"),
+    ([{"role": "user", "content": "hi"}, {"role": "assistant", "content": None}], "messages[1].content",
+     "unless it has tool_calls"),
+], ids=["unknown role", "null user content", "null assistant content without calls"])
+def test_openai_refuses_bad_messages_with_a_400_at_the_copy_and_through_the_gateway(
+        gw: Gateway, copy: CopyServer, messages: list[dict[str, object]], param: str, words: str) -> None:
+    for base in (copy.url + "/v1", gw.url + "/v1"):
+        with pytest.raises(openai.BadRequestError) as raised:
+            client(base).chat.completions.create(model="llm", messages=messages, max_tokens=5)  # type: ignore[arg-type]
+        error = raised.value.body
+        assert isinstance(error, dict) and error["param"] == param and words in error["message"], error
+        assert error["type"] == "invalid_request_error"
+
+
+def test_an_assistant_message_that_only_calls_tools_is_taken(gw: Gateway) -> None:
+    messages = [{"role": "user", "content": "weather?"},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "sunny"}]
+    answer = client(gw.url + "/v1").chat.completions.create(model="llm", messages=messages,  # type: ignore[arg-type]
+                                                            max_tokens=3)
+    assert answer.choices[0].message.role == "assistant"

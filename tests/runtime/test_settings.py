@@ -46,3 +46,10 @@ def test_a_bad_invocation_timeout_names_its_variable(value: str) -> None:
 def test_a_bad_session_ttl_names_its_variable() -> None:
     with pytest.raises(ValueError, match="PIER_SESSION_TTL_SECONDS"):
         RuntimeSettings.from_env({"PIER_SESSION_TTL_SECONDS": "forever"})
+
+
+@pytest.mark.parametrize(("env", "total_s"), [({}, None), ({"PIER_STREAM_TIMEOUT_SECONDS": "0"}, None),
+                                              ({"PIER_STREAM_TIMEOUT_SECONDS": "600"}, 600.0)])
+def test_a_streams_total_bound_is_the_operators_and_none_by_default(env: dict[str, str],
+                                                                    total_s: float | None) -> None:
+    assert RuntimeSettings.from_env(env).stream_total_s == total_s

@@ -96,25 +96,34 @@ async def test_past_the_deadline_a_request_ends_with_424() -> None:
 
 
 @pytest.mark.anyio
-async def test_past_the_deadline_a_stream_ends_with_an_error_event() -> None:
-    settings = ServerSettings(timeout_s=0.5)
+async def test_a_stream_flowing_past_the_deadline_is_not_cut() -> None:
+    settings = ServerSettings(timeout_s=0.5)  # the deadline is 0.45 s; the stream takes over 1 s
     async with app_client(SlowRunner(0.02, n_ctx=1024, n_seq_max=8, n_batch=64), settings) as client:
-        openai = await client.post(
-            "/v1/chat/completions",
-            json={
-                "messages": [{"role": "user", "content": "hi"}],
-                "max_tokens": 400,
-                "ignore_eos": True,
-                "stream": True,
-            },
-        )
+        started = time.monotonic()
+        openai = await client.post("/v1/chat/completions", json={
+            "messages": [{"role": "user", "content": "hi"}], "max_tokens": 60, "ignore_eos": True, "stream": True})
+        tgi = await client.post("/generate_stream", json={"inputs": "hello", "parameters": {"max_new_tokens": 60}})
+        elapsed = time.monotonic() - started
+    data = sse_data(openai.text)
+    assert data[-1] == "[DONE]" and all("error" not in json.loads(d) for d in data[:-1]) and elapsed > 1.0
+    last = json.loads(sse_data(tgi.text)[-1])
+    assert "error" not in last and last["generated_text"]  # the last event: the whole text, no error
+
+
+@pytest.mark.anyio
+async def test_a_stream_silent_past_the_deadline_ends_with_an_error_event() -> None:
+    settings = ServerSettings(timeout_s=0.5)
+    async with app_client(SlowRunner(0.7, n_ctx=1024, n_seq_max=8, n_batch=64), settings) as client:
+        openai = await client.post("/v1/chat/completions", json={
+            "messages": [{"role": "user", "content": "hi"}], "max_tokens": 400, "ignore_eos": True, "stream": True})
         tgi = await client.post("/generate_stream", json={"inputs": "hello", "parameters": {"max_new_tokens": 400}})
     data = sse_data(openai.text)
     assert data[-1] == "[DONE]"
-    assert json.loads(data[-2])["error"]["code"] == "timeout"
-    assert len(data) > 3  # tokens came before the error
+    error = json.loads(data[-2])["error"]
+    assert error["code"] == "timeout" and "sent nothing for 0.5 s" in error["message"]
+    assert "SAGEMAKER_MODEL_SERVER_TIMEOUT" in error["message"]
     last = json.loads(sse_data(tgi.text)[-1])
-    assert last["error_type"] == "generation" and "still generating" in last["error"]
+    assert last["error_type"] == "generation" and "sent nothing" in last["error"]
 
 
 @pytest.mark.anyio

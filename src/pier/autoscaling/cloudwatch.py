@@ -10,7 +10,8 @@ from typing import Any
 
 from pier.autoscaling.alarms import COMPARE, INSUFFICIENT
 from pier.autoscaling.errors import InvalidParameterValue, ResourceNotFound, UnknownOperation
-from pier.autoscaling.history import STATISTICS, History, MetricId, aggregate, matches, statistic
+from pier.autoscaling.history import STATISTICS, Bucket, History, MetricId, aggregate, matches, statistic
+from pier.autoscaling.quotas import check_put_metric_data
 from pier.autoscaling.store import Store
 from pier.autoscaling.wire import epoch
 
@@ -108,19 +109,11 @@ class CloudWatch:
         if namespace.startswith("AWS/"):
             raise InvalidParameterValue(f"The namespace {namespace} is reserved for AWS's own metrics (pier records "
                                         "AWS/SageMaker itself); put yours under another namespace.")
-        for datum in body.get("MetricData", []):
-            dims, unit = _dims(datum.get("Dimensions")), datum.get("Unit", "None")
-            at = epoch(datum["Timestamp"]) if "Timestamp" in datum else None
-            values = list(datum.get("Values") or ([datum["Value"]] if "Value" in datum else []))
-            counts = list(datum.get("Counts") or [1.0] * len(values))
-            for value, count in zip(values, counts, strict=False):
-                for _ in range(max(1, int(count))):
-                    self.history.record(namespace, datum["MetricName"], dims, float(value), unit, at)
-            if "StatisticValues" in datum:  # a summary stands for its mean, SampleCount times
-                summary = datum["StatisticValues"]
-                count = max(1, int(summary["SampleCount"]))
-                for _ in range(count):
-                    self.history.record(namespace, datum["MetricName"], dims, summary["Sum"] / count, unit, at)
+        for datum in check_put_metric_data(body, self.clock()):
+            for samples in _samples(datum):  # one merge per value, whatever its count
+                self.history.record_samples(namespace, datum["MetricName"], _dims(datum.get("Dimensions")), samples,
+                                            datum.get("Unit", "None"),
+                                            epoch(datum["Timestamp"]) if "Timestamp" in datum else None)
         return {}
 
     # ---- alarms
@@ -191,6 +184,17 @@ class CloudWatch:
 
 def _dims(given: list[Body] | None) -> dict[str, str]:
     return {d["Name"]: d["Value"] for d in given or []}
+
+
+def _samples(datum: Body) -> list[Bucket]:
+    """What one datum says was observed: each value with its count (1 when Counts is not given), or the summary
+    of StatisticValues as it is."""
+    if "StatisticValues" in datum:
+        stats = datum["StatisticValues"]
+        return [Bucket(0, stats["SampleCount"], stats["Sum"], stats["Minimum"], stats["Maximum"])]
+    values = datum.get("Values") or ([datum["Value"]] if "Value" in datum else [])
+    counts = datum.get("Counts") or [1.0] * len(values)
+    return [Bucket(0, count, value * count, value, value) for value, count in zip(values, counts, strict=True)]
 
 
 def _check_period(period: int, start: float, end: float) -> None:

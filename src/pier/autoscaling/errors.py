@@ -41,6 +41,14 @@ class InvalidParameterValue(ScalingError):
     query_code = "InvalidParameterValue"
 
 
+class InvalidParameterCombination(ScalingError):
+    """CloudWatch's: parameters that cannot be given together."""
+
+    code = "invalid_parameter_combination"
+    wire = _aws("InvalidParameterCombinationException")
+    query_code = "InvalidParameterCombination"
+
+
 class MissingParameter(ScalingError):
     code = "missing_parameter"
     wire = _aws("MissingRequiredParameterException")

@@ -2,14 +2,17 @@
 maximum) per metric and dimension set, kept in the autoscaling store for `retention_s` and no longer.
 
 Datapoints are gathered in memory and written in one transaction per `flush()` (the scaler flushes every tick,
-a query flushes first), so a busy gateway writes a few rows a second, never one per request. `aggregate()` and
-`statistic()` are the pure part: what CloudWatch's GetMetricStatistics does with the seconds of a period.
+a query flushes first), so a busy gateway writes a few rows a second, never one per request. A datapoint may stand
+for many samples (PutMetricData's Counts, its StatisticValues): it is merged once, whatever its count. Recording
+is thread-safe: the event loop records requests while the writer thread (gateway/writer.py) flushes.
+`aggregate()` and `statistic()` are the pure part: what GetMetricStatistics does with the seconds of a period.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -88,25 +91,36 @@ class History:
         self.clock = clock
         self._pending: dict[tuple[MetricId, int], tuple[Bucket, str]] = {}
         self._pruned = float("-inf")  # when the retention was last applied
+        self._lock = threading.Lock()  # guards _pending: recorded on the loop, flushed on the writer thread
 
     def record(self, namespace: str, name: str, dims: Dimensions, value: float, unit: str = "None",
                at: float | None = None) -> None:
         if not math.isfinite(value):
             return
+        self.record_samples(namespace, name, dims, Bucket(0, 1.0, value, value, value), unit, at)
+
+    def record_samples(self, namespace: str, name: str, dims: Dimensions, samples: Bucket, unit: str = "None",
+                       at: float | None = None) -> None:
+        """`samples.count` samples at once, summed in `samples` (its `ts` is ignored): O(1) whatever the count."""
+        if samples.count <= 0 or not all(map(math.isfinite, (samples.count, samples.total, samples.low,
+                                                              samples.high))):
+            return
         metric = MetricId.of(namespace, name, dims)
         second = int(self.clock() if at is None else at)
-        point = Bucket(second, 1.0, value, value, value)
-        found = self._pending.get((metric, second))
-        self._pending[(metric, second)] = (point if found is None else found[0].merged(point), unit)
+        point = Bucket(second, samples.count, samples.total, samples.low, samples.high)
+        with self._lock:
+            found = self._pending.get((metric, second))
+            self._pending[(metric, second)] = (point if found is None else found[0].merged(point), unit)
 
     def flush(self) -> None:
         """Write what was recorded since the last flush, and (every PRUNE_S) drop what is older than the
         retention."""
         now = self.clock()
         prune = now - self._pruned >= PRUNE_S
-        if not self._pending and not prune:
-            return
-        pending, self._pending = self._pending, {}
+        with self._lock:
+            if not self._pending and not prune:
+                return
+            pending, self._pending = self._pending, {}
         cutoff = int(now - self.retention_s)
         if prune:
             self._pruned = now

@@ -16,6 +16,7 @@ Dimensions: InferenceComponentName for a component's metrics, EndpointName and V
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -37,6 +38,7 @@ class Recorder:
         self.history = history
         self._busy: dict[str, float] = {}  # workload -> seconds its ended requests spent, since the last busy()
         self._busy_since: dict[str, float] = {}
+        self._lock = threading.Lock()  # requests end on the loop; the scaler reads `busy` on the writer thread
         self.registry = CollectorRegistry(auto_describe=True)
         self.invocations = Counter("pier_sagemaker_invocations", "Invocations (AWS/SageMaker Invocations).",
                                    LABELS, registry=self.registry)
@@ -60,7 +62,8 @@ class Recorder:
                             registry=self.registry)
 
     def invoked(self, done: Invoked) -> None:
-        self._busy[done.workload] = self._busy.get(done.workload, 0.0) + done.model_s + done.overhead_s
+        with self._lock:
+            self._busy[done.workload] = self._busy.get(done.workload, 0.0) + done.model_s + done.overhead_s
         component = "" if "/" in done.workload else done.workload
         labels = (done.endpoint, done.variant, component)
         client_error, server_error = 400 <= done.status < 500, done.status >= 500
@@ -89,7 +92,8 @@ class Recorder:
         """Requests at once on average since the last call for `workload`, from the time the requests that ended
         since then spent in the gateway (Little's law): a sample of the requests in flight at one instant misses
         requests shorter than the sampling interval."""
-        seconds = self._busy.pop(workload, 0.0)
+        with self._lock:
+            seconds = self._busy.pop(workload, 0.0)
         last = self._busy_since.get(workload)
         self._busy_since[workload] = now
         return seconds / (now - last) if last is not None and now > last else 0.0

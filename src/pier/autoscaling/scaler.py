@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,7 @@ log = logging.getLogger("pier.autoscaling")
 SAMPLE_S = 1.0
 SCHEDULE_RUNS = "scheduled-run"  # when each scheduled action last ran
 Body = dict[str, Any]
+Offload = Callable[[Callable[[], None]], Awaitable[None]]
 
 
 @dataclass
@@ -54,23 +56,33 @@ class Scaler:
         self._open: dict[str, tuple[Body, int]] = {}  # activity id -> (activity still InProgress, count it set)
         self._wake = asyncio.Event()
         self._next_decision = 0.0
+        self._lock = threading.RLock()  # a tick (on the writer thread) and a wake (on the loop) take turns
 
     def poke(self) -> None:
         """Evaluate now (a target, policy or alarm changed)."""
         self._next_decision = 0.0
         self._wake.set()
 
-    async def run(self) -> None:
+    async def run(self, offload: Offload | None = None) -> None:
+        """Tick until cancelled; `offload` runs each tick off the event loop (the gateway's writer thread), since a
+        tick reads and writes SQLite."""
         while True:
             self._wake.clear()
             try:
-                self.tick()
+                if offload is None:
+                    self.tick()
+                else:
+                    await offload(self.tick)
             except Exception:
                 log.exception("autoscaling tick failed; trying again")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), min(SAMPLE_S, self.settings.interval_s))
 
     def tick(self) -> None:
+        with self._lock:
+            self._tick()
+
+    def _tick(self) -> None:
         now = self.clock()
         targets = [(t, resource_of(t["ResourceId"], t["ScalableDimension"])) for t in self.store.all(TARGET)]
         counts: dict[str, Count] = {}
@@ -104,6 +116,10 @@ class Scaler:
     def wake(self, resource: Resource) -> bool:
         """Start a copy of a component at zero copies now (a request is waiting); False when it has no scalable
         target, or the target keeps it at zero."""
+        with self._lock:
+            return self._wake_one(resource)
+
+    def _wake_one(self, resource: Resource) -> bool:
         target = self.store.get(TARGET, target_key(resource))
         if target is None or not self.settings.wake or target["MaxCapacity"] < 1:
             return False

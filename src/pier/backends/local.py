@@ -66,7 +66,7 @@ class LocalBackend:
             await supervisor.stop()
 
     def statuses(self) -> list[CopyStatus]:
-        return [s.status() for s in self._copies.values()] + list(self._refused.values())
+        return [s.status() for s in list(self._copies.values())] + list(self._refused.values())  # read off the loop too
 
     def logs(self, copy_id: str, lines: int = 200) -> str:
         """The end of the copy's log, across its restarts; still there after it stopped."""

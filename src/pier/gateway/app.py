@@ -45,6 +45,7 @@ from pier.gateway.drain import Drain, Draining
 from pier.gateway.parts import Gateway
 from pier.gateway.scaling import GatewayCapacity, Waking
 from pier.gateway.targets import Targets
+from pier.gateway.writer import Writer
 from pier.runtime.invoke import RuntimeService
 from pier.runtime.routes import openai_router, runtime_router
 from pier.runtime.session_store import SessionStore
@@ -93,7 +94,7 @@ def _lifespan(gateway: Gateway, backups: Backups) -> Callable[[FastAPI], Any]:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         loop = asyncio.create_task(gateway.reconciler.run(), name="reconciler")
         saving = asyncio.create_task(backups.run(), name="state backups")
-        scaling = asyncio.create_task(gateway.autoscaling.scaler.run(), name="autoscaler")
+        scaling = asyncio.create_task(gateway.autoscaling.scaler.run(gateway.writer.run), name="autoscaler")
         try:
             yield
         finally:
@@ -107,6 +108,7 @@ def _lifespan(gateway: Gateway, backups: Backups) -> Callable[[FastAPI], Any]:
             await gateway.backend.close()
             await gateway.runtime.aclose()
             await asyncio.to_thread(backups.take)  # the last generation, on the way out
+            gateway.writer.close()  # after the work already handed to it
             gateway.autoscaling.history.flush()
             gateway.autoscaling.store.close()
             gateway.runtime.sessions.release()
@@ -134,7 +136,9 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
     elsewhere = getattr(backend, "host_cores", None)
     cap = _cluster_copy_cap() if elsewhere is not None else None
     reconciler = Reconciler(state, backend, fetches, tick_s=tick_s, host=elsewhere, copy_cap=cap)
-    control = ControlPlane(state, copies=reconciler.copies, wake=lambda: reconciler.wake(retry_fetches=True),
+    writer = Writer()  # control-plane and autoscaling calls run there; their wake-ups come back to the loop
+    control = ControlPlane(state, copies=reconciler.copies,
+                           wake=writer.soon(lambda: reconciler.wake(retry_fetches=True)),
                            copy_cap=cap, on_this_host=elsewhere is None)
     targets = Targets(state, reconciler.copies)
     scaling_store = AutoscalingStore.open(state_dir)
@@ -148,9 +152,9 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
     targets.waker = Waking(scaler, capacity, recorder, runtime.settings.queue_timeout_s)
     autoscaling = Autoscaling(
         scaling_store, history, recorder, scaler,
-        ApplicationAutoScaling(scaling_store, capacity, changed=scaler.poke),
-        CloudWatch(scaling_store, history, changed=scaler.poke))
-    return Gateway(state, backend, reconciler, control, targets, runtime, autoscaling)
+        ApplicationAutoScaling(scaling_store, capacity, changed=writer.soon(scaler.poke)),
+        CloudWatch(scaling_store, history, changed=writer.soon(scaler.poke)))
+    return Gateway(state, backend, reconciler, control, targets, runtime, autoscaling, writer)
 
 
 def _cluster_copy_cap() -> CopyCap:

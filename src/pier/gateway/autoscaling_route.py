@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
 from fastapi import Request
@@ -24,7 +25,10 @@ from pier.autoscaling.scaler import Scaler
 from pier.autoscaling.store import Store
 from pier.control.errors import ControlError
 from pier.control.names import region_of
-from pier.gateway.body import read_body
+from pier.gateway.body import decoded, read_body
+
+if TYPE_CHECKING:
+    from pier.gateway.parts import Gateway
 
 log = logging.getLogger("pier.gateway")
 REQUEST_ID = "x-amzn-RequestId"
@@ -47,11 +51,18 @@ async def answer(request: Request, service: str, operation: str, protocol: wire.
     if protocol is wire.CBOR:
         headers["smithy-protocol"] = "rpc-v2-cbor"
     try:
-        body = wire.check(wire.SERVICES[service], operation, protocol.decode(await _body(request)))
-        parts: Autoscaling = request.app.state.gateway.autoscaling
+        raw, encoding = await _body(request), request.headers.get("content-encoding", "")
+        region = region_of(request.headers.get("authorization"))
+        gateway: Gateway = request.app.state.gateway
+        parts = gateway.autoscaling
         api = parts.application_autoscaling if service == wire.AUTOSCALING_TARGET else parts.cloudwatch
-        reply = api.call(operation, body, region_of(request.headers.get("authorization")))
-        content = protocol.encode(reply, wire.output_shape(wire.SERVICES[service], operation))
+
+        def call() -> bytes:  # on the writer thread: decoding, botocore's checks, SQLite and aggregation
+            body = wire.check(wire.SERVICES[service], operation, protocol.decode(_decoded(raw, encoding)))
+            reply = api.call(operation, body, region)
+            return protocol.encode(reply, wire.output_shape(wire.SERVICES[service], operation))
+
+        content = await gateway.writer.run(call)
         return Response(content, media_type=protocol.media_type, headers=headers)
     except ScalingError as error:
         content, more = protocol.error(error)
@@ -76,20 +87,27 @@ async def query_route(request: Request) -> Response:
     headers = {REQUEST_ID: request_id}
     operation = "?"
     try:
-        form = {k: v[-1] for k, v in parse_qs((await _body(request)).decode("utf-8", "replace"),
-                                               keep_blank_values=True).items()}
-        operation = form.pop("Action", "")
-        if form.pop("Version", "") != query.VERSION:
-            raise UnknownOperation(f"pier serves the query protocol for CloudWatch (Version {query.VERSION}) only.")
-        model = wire.service_model("cloudwatch")
-        if operation not in model.operation_names:
-            raise UnknownOperation(f"CloudWatch has no operation {operation!r}.")
-        shapes = model.operation_model(operation)
-        body = wire.check("cloudwatch", operation, query.parse(form, shapes.input_shape))
-        parts: Autoscaling = request.app.state.gateway.autoscaling
-        reply = parts.cloudwatch.call(operation, body, region_of(request.headers.get("authorization")))
-        return Response(query.answer(operation, reply, shapes.output_shape, request_id), headers=headers,
-                        media_type=query.MEDIA_TYPE)
+        raw, encoding = await _body(request), request.headers.get("content-encoding", "")
+        region = region_of(request.headers.get("authorization"))
+        gateway: Gateway = request.app.state.gateway
+
+        def call() -> bytes:  # on the writer thread, as the JSON and CBOR protocols' calls
+            nonlocal operation
+            form = {k: v[-1] for k, v in parse_qs(_decoded(raw, encoding).decode("utf-8", "replace"),
+                                                   keep_blank_values=True).items()}
+            operation = form.pop("Action", "")
+            if form.pop("Version", "") != query.VERSION:
+                raise UnknownOperation(f"pier serves the query protocol for CloudWatch (Version {query.VERSION}) "
+                                       "only.")
+            model = wire.service_model("cloudwatch")
+            if operation not in model.operation_names:
+                raise UnknownOperation(f"CloudWatch has no operation {operation!r}.")
+            shapes = model.operation_model(operation)
+            body = wire.check("cloudwatch", operation, query.parse(form, shapes.input_shape))
+            reply = gateway.autoscaling.cloudwatch.call(operation, body, region)
+            return query.answer(operation, reply, shapes.output_shape, request_id)
+
+        return Response(await gateway.writer.run(call), headers=headers, media_type=query.MEDIA_TYPE)
     except ScalingError as error:
         return Response(query.error(error, request_id), error.wire.sagemaker_status, headers=headers,
                         media_type=query.MEDIA_TYPE)
@@ -107,5 +125,13 @@ async def _body(request: Request) -> bytes:
     """The body, within the control plane's limit; too large is this API's own ValidationException."""
     try:
         return await read_body(request)
+    except ControlError as error:
+        raise ScalingValidation(error.message) from None
+
+
+def _decoded(raw: bytes, encoding: str) -> bytes:
+    """The body as sent before its Content-Encoding (botocore gzips PutMetricData past 10 KB)."""
+    try:
+        return decoded(raw, encoding)
     except ControlError as error:
         raise ScalingValidation(error.message) from None

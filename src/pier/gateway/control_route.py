@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
@@ -15,7 +16,7 @@ from pier.control.errors import ControlError, UnknownOperation
 from pier.control.limits import parse_body
 from pier.control.names import region_of
 from pier.gateway import autoscaling_route
-from pier.gateway.body import read_body
+from pier.gateway.body import decoded, read_body
 from pier.gateway.parts import gateway_of
 
 log = logging.getLogger("pier.gateway")
@@ -34,8 +35,14 @@ async def control_route(request: Request) -> Response:
     request_id = str(uuid.uuid4())
     try:
         operation = _operation(request.headers.get("x-amz-target", ""))
-        body = parse_body(await read_body(request))
-        reply = gateway_of(request).control.call(operation, body, region_of(request.headers.get("authorization")))
+        raw, encoding = await read_body(request), request.headers.get("content-encoding", "")
+        region = region_of(request.headers.get("authorization"))
+        gateway = gateway_of(request)
+
+        def call() -> dict[str, Any]:  # on the writer thread: parsing and SQLite stay off the event loop
+            return gateway.control.call(operation, parse_body(decoded(raw, encoding)), region)
+
+        reply = await gateway.writer.run(call)
         return JSONResponse(reply, headers={REQUEST_ID: request_id}, media_type=AMZ_JSON)
     except ControlError as error:
         return _control_error(error.wire.sagemaker_code, error.message, error.wire.sagemaker_status, request_id)

@@ -33,13 +33,17 @@ SOURCE = "The deploy file"
 async def deploy_route(request: Request) -> Response:
     region = region_of(request.headers.get("authorization"))
     control = gateway_of(request).control
-    try:
-        text = (await read_body(request)).decode("utf-8", errors="replace")
+
+    def deploy(text: str) -> tuple[Calls, tuple[list[str], str | None]]:  # on the writer thread: it writes state
         try:
             todo = calls(parse(text, SOURCE), Path.cwd())
         except DeployFileError as error:
             raise ValidationError(str(error)) from None
-        steps, waiting = converge(lambda operation, body: control.call(operation, body, region), todo)
+        return todo, converge(lambda operation, body: control.call(operation, body, region), todo)
+
+    try:
+        text = (await read_body(request)).decode("utf-8", errors="replace")
+        todo, (steps, waiting) = await gateway_of(request).writer.run(deploy, text)
     except ControlError as error:
         return JSONResponse({"__type": error.wire.sagemaker_code, "message": error.message},
                             error.wire.sagemaker_status, media_type=AMZ_JSON)

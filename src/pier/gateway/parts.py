@@ -12,6 +12,7 @@ from pier.control.reconciler import Reconciler
 from pier.control.state import State
 from pier.gateway.autoscaling_route import Autoscaling
 from pier.gateway.targets import Targets
+from pier.gateway.writer import Writer
 from pier.runtime.invoke import RuntimeService
 
 
@@ -24,6 +25,7 @@ class Gateway:
     targets: Targets
     runtime: RuntimeService
     autoscaling: Autoscaling
+    writer: Writer  # the AWS APIs' blocking work, off the event loop (gateway/writer.py)
 
 
 def gateway_of(request: Request) -> Gateway:

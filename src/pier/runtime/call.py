@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
+from pier.deadline import StreamClock
 from pier.runtime.errors import InvocationError
 from pier.runtime.eventstream import StreamErrorCode
 from pier.runtime.routing import DEFAULT_ROUTE, Route
@@ -29,13 +30,22 @@ class Call:
     retarget: Callable[[], Awaitable[Target]] | None = None  # the copies now, to resume on a replacement
     route: Route = DEFAULT_ROUTE  # its strategy, prefix key, and the copy of its session
     method: str = "POST"
+    # A streaming route's moving deadline (the first part, then each silence, within `deadline_s`; and the
+    # operator's total bound): a stream that keeps flowing is not cut at `deadline`.
+    stream: StreamClock | None = None
+
+    def due(self) -> float | None:
+        """When the wait under way is out of time (event-loop time); None: left to the copy."""
+        return self.stream.due() if self.stream is not None else self.deadline
 
 
 class StreamEnded(Exception):
     """The copy's answer stopped short after it had begun: out of time, the connection broke (and the request
-    could not be resumed), or the gateway is shutting down."""
+    could not be resumed), or the gateway is shutting down. `code` is ModelStreamError's ErrorCode for the model's
+    failures; None for the service's own (the gateway's drain ended it), which SageMaker's event stream reports as
+    InternalStreamFailure."""
 
-    def __init__(self, error: InvocationError, code: StreamErrorCode) -> None:
+    def __init__(self, error: InvocationError, code: StreamErrorCode | None) -> None:
         super().__init__(error.message)
         self.error = error
         self.code = code

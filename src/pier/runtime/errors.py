@@ -12,6 +12,7 @@ from typing import Any
 
 from fastapi.responses import JSONResponse
 
+from pier.deadline import Limit, StreamClock
 from pier.errors import (
     RETRY_AFTER_S,
     RETRY_STATUSES,
@@ -108,6 +109,9 @@ class ModelError(InvocationError, GenerationFailed):
         }
 
 
+TOTAL_SETTING = "PIER_STREAM_TIMEOUT_SECONDS"
+
+
 @dataclass(frozen=True)
 class Origin:
     """Which copy an answer came from, for ModelError's message and LogStreamArn."""
@@ -145,6 +149,22 @@ class Origin:
             "so that this error reaches you before your client gives up. Ask for fewer tokens, send a shorter "
             "prompt, use the streaming route, or raise the endpoint's invocation deadline."
         ), openai_status=424)
+
+    def stream_timed_out(self, limit: Limit, clock: StreamClock, setting: str) -> ModelError:
+        """A stream ended at `clock`'s `limit`; `setting` is the environment variable that sets `idle_s`."""
+        if limit is Limit.TOTAL:
+            why = (f"the stream was still running after {clock.total_s or 0.0:.1f} s, the total "
+                   f"{TOTAL_SETTING} allows. Raise {TOTAL_SETTING} in the gateway's environment (unset, a stream "
+                   "has no total bound), or ask for fewer tokens.")
+        elif limit is Limit.FIRST_PART:
+            why = (f"it sent no first part within {clock.idle_s:.1f} s of the request's arrival. {setting} bounds "
+                   "the wait for the first part and each silence between parts (a little under its value); raise "
+                   "it in the gateway's environment, or send a shorter prompt.")
+        else:
+            why = (f"it sent nothing for {clock.idle_s:.1f} s after its last part. {setting} bounds each silence "
+                   "between parts (a little under its value); raise it in the gateway's environment.")
+        return self._error(0, f"Your model did not complete sending the inference response in the allotted time: "
+                              f"{why}", openai_status=424)
 
     def broken(self, error: BaseException) -> ModelError:
         return self._error(0, (

@@ -33,6 +33,7 @@ from pier.runtime.settings import RuntimeSettings
 from pier.runtime.upstream import CopyUnreachable, Upstream
 
 log = logging.getLogger(__name__)
+DEADLINE_SETTING = "PIER_INVOCATION_TIMEOUT_SECONDS"
 @dataclass(frozen=True)
 class Exchange:
     origin: Origin
@@ -169,6 +170,7 @@ class Forwarder:
     async def relay(self, exchange: Exchange, call: Call) -> AsyncIterator[bytes]:
         """The body as it arrives; raises StreamEnded when it cannot finish."""
         chunks = exchange.response.aiter_raw() if exchange.resumable is None else exchange.resumable.body()
+        loop = asyncio.get_running_loop()
         try:
             while True:
                 # The timeout wraps the wait only, never a yield: the consumer's time is not the copy's.
@@ -176,11 +178,11 @@ class Forwarder:
                     chunk = await anext(chunks, None)
                 if chunk is None:
                     return
+                if call.stream is not None:  # it flows: the next part has the whole deadline again
+                    call.stream.moved(loop.time())
                 yield chunk
         except TimeoutError:
-            if self.stopping:
-                raise StreamEnded(self.shutting_down(), StreamErrorCode.BROKEN) from None
-            raise StreamEnded(exchange.origin.timed_out(call.deadline_s or 0.0), StreamErrorCode.TIMEOUT) from None
+            raise self.out_of_time(call, exchange.origin) from None
         except httpx.TransportError as error:
             raise StreamEnded(exchange.origin.broken(error), StreamErrorCode.BROKEN) from None
 
@@ -223,10 +225,20 @@ class Forwarder:
                                       ) from error
             raise
 
+    def out_of_time(self, call: Call, origin: Origin) -> StreamEnded:
+        """How a stream that ran out of time ends: at the gateway's drain (StreamBroken, a service's end), or at
+        the limit of `call`'s deadline it hit, named with the setting that raises it."""
+        if self.stopping:
+            return StreamEnded(self.shutting_down(), None)
+        if call.stream is not None:
+            error = origin.stream_timed_out(call.stream.limit(), call.stream, DEADLINE_SETTING)
+            return StreamEnded(error, StreamErrorCode.TIMEOUT)
+        return StreamEnded(origin.timed_out(call.deadline_s or 0.0), StreamErrorCode.TIMEOUT)
+
     @asynccontextmanager
     async def deadline(self, call: Call) -> AsyncIterator[None]:
         """One wait under `call`'s deadline (TimeoutError past it); `stop()` ends every such wait at once."""
-        when = asyncio.get_running_loop().time() if self.stopping else call.deadline
+        when = asyncio.get_running_loop().time() if self.stopping else call.due()
         async with asyncio.timeout_at(when) as wait:
             self._waits.add(wait)
             try:
@@ -263,8 +275,9 @@ class Forwarder:
 
     def _wait_s(self, call: Call) -> float:
         wait = self.settings.queue_timeout_s
-        if call.deadline is not None:
-            wait = min(wait, call.deadline - asyncio.get_running_loop().time())
+        due = call.due()
+        if due is not None:
+            wait = min(wait, due - asyncio.get_running_loop().time())
         return wait
 
     def origin_of(self, call: Call, copy_id: str) -> Origin:

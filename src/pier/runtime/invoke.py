@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive
 
+from pier.deadline import StreamClock
 from pier.runtime import eventstream, openai
 from pier.runtime.call import Call, StreamEnded
 from pier.runtime.disconnect import CLIENT_CLOSED_REQUEST, ClientGone, unless_disconnected
@@ -93,7 +94,7 @@ class RuntimeService:
 
     async def _open_stream(self, invocation: Invocation, resources: AsyncExitStack) -> tuple[Call, Exchange]:
         """A copy's successful answer, started; `resources` then hold its turn, lease and connection."""
-        call, session = await self._call(invocation)
+        call, session = await self._call(invocation, streaming=True)
         exchange = await resources.enter_async_context(self.forwarder.exchange(call))
         if not exchange.response.is_success:
             body = await self.forwarder.read(exchange, call)
@@ -162,7 +163,7 @@ class RuntimeService:
             log.info("session %s moved from copy %s to %s", session.id, session.copy_id, exchange.origin.copy_id)
             self.sessions.move(session, exchange.origin.copy_id)
 
-    async def _call(self, invocation: Invocation) -> tuple[Call, Session | None]:
+    async def _call(self, invocation: Invocation, *, streaming: bool = False) -> tuple[Call, Session | None]:
         def resolve() -> Awaitable[Target]:
             return resolve_target(self.resolve, invocation.endpoint, invocation.component, invocation.variant)
 
@@ -173,10 +174,11 @@ class RuntimeService:
         ready = {c.copy_id for c in target.ready()}
         pin = session.copy_id if session is not None and session.copy_id in ready else None  # else: it moves
         deadline_s = self.settings.deadline_s
+        clock = StreamClock(invocation.received_at, deadline_s, self.settings.stream_total_s) if streaming else None
         return Call(
             invocation.endpoint, target, "/invocations", invocation.body, invocation.upstream_headers(),
             request_prefix(invocation.body), invocation.received_at + deadline_s, deadline_s, retarget=resolve,
-            route=route_of(target.routing, invocation.body, pin),
+            route=route_of(target.routing, invocation.body, pin), stream=clock,
         ), session
 
     def _session(self, invocation: Invocation, target: Target) -> Session | None:
@@ -196,7 +198,10 @@ class RuntimeService:
                     yield eventstream.payload_part(chunk[start : start + PART_BYTES])
         except StreamEnded as ended:
             log.warning("stream from %s ended early: %s", exchange.origin.copy_id, ended)
-            yield eventstream.model_stream_error(ended.error.message, ended.code)
+            if ended.code is None:  # the gateway's own end (its drain): a service failure, not the model's
+                yield eventstream.internal_stream_failure(ended.error.message)
+            else:
+                yield eventstream.model_stream_error(ended.error.message, ended.code)
         except Exception as error:
             log.exception("stream from %s failed", exchange.origin.copy_id)
             yield eventstream.internal_stream_failure(as_invocation_error(error).message)

@@ -31,6 +31,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive
 
+from pier.deadline import StreamClock
 from pier.runtime.call import Call, StreamEnded
 from pier.runtime.disconnect import CLIENT_CLOSED_REQUEST, ClientGone, unless_disconnected
 from pier.runtime.errors import (
@@ -109,9 +110,12 @@ async def passthrough(forwarder: Forwarder, resolve: Resolve, request: Request, 
         deadline_s = forwarder.settings.openai_deadline_s
         headers = {"Content-Type": "application/json", "X-Request-Id": request_id}
         route = route_of(target.routing, content_text(body) if target.routing.prefix_aware else "")
+        clock = None
+        if parsed.stream and deadline_s is not None:  # a stream that keeps flowing is not cut (pier.deadline)
+            clock = StreamClock(received, deadline_s, forwarder.settings.stream_total_s)
         call = Call(name, target, path, body, headers, request_prefix(body),
                     None if deadline_s is None else received + deadline_s, deadline_s, retarget=retarget, route=route,
-                    method=request.method)
+                    method=request.method, stream=clock)
         if parsed.stream:
             return await _stream(forwarder, call, request_id, request.receive)
         return await unless_disconnected(_whole(forwarder, call, request_id), request.receive)

@@ -147,6 +147,8 @@ class Relay(Protocol):
 
     def shutting_down(self) -> InvocationError: ...
 
+    def out_of_time(self, call: Call, origin: Origin) -> StreamEnded: ...
+
     async def next_copy(self, call: Call, copies: Sequence[CopyStatus] | None, exclude: Collection[str],
                         timeout_s: float | None = None) -> Lease | None: ...
 
@@ -286,7 +288,7 @@ class Resumable:
         said = (f"copy {copy.copy_id} of {self.call.target.component} failed during a request after "
                 f"{len(self.tokens)} tokens: {cause}")
         if self.forwarder.stopping:
-            raise StreamEnded(self.forwarder.shutting_down(), StreamErrorCode.BROKEN)
+            raise StreamEnded(self.forwarder.shutting_down(), None)
         if len(killed) >= self.settings.poison_copies:
             log.error("%s; the request was on %d copies that died (%s): not resuming it", said, len(killed),
                       ", ".join(map(str, killed)))
@@ -312,7 +314,7 @@ class Resumable:
         fresh: Sequence[CopyStatus] | None = None  # the router's latest copies, until a retarget brings newer
         while True:
             if self.forwarder.stopping:
-                raise StreamEnded(self.forwarder.shutting_down(), StreamErrorCode.BROKEN)
+                raise StreamEnded(self.forwarder.shutting_down(), None)
             try:
                 lease = await self.forwarder.next_copy(self.call, fresh, self._excluded(target.copies),
                                                        timeout_s=max(0.0, give_up - loop.time()))
@@ -387,9 +389,7 @@ class Resumable:
     # -- how it ends ----------------------------------------------------------------------------------
 
     def _out_of_time(self) -> StreamEnded:
-        if self.forwarder.stopping:
-            return StreamEnded(self.forwarder.shutting_down(), StreamErrorCode.BROKEN)
-        return StreamEnded(self._origin.timed_out(self.call.deadline_s or 0.0), StreamErrorCode.TIMEOUT)
+        return self.forwarder.out_of_time(self.call, self._origin)
 
     def _gave_up(self, cause: str) -> InvocationError:
         if self.resumes == 0 and not self.tokens:

@@ -4,7 +4,8 @@ A running gateway (`pier up`) reads its queue's bounds from PIER_QUEUE_SIZE (req
 inference component) and PIER_QUEUE_TIMEOUT_SECONDS (the longest one waits for a copy with room), and the
 SageMaker routes' time limit from PIER_INVOCATION_TIMEOUT_SECONDS (the client's read timeout: 60 s, boto3's, by
 default; raise it, with the queue's, for clients that wait longer, such as a load test's users who must wait
-rather than fail).
+rather than fail). On a streaming route that limit bounds the wait for the first part and each silence between
+parts, so a stream that keeps flowing is not cut; PIER_STREAM_TIMEOUT_SECONDS, when set, bounds a whole stream.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ class RuntimeSettings:
     # SageMaker routes: an invocation still running this long after it arrived ends with a 424 (a
     # ModelStreamError once streaming), early enough to reach a client whose read timeout is boto3's 60 s.
     deadline_s: float = before_client_gives_up(BOTO3_READ_TIMEOUT_S)
+    # Streaming routes: a whole stream ends past this (None: no total bound; the deadline bounds its silences).
+    stream_total_s: float | None = None
     # OpenAI routes: None leaves the limit to the copy (its SAGEMAKER_MODEL_SERVER_TIMEOUT); clients wait longer.
     openai_deadline_s: float | None = None
     # Requests a copy is sent at once when its backend does not report its own concurrency (pier.concurrency:
@@ -71,6 +74,9 @@ class RuntimeSettings:
                 raise ValueError("PIER_INVOCATION_TIMEOUT_SECONDS must be above 0 (seconds the clients wait for an "
                                  "answer; default 60); fix it in the gateway's environment.")
             settings = replace(settings, deadline_s=before_client_gives_up(float(invocation)))
+        total = _number(env, "PIER_STREAM_TIMEOUT_SECONDS", float)
+        if total:  # 0 or unset: no total bound
+            settings = replace(settings, stream_total_s=float(total))
         ttl = _number(env, "PIER_SESSION_TTL_SECONDS", float)
         if ttl is not None:
             settings = replace(settings, session_ttl_s=float(ttl))

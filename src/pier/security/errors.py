@@ -24,6 +24,7 @@ class AuthFailure(Exception):
     """A refusal. `message` is what the caller reads: what went wrong and how to fix it; never a secret."""
 
     code: ClassVar[str]
+    json_code: ClassVar[str | None] = None  # the JSON protocols' `__type` where it differs from `code`
     json_status: ClassVar[int] = 403  # AWS JSON 1.1 (the control plane)
     rest_status: ClassVar[int] = 403  # rest-json (the runtime, pier's own routes)
     openai_status: ClassVar[int] = 401
@@ -104,7 +105,8 @@ class RequestRefused(AuthFailure):
 class BodyTooLarge(AuthFailure):
     """A signed body must be read whole to check its hash; past the runtime's limit it is not read at all."""
 
-    code = "ValidationError"
+    code = "ValidationError"  # the runtime's (rest-json) name for a bad request
+    json_code = "ValidationException"  # the control plane's, Application Auto Scaling's and CloudWatch's
     json_status = 413
     rest_status = 413
     openai_status = 413

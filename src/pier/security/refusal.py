@@ -15,8 +15,9 @@ ERROR_TYPE = "x-amzn-ErrorType"
 
 def refusal_response(family: Family, failure: AuthFailure, request_id: str) -> JSONResponse:
     if family is Family.CONTROL:
-        return JSONResponse({"__type": failure.code, "message": failure.message}, failure.json_status,
-                            headers={REQUEST_ID: request_id, ERROR_TYPE: failure.code}, media_type=AMZ_JSON)
+        code = failure.json_code or failure.code
+        return JSONResponse({"__type": code, "message": failure.message}, failure.json_status,
+                            headers={REQUEST_ID: request_id, ERROR_TYPE: code}, media_type=AMZ_JSON)
     if family is Family.OPENAI:
         error = {"message": failure.message, "type": _openai_type(failure.openai_status), "param": None,
                  "code": failure.openai_code}

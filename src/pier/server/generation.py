@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from starlette.types import Receive
 
+from pier.deadline import Limit, StreamClock
 from pier.engine.engine import Engine
 from pier.engine.logprobs import TokenLogprob
 from pier.engine.request import FinishReason, GenerationChunk, RequestTimings
@@ -56,11 +57,13 @@ def chunk_logprobs(chunks: list[GenerationChunk]) -> tuple[TokenLogprob | None, 
 
 
 async def stream(
-    engine: Engine, request: CheckedRequest, deadline_s: float, trace: GenerationTrace
+    engine: Engine, request: CheckedRequest, deadline_s: float, trace: GenerationTrace, *, flowing: bool = False
 ) -> AsyncIterator[GenerationChunk]:
     """The request's chunks, up to and including the finished one. Raises DeadlineExceeded when the
-    deadline passes and GenerationFailed when the engine fails; leaving early aborts the request."""
-    deadline = asyncio.get_running_loop().time() + deadline_s
+    deadline passes and GenerationFailed when the engine fails; leaving early aborts the request. `flowing` (a
+    streaming route): the deadline bounds the first chunk and each silence after one, not a stream that flows."""
+    loop = asyncio.get_running_loop()
+    clock = StreamClock(loop.time(), deadline_s, None if flowing else deadline_s)
     progress = continuation.current()  # the gateway can resume this request elsewhere
     try:
         chunks = engine.generate(request)
@@ -71,15 +74,21 @@ async def stream(
     try:
         while True:
             try:
-                async with asyncio.timeout_at(deadline):
+                async with asyncio.timeout_at(clock.due()):
                     chunk = await anext(chunks)
+                clock.moved(loop.time())
             except TimeoutError:
                 trace.end("timeout")
+                if clock.limit() is Limit.TOTAL:
+                    raise DeadlineExceeded(
+                        f"The request was still generating after {deadline_s:.1f} s and was stopped so that this "
+                        "error reaches you before your client times out. Ask for fewer tokens (max_tokens / "
+                        "max_new_tokens), send a shorter prompt, stream the answer, or raise "
+                        "SAGEMAKER_MODEL_SERVER_TIMEOUT.") from None
                 raise DeadlineExceeded(
-                    f"The request was still generating after {deadline_s:.1f} s and was stopped so that this "
-                    "error reaches you before your client times out. Ask for fewer tokens (max_tokens / "
-                    "max_new_tokens), send a shorter prompt, or raise SAGEMAKER_MODEL_SERVER_TIMEOUT."
-                ) from None
+                    f"The stream sent nothing for {deadline_s:.1f} s and was stopped. SAGEMAKER_MODEL_SERVER_TIMEOUT "
+                    "bounds the wait for the first part and each silence between parts; raise it, or send a shorter "
+                    "prompt.") from None
             except PierError:
                 trace.end("rejected")
                 raise

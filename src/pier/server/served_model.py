@@ -107,7 +107,7 @@ class ServedModel:
         return self.engine.check(request)
 
     def stream(self, request: CheckedRequest) -> AsyncIterator[GenerationChunk]:
-        return generation.stream(self.engine, request, self.deadline_s, self._metrics.trace())
+        return generation.stream(self.engine, request, self.deadline_s, self._metrics.trace(), flowing=True)
 
     async def complete(self, request: CheckedRequest, disconnected: Awaitable[None]) -> Completion:
         trace = self._metrics.trace()

@@ -184,6 +184,24 @@ class ChatMessage(BaseModel):
         return "\n".join(part.text or "" for part in self.content)
 
 
+ROLES = ("system", "developer", "user", "assistant", "tool", "function")  # OpenAI's
+
+
+def message_problem(index: int, message: ChatMessage) -> InvalidRequest | None:
+    """Why OpenAI would refuse the `index`th message (400, naming the field): a role it does not know, or no
+    content where the role needs one (only an assistant message that makes tool calls may have none)."""
+    where = f"messages[{index}]"
+    if message.role not in ROLES:
+        return InvalidRequest(f"Invalid value: {message.role!r} for {where}.role. Supported values are: "
+                              f"{', '.join(repr(r) for r in ROLES)}.", param=f"{where}.role")
+    if message.content is None and not (message.role == "assistant" and message.tool_calls):
+        needs = ("an assistant message needs content unless it has tool_calls" if message.role == "assistant"
+                 else f"a {message.role} message needs its text")
+        return InvalidRequest(f"Invalid value for {where}.content: expected a string or an array of content "
+                              f"parts, got null ({needs}).", param=f"{where}.content")
+    return None
+
+
 class ChatCompletionRequest(_OpenAIRequest):
     messages: list[ChatMessage] = Field(min_length=1)
     max_completion_tokens: int | None = None
@@ -198,6 +216,9 @@ class ChatCompletionRequest(_OpenAIRequest):
 
     def refuse_unsupported(self) -> None:
         super().refuse_unsupported()
+        for index, message in enumerate(self.messages):
+            if (problem := message_problem(index, message)) is not None:
+                raise problem
         if self.top_logprobs is not None:
             if not 0 <= self.top_logprobs <= MAX_TOP_LOGPROBS:
                 raise InvalidRequest(f"top_logprobs must be between 0 and {MAX_TOP_LOGPROBS}; got "
