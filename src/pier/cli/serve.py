@@ -72,6 +72,10 @@ def up(
         "(docs/ray.md)."))] = None,
     ray_cpus_per_vcpu: Annotated[float | None, typer.Option(help=(
         "Ray CPUs an instance reserves per vCPU of its type (default 1: a real instance)."))] = None,
+    cpu_fallback: Annotated[bool, typer.Option("--cpu-fallback", help=(
+        "Serve on CPU the copies that ask for GPUs this host lacks (NumberOfAcceleratorDevicesRequired, a GPU "
+        "instance type); they say they run on CPU. Default: refuse them, as SageMaker refuses missing capacity."))
+    ] = False,
 ) -> None:
     """Run the gateway: the SageMaker control plane and runtime, OpenAI routes, and the copies it supervises."""
     from pier.gateway import run
@@ -85,17 +89,19 @@ def up(
         except ValueError as error:
             raise typer.BadParameter(str(error), param_hint="--ray-config") from None
     _run_gateway(port, host, state_dir, allow_host, insecure, access_log=access_log, grace_period=grace_period,
-                 backend=backend, ray=ray)
+                 backend=backend, ray=ray, cpu_fallback=cpu_fallback)
 
 
 def _run_gateway(port: int | None, host: str | None, state_dir: Path | None, allow_host: list[str] | None,
                  insecure: bool, session_keys: tuple[StoredKey, ...] = (), access_log: bool = False,
-                 grace_period: float | None = None, backend: str = "local", ray: RayConfig | None = None) -> None:
+                 grace_period: float | None = None, backend: str = "local", ray: RayConfig | None = None,
+                 cpu_fallback: bool = False) -> None:
     from pier.gateway.run import DEFAULT_PORT, run_gateway
 
     raise typer.Exit(run_gateway(port or DEFAULT_PORT, state_dir, host=host or "127.0.0.1",
                                  allowed_hosts=tuple(allow_host or ()), insecure=insecure, session_keys=session_keys,
-                                 access_log=access_log, grace_period_s=grace_period, backend=backend, ray=ray))
+                                 access_log=access_log, grace_period_s=grace_period, backend=backend, ray=ray,
+                                 cpu_fallback=cpu_fallback))
 
 
 @app.command("serve")

@@ -32,6 +32,7 @@ from pier.console.assets import console_router
 from pier.control.api import ControlPlane
 from pier.control.backups import BackupPolicy, Backups
 from pier.control.capacity import COPY_CAP_SETTING, CopyCap, host_copy_cap
+from pier.control.devices import GpuPool
 from pier.control.fetch.fetches import Fetches
 from pier.control.fetch.store import ModelStore
 from pier.control.reconciler import Reconciler
@@ -44,6 +45,7 @@ from pier.gateway.drain import Drain, Draining
 from pier.gateway.parts import Gateway
 from pier.gateway.scaling import GatewayCapacity, Waking
 from pier.gateway.targets import Targets
+from pier.gpus import GpuInventory, discover
 from pier.runtime.invoke import RuntimeService
 from pier.runtime.routes import openai_router, runtime_router
 from pier.runtime.settings import RuntimeSettings
@@ -56,12 +58,14 @@ CLUSTER_COPY_CAP = 1024  # copies on a cluster (ray backend) unless PIER_MAX_COP
 
 def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: float = 1.0,
                    store: ModelStore | None = None, security: SecuritySettings | None = None,
-                   backups: BackupPolicy | None = None, scaling: ScalingSettings | None = None) -> FastAPI:
+                   backups: BackupPolicy | None = None, scaling: ScalingSettings | None = None,
+                   gpus: GpuInventory | None = None, cpu_fallback: bool = False) -> FastAPI:
     """The gateway app over the state in `state_dir`; its lifespan runs the reconciler, the autoscaler and the
     state's backups and, on the way out, stops every copy. A damaged state file raises StateDamaged here (never
-    replaced). Every request passes pier.security's guard first (Host/Origin, keys, roles, audit)."""
+    replaced). Every request passes pier.security's guard first (Host/Origin, keys, roles, audit). `gpus`: this
+    host's (default: discovered, pier.gpus); `cpu_fallback`: serve on CPU the copies that want GPUs it lacks."""
     gateway = _assemble(state_dir, backend or _local_backend(state_dir), tick_s, store,
-                        scaling or ScalingSettings.from_env())
+                        scaling or ScalingSettings.from_env(), gpus, cpu_fallback)
     saver = Backups(gateway.state, backups or BackupPolicy.from_env())
     app = FastAPI(title="pier gateway", lifespan=_lifespan(gateway, saver))
     app.state.gateway = gateway
@@ -113,14 +117,16 @@ def _lifespan(gateway: Gateway, backups: Backups) -> Callable[[FastAPI], Any]:
 
 
 def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStore | None,
-              scaling: ScalingSettings) -> Gateway:
+              scaling: ScalingSettings, gpus: GpuInventory | None, cpu_fallback: bool) -> Gateway:
     state = State.open(state_dir)
     fetches = Fetches(store or ModelStore(state_dir / "models"))
     # A backend whose copies do not run on this host (ray) says which cores copies are numbered against, and this
     # host's cores and memory do not cap how many copies there are.
     elsewhere = getattr(backend, "host_cores", None)
     cap = _cluster_copy_cap() if elsewhere is not None else None
-    reconciler = Reconciler(state, backend, fetches, tick_s=tick_s, host=elsewhere, copy_cap=cap)
+    # Copies on this host are handed this host's GPUs; on a cluster, Ray hands each copy its node's (num_gpus).
+    pool = GpuPool(None if elsewhere is not None else gpus or discover(), cpu_fallback)
+    reconciler = Reconciler(state, backend, fetches, tick_s=tick_s, host=elsewhere, copy_cap=cap, gpus=pool)
     control = ControlPlane(state, copies=reconciler.copies, wake=lambda: reconciler.wake(retry_fetches=True),
                            copy_cap=cap, on_this_host=elsewhere is None)
     targets = Targets(state, reconciler.copies)

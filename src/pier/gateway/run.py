@@ -13,6 +13,7 @@ from pier.control.backups import GatewayLock
 from pier.errors import PierError
 from pier.gateway.app import create_gateway
 from pier.gateway.drain import DrainingServer, grace_period
+from pier.gpus import discover
 from pier.security.exposure import may_listen
 from pier.security.keystore import StoredKey
 from pier.security.settings import SecuritySettings
@@ -31,12 +32,14 @@ STATE_UNUSABLE = 3  # exit code when the gateway cannot start on its state folde
 def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host: str = "127.0.0.1",
                 log_level: str = "info", allowed_hosts: tuple[str, ...] = (), insecure: bool = False,
                 session_keys: tuple[StoredKey, ...] = (), access_log: bool = False,
-                grace_period_s: float | None = None, backend: str = "local", ray: RayConfig | None = None) -> int:
+                grace_period_s: float | None = None, backend: str = "local", ray: RayConfig | None = None,
+                cpu_fallback: bool = False) -> int:
     """Serve the gateway until SIGINT/SIGTERM, which drain: requests in flight get `grace_period_s` (default
     PIER_GRACE_PERIOD_S or 30 s) to finish, then end in their protocol; every copy is stopped on the way out (on a
     Ray cluster that is not the gateway's own, copies stay for the next gateway: see pier.backends.ray).
     Refuses (2) to listen beyond loopback without keys unless `insecure`. Its log says what a user needs (where it
-    listens, endpoints changing status, copies failing); `access_log` adds a line per call."""
+    listens, endpoints changing status, copies failing); `access_log` adds a line per call. `cpu_fallback` serves on
+    CPU the copies that want GPUs this host lacks, instead of refusing them."""
     try:
         grace_s = grace_period(grace_period_s)
     except ValueError as error:
@@ -53,7 +56,8 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
     try:  # one gateway per state folder; a damaged state is refused, never replaced (`pier state` mends it)
         lock = GatewayLock.take(folder)
         chosen = open_backend(backend, folder, ray)
-        app = create_gateway(folder, security=security, backend=chosen)
+        gpus = discover()
+        app = create_gateway(folder, security=security, backend=chosen, gpus=gpus, cpu_fallback=cpu_fallback)
     except PierError as error:
         if lock is not None:
             lock.release()
@@ -66,6 +70,9 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
         return 2
     log.info("pier gateway on http://%s:%d (state in %s, copies on the %s backend)", host, port, folder, backend)
     log.info("web console: http://%s:%d/console", host, port)
+    if backend == "local":
+        log.info("GPUs for copies: %s (%s)%s", gpus.describe(), gpus.source,
+                 "; copies asking for GPUs it lacks run on CPU (--cpu-fallback)" if cpu_fallback else "")
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5,
                             access_log=access_log)
     try:
@@ -122,6 +129,8 @@ def arguments() -> argparse.ArgumentParser:
                         help="listen beyond loopback even without keys (no authentication)")
     parser.add_argument("--access-log", action="store_true", help="log a line for every HTTP call")
     parser.add_argument("--backend", choices=BACKENDS, default="local", help="where copies run (default local)")
+    parser.add_argument("--cpu-fallback", action="store_true",
+                        help="serve on CPU the copies that ask for GPUs this host lacks (default: refuse them)")
     parser.add_argument("--ray-address", default=None, help="auto, host:6379 or ray://host:10001 (default: a Ray "
                         "of the gateway's own)")
     parser.add_argument("--ray-config", type=Path, default=None, help="YAML: see pier.backends.ray.config")
@@ -142,4 +151,5 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(str(error))
     return run_gateway(args.port, args.state_dir, host=args.host, log_level=args.log_level,
                        allowed_hosts=tuple(args.allow_host), insecure=args.insecure, access_log=args.access_log,
-                       grace_period_s=args.grace_period, backend=args.backend, ray=ray)
+                       grace_period_s=args.grace_period, backend=args.backend, ray=ray,
+                       cpu_fallback=args.cpu_fallback)
