@@ -78,6 +78,7 @@ def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: f
     app.add_api_route("/v1/models", pier_routes.openai_models, methods=["GET"], response_model=None)
     app.add_api_route("/pier/copies", pier_routes.copies, methods=["GET"], response_model=None)
     app.add_api_route("/pier/copies/{copy_id}/logs", pier_routes.copy_logs, methods=["GET"], response_model=None)
+    app.add_api_route("/pier/gpus", pier_routes.gpus, methods=["GET"], response_model=None)
     app.add_api_route("/pier/metrics/summary", pier_routes.summary, methods=["GET"], response_model=None)
     app.add_api_route("/pier/deploy", deploy_route, methods=["POST"], response_model=None)
     app.include_router(console_router())  # the web console's files (pier.console)
