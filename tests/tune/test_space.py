@@ -57,11 +57,3 @@ def test_a_gpu_candidate_has_its_own_key_and_label_and_a_cpu_one_keeps_its_key()
     assert on_gpus.label == "4x12t/1g p8 b512 f16" and on_gpus.key != Candidate(4, 12, 8).key
     assert Candidate(2, 1, 8).key == "997902f9a2"  # as before GPUs were searched: old state files still match
 
-
-def test_a_gpu_candidate_deploys_asking_for_its_gpus() -> None:
-    from pier.tune.runner import Setup
-
-    [component] = Setup("m.gguf").deploy_file("tuned", Candidate(4, 12, 8, gpus=1)).components
-    assert component.requirements()["NumberOfAcceleratorDevicesRequired"] == 1 and component.copies == 4
-    [cpu] = Setup("m.gguf").deploy_file("tuned", Candidate(2, 1, 8)).components
-    assert "NumberOfAcceleratorDevicesRequired" not in cpu.requirements()
