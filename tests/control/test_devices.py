@@ -230,3 +230,23 @@ async def test_with_cpu_fallback_a_gpu_request_serves_on_cpu(world: Callable[[Gp
     gpu_component(w, 2)
     await w.until(lambda: w.component("ic")[0] == "InService")
     assert [(s.gpus, s.cpu_fallback, s.accelerators) for s in w.backend.specs.values()] == [((), True, 1)] * 2
+
+
+def test_a_flexible_workload_takes_free_gpus_or_runs_on_cpu_unrefused() -> None:
+    """A classic variant on `local` without SM_NUM_GPUS asked for no GPU: the host's when free, else CPU."""
+    granted = grant(copies(A, 1, gpus=4) + copies(B, 1, gpus=4), (), FOUR, flexible={B})
+    assert devices(granted.placements) == [(A, 0, (0, 1, 2, 3), False), (B, 0, (), False)]
+    assert granted.placements[1].accelerators == () and not granted.shortfalls
+
+
+@pytest.mark.anyio
+async def test_on_local_a_second_classic_endpoint_runs_on_cpu_when_the_gpus_are_held(
+        world: Callable[[GpuPool], World]) -> None:
+    w = world(GpuPool(fake(1)))
+    for name in ("one", "two"):
+        w.call("CreateEndpointConfig", EndpointConfigName=name, ProductionVariants=[{
+            "VariantName": "AllTraffic", "ModelName": "m", "InstanceType": "local", "InitialInstanceCount": 1}])
+        w.call("CreateEndpoint", EndpointName=name, EndpointConfigName=name)
+    await w.until(lambda: w.endpoint("one")[0] == w.endpoint("two")[0] == "InService")
+    assert sorted((s.component, s.gpus, s.accelerators, s.cpu_fallback) for s in w.backend.specs.values()) == [
+        ("one/AllTraffic", ("0",), 1, False), ("two/AllTraffic", (), 0, False)]

@@ -10,6 +10,7 @@ the copies that own some of their instance's here (pier.control.devices), across
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -21,7 +22,7 @@ from pier.backends.base import CopySpec, Instance
 from pier.control import capacity, devices
 from pier.control.capacity import CopyCap, Demand, Placement
 from pier.control.devices import GpuPool
-from pier.control.instance_types import InstanceType, host_cores_for
+from pier.control.instance_types import LOCAL, InstanceType, host_cores_for
 from pier.control.records import ComponentRecord, EndpointRecord, VariantRecord
 from pier.control.shapes import ResourceRequirements
 from pier.control.workload import Workload
@@ -75,6 +76,7 @@ class _Copy:
 class _Placed:
     copies: list[_Copy] = field(default_factory=list)
     wanted: dict[Workload, int] = field(default_factory=dict)  # copies each workload asks for
+    flexible: set[Workload] = field(default_factory=set)  # GPUs when free, else CPU (devices.grant)
     problems: dict[Workload, str] = field(default_factory=dict)
 
 
@@ -89,14 +91,14 @@ def _uncapped(endpoints: Iterable[EndpointRecord], components: Iterable[Componen
         if endpoint.status == "Deleting":
             continue
         for variant in endpoint.variants:
-            itype = lookup(variant.instance_type)
+            itype = _counted(lookup(variant.instance_type), pool)
             owner = Workload.of_variant(endpoint.name, variant.name)
             if variant.model is not None:
                 _classic(placed, owner, variant, itype)
             else:
                 hosted = by_variant.get((endpoint.name.lower(), variant.name), [])
                 _components(placed, owner, hosted, variant, itype, keep)
-    granted = devices.grant([c.placement for c in placed.copies], keep, pool)
+    granted = devices.grant([c.placement for c in placed.copies], keep, pool, placed.flexible)
     for short in granted.shortfalls:
         placed.problems.setdefault(short.workload, f"{short.missing} of {placed.wanted[short.workload]} copies not "
                                                    f"placed. {short.reason}")
@@ -105,12 +107,21 @@ def _uncapped(endpoints: Iterable[EndpointRecord], components: Iterable[Componen
     return Desired(tuple(specs), granted.placements, placed.problems)
 
 
+def _counted(itype: InstanceType, pool: GpuPool) -> InstanceType:
+    """`local` is this host: its GPUs are the ones handed out here (the pool's, should they differ from discovery)."""
+    if itype.name != LOCAL or pool.inventory is None:
+        return itype
+    return dataclasses.replace(itype, accelerators=len(pool.inventory))
+
+
 def _classic(placed: _Placed, workload: Workload, variant: VariantRecord, itype: InstanceType) -> None:
     if variant.model_dir is None or variant.container is None:
         return  # its model is still being fetched
     environment = variant.container.Environment
     gpus, problem = devices.classic_gpus(environment, itype)
     placed.wanted[workload] = variant.instance_count
+    if itype.name == LOCAL and not devices.asks_for_gpus(environment):
+        placed.flexible.add(workload)
     if problem:
         placed.problems[workload] = problem
         return

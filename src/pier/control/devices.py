@@ -10,7 +10,7 @@ with `--cpu-fallback`, runs on CPU and says so: never silently on CPU.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pier.control.capacity import Placement, Shortfall
@@ -37,9 +37,12 @@ class Granted:
     shortfalls: tuple[Shortfall, ...] = ()
 
 
-def grant(placements: Sequence[Placement], keep: Iterable[Placement], pool: GpuPool) -> Granted:
+def grant(placements: Sequence[Placement], keep: Iterable[Placement], pool: GpuPool,
+          flexible: Collection[Workload] = ()) -> Granted:
     """Give every placement that owns GPUs as many of the host's, in the order given, after the copies in `keep`
-    that had theirs (and may keep them)."""
+    that had theirs (and may keep them). A `flexible` workload never asked for GPUs (a classic variant on `local`
+    without SM_NUM_GPUS: "this host, whatever it has"): it gets the host's GPUs when they are free, else runs on
+    CPU as any copy that wants none."""
     if pool.inventory is None:
         return Granted(tuple(placements))
     before = {_key(p): p for p in keep}
@@ -60,6 +63,8 @@ def grant(placements: Sequence[Placement], keep: Iterable[Placement], pool: GpuP
         wanted = len(placement.accelerators)
         if len(free) >= wanted and not (pool.cpu_fallback and had is not None and had.on_cpu):
             done[i], free = dataclasses.replace(placement, devices=tuple(free[:wanted]), on_cpu=False), free[wanted:]
+        elif placement.workload in flexible:
+            done[i] = dataclasses.replace(placement, accelerators=(), devices=(), on_cpu=False)
         elif pool.cpu_fallback:  # a copy already on CPU stays there: moving it would restart it
             done[i] = dataclasses.replace(placement, devices=(), on_cpu=True)
         else:
@@ -89,6 +94,10 @@ def short_of_gpus(wanted: int, inventory: GpuInventory, free: int) -> str:
             "NumberOfAcceleratorDevicesRequired (SM_NUM_GPUS for a variant's model), delete inference components or "
             "endpoints that hold GPUs, run pier on a host with more GPUs, or start it with `pier up --cpu-fallback` "
             "to serve such copies on CPU.")
+
+
+def asks_for_gpus(environment: Mapping[str, str]) -> bool:
+    return any(environment.get(name, "").strip() for name in GPU_SETTINGS)
 
 
 def classic_gpus(environment: Mapping[str, str], itype: InstanceType) -> tuple[int, str]:
