@@ -1,7 +1,9 @@
 """The GPUs of this host, as placement counts them: NVML (`pip install 'pier[gpu]'`, which brings nvidia-ml-py)
-when it is importable, else `nvidia-smi`, else none. `PIER_FAKE_GPUS=N` stands in N fake GPUs instead (tests and
-demos on a host without any: copies are handed ids 0..N-1 that no driver backs, so they run on CPU unless a real
-GPU has that id). The gateway's own CUDA_VISIBLE_DEVICES, when set, limits pier to the GPUs it names.
+when it is importable, else `nvidia-smi`, else none. `PIER_FAKE_GPUS=N` stands in N fake GPUs instead, for
+placement's tests and demos on a host without any: copies are handed ids 0..N-1 that no driver backs, and a real
+copy handed one refuses to load (the engine never runs a copy that holds GPUs on the CPU), so fakes show placement
+(/pier/gpus, /pier/copies, refusals), not serving. The gateway's own CUDA_VISIBLE_DEVICES, when set, limits pier
+to the GPUs it names.
 
 Ids are the driver's indexes in PCI bus order (what nvidia-smi shows); a copy is started with
 CUDA_DEVICE_ORDER=PCI_BUS_ID so that CUDA numbers them the same way.
