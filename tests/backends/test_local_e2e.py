@@ -108,7 +108,8 @@ def test_a_copy_that_cannot_load_fails_after_its_retries(tmp_path: Path) -> None
 
 @pytest.mark.parametrize(
     ("change", "words"),
-    [({"model_dir": Path("/nonexistent/model")}, "does not exist"), ({"cores": (4095,)}, "Cores [4095] are not")],
+    [({"model_dir": Path("/nonexistent/model")}, "does not exist"), ({"cores": (4095,)}, "Cores [4095] are not"),
+     ({"accelerators": 1}, "asks for 1 GPU(s) and was handed 0; pier never runs it on CPU unasked")],
 )
 def test_specs_that_cannot_run_fail_at_once(running: Running, model_dir: Path, change: dict[str, object],
                                             words: str) -> None:
@@ -119,14 +120,18 @@ def test_specs_that_cannot_run_fail_at_once(running: Running, model_dir: Path, c
     assert running.backend.statuses() == []
 
 
-def test_a_copy_asking_for_accelerators_runs_on_the_cpu_with_a_warning(
+def test_with_cpu_fallback_a_copy_asking_for_gpus_serves_on_the_cpu_and_says_so(
     running: Running, model_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Like an instance type bigger than this host: it runs on what the host has, and says so."""
     with caplog.at_level(logging.WARNING, logger="pier.backends"):
-        running.loop.run(running.backend.start(replace(spec("gpu", model_dir), accelerators=1)))
+        running.loop.run(running.backend.start(replace(spec("gpu", model_dir), accelerators=1, cpu_fallback=True)))
     running.wait_for(lambda: running.status("gpu").state is CopyState.READY, 60, "the copy to be ready")
-    assert "asks for 1 accelerator(s); this host has none to give" in caplog.text
+    assert "asks for 1 GPU(s) this host lacks; it runs on 1 CPU core(s) instead" in caplog.text
+    status = running.status("gpu")
+    environ = dict(entry.split("=", 1) for entry in
+                   Path(f"/proc/{status.pid}/environ").read_text().split("\0") if "=" in entry)
+    assert (environ["CUDA_VISIBLE_DEVICES"], environ["PIER_GPUS"], environ["PIER_CPU_FALLBACK"]) == ("", "0", "1")
+    assert generate(status).status_code == 200
     running.loop.run(running.backend.stop("gpu"))
 
 

@@ -55,6 +55,21 @@ def test_environment_is_the_models_with_pier_importable() -> None:
     assert env["PATH"] == os.environ["PATH"]
 
 
+@pytest.mark.parametrize(("gpus", "fallback", "expected"), [
+    (("0", "1"), False, {"CUDA_VISIBLE_DEVICES": "0,1", "PIER_GPUS": "2"}),
+    ((), False, {"CUDA_VISIBLE_DEVICES": "", "PIER_GPUS": "0"}),  # "" hides every GPU: a CUDA build runs on CPU
+    ((), True, {"CUDA_VISIBLE_DEVICES": "", "PIER_GPUS": "0", "PIER_CPU_FALLBACK": "1"}),
+])
+def test_a_copy_sees_exactly_the_gpus_it_holds(gpus: tuple[str, ...], fallback: bool,
+                                               expected: dict[str, str]) -> None:
+    # Whatever the model's Environment or the gateway's say: GPUs are pier's to hand out.
+    spec = CopySpec("c", "ic", Path("/m"), {"CUDA_VISIBLE_DEVICES": "0,1,2,3", "PIER_CPU_FALLBACK": "1"},
+                    accelerators=1, gpus=gpus, cpu_fallback=fallback)
+    env = environment(spec, {"PATH": "/usr/bin", "PIER_CPU_FALLBACK": "1", "PIER_GPUS": "8"})
+    gpu_env = {k: v for k, v in env.items() if k in ("CUDA_VISIBLE_DEVICES", "PIER_GPUS", "PIER_CPU_FALLBACK")}
+    assert gpu_env == expected and env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+
+
 GATEWAY_ENV = {
     "PATH": "/usr/bin", "HOME": "/home/u", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TMPDIR": "/fast/tmp",
     "HF_HOME": "/cache/hf", "PIER_PARALLEL": "4", "OMP_NUM_THREADS": "2", "GGML_SCHED_MAX_COPIES": "1",

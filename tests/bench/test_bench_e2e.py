@@ -122,7 +122,8 @@ def bench(target: str, **fields: Any) -> BenchResult:
     return run_bench(BenchOptions(target=target, **(defaults | fields)))
 
 
-def test_summary_json_has_every_field(pier_server: str, tmp_path: Path) -> None:
+def test_summary_json_has_every_field(pier_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PIER_FAKE_GPUS", "0")
     result = bench(pier_server, concurrency=(1, 2), out=tmp_path, instance_type="ml.g5.2xlarge", slo_ttft_ms=10_000)
     assert result.ok
     summary = json.loads((tmp_path / SUMMARY_FILE).read_text())
@@ -135,9 +136,12 @@ def test_summary_json_has_every_field(pier_server: str, tmp_path: Path) -> None:
         "options",
         "targets",
         "price",
+        "device",
         "runs",
         "comparisons",
     }
+    assert summary["device"] == {"kind": "cpu", "gpus": [], "memory_mb": [], "description": "no GPUs",
+                                 "source": "PIER_FAKE_GPUS"}  # the test's host, made GPU-less (fixture below)
     assert summary["interrupted"] is False
     assert summary["options"]["concurrency"] == [1, 2] and "api_key" not in summary["options"]
     (target,) = summary["targets"]

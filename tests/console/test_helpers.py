@@ -225,3 +225,26 @@ def test_an_endpoint_adds_its_workloads_up(page: Any) -> None:
     assert (combined["generations"], combined["running"], combined["kv_usage"]) == (5, 3, 0.6)
     assert combined["copies"] == {"Ready": 2, "Starting": 1}
     assert combined["ttft"] == [[0.1, 1], [0.5, 5], ["+Inf", 6]]  # by bound, in order, +Inf last
+
+
+@pytest.mark.parametrize(("copy", "shown"), [
+    ({"device": "gpu", "gpus": ["0", "1"], "accelerators": 2, "cpu_fallback": False}, "GPU 0, 1"),
+    ({"device": "cpu", "gpus": [], "accelerators": 1, "cpu_fallback": True}, "CPU (asked for 1 GPU, --cpu-fallback)"),
+    ({"device": "cpu", "gpus": [], "accelerators": 0, "cpu_fallback": False}, "CPU"),
+    ({"device": None, "gpus": [], "accelerators": 0, "cpu_fallback": False}, "–"),  # a copy no longer wanted
+])
+def test_the_device_a_copy_runs_on(page: Any, copy: dict[str, Any], shown: str) -> None:
+    assert call(page, "devices.js", "device", copy) == shown
+
+
+@pytest.mark.parametrize(("gpus", "shown"), [
+    ({"count": 0, "source": "none", "gpus": [], "cpu_fallback": False}, "This host has no GPUs for copies."),
+    ({"count": 0, "source": "none", "gpus": [], "cpu_fallback": True},
+     "This host has no GPUs for copies. Copies asking for GPUs it lacks run on CPU (--cpu-fallback)."),
+    ({"count": 2, "source": "nvml", "cpu_fallback": False, "gpus": [
+        {"id": 0, "name": "NVIDIA H100", "copy_id": "ic-0-ab"}, {"id": 1, "name": "NVIDIA H100", "copy_id": None}]},
+     "This host's GPUs: 0: NVIDIA H100, 1: NVIDIA H100 (nvml); 1 held by copies."),
+    ({"count": None, "message": "Copies run on a Ray cluster."}, "Copies run on a Ray cluster."),
+])
+def test_the_hosts_gpus(page: Any, gpus: dict[str, Any], shown: str) -> None:
+    assert call(page, "devices.js", "hostGpus", gpus) == shown

@@ -93,7 +93,7 @@ def test_shortfall_names_what_is_missing_and_how_to_fix_it() -> None:
     assert "10000 MiB of memory (at most 8192 MiB free" in memory
 
     gpus = pack(C7G_XL, 1, [Demand("a", 1, memory_mb=128, accelerators=1)]).shortfalls[0].reason
-    assert "1 accelerators (at most 0 free)" in gpus
+    assert "1 GPU (at most 0 free on an instance)" in gpus
 
 
 def test_classic_variant_gets_one_copy_per_instance_owning_it() -> None:
@@ -105,7 +105,7 @@ def test_classic_variant_gets_one_copy_per_instance_owning_it() -> None:
     (Demand("a", 1, cores=4, memory_mb=8192), ""),
     (Demand("a", 1, cores=5, memory_mb=128), "needs 5 CPU cores, more than a whole ml.c7g.xlarge"),
     (Demand("a", 1, memory_mb=9000), "needs 9000 MiB of memory"),
-    (Demand("a", 1, cores=8, memory_mb=9000, accelerators=1), "needs 8 CPU cores and 9000 MiB of memory and 1 acc"),
+    (Demand("a", 1, cores=8, memory_mb=9000, accelerators=1), "needs 8 CPU cores and 9000 MiB of memory and 1 GPU,"),
 ])
 def test_a_copy_bigger_than_an_instance(demand: Demand, words: str) -> None:
     reason = too_big(C7G_XL, demand)

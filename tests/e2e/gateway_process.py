@@ -13,12 +13,13 @@ from tests.server.processes import ServerProcess, pier_environment
 class GatewayProcess(ServerProcess):
     what = "gateway"
 
-    def __init__(self, state_dir: Path, port: int, log: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, state_dir: Path, port: int, log: Path, env: dict[str, str] | None = None,
+                 options: tuple[str, ...] = ()) -> None:
         self.state_dir = state_dir
         self.env = env
         environment = pier_environment(OMP_WAIT_POLICY="passive", **(env or {}))  # copies share 2 cores with tests
-        super().__init__([sys.executable, "-m", "pier.gateway", "--port", str(port), "--state-dir", str(state_dir)],
-                         port, log, environment)
+        super().__init__([sys.executable, "-m", "pier.gateway", "--port", str(port), "--state-dir", str(state_dir),
+                          *options], port, log, environment)
 
 
 class HttpsGatewayProcess(ServerProcess):

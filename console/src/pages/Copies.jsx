@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { getJson, getText } from '../api.js';
 import { usePoll } from '../poll.js';
+import { device, hostGpus } from '../devices.js';
 import { Status } from './Endpoints.jsx';
 
 // A dead copy waits out a backoff of 1 s before its first restart: polling faster shows that it is restarting.
@@ -11,11 +12,13 @@ export function Copies({ path }) {
   const filter = path?.[0] ? decodeURIComponent(path[0]) : '';
   const { value, error } = usePoll(() => getJson('/pier/copies'), EVERY_MS);
   const [selected, setSelected] = useState(null);
+  const gpus = usePoll(() => getJson('/pier/gpus'), 10000).value;
   const copies = (value?.copies || []).filter((c) => !filter || c.component === filter);
   return (
     <section aria-labelledby="copies-title">
       <h2 id="copies-title">Copies{filter && ` of ${filter}`}</h2>
       {filter && <p><a href="#/copies">Show every copy</a></p>}
+      {gpus && <p class="gpus">{hostGpus(gpus)}</p>}
       {error && <p class="error" role="alert">Could not list copies: {error.message}</p>}
       {value && copies.length === 0 && <p>No copies{filter && ` of ${filter}`}.</p>}
       {copies.length > 0 && (
@@ -23,7 +26,7 @@ export function Copies({ path }) {
           <table class="stack">
             <caption class="visually-hidden">Copies</caption>
             <thead>
-              <tr><th scope="col">Copy</th><th scope="col">Workload</th><th scope="col">State</th><th scope="col">Instance</th><th scope="col">Cores</th><th scope="col">Restarts</th><th scope="col">Concurrency</th><th scope="col">Message</th><th scope="col">Log</th></tr>
+              <tr><th scope="col">Copy</th><th scope="col">Workload</th><th scope="col">State</th><th scope="col">Instance</th><th scope="col">Cores</th><th scope="col">Device</th><th scope="col">Restarts</th><th scope="col">Concurrency</th><th scope="col">Message</th><th scope="col">Log</th></tr>
             </thead>
             <tbody>
               {copies.map((c) => (
@@ -33,6 +36,7 @@ export function Copies({ path }) {
                   <td data-label="State" class="copy-state"><Status value={c.state} /></td>
                   <td data-label="Instance">{c.instance ? `${c.instance} (${c.instance_type})` : '–'}</td>
                   <td data-label="Cores">{c.cores?.length ? c.cores.join(', ') : '–'}</td>
+                  <td data-label="Device" class="device">{device(c)}</td>
                   <td data-label="Restarts" class="restarts">{c.restarts}</td>
                   <td data-label="Concurrency">{c.concurrency ?? '–'}</td>
                   <td data-label="Message" class="reason">{c.message}</td>

@@ -36,7 +36,11 @@ class CopySpec:
     environment: Mapping[str, str] = field(default_factory=dict)  # the model's Environment block
     cores: tuple[int, ...] = ()  # CPU ids to pin the process to; threads = len(cores); () = no pinning
     memory_mb: int = 0  # accounted, not enforced, on the local backend
-    accelerators: int = 0
+    accelerators: int = 0  # GPUs it asked for (its instance's); what it got is `gpus`
+    # The GPUs it runs on, as CUDA_VISIBLE_DEVICES names them: this host's, handed out by the control plane (the
+    # local backend), or those Ray gave its actor (the ray backend fills them in on the node). () = none: CPU.
+    gpus: tuple[str, ...] = ()
+    cpu_fallback: bool = False  # it asked for GPUs the host lacks and runs on CPU (`pier up --cpu-fallback`)
     instance: Instance | None = None  # None: no variant's capacity behind it (a backend sizes it from the above)
     host: str = "127.0.0.1"  # the address its model server listens on (a Ray node's own address, remotely)
 

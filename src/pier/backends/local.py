@@ -2,7 +2,8 @@
 
     python -m pier.server.container --model MODEL_DIR --port PORT --host 127.0.0.1 --threads len(cores)
 
-pinned to its cores, with the model's Environment block, its output in `<state_dir>/copies/<copy_id>/copy.log`.
+pinned to its cores, with the model's Environment block, its output in `<state_dir>/copies/<copy_id>/copy.log`,
+seeing only the GPUs it holds (CUDA_VISIBLE_DEVICES; PIER_GPUS says how many: pier.backends.process).
 Copies of one GGUF share its pages through mmap (llama.cpp's default), so N copies do not cost N times the
 weights. Copies die with the gateway (the kernel's parent-death signal), and a gateway that starts again
 kills any copy an earlier one left behind, recognised by pid and start time.
@@ -48,10 +49,10 @@ class LocalBackend:
         if problem:
             self._refused[spec.copy_id] = CopyStatus(spec.copy_id, spec.component, CopyState.FAILED, message=problem)
             return
-        if spec.accelerators:
-            # Like an instance type bigger than this host: it still runs, on what this host has.
-            log.warning("copy %s asks for %d accelerator(s); this host has none to give, so it runs on its %d CPU "
-                        "core(s) instead", spec.copy_id, spec.accelerators, len(spec.cores) or os.cpu_count() or 1)
+        if spec.cpu_fallback:
+            cores = len(spec.cores) or os.cpu_count() or 1
+            log.warning("copy %s asks for %d GPU(s) this host lacks; it runs on %d CPU core(s) instead, as "
+                        "--cpu-fallback allows", spec.copy_id, spec.accelerators, cores)
         if self._client is None:
             self._client = httpx.AsyncClient(trust_env=False)
         supervisor = CopySupervisor(spec, self._folder(spec.copy_id), self.settings, self._client)
@@ -99,4 +100,8 @@ def _unrunnable(spec: CopySpec) -> str:
     if missing:
         return (f"Cores {missing} are not available to the gateway (it may use {sorted(usable)}); place the copy on "
                 "available cores.")
+    if spec.accelerators > len(spec.gpus) and not spec.cpu_fallback:
+        return (f"The copy asks for {spec.accelerators} GPU(s) and was handed {len(spec.gpus)}; pier never runs it "
+                "on CPU unasked. Place it through the gateway (which hands out this host's GPUs), or start the "
+                "gateway with `pier up --cpu-fallback` to serve it on CPU.")
     return ""

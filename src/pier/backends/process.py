@@ -82,15 +82,30 @@ def fetches_code_from_s3(spec: CopySpec) -> bool:
 
 def environment(spec: CopySpec, parent: Mapping[str, str] | None = None) -> dict[str, str]:
     """What the copy's process runs with: the part of the gateway's environment a copy needs (`inherited`, plus
-    the way to S3 for a copy that fetches its own code), then the model's Environment block; pier stays importable
-    in the copy."""
+    the way to S3 for a copy that fetches its own code), then the model's Environment block, then the GPUs it holds
+    (`gpu_environment`); pier stays importable in the copy."""
     parent = os.environ if parent is None else parent
     wanted = inherited if not fetches_code_from_s3(spec) else (lambda name: inherited(name) or name in S3_ACCESS)
     env = {**{k: v for k, v in parent.items() if wanted(k)}, **spec.environment}
+    env.pop(CPU_FALLBACK_ENV, None)  # only pier says a copy is one
+    env |= gpu_environment(spec)
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join([*paths, PIER_ROOT] if PIER_ROOT not in paths else paths)
     env["PYTHONUNBUFFERED"] = "1"  # its log is read while it runs
     return env
+
+
+GPU_COUNT_ENV = "PIER_GPUS"  # how many GPUs the copy holds; the engine offloads to them when there are any
+CPU_FALLBACK_ENV = "PIER_CPU_FALLBACK"  # "1": it asked for GPUs this host lacks and runs on CPU (--cpu-fallback)
+
+
+def gpu_environment(spec: CopySpec) -> dict[str, str]:
+    """The GPUs a copy may see: exactly those it holds (CUDA_VISIBLE_DEVICES="" hides every GPU from a copy that
+    holds none, so a CUDA build of llama.cpp runs it on CPU), numbered in PCI bus order as pier's inventory numbers
+    them. Set over the model's Environment: two copies never share a GPU by a setting of their own."""
+    env = {"CUDA_VISIBLE_DEVICES": ",".join(spec.gpus), "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+           GPU_COUNT_ENV: str(len(spec.gpus))}
+    return env | ({CPU_FALLBACK_ENV: "1"} if spec.cpu_fallback else {})
 
 
 def describe_exit(code: int) -> str:

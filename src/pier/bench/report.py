@@ -40,9 +40,17 @@ def summary_json(result: BenchResult) -> dict[str, Any]:
         "price": None
         if result.price is None
         else {"usd_per_hour": result.price.usd_per_hour, "source": result.price.source},
+        "device": device_json(result),
         "runs": [run_json(run, result) for run in result.runs],
         "comparisons": [_comparison_json(c) for c in result.comparisons],
     }
+
+
+def device_json(result: BenchResult) -> dict[str, Any]:
+    """The host's GPUs: `{"kind": "gpu", "gpus": ["NVIDIA H100 80GB HBM3"], ...}` or `{"kind": "cpu", "gpus": []}`."""
+    device = result.device
+    return {"kind": "gpu" if device.gpus else "cpu", "gpus": [g.name for g in device.gpus],
+            "memory_mb": [g.memory_mb for g in device.gpus], "description": device.describe(), "source": device.source}
 
 
 def run_json(run: RunResult, result: BenchResult) -> dict[str, Any]:
@@ -324,6 +332,7 @@ def print_report(result: BenchResult, console: Console) -> None:
             f"[dim]{target.label}: {target.api.value} at {target.url}, prompts of {tokens.pool.kind} "
             f"({tokens.pool.source}); server's own prompt overhead: {overhead}[/]"
         )
+    console.print(f"[dim]device: {result.device.describe()} ({result.device.source})[/]")
     if result.price is not None:
         console.print(f"[dim]price: {result.price.usd_per_hour:g} USD/hour ({result.price.source})[/]")
     if result.interrupted:

@@ -11,6 +11,7 @@ from pier.bench.metrics import Metrics, Slo
 from pier.bench.options import Api, BenchOptions, Level
 from pier.bench.pricing import Price
 from pier.bench.record import RequestRecord
+from pier.gpus import GpuInventory
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,9 @@ class BenchResult:
     price: Price | None
     interrupted: bool = False  # stopped by Ctrl-C: only the runs that finished are here
     files: list[Path] = field(default_factory=list)
+    # The GPUs of the host the benchmark ran on (pier.gpus; none: it ran where only CPUs compute), so figures are
+    # never compared across devices unawares. The targets' device when they run on this host, as they usually do.
+    device: GpuInventory = field(default_factory=GpuInventory)
 
     @property
     def slo(self) -> Slo:

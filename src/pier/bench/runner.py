@@ -28,6 +28,7 @@ from pier.bench.report import print_report, write_files
 from pier.bench.result import BenchResult, RunResult, TargetInfo
 from pier.bench.target import Target, resolve
 from pier.bench.workload import Workload
+from pier.gpus import discover
 from pier.security.client_trust import TrustError, ca_bundle, connection_problem, ssl_context
 
 MODELS_ROUTE = "/v1/models"
@@ -71,7 +72,7 @@ class Bench:
                 interrupted = await self._measure(prepared, live, runs)
         infos = [p.info for p in prepared]
         comparisons = compare(runs, infos[0], infos[1], o.levels) if len(infos) > 1 else []
-        result = BenchResult(o, infos, runs, comparisons, self.price, interrupted=interrupted)
+        result = BenchResult(o, infos, runs, comparisons, self.price, interrupted=interrupted, device=discover())
         if o.out is not None:
             result.files = write_files(result, o.out) + write_plots(result, o.out)
         print_report(result, self.console)  # --no-progress drops the live display, never the results

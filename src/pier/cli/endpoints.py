@@ -100,11 +100,20 @@ def describe(name: str, url: Url = DEFAULT_URL, ca_bundle: CaBundle = None, as_j
     for component in described.get("components", []):
         console.print(f"[bold]component[/] {component['InferenceComponentName']}: "
                       f"{component.get('InferenceComponentStatus')}")
-    table = Table("copy", "serves", "state", "url", "restarts", "message")
+    table = Table("copy", "serves", "state", "device", "url", "restarts", "message")
     for copy in described.get("copies", []):
-        table.add_row(copy["copy_id"], copy["component"], copy["state"], copy.get("url") or "",
+        table.add_row(copy["copy_id"], copy["component"], copy["state"], _device(copy), copy.get("url") or "",
                       str(copy.get("restarts", 0)), copy.get("message") or "")
     console.print(table)
+
+
+def _device(copy: dict[str, Any]) -> str:
+    """`GPU 0,1`, `CPU`, or `CPU (asked for 1 GPU: --cpu-fallback)` from a /pier/copies row."""
+    if copy.get("gpus"):
+        return "GPU " + ",".join(copy["gpus"])
+    if copy.get("cpu_fallback"):
+        return f"CPU (asked for {copy.get('accelerators')} GPU: --cpu-fallback)"
+    return str(copy.get("device") or "").upper()
 
 
 @app.command("invoke")

@@ -82,6 +82,10 @@ def up(
         "(docs/ray.md)."))] = None,
     ray_cpus_per_vcpu: Annotated[float | None, typer.Option(help=(
         "Ray CPUs an instance reserves per vCPU of its type (default 1: a real instance)."))] = None,
+    cpu_fallback: Annotated[bool, typer.Option("--cpu-fallback", help=(
+        "Serve on CPU the copies that ask for GPUs this host lacks (NumberOfAcceleratorDevicesRequired, a GPU "
+        "instance type); they say they run on CPU. Default: refuse them, as SageMaker refuses missing capacity."))
+    ] = False,
 ) -> None:
     """Run the gateway: the SageMaker control plane and runtime, OpenAI routes, and the copies it supervises."""
     from pier.gateway import run
@@ -95,20 +99,22 @@ def up(
         except ValueError as error:
             raise typer.BadParameter(str(error), param_hint="--ray-config") from None
     _run_gateway(port, host, state_dir, allow_host, insecure, access_log=access_log, grace_period=grace_period,
-                 backend=backend, ray=ray, allow_origin=allow_origin, tls=(tls_cert, tls_key))
+                 backend=backend, ray=ray, allow_origin=allow_origin, tls=(tls_cert, tls_key),
+                 cpu_fallback=cpu_fallback)
 
 
 def _run_gateway(port: int | None, host: str | None, state_dir: Path | None, allow_host: list[str] | None,
                  insecure: bool, session_keys: tuple[StoredKey, ...] = (), access_log: bool = False,
                  grace_period: float | None = None, backend: str = "local", ray: RayConfig | None = None,
-                 allow_origin: list[str] | None = None, tls: tuple[Path | None, Path | None] = (None, None)) -> None:
+                 allow_origin: list[str] | None = None, tls: tuple[Path | None, Path | None] = (None, None),
+                 cpu_fallback: bool = False) -> None:
     from pier.gateway.run import DEFAULT_PORT, run_gateway
 
     raise typer.Exit(run_gateway(port or DEFAULT_PORT, state_dir, host=host or "127.0.0.1",
                                  allowed_hosts=tuple(allow_host or ()), allowed_origins=tuple(allow_origin or ()),
                                  insecure=insecure, session_keys=session_keys,
                                  access_log=access_log, grace_period_s=grace_period, backend=backend, ray=ray,
-                                 tls_cert=tls[0], tls_key=tls[1]))
+                                 tls_cert=tls[0], tls_key=tls[1], cpu_fallback=cpu_fallback))
 
 
 @app.command("serve")

@@ -1,4 +1,5 @@
-"""`pier tune`: search copies, threads and engine settings for the most goodput within an SLO."""
+"""`pier tune`: search copies, threads (copies x GPUs on an instance with GPUs) and engine settings for the most
+goodput within an SLO."""
 
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ def tune(
     from pier.engine.kv_type import KV_TYPE_NAMES
     from pier.tune.objective import SloError, parse_slo
     from pier.tune.runner import Setup, TrialError, Workload
-    from pier.tune.session import TuneRequest, parse_duration, vcpus_of
+    from pier.tune.session import TuneRequest, gpus_of, parse_duration, vcpus_of
     from pier.tune.session import tune as run_tune
     from pier.tune.space import OMP_POLICIES, Space
     from pier.tune.trials import StateFileError
@@ -78,7 +79,7 @@ def tune(
         request = TuneRequest(
             setup=Setup(model, instance_type, context, memory_mb),
             space=Space(vcpus, _numbers(parallel, "--parallel"), _numbers(batch_tokens, "--batch-tokens"),
-                        kinds, caches, policies),
+                        kinds, caches, policies, gpus_of(instance_type)),
             workload=Workload(WorkloadKind(workload), input_len, output_len, requests, shared_prefix, turns),
             bounds=bounds, budget_s=seconds, out=out, endpoint=endpoint, gateway=gateway,
             price_per_hour=price_per_hour, min_repeats=repeats)

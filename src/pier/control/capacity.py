@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pier.control.instance_types import InstanceType, host_cores, host_memory_mb
+from pier.control.instance_types import InstanceType, gpus, host_cores, host_memory_mb
 from pier.control.workload import Workload
 from pier.errors import PierError
 
@@ -43,7 +43,9 @@ class Placement:
     ordinal: int
     instance: int
     vcpus: tuple[int, ...] = ()
-    accelerators: tuple[int, ...] = ()
+    accelerators: tuple[int, ...] = ()  # the instance's GPUs it owns (instance-relative, as the type counts them)
+    devices: tuple[int, ...] = ()  # this host's GPUs handed to it (pier.control.devices); () until then, or none
+    on_cpu: bool = False  # it wants GPUs, the host had none to give, and the operator allowed `--cpu-fallback`
 
 
 @dataclass(frozen=True)
@@ -147,9 +149,10 @@ def _why(demand: Demand, free: list[_Free], itype: InstanceType, count: int) -> 
         short.append(f"{min(f.need_mb(demand) for f in free)} MiB of memory (at most "
                      f"{max(f.memory_mb for f in free)} MiB free on an instance)")
     if demand.accelerators > max(len(f.accelerators) for f in free):
-        short.append(f"{demand.accelerators} accelerators (at most {max(len(f.accelerators) for f in free)} free)")
+        short.append(f"{gpus(demand.accelerators)} (at most {max(len(f.accelerators) for f in free)} free on an "
+                     "instance)")
     if not short:  # each resource fits somewhere, but never all on the same instance
-        short.append(f"{demand.cores} CPU cores, {demand.memory_mb} MiB, {demand.accelerators} accelerators at once")
+        short.append(f"{demand.cores} CPU cores, {demand.memory_mb} MiB, {gpus(demand.accelerators)} at once")
     return (
         f"Not enough capacity on {where} for another copy: it needs {' and '.join(short)}. Lower CopyCount or "
         "ComputeResourceRequirements, delete other inference components, or give the variant more or larger "
@@ -162,17 +165,20 @@ def too_big(itype: InstanceType, demand: Demand) -> str:
     packing = pack(itype, 1, [Demand(demand.workload, 1, demand.cores, demand.memory_mb, demand.accelerators)])
     if not packing.shortfalls:
         return ""
-    needs = [f"{n} {what}" for n, have, what in (
-        (demand.cores, itype.vcpus, "CPU cores"), (demand.memory_mb, itype.memory_mb, "MiB of memory"),
-        (demand.accelerators, itype.accelerators, "accelerators")) if n > have]
+    needs = [words for n, have, words in (
+        (demand.cores, itype.vcpus, f"{demand.cores} CPU cores"),
+        (demand.memory_mb, itype.memory_mb, f"{demand.memory_mb} MiB of memory"),
+        (demand.accelerators, itype.accelerators, gpus(demand.accelerators))) if n > have]
     return (f"One copy of {demand.workload} needs {' and '.join(needs)}, more than a whole {itype.describe()} has. "
             "Lower ComputeResourceRequirements or give the endpoint a larger InstanceType.")
 
 
-def whole_instances(workload: Workload, itype: InstanceType, count: int) -> tuple[Placement, ...]:
-    """A classic variant (its model named in the endpoint config): one copy per instance, owning all of it."""
+def whole_instances(workload: Workload, itype: InstanceType, count: int,
+                    gpus_per_copy: int | None = None) -> tuple[Placement, ...]:
+    """A classic variant (its model named in the endpoint config): one copy per instance, owning all of it, and
+    `gpus_per_copy` of its GPUs (default: all of them)."""
     every = tuple(range(itype.vcpus))
-    accelerators = tuple(range(itype.accelerators))
+    accelerators = tuple(range(itype.accelerators if gpus_per_copy is None else gpus_per_copy))
     return tuple(Placement(workload, i, i, every, accelerators) for i in range(count))
 
 

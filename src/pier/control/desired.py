@@ -4,11 +4,13 @@ function), so the reconciler's decisions can be tested without files or processe
 
 A copy's id is its workload, its ordinal and a hash of everything that makes it what it is (model folder,
 environment, cores, memory), so it is the same after a gateway restart, and a changed spec means a new copy
-(started beside the old one, which keeps serving until the new one is ready).
+(started beside the old one, which keeps serving until the new one is ready). This host's GPUs are handed to
+the copies that own some of their instance's here (pier.control.devices), across every endpoint.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -17,9 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pier.backends.base import CopySpec, Instance
-from pier.control import capacity
+from pier.control import capacity, devices
 from pier.control.capacity import CopyCap, Demand, Placement
-from pier.control.instance_types import InstanceType, host_cores_for
+from pier.control.devices import GpuPool
+from pier.control.instance_types import LOCAL, InstanceType, host_cores_for
 from pier.control.records import ComponentRecord, EndpointRecord, VariantRecord
 from pier.control.shapes import ResourceRequirements
 from pier.control.workload import Workload
@@ -35,13 +38,14 @@ class Desired:
 def desired_copies(endpoints: Iterable[EndpointRecord], components: Iterable[ComponentRecord],
                    keep: Sequence[Placement], host: tuple[int, ...], lookup: Callable[[str], InstanceType],
                    cap: CopyCap | None = None, running: Collection[str] = (),
-                   failed: Collection[str] = ()) -> Desired:
+                   failed: Collection[str] = (), gpus: GpuPool | None = None) -> Desired:
     """Every copy the records ask for, at most `cap.copies` of them that run: copies in `running` first, then in
     the order the endpoints and components were made (a newer workload never pushes an older one's copies out).
     Copies in `failed` (the backend gave up on them: no process) stay wanted, so their workload stays Failed with
-    why, but hold none of the cap."""
+    why, but hold none of the cap. `gpus`: this host's GPUs, handed to the copies that want some (None: the
+    backend gives them GPUs itself)."""
     endpoints, components = list(endpoints), list(components)
-    wanted = _uncapped(endpoints, components, keep, host, lookup)
+    wanted = _uncapped(endpoints, components, keep, host, lookup, gpus or GpuPool(None))
     pairs = list(zip(wanted.specs, wanted.placements, strict=True))
     live = [p for p in pairs if p[0].copy_id not in failed]
     if cap is None or len(live) <= cap.copies:
@@ -61,57 +65,89 @@ def desired_copies(endpoints: Iterable[EndpointRecord], components: Iterable[Com
     return Desired(tuple(s for s, _ in kept), tuple(p for _, p in kept), problems)
 
 
+@dataclass(frozen=True)
+class _Copy:
+    """A placed copy, before this host's GPUs are handed out: what its CopySpec is made of."""
+
+    placement: Placement
+    owner: Workload  # the variant whose instance it is packed into
+    itype: InstanceType
+    model_dir: Path
+    environment: dict[str, str]
+    memory_mb: int
+
+
+@dataclass
+class _Placed:
+    copies: list[_Copy] = field(default_factory=list)
+    wanted: dict[Workload, int] = field(default_factory=dict)  # copies each workload asks for
+    flexible: set[Workload] = field(default_factory=set)  # GPUs when free, else CPU (devices.grant)
+    problems: dict[Workload, str] = field(default_factory=dict)
+
+
 def _uncapped(endpoints: Iterable[EndpointRecord], components: Iterable[ComponentRecord], keep: Sequence[Placement],
-              host: tuple[int, ...], lookup: Callable[[str], InstanceType]) -> Desired:
+              host: tuple[int, ...], lookup: Callable[[str], InstanceType], pool: GpuPool) -> Desired:
     by_variant: dict[tuple[str, str], list[ComponentRecord]] = {}
     for component in components:
         if component.status != "Deleting":
             by_variant.setdefault((component.endpoint.lower(), component.variant), []).append(component)
-    specs: list[CopySpec] = []
-    placements: list[Placement] = []
-    problems: dict[Workload, str] = {}
+    placed = _Placed()
     for endpoint in endpoints:
         if endpoint.status == "Deleting":
             continue
         for variant in endpoint.variants:
-            itype = lookup(variant.instance_type)
+            itype = _counted(lookup(variant.instance_type), pool)
             owner = Workload.of_variant(endpoint.name, variant.name)
             if variant.model is not None:
-                placed = _classic(owner, variant, itype, host)
+                _classic(placed, owner, variant, itype)
             else:
                 hosted = by_variant.get((endpoint.name.lower(), variant.name), [])
-                placed = _components(owner, hosted, variant, itype, keep, host)
-            specs += placed.specs
-            placements += placed.placements
-            problems.update(placed.problems)
-    return Desired(tuple(specs), tuple(placements), problems)
+                _components(placed, owner, hosted, variant, itype, keep)
+    granted = devices.grant([c.placement for c in placed.copies], keep, pool, placed.flexible)
+    for short in granted.shortfalls:
+        placed.problems.setdefault(short.workload, f"{short.missing} of {placed.wanted[short.workload]} copies not "
+                                                   f"placed. {short.reason}")
+    by_key = {(c.placement.workload, c.placement.ordinal): c for c in placed.copies}
+    specs = [_spec(p, by_key[(p.workload, p.ordinal)], host) for p in granted.placements]
+    return Desired(tuple(specs), granted.placements, placed.problems)
 
 
-def _classic(workload: Workload, variant: VariantRecord, itype: InstanceType, host: tuple[int, ...]) -> Desired:
+def _counted(itype: InstanceType, pool: GpuPool) -> InstanceType:
+    """`local` is this host: its GPUs are the ones handed out here (the pool's, should they differ from discovery)."""
+    if itype.name != LOCAL or pool.inventory is None:
+        return itype
+    return dataclasses.replace(itype, accelerators=len(pool.inventory))
+
+
+def _classic(placed: _Placed, workload: Workload, variant: VariantRecord, itype: InstanceType) -> None:
     if variant.model_dir is None or variant.container is None:
-        return Desired()  # its model is still being fetched
-    placements = capacity.whole_instances(workload, itype, variant.instance_count)
+        return  # its model is still being fetched
     environment = variant.container.Environment
-    specs = [_spec(s, workload, itype, host, Path(variant.model_dir), environment, itype.memory_mb)
-             for s in placements]
-    return Desired(tuple(specs), placements)
+    gpus, problem = devices.classic_gpus(environment, itype)
+    placed.wanted[workload] = variant.instance_count
+    if itype.name == LOCAL and not devices.asks_for_gpus(environment):
+        placed.flexible.add(workload)
+    if problem:
+        placed.problems[workload] = problem
+        return
+    for placement in capacity.whole_instances(workload, itype, variant.instance_count, gpus):
+        placed.copies.append(_Copy(placement, workload, itype, Path(variant.model_dir), environment, itype.memory_mb))
 
 
-def _components(owner: Workload, hosted: list[ComponentRecord], variant: VariantRecord, itype: InstanceType,
-                keep: Sequence[Placement], host: tuple[int, ...]) -> Desired:
+def _components(placed: _Placed, owner: Workload, hosted: list[ComponentRecord], variant: VariantRecord,
+                itype: InstanceType, keep: Sequence[Placement]) -> None:
     ready = [c for c in hosted if c.model_dir is not None and c.weights_mb is not None]
     demands = [_demand(c) for c in ready]
     packing = capacity.pack(itype, variant.instance_count, demands, keep)
     records = {Workload.of_component(c.name): c for c in ready}
-    specs = []
+    placed.wanted.update({name: record.copies for name, record in records.items()})
     for placement in packing.placements:
         component = records[placement.workload]
         memory = component.specification.resources.MinMemoryRequiredInMb
-        model_dir = Path(component.model_dir or "")
-        specs.append(_spec(placement, owner, itype, host, model_dir, component.container.Environment, memory))
-    problems = {s.workload: f"{s.missing} of {records[s.workload].copies} copies not placed. {s.reason}"
-                for s in packing.shortfalls}
-    return Desired(tuple(specs), packing.placements, problems)
+        placed.copies.append(_Copy(placement, owner, itype, Path(component.model_dir or ""),
+                                   component.container.Environment, memory))
+    placed.problems.update({s.workload: f"{s.missing} of {records[s.workload].copies} copies not placed. {s.reason}"
+                            for s in packing.shortfalls})
 
 
 def _demand(component: ComponentRecord) -> Demand:
@@ -135,23 +171,28 @@ def demand_of(workload: Workload, resources: ResourceRequirements, copies: int, 
     )
 
 
-def _spec(placement: Placement, owner: Workload, itype: InstanceType, host: tuple[int, ...], model_dir: Path,
-          environment: dict[str, str], memory_mb: int) -> CopySpec:
+def _spec(placement: Placement, copy: _Copy, host: tuple[int, ...]) -> CopySpec:
+    itype = copy.itype
     # A copy that reserved no cores shares all of its instance's.
     vcpus = placement.vcpus or tuple(range(itype.vcpus))
     cores = host_cores_for(placement.instance, vcpus, itype, host)
-    # The instance (number and type) is part of what a copy is: on the ray backend it is where the copy runs.
-    identity = json.dumps([placement.workload, str(model_dir), sorted(environment.items()), cores, memory_mb,
-                           len(placement.accelerators), placement.instance, itype.name, vcpus])
-    digest = hashlib.sha256(identity.encode()).hexdigest()[:8]
+    # The instance (number and type) is part of what a copy is: on the ray backend it is where the copy runs. So are
+    # the host's GPUs it holds: other GPUs make another copy, started beside it.
+    identity = [placement.workload, str(copy.model_dir), sorted(copy.environment.items()), cores, copy.memory_mb,
+                len(placement.accelerators), placement.instance, itype.name, vcpus]
+    if placement.devices or placement.on_cpu:
+        identity += [placement.devices, placement.on_cpu]
+    digest = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:8]
     return CopySpec(
         copy_id=f"{placement.workload.slug}-{placement.ordinal}-{digest}",
         component=placement.workload,
-        model_dir=model_dir,
-        environment=dict(environment),
+        model_dir=copy.model_dir,
+        environment=dict(copy.environment),
         cores=cores,
-        memory_mb=memory_mb,
+        memory_mb=copy.memory_mb,
         accelerators=len(placement.accelerators),
-        instance=Instance(owner, placement.instance, itype.name, itype.vcpus, itype.memory_mb, itype.accelerators,
+        gpus=tuple(str(d) for d in placement.devices),
+        cpu_fallback=placement.on_cpu,
+        instance=Instance(copy.owner, placement.instance, itype.name, itype.vcpus, itype.memory_mb, itype.accelerators,
                           vcpus),
     )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from pier.control.errors import ValidationError
+from pier.gpus import discover
 
 log = logging.getLogger("pier.control")
 
@@ -27,7 +28,12 @@ class InstanceType:
     accelerators: int = 0
 
     def describe(self) -> str:
-        return f"{self.name} ({self.vcpus} vCPUs, {self.memory_mb} MiB, {self.accelerators} accelerators)"
+        return f"{self.name} ({self.vcpus} vCPUs, {self.memory_mb} MiB, {gpus(self.accelerators)})"
+
+
+def gpus(count: int) -> str:
+    """`1 GPU`, `4 GPUs`: accelerators are GPUs on every instance type pier knows."""
+    return f"{count} GPU" if count == 1 else f"{count} GPUs"
 
 
 # CPU families: size -> vCPUs follows AWS's naming (medium 1, large 2, xlarge 4, Nxlarge 4N); memory is a
@@ -96,7 +102,8 @@ def host_memory_mb() -> int:
 
 
 def local_instance() -> InstanceType:
-    return InstanceType(LOCAL, len(host_cores()), host_memory_mb(), 0)
+    """This host as one instance: its cores, its memory and its GPUs (pier.gpus; PIER_FAKE_GPUS stands in fakes)."""
+    return InstanceType(LOCAL, len(host_cores()), host_memory_mb(), len(discover()))
 
 
 def lookup(name: str) -> InstanceType:

@@ -21,12 +21,14 @@ from typing import Any
 from pier.backends.base import Backend, CopySpec, CopyState, CopyStatus
 from pier.control.capacity import CopyCap, Placement, host_copy_cap
 from pier.control.desired import Desired, desired_copies
+from pier.control.devices import GpuPool
 from pier.control.fetch.fetches import Fetches
 from pier.control.fetch.source import ModelSource, source_of
 from pier.control.instance_types import InstanceType, host_cores, lookup
 from pier.control.records import ComponentRecord, EndpointRecord
 from pier.control.state import BadRow, State
 from pier.control.workload import Workload
+from pier.gpus import discover
 
 log = logging.getLogger("pier.control")
 
@@ -87,7 +89,8 @@ def next_status(current: str, progress: Progress) -> tuple[str, str]:
 class Reconciler:
     def __init__(self, state: State, backend: Backend, fetches: Fetches, *, tick_s: float = TICK_S,
                  host: tuple[int, ...] | None = None, instance_type: Callable[[str], InstanceType] = lookup,
-                 clock: Callable[[], float] = time.time, copy_cap: CopyCap | None = None) -> None:
+                 clock: Callable[[], float] = time.time, copy_cap: CopyCap | None = None,
+                 gpus: GpuPool | None = None) -> None:
         self.state = state
         self.backend = backend
         self.fetches = fetches
@@ -96,6 +99,7 @@ class Reconciler:
         self.instance_type = instance_type
         self.clock = clock
         self.copy_cap = copy_cap or host_copy_cap()
+        self.gpus = gpus or GpuPool(discover())  # this host's GPUs, handed to copies (pier.control.devices)
         self._wake = asyncio.Event()
         fetches.notify = self._wake.set  # a finished download is worth acting on at once
         self._placements: tuple[Placement, ...] = ()
@@ -130,7 +134,7 @@ class Reconciler:
         running = {c.copy_id for c in actual if c.state not in (CopyState.STOPPED, CopyState.FAILED)}
         failed = {c.copy_id for c in actual if c.state is CopyState.FAILED}
         desired = desired_copies(endpoints, components, self._placements, self.host, self.instance_type,
-                                 self.copy_cap, running, failed)
+                                 self.copy_cap, running, failed, self.gpus)
         self._placements = desired.placements
         self._specs = {spec.copy_id: spec for spec in desired.specs}
         self._proven = {c.copy_id for c in actual if c.state is CopyState.READY} | (
@@ -210,7 +214,7 @@ class Reconciler:
 
     def _apply(self, todo: Plan) -> None:
         for spec in todo.start:
-            self._run(spec.copy_id, partial(self.backend.start, spec), f"start {spec.copy_id} on cores {spec.cores}")
+            self._run(spec.copy_id, partial(self.backend.start, spec), f"start {spec.copy_id} on {_where(spec)}")
         for copy_id in todo.stop:
             if copy_id not in self._busy:
                 self._stopping.add(copy_id)
@@ -276,6 +280,16 @@ class Reconciler:
             if endpoint.status == "Deleting" and not mine & running:
                 self.state.endpoints.delete(endpoint.name)
                 log.info("endpoint %s deleted", endpoint.name)
+
+
+def _where(spec: CopySpec) -> str:
+    """`cores (0, 1) and GPUs 2,3`, or `cores (0, 1), on CPU: ...` for the gateway's log."""
+    where = f"cores {spec.cores}"
+    if spec.gpus:
+        return f"{where} and GPUs {','.join(spec.gpus)}"
+    if spec.cpu_fallback:
+        return f"{where}, on CPU: it asks for {spec.accelerators} GPU(s) this host lacks (--cpu-fallback)"
+    return where
 
 
 def _workload_of(copy_id: str, actual: Sequence[CopyStatus]) -> str:

@@ -33,6 +33,7 @@ from pier.control import state_files
 from pier.control.api import ControlPlane
 from pier.control.backups import BackupPolicy, Backups, Watched, file_mark
 from pier.control.capacity import COPY_CAP_SETTING, CopyCap, host_copy_cap
+from pier.control.devices import GpuPool
 from pier.control.fetch.fetches import Fetches
 from pier.control.fetch.store import ModelStore
 from pier.control.reconciler import Reconciler
@@ -46,6 +47,7 @@ from pier.gateway.parts import Gateway
 from pier.gateway.scaling import GatewayCapacity, Waking
 from pier.gateway.targets import Targets
 from pier.gateway.writer import Writer
+from pier.gpus import GpuInventory, discover
 from pier.runtime.invoke import RuntimeService
 from pier.runtime.routes import openai_router, runtime_router
 from pier.runtime.session_store import SessionStore
@@ -59,12 +61,14 @@ CLUSTER_COPY_CAP = 1024  # copies on a cluster (ray backend) unless PIER_MAX_COP
 
 def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: float = 1.0,
                    store: ModelStore | None = None, security: SecuritySettings | None = None,
-                   backups: BackupPolicy | None = None, scaling: ScalingSettings | None = None) -> FastAPI:
+                   backups: BackupPolicy | None = None, scaling: ScalingSettings | None = None,
+                   gpus: GpuInventory | None = None, cpu_fallback: bool = False) -> FastAPI:
     """The gateway app over the state in `state_dir`; its lifespan runs the reconciler, the autoscaler and the
     state's backups and, on the way out, stops every copy. A damaged state file raises StateDamaged here (never
-    replaced). Every request passes pier.security's guard first (Host/Origin, keys, roles, audit)."""
+    replaced). Every request passes pier.security's guard first (Host/Origin, keys, roles, audit). `gpus`: this
+    host's (default: discovered, pier.gpus); `cpu_fallback`: serve on CPU the copies that want GPUs it lacks."""
     gateway = _assemble(state_dir, backend or _local_backend(state_dir), tick_s, store,
-                        scaling or ScalingSettings.from_env())
+                        scaling or ScalingSettings.from_env(), gpus, cpu_fallback)
     saver = Backups(_watched(state_dir, gateway), backups or BackupPolicy.from_env())
     app = FastAPI(title="pier gateway", lifespan=_lifespan(gateway, saver))
     app.state.gateway = gateway
@@ -77,6 +81,7 @@ def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: f
     app.add_api_route("/v1/models", pier_routes.openai_models, methods=["GET"], response_model=None)
     app.add_api_route("/pier/copies", pier_routes.copies, methods=["GET"], response_model=None)
     app.add_api_route("/pier/copies/{copy_id}/logs", pier_routes.copy_logs, methods=["GET"], response_model=None)
+    app.add_api_route("/pier/gpus", pier_routes.gpus, methods=["GET"], response_model=None)
     app.add_api_route("/pier/metrics/summary", pier_routes.summary, methods=["GET"], response_model=None)
     app.add_api_route("/pier/deploy", deploy_route, methods=["POST"], response_model=None)
     app.include_router(console_router())  # the web console's files (pier.console)
@@ -127,7 +132,7 @@ def _watched(state_dir: Path, gateway: Gateway) -> list[Watched]:
 
 
 def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStore | None,
-              scaling: ScalingSettings) -> Gateway:
+              scaling: ScalingSettings, gpus: GpuInventory | None, cpu_fallback: bool) -> Gateway:
     state_files.refuse_damaged(state_dir)  # the files not opened below (keys.json): refused with the fix
     state = State.open(state_dir)
     fetches = Fetches(store or ModelStore(state_dir / "models"))
@@ -135,7 +140,9 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
     # host's cores and memory do not cap how many copies there are.
     elsewhere = getattr(backend, "host_cores", None)
     cap = _cluster_copy_cap() if elsewhere is not None else None
-    reconciler = Reconciler(state, backend, fetches, tick_s=tick_s, host=elsewhere, copy_cap=cap)
+    # Copies on this host are handed this host's GPUs; on a cluster, Ray hands each copy its node's (num_gpus).
+    pool = GpuPool(None if elsewhere is not None else gpus or discover(), cpu_fallback)
+    reconciler = Reconciler(state, backend, fetches, tick_s=tick_s, host=elsewhere, copy_cap=cap, gpus=pool)
     writer = Writer()  # control-plane and autoscaling calls run there; their wake-ups come back to the loop
     control = ControlPlane(state, copies=reconciler.copies,
                            wake=writer.soon(lambda: reconciler.wake(retry_fetches=True)),

@@ -1,5 +1,6 @@
 """The gateway's own routes besides the SageMaker APIs: health, the OpenAI model list, the copies the
-backend runs (for `pier ls`, `describe` and `logs`), and the live summary the web console charts."""
+backend runs (for `pier ls`, `describe` and `logs`) with the device each runs on, this host's GPUs, and the live
+summary the web console charts."""
 
 from __future__ import annotations
 
@@ -44,12 +45,44 @@ async def copies(request: Request) -> Response:
 
 
 def _placement(spec: CopySpec | None) -> dict[str, Any]:
-    """Where the copy runs: its instance ("<endpoint>/<variant>#<index>" and type) and the cores it is pinned to."""
-    if spec is None or spec.instance is None:
-        return {"instance": None, "instance_type": None, "cores": list(spec.cores) if spec else []}
+    """Where the copy runs: its instance ("<endpoint>/<variant>#<index>" and type), the cores it is pinned to, and
+    its device: the GPUs it holds, or the CPU (with `cpu_fallback` when it asked for GPUs the host lacks)."""
+    if spec is None:
+        return {"instance": None, "instance_type": None, "cores": [], "device": None, "gpus": [],
+                "accelerators": 0, "cpu_fallback": False}
+    devices = {"device": device(spec), "gpus": list(spec.gpus), "accelerators": spec.accelerators,
+               "cpu_fallback": spec.cpu_fallback}
+    if spec.instance is None:
+        return {"instance": None, "instance_type": None, "cores": list(spec.cores), **devices}
     instance = spec.instance
     return {"instance": f"{instance.variant}#{instance.index}", "instance_type": instance.type,
-            "cores": list(spec.cores)}
+            "cores": list(spec.cores), **devices}
+
+
+def device(spec: CopySpec) -> str:
+    """`gpu` (CUDA_VISIBLE_DEVICES names its GPUs), `cpu`, or `gpu (ray)` for a copy whose node's Ray hands it its
+    GPUs (the gateway does not know their ids)."""
+    if spec.gpus:
+        return "gpu"
+    if spec.accelerators and not spec.cpu_fallback:
+        return "gpu (ray)"
+    return "cpu"
+
+
+async def gpus(request: Request) -> Response:
+    """This host's GPUs (pier.gpus), which copy holds each, and whether copies that want GPUs it lacks run on CPU."""
+    gateway = gateway_of(request)
+    pool = gateway.reconciler.gpus
+    holders = {}
+    for status in gateway.backend.statuses():
+        spec = gateway.reconciler.spec(status.copy_id)
+        for gpu in spec.gpus if spec else ():
+            holders[gpu] = status.copy_id
+    if pool.inventory is None:
+        return JSONResponse({"count": None, "source": "backend", "gpus": [], "cpu_fallback": pool.cpu_fallback,
+                             "message": "Copies run on a Ray cluster: Ray hands each copy GPUs of its node."})
+    rows = [{**g.to_json(), "copy_id": holders.get(str(g.id))} for g in pool.inventory.gpus]
+    return JSONResponse({**pool.inventory.to_json(), "gpus": rows, "cpu_fallback": pool.cpu_fallback})
 
 
 async def copy_logs(copy_id: str, request: Request, lines: int = 200) -> Response:

@@ -14,6 +14,7 @@ from pier.control.backups import GatewayLock
 from pier.errors import PierError
 from pier.gateway.app import create_gateway
 from pier.gateway.drain import DrainingServer, grace_period
+from pier.gpus import discover
 from pier.security import listening
 from pier.security.exposure import may_listen
 from pier.security.keystore import StoredKey
@@ -36,7 +37,7 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
                 insecure: bool = False,
                 session_keys: tuple[StoredKey, ...] = (), access_log: bool = False,
                 grace_period_s: float | None = None, backend: str = "local", ray: RayConfig | None = None,
-                tls_cert: Path | None = None, tls_key: Path | None = None) -> int:
+                tls_cert: Path | None = None, tls_key: Path | None = None, cpu_fallback: bool = False) -> int:
     """Serve the gateway until SIGINT/SIGTERM, which drain: requests in flight get `grace_period_s` (default
     PIER_GRACE_PERIOD_S or 30 s) to finish, then end in their protocol; every copy is stopped on the way out (on a
     Ray cluster that is not the gateway's own, copies stay for the next gateway: see pier.backends.ray).
@@ -67,7 +68,8 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
         lock = GatewayLock.take(folder)
         listening.record(folder, host, port, insecure)  # for `pier keys revoke` to say what the last revoke does
         chosen = open_backend(backend, folder, ray)
-        app = create_gateway(folder, security=security, backend=chosen)
+        gpus = discover()
+        app = create_gateway(folder, security=security, backend=chosen, gpus=gpus, cpu_fallback=cpu_fallback)
     except PierError as error:
         if lock is not None:
             lock.release()
@@ -83,6 +85,9 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
         log.warning("%s", warning)
     log.info("pier gateway on %s (state in %s, copies on the %s backend)", origin, folder, backend)
     log.info("web console: %s/console", origin)
+    if backend == "local":
+        log.info("GPUs for copies: %s (%s)%s", gpus.describe(), gpus.source,
+                 "; copies asking for GPUs it lacks run on CPU (--cpu-fallback)" if cpu_fallback else "")
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5,
                             access_log=access_log, ssl_certfile=tls.cert if tls else None,
                             ssl_keyfile=tls.key if tls else None)
@@ -152,6 +157,8 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--tls-key", type=Path, default=None, metavar="FILE",
                         help="the certificate's PEM private key (unencrypted)")
     parser.add_argument("--backend", choices=BACKENDS, default="local", help="where copies run (default local)")
+    parser.add_argument("--cpu-fallback", action="store_true",
+                        help="serve on CPU the copies that ask for GPUs this host lacks (default: refuse them)")
     parser.add_argument("--ray-address", default=None, help="auto, host:6379 or ray://host:10001 (default: a Ray "
                         "of the gateway's own)")
     parser.add_argument("--ray-config", type=Path, default=None, help="YAML: see pier.backends.ray.config")
@@ -174,4 +181,4 @@ def main(argv: list[str] | None = None) -> int:
                        allowed_hosts=tuple(args.allow_host), allowed_origins=tuple(args.allow_origin),
                        insecure=args.insecure, access_log=args.access_log,
                        grace_period_s=args.grace_period, backend=args.backend, ray=ray, tls_cert=args.tls_cert,
-                       tls_key=args.tls_key)
+                       tls_key=args.tls_key, cpu_fallback=args.cpu_fallback)

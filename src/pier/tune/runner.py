@@ -67,7 +67,8 @@ class Setup:
     def deploy_file(self, endpoint: str, candidate: Candidate) -> DeployFile:
         component = ComponentBlock(
             name=component_of(endpoint), copies=candidate.copies, cpus=candidate.threads, memory_mb=self.memory_mb,
-            model=ModelBlock(data=self.model, environment=candidate.environment(self.context)))
+            accelerators=candidate.gpus or None, model=ModelBlock(data=self.model,
+                                                                  environment=candidate.environment(self.context)))
         return DeployFile(endpoint=endpoint, instance_type=self.instance_type, components=[component])
 
 

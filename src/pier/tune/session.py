@@ -56,6 +56,11 @@ def vcpus_of(instance_type: str) -> int:
     return lookup(instance_type).vcpus
 
 
+def gpus_of(instance_type: str) -> int:
+    """The GPUs of one instance: this host's for `local` (pier.gpus)."""
+    return lookup(instance_type).accelerators
+
+
 def price_of(request: TuneRequest) -> Price | None:
     itype = None if request.setup.instance_type == LOCAL else request.setup.instance_type
     return resolve_price(request.price_per_hour, itype, 1)

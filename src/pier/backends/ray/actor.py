@@ -138,7 +138,11 @@ class CopyActor:
         if self.model_dir is None:
             raise RuntimeError("start() before the model is on this node")
         cores = tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else ()
-        spec = dataclasses.replace(self.spec, model_dir=self.model_dir, host=self.address,
+        # The GPUs Ray gave this actor (its num_gpus): the model server sees those and no other.
+        import ray
+
+        gpus = tuple(str(g) for g in ray.get_gpu_ids())
+        spec = dataclasses.replace(self.spec, model_dir=self.model_dir, host=self.address, gpus=gpus,
                                    cores=node_cores(self.setup.slot, instance_of(self.spec), cores))
         settings = dataclasses.replace(self.setup.settings, python=sys.executable)
         self._normal_priority()

@@ -409,7 +409,7 @@ class RayBackend:
         }
         gpus = min(copy.spec.accelerators * self.config.gpus_per_accelerator, bundle.get("GPU", 0.0))
         if gpus:
-            options["num_gpus"] = gpus  # Ray sets CUDA_VISIBLE_DEVICES for the actor; its process inherits it
+            options["num_gpus"] = gpus  # the actor hands the GPUs Ray gives it to its copy (CopyActor.start)
         for attempt in range(20):
             try:
                 return _actor_class().options(**options).remote(copy.spec, copy.secret, setup)
