@@ -38,7 +38,8 @@ wait  # the model
 if wants tests 90; then
   echo "== tests ($(left) s left)"
   timeout $(( $(left) - 30 )) python3 -m pytest -q -p no:cacheprovider tests/server/test_gpu_e2e.py \
-    tests/engine/test_devices.py tests/engine/test_offload.py 2>&1 | tail -15
+    tests/e2e/test_cpu_fallback_e2e.py tests/test_gpus.py tests/engine/test_devices.py tests/engine/test_offload.py \
+    2>&1 | tail -15
 fi
 for step in levels prefix greedy; do
   need=$([ $step = levels ] && echo 150 || echo 60)

@@ -73,3 +73,27 @@ def test_with_cpu_fallback_it_serves_on_cpu_and_says_so(tiny_gguf: Path, tmp_pat
         log = gateway.output()
         assert "GPUs for copies: no GPUs (PIER_FAKE_GPUS); copies asking for GPUs it lacks run on CPU" in log
         assert "on CPU: it asks for 1 GPU(s) this host lacks (--cpu-fallback)" in log
+
+
+def _real_gpus() -> bool:
+    from pier.engine.devices import gpu_offload_supported, gpus
+    from pier.gpus import discover
+
+    return bool(discover({}).gpus) and gpu_offload_supported() and bool(gpus())
+
+
+@pytest.mark.skipif(not _real_gpus(), reason="needs a GPU and a GPU build of llama.cpp (benchmarks/gpu_device.sh)")
+def test_on_a_gpu_host_the_copy_holds_a_gpu_and_computes_on_it(tiny_gguf: Path, tmp_path: Path) -> None:
+    with GatewayProcess(tmp_path / "state", free_port(), tmp_path / "gateway.log") as gateway:
+        sagemaker, runtime = clients(gateway.wait_ready().url)
+        ask_for_a_gpu(sagemaker, tiny_gguf)
+        until(lambda: component(sagemaker)["InferenceComponentStatus"] == "InService", what="the component in service",
+              timeout=120)
+        reply = runtime.invoke_endpoint(EndpointName="llm", InferenceComponentName="llama-ic",
+                                        ContentType="application/json",
+                                        Body=json.dumps({"inputs": "the cat", "parameters": {"max_new_tokens": 4}}))
+        assert json.loads(reply["Body"].read())[0]["generated_text"]
+        [copy] = httpx.get(f"{gateway.url}/pier/copies").json()["copies"]
+        assert copy["device"] != "cpu" and len(copy["gpus"]) == 1 and not copy["cpu_fallback"]
+        logs = httpx.get(f"{gateway.url}/pier/copies/{copy['copy_id']}/logs").text
+        assert " on CUDA0 (" in logs  # the engine says where its layers went
