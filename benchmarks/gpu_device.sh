@@ -5,15 +5,17 @@
 #
 # Prepare the offline host's bundle here (pier, its wheels, llama.cpp's sources):  ../shared/tools/device-bundle.sh --cuda
 # There, from the project's root:  OUT=/some/folder bash benchmarks/gpu_device.sh [STEPS] [SECONDS]
-#   STEPS: comma-separated from build,tests,levels,prefix,greedy (default: all, in that order). Each step starts only
+#   STEPS: comma-separated from build,levels,greedy,prefix,tests (default: all, in that order). Each step starts only
 #   when the SECONDS budget (default 570) leaves room for it, and a build or model already there is kept, so a second
 #   run on the same host goes on where the first stopped.
 set -uo pipefail
-steps=",${1:-build,tests,levels,prefix,greedy},"
+steps=",${1:-build,levels,greedy,prefix,tests},"
 budget=${2:-570}
 out=${OUT:-/tmp/pier-gpu}
 mkdir -p "$out"
 source .device/env.sh || exit 1
+export PYTHONPATH=$PWD/src:$PYTHONPATH  # this checkout's pier, not the bundle's copy of it
+export PATH=/usr/local/cuda/bin:$PATH LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64
 llama=/tmp/llama_cpp_python-0.3.36/vendor/llama.cpp
 bin=$llama/build/bin
 export PIER_BENCH_MODEL_CACHE=/tmp/pier-models LLAMA_CPP_LIB_PATH=$bin
@@ -35,18 +37,20 @@ fi
 [ -x "$bin/llama-server" ] || { echo "no CUDA llama-server in $bin"; exit 1; }
 python3 -c "import llama_cpp; from pier.engine.devices import gpus; print('pier sees', [g.shown() for g in gpus()])"
 wait  # the model
-if wants tests 90; then
+for step in levels greedy prefix; do
+  need=$([ $step = levels ] && echo 140 || echo 50)
+  if wants $step $need; then
+    echo "== $step ($(left) s left)"
+    timeout $(( $(left) - 5 )) python3 benchmarks/gpu_vs_llama_server.py --peers-dir "$bin" --only $step \
+      --requests 8 --repeats 2 --out "$out/gpu-$step.md" --logs /tmp/pier-gpu-logs 2>&1 | grep -v "^$" | tail -40
+  fi
+done
+# a server that failed says why in its log
+grep -l -i "error\|traceback" /tmp/pier-gpu-logs/* 2>/dev/null | head -3 | xargs -r tail -n 12
+if wants tests 60; then
   echo "== tests ($(left) s left)"
-  timeout $(( $(left) - 30 )) python3 -m pytest -q -p no:cacheprovider tests/server/test_gpu_e2e.py \
+  timeout $(( $(left) - 5 )) python3 -m pytest -q -p no:cacheprovider tests/server/test_gpu_e2e.py \
     tests/e2e/test_cpu_fallback_e2e.py tests/test_gpus.py tests/engine/test_devices.py tests/engine/test_offload.py \
     2>&1 | tail -15
 fi
-for step in levels prefix greedy; do
-  need=$([ $step = levels ] && echo 150 || echo 60)
-  if wants $step $need; then
-    echo "== $step ($(left) s left)"
-    timeout $(( $(left) - 10 )) python3 benchmarks/gpu_vs_llama_server.py --peers-dir "$bin" --only $step \
-      --out "$out/gpu-$step.md" --logs /tmp/pier-gpu-logs 2>&1 | grep -v "^$" | tail -40
-  fi
-done
 echo "== done at $SECONDS s"

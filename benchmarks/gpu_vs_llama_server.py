@@ -10,7 +10,7 @@ and the KV cache on one GPU (pier: PIER_GPUS=1, as the gateway starts a copy hol
 same client (pier bench's run_bench: OpenAI completions, streaming, token-id prompts, ignore_eos, temperature 0).
 
 Comparisons (`--only` names):
-  levels   random 128-token prompts, 128 output tokens, c = 1, 8, 32, 64; both caches off
+  levels   random 128-token prompts, 64 output tokens, c = 1, 8, 32, 64; both caches off
   prefix   512 shared tokens + 64 of each request's own, 64 output tokens, c = 32; both caches on
   greedy   32 prompts, each alone on llama-server (one sequence: llama.cpp's reference answer), then all 32 at
            once on each server: how many answers are the reference's, token for token
@@ -39,7 +39,7 @@ from pier.bench.vocabulary import ids_from_gguf
 
 SECTIONS = ("levels", "prefix", "greedy")
 PARALLEL = 64
-CONTEXT = 32768  # 64 x (128 + 128) = 16384 cells at the peak
+CONTEXT = 32768  # 64 x (128 + 64) = 12288 cells at the peak
 # llama-server keeps the shared prefix in every slot: 64 x (512 + 64 + 64) = 40960 cells
 PREFIX_CONTEXT = 65536
 GREEDY_PROMPTS = 32
@@ -51,7 +51,7 @@ def levels(catalog: Catalog, fleet: Fleet, measurer: Measurer, concurrency: list
     llama = catalog.llama("llama-server", cache=False, ctx=CONTEXT, parallel=PARALLEL)
     split = catalog.llama("llama-server, a KV cache per slot", cache=False, ctx=CONTEXT, parallel=PARALLEL,
                           unified=False)
-    shape = Shape(input_len=128, output_len=128)
+    shape = Shape(input_len=128, output_len=64)
     servers = (pier_, llama, split)
     with running(fleet, servers):
         arms = [Arm(s.label, completions(s)) for s in servers]
