@@ -46,13 +46,13 @@ GREEDY_PROMPTS = 32
 GREEDY_TOKENS = 48
 
 
-def levels(catalog: Catalog, fleet: Fleet, measurer: Measurer, concurrency: list[int]) -> Section:
+def levels(catalog: Catalog, fleet: Fleet, measurer: Measurer, concurrency: list[int], split: bool) -> Section:
     pier_ = catalog.pier("pier", cache=False, ctx=CONTEXT, parallel=PARALLEL)
     llama = catalog.llama("llama-server", cache=False, ctx=CONTEXT, parallel=PARALLEL)
-    split = catalog.llama("llama-server, a KV cache per slot", cache=False, ctx=CONTEXT, parallel=PARALLEL,
-                          unified=False)
+    per_slot = catalog.llama("llama-server, a KV cache per slot", cache=False, ctx=CONTEXT, parallel=PARALLEL,
+                             unified=False)
     shape = Shape(input_len=128, output_len=64)
-    servers = (pier_, llama, split)
+    servers = (pier_, llama, per_slot) if split else (pier_, llama)
     with running(fleet, servers):
         arms = [Arm(s.label, completions(s)) for s in servers]
         runs = measurer.interleaved(arms, shape, concurrency)
@@ -60,7 +60,7 @@ def levels(catalog: Catalog, fleet: Fleet, measurer: Measurer, concurrency: list
                       f"Every server: {PARALLEL} parallel sequences, {CONTEXT} KV cells, caches off; llama-server "
                       "both with one unified KV cache (as pier) and with its default, a cache per slot.",
                       [s.shown() for s in servers], arms, concurrency, shape, runs,
-                      [(pier_.label, llama.label), (pier_.label, split.label)])
+                      [(pier_.label, s.label) for s in servers[1:]])
     for c in concurrency:
         toks = ratio(runs, pier_.label, llama.label, c, TOKS)
         section.checks.append(Check(f"c={c}: output tok/s ≥ 1.0x llama-server", f"{toks:.2f}x", toks >= 1.0))
@@ -155,9 +155,10 @@ def run(args: argparse.Namespace) -> None:
              f"- machine: {machine()}", f"- command: `{shlex.join(['python', *sys.argv])}`", ""]
     with tempfile.TemporaryDirectory(prefix="pier-gpu-") as scratch:
         logs = Path(args.logs) if args.logs else Path(scratch)
+        logs.mkdir(parents=True, exist_ok=True)
         fleet = Fleet(logs)
         steps: dict[str, Callable[[], list[str]]] = {
-            "levels": lambda: timed(lambda: levels(catalog, fleet, measurer, args.levels)),
+            "levels": lambda: timed(lambda: levels(catalog, fleet, measurer, args.levels, args.split)),
             "prefix": lambda: timed(lambda: prefix(catalog, fleet, measurer)),
             "greedy": lambda: greedy(catalog, fleet),
         }
@@ -194,6 +195,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=32, help="requests per run (at least 2 per user)")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--threads", type=int, default=8, help="CPU threads for both servers")
+    parser.add_argument("--split", action=argparse.BooleanOptionalAction, default=True,
+                        help="also measure llama-server with its default KV cache per slot in the levels comparison")
     parser.add_argument("--cpu", action="store_true", help="both servers on the CPU instead (a dry run of the script)")
     parser.add_argument("--levels", default="1,8,32,64", help="concurrency levels of the levels comparison")
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated, from {', '.join(SECTIONS)}")
