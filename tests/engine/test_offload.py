@@ -65,3 +65,17 @@ def test_a_model_too_big_says_what_it_needs_and_how_to_fix_it() -> None:
     assert problem is not None
     assert "needs about 25.3 GiB" in problem and "has 20.0 GiB free" in problem
     assert "PIER_GPU_LAYERS" in problem and "SM_NUM_GPUS" in problem
+
+
+@pytest.mark.parametrize(("offload", "visible", "shares"), [
+    (ON_CPU, 0, None),
+    (Offload((0,), ALL_LAYERS), 1, None),  # every GPU it sees: llama.cpp's own split
+    (Offload((0, 1), ALL_LAYERS, "layer"), 4, (1.0, 1.0, 0.0, 0.0)),  # SM_NUM_GPUS=2 on a host of 4, standalone
+    (Offload((0, 1), ALL_LAYERS, "layer", 0, (3.0, 1.0)), 4, (3.0, 1.0)),  # the operator's shares win
+])
+def test_layers_go_only_to_the_gpus_a_copy_holds(
+    offload: Offload, visible: int, shares: tuple[float, ...] | None
+) -> None:
+    from pier.engine.llama import _layer_shares
+
+    assert _layer_shares(offload, visible) == shares

@@ -13,7 +13,7 @@ import numpy as np
 
 from pier.engine import llama_log
 from pier.engine.cpus import usable_cores
-from pier.engine.devices import device_handles
+from pier.engine.devices import Device, device_handles
 from pier.engine.offload import ON_CPU, SPLIT_MODES, Offload
 from pier.engine.passes import plan_passes, runs
 from pier.engine.runner import Batch, KvCacheFull, ModelInfo, SeqState
@@ -55,7 +55,7 @@ def load_model(path: Path, offload: Offload = ON_CPU) -> llama_cpp.llama_model_p
     _init_backend()
     params = llama_cpp.llama_model_default_params()
     params.use_mmap = True
-    keep = _place(params, offload)  # the arrays params points into, alive until the load is done
+    keep = _place(params, offload)  # the array params points into, alive until the load is done
     model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
     del keep
     if not model:
@@ -65,21 +65,36 @@ def load_model(path: Path, offload: Offload = ON_CPU) -> llama_cpp.llama_model_p
     return model
 
 
-def _place(params: llama_cpp.llama_model_params, offload: Offload) -> tuple[object, ...]:
-    """Sets where the weights go. llama.cpp offloads to every GPU it sees unless `devices` lists some: a copy on
-    the CPU lists none (an empty, NULL-ended list), a copy on GPUs lists the ones it holds."""
-    gpus = [handle for handle, device in device_handles() if device.is_gpu]
-    chosen = [gpus[i] for i in offload.gpus] if offload.on_gpu else []
-    devices = (ctypes.c_void_p * (len(chosen) + 1))(*chosen, None)
-    params.devices = ctypes.cast(devices, ctypes.c_void_p).value  # type: ignore[assignment]  # declared an array
+def _place(params: llama_cpp.llama_model_params, offload: Offload) -> object:
+    """Sets where the weights go, through llama.cpp's own device selection (every GPU this process sees; the
+    gateway hides the others with CUDA_VISIBLE_DEVICES). A copy on the CPU asks for no layers and a main GPU of
+    -1, which leaves llama.cpp no device at all, so a GPU build never ships its batches to a GPU the copy does not
+    hold. GPUs seen but not held (a standalone copy asked for fewer) get a share of 0 of the layers.
+
+    No explicit `devices` list: on an H100 with a CUDA build, a list together with pier's log callback crashed
+    llama_model_load_from_file (docs/benchmarks.md, "pier on one GPU"); either alone loaded."""
     params.n_gpu_layers = offload.gpu_layers if offload.on_gpu else 0
     params.split_mode = SPLIT_MODES.index(offload.split_mode)  # llama_split_mode: none, layer, row
-    params.main_gpu = offload.main_gpu
-    shares = None
-    if offload.tensor_split:
-        shares = (ctypes.c_float * llama_cpp.llama_max_devices())(*offload.tensor_split)
-        params.tensor_split = shares
-    return devices, shares
+    params.main_gpu = offload.main_gpu if offload.on_gpu else -1
+    shares = _layer_shares(offload, len(gpu_devices()) if offload.on_gpu else 0)
+    if shares is None:
+        return None
+    array = (ctypes.c_float * llama_cpp.llama_max_devices())(*shares)
+    params.tensor_split = array
+    return array
+
+
+def _layer_shares(offload: Offload, visible: int) -> tuple[float, ...] | None:
+    """llama.cpp's tensor_split: the operator's shares, or equal ones over the GPUs held and none for the others."""
+    if offload.tensor_split is not None:
+        return offload.tensor_split
+    if not offload.on_gpu or len(offload.gpus) >= visible:
+        return None
+    return tuple(1.0 if i in offload.gpus else 0.0 for i in range(visible))
+
+
+def gpu_devices() -> list[Device]:
+    return [device for _, device in device_handles() if device.is_gpu]
 
 
 def set_flash_attn(params: llama_cpp.llama_context_params, flash_attn: bool | None) -> None:
@@ -168,7 +183,7 @@ class LlamaRunner:
     def _devices_shown(self) -> tuple[str, ...]:
         if not self.offload.on_gpu:
             return ("CPU",)
-        gpus = [device for _, device in device_handles() if device.is_gpu]
+        gpus = gpu_devices()
         return tuple(gpus[i].shown() for i in self.offload.gpus)
 
     def _meta(self, key: str) -> str | None:
