@@ -220,7 +220,9 @@ def test_a_dead_node_s_copies_come_back_elsewhere_while_requests_are_answered(cl
     for thread in threads:
         thread.start()
     doomed = next(c for c in copies(gateway.url, "multi-ray-tiny") if c["copy_id"] in victims)
-    until(lambda: metric(doomed["url"], "pier_requests_in_flight") >= 1, timeout=30, interval=0.05,
+    # through the gateway's /metrics: a copy answers only its gateway (its secret), /metrics too
+    until(lambda: metric(gateway.url, "pier_requests_in_flight", copy=doomed["copy_id"],
+                         component="multi-ray-tiny") >= 1, timeout=30, interval=0.05,
           what="a long answer in flight on the node")
     cluster.remove_node(worker_of(cluster, lost), allow_graceful=False)
     for thread in threads:
