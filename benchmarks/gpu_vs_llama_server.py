@@ -58,7 +58,8 @@ def levels(catalog: Catalog, fleet: Fleet, measurer: Measurer, concurrency: list
         runs = measurer.interleaved(arms, shape, concurrency)
     section = Section("Random prompts, one GPU: pier vs llama-server, no prompt caching",
                       f"Every server: {PARALLEL} parallel sequences, {CONTEXT} KV cells, caches off; llama-server "
-                      "both with one unified KV cache (as pier) and with its default, a cache per slot.",
+                      "with one unified KV cache, as pier"
+                      + (" and with its default, a cache per slot." if split else "."),
                       [s.shown() for s in servers], arms, concurrency, shape, runs,
                       [(pier_.label, s.label) for s in servers[1:]])
     for c in concurrency:
