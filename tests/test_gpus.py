@@ -63,3 +63,17 @@ def test_discovery_finds_what_nvidia_smi_lists() -> None:
     found = discover({})
     assert len(found) == len([line for line in listed.splitlines() if line.startswith("GPU ")])
     assert found.source in ("nvml", "nvidia-smi") and all(g.memory_mb > 1000 for g in found.gpus)
+
+
+def test_build_advice_only_for_real_gpus_a_cpu_build_cannot_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pier.engine import devices
+    from pier.gpus import Gpu, GpuInventory, fake, gpu_build_advice
+
+    real = GpuInventory((Gpu(0, "NVIDIA H100 80GB HBM3", 81559, "GPU-1"),), "nvidia-smi")
+    assert gpu_build_advice(GpuInventory()) is None
+    assert gpu_build_advice(fake(4)) is None  # fake GPUs are for placement tests: nothing to build for
+    monkeypatch.setattr(devices, "gpu_offload_supported", lambda: False)
+    advice = gpu_build_advice(real)
+    assert advice is not None and "-DGGML_CUDA=on" in advice
+    monkeypatch.setattr(devices, "gpu_offload_supported", lambda: True)
+    assert gpu_build_advice(real) is None

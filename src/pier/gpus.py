@@ -154,3 +154,13 @@ def _driver() -> GpuInventory:
         except (OSError, subprocess.SubprocessError, ValueError) as error:
             log.warning("nvidia-smi could not list this host's GPUs (%s); pier places copies on no GPU", error)
     return GpuInventory()
+
+
+def gpu_build_advice(inventory: GpuInventory) -> str | None:
+    """How to get a llama.cpp build that uses this host's real GPUs, when the installed one cannot; None otherwise
+    (and on a host without real GPUs, where llama.cpp is not even loaded to ask)."""
+    if not inventory.gpus or inventory.source == FAKE_SETTING:
+        return None
+    from pier.engine.devices import cpu_build_hint  # loads llama.cpp: only where there are GPUs to use
+
+    return cpu_build_hint(host_has_gpus=True)

@@ -90,9 +90,11 @@ def host_has_nvidia_gpus(proc: Path = Path("/proc/driver/nvidia/gpus"), dev: Pat
     return any(dev.glob("nvidia[0-9]*")) if dev.is_dir() else False
 
 
-def cpu_build_hint() -> str | None:
-    """What to do when this host has GPUs that the llama.cpp build cannot use; None when there is nothing to say."""
-    if gpu_offload_supported() or not host_has_nvidia_gpus():
+def cpu_build_hint(host_has_gpus: bool | None = None) -> str | None:
+    """What to do when this host has GPUs (the driver's say, unless given) that the llama.cpp build cannot use; None
+    when there is nothing to say."""
+    has_gpus = host_has_nvidia_gpus() if host_has_gpus is None else host_has_gpus
+    if not has_gpus or gpu_offload_supported():
         return None
     return ("this host has NVIDIA GPUs but llama-cpp-python was built for CPUs only, so copies compute on the CPU. "
             f"For a CUDA build run: {GPU_BUILD_COMMAND} (or point LLAMA_CPP_LIB_PATH at the build/bin folder of "

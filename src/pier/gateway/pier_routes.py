@@ -15,6 +15,7 @@ from prometheus_client import generate_latest
 from pier.backends.base import CopySpec
 from pier.gateway import copy_metrics, metrics_summary
 from pier.gateway.parts import gateway_of
+from pier.gpus import gpu_build_advice
 from pier.security.principal import caller
 
 
@@ -82,7 +83,8 @@ async def gpus(request: Request) -> Response:
         return JSONResponse({"count": None, "source": "backend", "gpus": [], "cpu_fallback": pool.cpu_fallback,
                              "message": "Copies run on a Ray cluster: Ray hands each copy GPUs of its node."})
     rows = [{**g.to_json(), "copy_id": holders.get(str(g.id))} for g in pool.inventory.gpus]
-    return JSONResponse({**pool.inventory.to_json(), "gpus": rows, "cpu_fallback": pool.cpu_fallback})
+    return JSONResponse({**pool.inventory.to_json(), "gpus": rows, "cpu_fallback": pool.cpu_fallback,
+                         "build_advice": gpu_build_advice(pool.inventory)})
 
 
 async def copy_logs(copy_id: str, request: Request, lines: int = 200) -> Response:

@@ -14,7 +14,7 @@ from pier.control.backups import GatewayLock
 from pier.errors import PierError
 from pier.gateway.app import create_gateway
 from pier.gateway.drain import DrainingServer, grace_period
-from pier.gpus import discover
+from pier.gpus import discover, gpu_build_advice
 from pier.security import listening
 from pier.security.exposure import may_listen
 from pier.security.keystore import StoredKey
@@ -88,6 +88,8 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
     if backend == "local":
         log.info("GPUs for copies: %s (%s)%s", gpus.describe(), gpus.source,
                  "; copies asking for GPUs it lacks run on CPU (--cpu-fallback)" if cpu_fallback else "")
+        if (advice := gpu_build_advice(gpus)) is not None:
+            log.warning("%s", advice)
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5,
                             access_log=access_log, ssl_certfile=tls.cert if tls else None,
                             ssl_keyfile=tls.key if tls else None)
