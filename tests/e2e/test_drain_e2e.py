@@ -20,7 +20,7 @@ from botocore.eventstream import EventStreamBuffer
 
 from tests.backends.conftest import alive
 from tests.e2e.gateway_process import GatewayProcess
-from tests.server.processes import metric
+from tests.server.processes import copy_metric
 from tests.sockets import free_port
 from tests.waiting import until
 
@@ -136,11 +136,11 @@ def copy_pids(url: str) -> list[int]:
 def test_sigterm_drains_twelve_requests_then_stops(gateway: GatewayProcess) -> None:
     url = gateway.url
     copies = copy_pids(url)
-    copy_url = httpx.get(url + "/pier/copies").json()["copies"][0]["url"]
+    copy = httpx.get(url + "/pier/copies").json()["copies"][0]
     with ThreadPoolExecutor(12) as pool:
         futures = [pool.submit(family, url, n) for family, lengths in zip(FAMILIES, LENGTHS, strict=True)
                    for n in lengths]
-        until(lambda: metric(copy_url, "pier_requests_in_flight") == 12, 60, "twelve requests in flight")
+        until(lambda: copy_metric(url, copy, "pier_requests_in_flight") == 12, 60, "twelve requests in flight")
         gateway.terminate()
         terminated = time.monotonic()
         until(lambda: httpx.get(url + "/ping").status_code == 503, 5, "/ping failing")

@@ -20,7 +20,7 @@ import pytest
 from botocore.config import Config
 
 from tests.e2e.gateway_process import GatewayProcess
-from tests.server.processes import metric
+from tests.server.processes import copy_metric
 from tests.sockets import free_port
 from tests.waiting import until
 
@@ -143,7 +143,8 @@ def test_inference_component_with_two_copies_both_serving(gateway: GatewayProces
     assert len({c["pid"] for c in running}) == 2 and all(c["state"] == "Ready" for c in running)
     for _ in range(6):
         assert invoke(runtime, "multi", GENERATE, InferenceComponentName="multi-tiny")[0]["generated_text"]
-    served = [metric(c["url"], "pier_http_requests_total", route="/invocations", status="200") for c in running]
+    served = [copy_metric(gateway.url, c, "pier_http_requests_total", route="/invocations", status="200")
+              for c in running]
     assert all(n >= 1 for n in served), served  # both copies answered
 
 

@@ -21,7 +21,7 @@ from botocore.exceptions import ClientError
 
 from pier.gateway.targets import COMPONENT_NOT_ALLOWED, COMPONENT_REQUIRED
 from tests.e2e.gateway_process import GatewayProcess
-from tests.server.processes import metric
+from tests.server.processes import copy_metric
 from tests.sockets import free_port
 
 pytestmark = pytest.mark.e2e
@@ -104,7 +104,7 @@ def openai_call(url: str) -> object:
 
 
 def served(url: str, route: str, status: str) -> float:
-    return sum(metric(c["url"], "pier_http_requests_total", route=route, status=status) for c in _copies(url))
+    return sum(copy_metric(url, c, "pier_http_requests_total", route=route, status=status) for c in _copies(url))
 
 
 @pytest.mark.parametrize(("call", "route"), [(boto3_call, "/invocations"), (openai_call, "/v1/completions")],

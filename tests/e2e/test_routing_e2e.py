@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError
 from pier.runtime.routing import prefix_key, rendezvous_order
 from tests.e2e.gateway_process import GatewayProcess
 from tests.e2e.test_gateway_e2e import WAIT, clients, copies
-from tests.server.processes import metric
+from tests.server.processes import copy_metric
 from tests.sockets import free_port
 from tests.waiting import until
 
@@ -59,7 +59,7 @@ def configure(sagemaker: Any, name: str, routing: dict[str, Any], *, create: boo
 
 
 def served(gateway: GatewayProcess) -> dict[str, float]:
-    return {c["copy_id"]: metric(c["url"], "pier_http_requests_total", route="/invocations", status="200")
+    return {c["copy_id"]: copy_metric(gateway.url, c, "pier_http_requests_total", route="/invocations", status="200")
             for c in copies(gateway.url, COMPONENT)}
 
 

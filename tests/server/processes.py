@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import httpx
 
@@ -93,6 +93,11 @@ class ContainerProcess(ServerProcess):
         )
         super().__init__([sys.executable, "-m", "pier.server.container", "--model", str(model)], port, log,
                          environment)
+
+
+def copy_metric(gateway_url: str, copy: dict[str, Any], name: str, **labels: str) -> float:
+    """One sample of a copy's metrics, read through its gateway's /metrics (a copy answers only its gateway)."""
+    return metric(gateway_url, name, **labels, copy=copy["copy_id"], component=copy["component"])
 
 
 def metric(url: str, name: str, **labels: str) -> float:

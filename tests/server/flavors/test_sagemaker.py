@@ -97,7 +97,7 @@ async def test_json_is_read_whatever_the_content_type(client: httpx.AsyncClient)
 
 
 async def test_errors_take_the_detected_shape(client: httpx.AsyncClient) -> None:
-    chat = await client.post("/invocations", json={"messages": [{"role": "user"}], "n": 3})
+    chat = await client.post("/invocations", json={"messages": [{"role": "user", "content": "hi"}], "n": 3})
     tgi = await client.post("/invocations", json={"inputs": "hi", "parameters": {"max_new_tokens": -1}})
     assert chat.status_code == 422 and chat.json()["error_type"] == "validation"  # TGI's, as its Messages API
     assert "n must be 1" in chat.json()["error"]
