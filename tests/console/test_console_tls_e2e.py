@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
@@ -19,6 +20,7 @@ from tests.certificates import Certificates, issue
 from tests.console.browser import WIDE, chromium, missing
 from tests.e2e.gateway_process import HttpsGatewayProcess
 from tests.sockets import free_port
+from tests.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(missing() is not None, reason=str(missing()))]
 
@@ -69,6 +71,9 @@ def test_the_console_deploys_and_chats_over_https(gateway: HttpsGatewayProcess, 
     page.get_by_role("button", name="Deploy").click()
     page.get_by_text("Done: the endpoint is as the file says").wait_for(timeout=WAIT_MS)
 
+    # the playground lists what /v1/models offers when it opens: components in service
+    until(lambda: COMPONENT in httpx.get(gateway.url + "/v1/models", verify=gateway.verify).text,
+          what="the component in service")
     page.goto(f"{gateway.url}/console#/playground")
     page.get_by_label("Model").select_option(COMPONENT)
     page.get_by_label("Max tokens").fill("16")
