@@ -8,7 +8,12 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pier.synthetic.builder import ModelShape
 
 PEERS_ENV = "PIER_PEERS_DIR"
 MODEL_CACHE_ENV = "PIER_BENCH_MODEL_CACHE"
@@ -26,17 +31,33 @@ def model_cache() -> Path:
     return Path(given).expanduser() if given else Path.home() / ".cache" / "pier" / "models"
 
 
-def bench_model() -> Path:
-    """The 360M-class Q4_0 model with random weights (speed does not depend on the values), built once."""
-    from pier.synthetic.builder import BENCH_360M, build_gguf
+def cached_model(file_name: str, shape: ModelShape, quant: str) -> Path:
+    """A synthetic GGUF with random weights (speed does not depend on the values), built once into the cache."""
+    from pier.synthetic.builder import build_gguf
 
-    cache = model_cache()
-    path = cache / "bench-360m-q4_0.gguf"
+    path = model_cache() / file_name
     if not path.exists():
-        cache.mkdir(parents=True, exist_ok=True)
-        print(f"building {path} (random weights) ...", file=sys.stderr)
-        build_gguf(path, BENCH_360M, quant="Q4_0")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        log(f"building {path} (random weights) ...")
+        build_gguf(path, shape, quant=quant)
     return path
+
+
+def bench_model() -> Path:
+    """The 360M-class Q4_0 model."""
+    from pier.synthetic.builder import BENCH_360M
+
+    return cached_model("bench-360m-q4_0.gguf", BENCH_360M, "Q4_0")
+
+
+def parse_comparisons(parser: argparse.ArgumentParser, sections: Sequence[str]) -> argparse.Namespace:
+    """The arguments, with --only and --levels (comma-separated) read into lists; unknown sections refused."""
+    args = parser.parse_args()
+    args.only = [name.strip() for name in args.only.split(",") if name.strip()]
+    args.levels = [int(level) for level in args.levels.split(",")]
+    if unknown := [name for name in args.only if name not in sections]:
+        parser.error(f"--only: unknown {unknown}; choose from {', '.join(sections)}")
+    return args
 
 
 def add_peers_dir(parser: argparse.ArgumentParser) -> None:

@@ -40,7 +40,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import peers
-from common import add_peers_dir, log, model_cache, omp_policy, peer, raise_on_sigterm
+from common import add_peers_dir, cached_model, log, omp_policy, peer, raise_on_sigterm
 from crowd_table import DEFAULT_LEVELS, Row, failure_lines, parse_levels, ratio_lines, seed_table
 from peers import Catalog, Fleet, Server, running
 from report import machine, model_shape
@@ -65,15 +65,8 @@ LLAMA_LABEL = "llama-server"
 
 
 def crowd_model() -> Path:
-    """CROWD_SHAPE as Q8_0 with random weights, built once into the benchmark model cache."""
-    from pier.synthetic.builder import build_gguf
-
-    path = model_cache() / "crowd-128x4-q8_0.gguf"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        log(f"building {path} (random weights) ...")
-        build_gguf(path, CROWD_SHAPE, quant="Q8_0")
-    return path
+    """CROWD_SHAPE as Q8_0."""
+    return cached_model("crowd-128x4-q8_0.gguf", CROWD_SHAPE, "Q8_0")
 
 
 def gateway_environment(timeout_s: float, users: int) -> tuple[tuple[str, str], ...]:

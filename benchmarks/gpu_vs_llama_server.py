@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import httpx
-from common import add_peers_dir, log, model_cache, peer, raise_on_sigterm
+from common import add_peers_dir, cached_model, log, parse_comparisons, peer, raise_on_sigterm
 from measure import Arm, Measurer, Shape
 from peers import Catalog, Fleet, completions, running
 from report import TOKS, TTFT, Check, Section, machine, model_shape, ratio, render_section
@@ -136,15 +136,10 @@ def gpu_name() -> str:
 
 
 def bench_model_7b() -> Path:
-    """The 7B-class Q4_0 model with random weights (Mistral 7B's shape), built once."""
-    from pier.synthetic.builder import BENCH_7B, build_gguf
+    """The 7B-class Q4_0 model (Mistral 7B's shape)."""
+    from pier.synthetic.builder import BENCH_7B
 
-    path = model_cache() / "bench-7b-q4_0.gguf"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        log(f"building {path} (random weights) ...")
-        build_gguf(path, BENCH_7B, quant="Q4_0")
-    return path
+    return cached_model("bench-7b-q4_0.gguf", BENCH_7B, "Q4_0")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -204,11 +199,7 @@ def main() -> None:
     parser.add_argument("--out", help="also write the markdown report to this file")
     parser.add_argument("--logs", help="keep the servers' logs in this folder (default: a temporary one)")
     add_peers_dir(parser)
-    args = parser.parse_args()
-    args.only = [name.strip() for name in args.only.split(",") if name.strip()]
-    args.levels = [int(level) for level in args.levels.split(",")]
-    if unknown := [name for name in args.only if name not in SECTIONS]:
-        parser.error(f"--only: unknown {unknown}; choose from {', '.join(SECTIONS)}")
+    args = parse_comparisons(parser, SECTIONS)
     raise_on_sigterm()
     run(args)
 

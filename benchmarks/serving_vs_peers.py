@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from common import add_peers_dir, bench_model, log, peer, raise_on_sigterm
+from common import add_peers_dir, bench_model, log, parse_comparisons, peer, raise_on_sigterm
 from measure import Arm, Measurer, Runs, Shape
 from peers import CONTEXT, ENDPOINT, PREFIX_CONTEXT, Catalog, Fleet, completions, deploy_endpoint, running
 from report import TOKS, TTFT, Check, Section, paired, ratio, render_report
@@ -281,11 +281,7 @@ def main() -> None:
     parser.add_argument("--out", help="also write the markdown report to this file")
     parser.add_argument("--logs", help="keep the servers' logs in this folder (default: a temporary one)")
     add_peers_dir(parser)
-    args = parser.parse_args()
-    args.only = [name.strip() for name in args.only.split(",") if name.strip()]
-    args.levels = [int(level) for level in args.levels.split(",")]
-    if unknown := [name for name in args.only if name not in SECTIONS]:
-        parser.error(f"--only: unknown {unknown}; choose from {', '.join(SECTIONS)}")
+    args = parse_comparisons(parser, SECTIONS)
     raise_on_sigterm()
     run(args)
 
