@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 import shutil
 import tarfile
@@ -28,7 +27,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pier.concurrency import CONCURRENCY_HEADER
+from pier.errors import InvalidRequest, PierError
 from pier.multi_model import CACHE_ENV, MEMORY_ENV, TARGET_MODEL_HEADER, model_path
+from pier.server.errors import Flavor, ShuttingDown, error_response
 from pier.server.kv_budget import kv_cells, kv_shape
 from pier.server.model_cache import Loaded, ModelCache, Prepared
 from pier.server.model_location import ModelNotFound, find_gguf
@@ -134,7 +135,7 @@ def create_multi_model_app(settings: ServerSettings, root: Path, env: Mapping[st
     app = FastAPI(title="pier multi-model server", lifespan=lifespan)
     app.add_api_route("/ping", ping, methods=["GET"])
     app.add_api_route("/metrics", metrics, methods=["GET"], include_in_schema=False)
-    app.add_middleware(_Dispatch, cache=cache, state=state)
+    app.add_middleware(_Dispatch, cache=cache, state=state, root=root)
     app.state.pier = state
     app.state.models = cache
     return app
@@ -143,44 +144,44 @@ def create_multi_model_app(settings: ServerSettings, root: Path, env: Mapping[st
 class _Dispatch:
     """POST /invocations (and every other model route) to the target's app; /ping and /metrics to the copy's own."""
 
-    def __init__(self, app: ASGIApp, *, cache: ModelCache, state: ServerState) -> None:
+    def __init__(self, app: ASGIApp, *, cache: ModelCache, state: ServerState, root: Path) -> None:
         self.app = app
         self.cache = cache
         self.server = state
+        self.cache_root = root
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in ("/ping", "/metrics"):
             await self.app(scope, receive, send)
             return
+        try:
+            await self._invoke(scope, receive, send)
+        except PierError as error:  # refused before any work: the gateway may send it to another copy
+            await error_response(error, Flavor.SAGEMAKER)(scope, receive, send)
+
+    async def _invoke(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.server.draining:
+            raise ShuttingDown("This model server is shutting down and takes no new requests; retry.")
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         name = headers.get(TARGET_MODEL_HEADER.lower())
-        if self.server.draining:
-            await _error(send, 503, "ServiceUnavailable", "This model server is shutting down; retry.")
-            return
         if not name:
-            await _error(send, 400, "ValidationError", "This is a multi-model endpoint: name the model to invoke with "
-                         "TargetModel (the X-Amzn-SageMaker-Target-Model header).")
-            return
-        try:
-            ticket = self.server.admission.enter()
-        except Exception as error:
-            await _error(send, 429, "ThrottlingException", str(error))
-            return
+            raise InvalidRequest("This is a multi-model copy: name the model to invoke with TargetModel (the "
+                                 f"{TARGET_MODEL_HEADER} header).")
+        ticket = self.server.admission.enter()
         try:
             async with self.cache.use(name) as use:
-                report = use.report.headers()
+                report = [(k.encode(), v.encode()) for k, v in use.report.headers().items()]
 
                 async def send_with_report(message: Message) -> None:
                     if message["type"] == "http.response.start":
-                        message = {**message, "headers": [*message.get("headers", []),
-                                                          *((k.encode(), v.encode()) for k, v in report.items())]}
+                        message = {**message, "headers": [*message.get("headers", []), *report]}
                     await send(message)
 
                 await use.app(scope, receive, send_with_report)  # type: ignore[operator]
         except UnknownModel:
-            await _error(send, 404, "ValidationError", f"No model {name} under this copy's model folder.")
+            raise InvalidRequest(f"No model {name} under this copy's model folder ({self.cache_root}).") from None
         except (ModelNotFound, SettingsError, tarfile.TarError) as error:
-            await _error(send, 400, "ValidationError", f"Model {name} cannot be served: {error}")
+            raise InvalidRequest(f"Model {name} cannot be served: {error}") from None
         finally:
             ticket.release()
 
@@ -202,10 +203,3 @@ def _load(settings: ServerSettings, gguf: Path, size: int) -> Loaded:
 
 async def _thread(work: Callable[[], T]) -> T:
     return await asyncio.to_thread(work)
-
-
-async def _error(send: Send, status: int, code: str, message: str) -> None:
-    body = json.dumps({"ErrorCode": code, "Message": message}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
