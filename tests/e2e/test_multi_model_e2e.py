@@ -26,7 +26,7 @@ from tests.waiting import until
 
 pytestmark = pytest.mark.e2e
 
-ENDPOINT = "many"
+ENDPOINT, PAIR = "many", "pair"
 MODELS = ["m0.tar.gz", "m1.tar.gz", "m2.tar.gz", "m3.gguf", "m4.gguf"]
 ENVIRONMENT = {"MAX_TOTAL_TOKENS": "512"}
 
@@ -48,6 +48,11 @@ def gateway(tmp_path_factory: pytest.TempPathFactory, s3_url: str) -> Iterator[G
             with tarfile.open(fileobj=archive, mode="w:gz") as tar:
                 tar.add(gguf, arcname="model.gguf")
             s3.put_object(Bucket="mme", Key=f"prefix/{name}", Body=archive.getvalue())
+    local = folder / "local"  # a file:// prefix too: one model in an archive, one bare GGUF
+    local.mkdir()
+    with tarfile.open(local / "m0.tar.gz", mode="w:gz") as tar:
+        tar.add(folder / "0.gguf", arcname="model.gguf")
+    (local / "m1.gguf").symlink_to(folder / "1.gguf")
     room_mb = 2.5 * max(sizes) / 2**20  # two models fit, never three
     env = {"AWS_ENDPOINT_URL_S3": s3_url, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x",
            "AWS_DEFAULT_REGION": "us-east-1"}
@@ -62,25 +67,32 @@ def gateway(tmp_path_factory: pytest.TempPathFactory, s3_url: str) -> Iterator[G
             "VariantName": "AllTraffic", "ModelName": "many", "InstanceType": "local", "InitialInstanceCount": 1}])
         sagemaker.create_endpoint(EndpointName=ENDPOINT, EndpointConfigName="many")
         sagemaker.get_waiter("endpoint_in_service").wait(EndpointName=ENDPOINT, WaiterConfig=WAIT)
+        sagemaker.create_model(ModelName="pair", PrimaryContainer={
+            "Mode": "MultiModel", "ModelDataUrl": f"file://{local}/", "Environment": ENVIRONMENT})
+        sagemaker.create_endpoint_config(EndpointConfigName="pair", ProductionVariants=[{
+            "VariantName": "AllTraffic", "ModelName": "pair", "InstanceType": "local", "InitialInstanceCount": 2,
+            "RoutingConfig": {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"}}])
+        sagemaker.create_endpoint(EndpointName=PAIR, EndpointConfigName="pair")
+        sagemaker.get_waiter("endpoint_in_service").wait(EndpointName=PAIR, WaiterConfig=WAIT)
         yield process
 
 
-def invoke(gateway: GatewayProcess, target: str) -> str:
+def invoke(gateway: GatewayProcess, target: str, endpoint: str = ENDPOINT) -> str:
     _, runtime = clients(gateway.url)
-    reply = runtime.invoke_endpoint(EndpointName=ENDPOINT, TargetModel=target, ContentType="application/json",
+    reply = runtime.invoke_endpoint(EndpointName=endpoint, TargetModel=target, ContentType="application/json",
                                     Body=json.dumps({"inputs": "the cat", "parameters": {"max_new_tokens": 4}}))
     text: str = json.loads(reply["Body"].read())[0]["generated_text"]
     return text
 
 
-def statistics(gateway: GatewayProcess, metric: str) -> dict[str, float]:
+def statistics(gateway: GatewayProcess, metric: str, endpoint: str = ENDPOINT) -> dict[str, float]:
     cloudwatch = boto3.client("cloudwatch", endpoint_url=gateway.url, region_name="us-east-1",
                               aws_access_key_id="x", aws_secret_access_key="x")
     now = datetime.now(UTC)
     points = cloudwatch.get_metric_statistics(
         Namespace="AWS/SageMaker", MetricName=metric, StartTime=now - timedelta(hours=1), EndTime=now + timedelta(
             minutes=1), Period=3600, Statistics=["Sum", "SampleCount", "Maximum"],
-        Dimensions=[{"Name": "EndpointName", "Value": ENDPOINT}, {"Name": "VariantName", "Value": "AllTraffic"}],
+        Dimensions=[{"Name": "EndpointName", "Value": endpoint}, {"Name": "VariantName", "Value": "AllTraffic"}],
     )["Datapoints"]
     return {k: sum(p[k] for p in points) if k != "Maximum" else max((p[k] for p in points), default=0.0)
             for k in ("Sum", "SampleCount", "Maximum")}
@@ -131,3 +143,14 @@ def test_a_call_without_target_is_refused(gateway: GatewayProcess) -> None:
         runtime.invoke_endpoint(EndpointName=ENDPOINT, ContentType="application/json", Body=b'{"inputs": "x"}')
     assert refused.value.response["Error"]["Code"] == "ValidationError"
     assert "is missing a target model header" in refused.value.response["Error"]["Message"]
+
+
+def test_a_target_goes_to_the_copy_that_holds_it(gateway: GatewayProcess) -> None:
+    """Two copies, two models from a local prefix: each model loads on one copy once, and every later call for it
+    goes there (least outstanding requests alone would alternate the copies and load each model on both)."""
+    for target in ["m0.tar.gz"] * 4 + ["m1.gguf"] * 4:
+        assert invoke(gateway, target, PAIR)
+    until(lambda: statistics(gateway, "ModelCacheHit", PAIR)["SampleCount"] == 8, timeout=30,
+          what="ModelCacheHit for every call")
+    assert statistics(gateway, "ModelCacheHit", PAIR)["Sum"] == 6
+    assert statistics(gateway, "ModelLoadingWaitTime", PAIR)["SampleCount"] == 2
