@@ -116,3 +116,23 @@ async def test_cache_disabled_unloads_after_each_call() -> None:
         async with cache.use(name) as use:
             assert not use.report.hit
     assert models.loads == ["a", "a"] and models.unloads == ["a", "a"] and cache.loaded == ()
+
+
+@pytest.mark.anyio
+async def test_a_model_just_loaded_is_not_unloaded_before_its_call_uses_it() -> None:
+    models = Models()
+    cache = models.cache(2)
+    release = asyncio.Event()
+
+    async def hold(name: str) -> None:
+        async with cache.use(name):
+            await release.wait()
+
+    held = asyncio.ensure_future(hold("a"))  # a stays busy: the next loads can only unload what is idle
+    await asyncio.sleep(0.01)
+    calls = [asyncio.ensure_future(hold(name)) for name in ("b", "c")]
+    await asyncio.sleep(0.05)
+    assert models.unloads == []  # c waits for room; b, loaded for its call, was not taken from it
+    release.set()
+    await asyncio.gather(held, *calls)
+    assert models.loads == ["a", "b", "c"]

@@ -96,6 +96,7 @@ class ModelCache:
         started = time.monotonic()
         hit = name in self._models
         unload_s = download_s = 0.0
+        counted = False  # the load this call started counted it as the model's first user
         while name not in self._models:
             pending = self._loading.get(name)
             if pending is None:
@@ -103,11 +104,13 @@ class ModelCache:
                 self._loading[name] = pending
                 pending.add_done_callback(lambda _: self._loading.pop(name, None))
                 unload_s, download_s = await pending
+                counted = True
             else:
                 await asyncio.shield(pending)
         model = self._models[name]
         self._models.move_to_end(name)
-        model.users += 1
+        if not counted:
+            model.users += 1
         report = CacheReport(hit, _us(time.monotonic() - started) if not hit else 0, _us(unload_s), _us(download_s),
                              self.loaded)
         try:
@@ -136,6 +139,8 @@ class ModelCache:
             started = time.monotonic()
             loaded = await self.run(prepared.load)
             assert isinstance(loaded, Loaded)
+            # In use by the call that asked from now on: another load must not unload it before that call resumes.
+            loaded.users = 1
             self._models[name] = loaded
         log.info("model %s loaded in %.2f s (%.1f MB; %d held: %s)", name, time.monotonic() - started,
                  loaded.size / 2**20, len(self._models), ", ".join(self._models))
