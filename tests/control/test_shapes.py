@@ -73,9 +73,10 @@ def test_messages_read_like_aws_and_say_how_to_fix(shape: Any, body: dict, messa
 
 
 def test_unmodelled_fields_are_kept_for_describe() -> None:
-    request = parse(CreateModelInput, {"ModelName": "m", "PrimaryContainer": {"ModelDataUrl": "/m", "Mode": "x"},
+    request = parse(CreateModelInput, {"ModelName": "m",
+                                       "PrimaryContainer": {"ModelDataUrl": "/m", "ContainerHostname": "x"},
                                        "ExecutionRoleArn": "arn:role", "EnableNetworkIsolation": False})
-    assert request.wire() == {"ModelName": "m", "PrimaryContainer": {"ModelDataUrl": "/m", "Mode": "x",
+    assert request.wire() == {"ModelName": "m", "PrimaryContainer": {"ModelDataUrl": "/m", "ContainerHostname": "x",
                                                                      "Environment": {}},
                               "ExecutionRoleArn": "arn:role", "EnableNetworkIsolation": False}
 

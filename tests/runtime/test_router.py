@@ -4,6 +4,7 @@ import pytest
 
 from pier.backends.base import CopyState, CopyStatus
 from pier.runtime.router import Candidate, Router, choose, matched_blocks
+from pier.runtime.routing import Route
 
 
 def copy(copy_id: str, state: CopyState = CopyState.READY, pid: int | None = 1) -> CopyStatus:
@@ -154,3 +155,41 @@ def test_a_copy_without_reported_concurrency_takes_the_default() -> None:
     router = Router(default_concurrency=2)
     copies = [copy("a")]
     assert [router.pick(copies) is not None for _ in range(3)] == [True, True, False]
+
+
+def holder(copy_id: str, outstanding: int = 0, models: tuple[str, ...] = (), capacity: int | None = None
+           ) -> Candidate:
+    return Candidate(copy(copy_id), outstanding, 0, frozenset(), capacity, frozenset(models))
+
+
+TARGET_CASES = [
+    # (name, candidates, target, expected): a multi-model endpoint's TargetModel goes where it is loaded.
+    ("holder wins though busier", [holder("a", 0), holder("b", 3, ("m1",))], "m1", "b"),
+    ("least busy holder", [holder("a", 2, ("m1",)), holder("b", 1, ("m1", "m2"))], "m1", "b"),
+    ("no holder: least busy", [holder("a", 2, ("m2",)), holder("b", 1)], "m1", "b"),
+    ("holder full: another copy loads it", [holder("a", 0), holder("b", 2, ("m1",), capacity=2)], "m1", "a"),
+    ("no target: holders mean nothing", [holder("a", 0), holder("b", 1, ("m1",))], None, "a"),
+]
+
+
+@pytest.mark.parametrize(("name", "candidates", "target", "expected"), TARGET_CASES, ids=[c[0] for c in TARGET_CASES])
+def test_choose_sends_a_target_to_a_copy_that_holds_it(name: str, candidates: list[Candidate], target: str | None,
+                                                       expected: str) -> None:
+    chosen = choose(candidates, route=Route(model=target))
+    assert chosen is not None and chosen.copy_id == expected
+
+
+def test_router_learns_what_copies_hold() -> None:
+    router = Router()
+    copies = [copy("a"), copy("b")]
+    first = router.pick(copies, route=Route(model="m1"))
+    assert first is not None and first.copy.copy_id == "a"
+    # While m1 loads on a, a second call for it follows it there, though b is idle.
+    second = router.pick(copies, route=Route(model="m1"))
+    assert second is not None and second.copy.copy_id == "a"
+    first.release()
+    second.release()
+    router.holds("a", ["m2"])  # a's answer says it unloaded m1 for m2
+    router.pick(copies, route=Route(model="m2")).release()  # type: ignore[union-attr]
+    chosen = router.pick(copies, exclude=(), route=Route(model="m1"))
+    assert chosen is not None and chosen.copy.copy_id == "b"  # least recently chosen: m1 is on neither now

@@ -11,6 +11,9 @@ DesiredCopyCount and CurrentCopyCount (ready copies; pier's names, per component
 this host, CPUUtilizationNormalized and MemoryUtilizationNormalized (/aws/sagemaker/InferenceComponents) or
 CPUUtilization and MemoryUtilization (/aws/sagemaker/Endpoints).
 
+A multi-model endpoint's requests add ModelCacheHit, LoadedModelCount, and for those that waited for their model
+ModelLoadingWaitTime, ModelUnloadingTime and ModelDownloadingTime (pier.multi_model's CacheReport from the copy).
+
 Dimensions: InferenceComponentName for a component's metrics, EndpointName and VariantName for an endpoint's.
 """
 
@@ -24,6 +27,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from pier.autoscaling.capacity import Utilization
 from pier.autoscaling.history import History
 from pier.autoscaling.resource import Resource
+from pier.multi_model import CacheReport
 from pier.runtime.observer import Invoked
 
 NAMESPACE = "AWS/SageMaker"
@@ -58,6 +62,9 @@ class Recorder:
                          ("workload",), registry=self.registry)
         self.memory = Gauge("pier_sagemaker_memory_utilization_percent", "MemoryUtilization of the copies.",
                             ("workload",), registry=self.registry)
+        self.model_cache_hits = Counter("pier_sagemaker_model_cache", "Multi-model requests by whether their model "
+                                        "was loaded (ModelCacheHit).", ("endpoint", "variant", "result"),
+                                        registry=self.registry)
         self.copies = Gauge("pier_sagemaker_copy_count", "Desired and ready (current) copies.", ("workload", "kind"),
                             registry=self.registry)
 
@@ -82,11 +89,29 @@ class Recorder:
             record("Invocation5XXErrors", float(server_error), "None")
             record("ModelLatency", done.model_s * MICROSECONDS, "Microseconds")
             record("OverheadLatency", done.overhead_s * MICROSECONDS, "Microseconds")
+        if done.model_cache is not None:
+            self._model_cache(scopes[0], done.model_cache)
         share = 1.0 / max(done.copies, 1)
         if component:
             self.history.record(NAMESPACE, "InvocationsPerCopy", scopes[1], share)
         else:
             self.history.record(NAMESPACE, "InvocationsPerInstance", scopes[0], share)
+
+    def _model_cache(self, dims: dict[str, str], report: CacheReport) -> None:
+        """A multi-model endpoint's model metrics, per request as SageMaker emits them: ModelCacheHit (1 or 0, so
+        its Average is the hit rate), LoadedModelCount (the copy's models after it), and for a request that waited
+        for its model, ModelLoadingWaitTime, with ModelUnloadingTime and ModelDownloadingTime when it had to unload
+        or unpack (microseconds)."""
+        record = self._recorder(dims)
+        record("ModelCacheHit", float(report.hit), "None")
+        record("LoadedModelCount", float(len(report.loaded)), "None")
+        if not report.hit:
+            record("ModelLoadingWaitTime", float(report.wait_us), "Microseconds")
+            if report.unload_us:
+                record("ModelUnloadingTime", float(report.unload_us), "Microseconds")
+            if report.download_us:
+                record("ModelDownloadingTime", float(report.download_us), "Microseconds")
+        self.model_cache_hits.labels(dims["EndpointName"], dims["VariantName"], "hit" if report.hit else "miss").inc()
 
     def busy(self, workload: str, now: float) -> float:
         """Requests at once on average since the last call for `workload`, from the time the requests that ended

@@ -23,6 +23,7 @@ from pier.control import capacity, devices
 from pier.control.capacity import CopyCap, Demand, Placement
 from pier.control.devices import GpuPool
 from pier.control.instance_types import LOCAL, InstanceType, host_cores_for
+from pier.control.multi_model import multi_model_environment
 from pier.control.records import ComponentRecord, EndpointRecord, VariantRecord
 from pier.control.shapes import ResourceRequirements
 from pier.control.workload import Workload
@@ -131,7 +132,8 @@ def _classic(placed: _Placed, workload: Workload, variant: VariantRecord, itype:
         placed.problems[workload] = problem
         return
     for placement in capacity.whole_instances(workload, itype, variant.instance_count, gpus):
-        placed.copies.append(_Copy(placement, workload, itype, Path(variant.model_dir), environment, itype.memory_mb))
+        placed.copies.append(_Copy(placement, workload, itype, Path(variant.model_dir),
+                                   multi_model_environment(variant.container, itype.memory_mb), itype.memory_mb))
 
 
 def _components(placed: _Placed, owner: Workload, hosted: list[ComponentRecord], variant: VariantRecord,

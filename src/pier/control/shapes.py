@@ -42,11 +42,21 @@ class ModelDataSourceSpec(Shape):
     S3DataSource: S3ModelDataSource | None = None
 
 
+class MultiModelConfigSpec(Shape):
+    ModelCacheSetting: Literal["Enabled", "Disabled"] | None = None
+
+
 class ContainerSpec(Shape):
     Image: str | None = None
+    Mode: Literal["SingleModel", "MultiModel"] | None = None
     ModelDataUrl: UrlStr | None = None
     ModelDataSource: ModelDataSourceSpec | None = None
     Environment: EnvMap = Field(default_factory=dict)
+    MultiModelConfig: MultiModelConfigSpec | None = None
+
+    @property
+    def multi_model(self) -> bool:
+        return self.Mode == "MultiModel"
 
     @model_validator(mode="after")
     def _one_source(self) -> ContainerSpec:

@@ -20,6 +20,7 @@ from pier.control.workload import Workload
 from pier.runtime.errors import ComponentRequired, EndpointNotFound, InvalidInvocation
 from pier.runtime.routing import DEFAULT_ROUTING, Routing, Strategy
 from pier.runtime.target import Target
+from pier.runtime.target_model import Models
 
 Copies = Callable[[Workload], list[CopyStatus]]
 
@@ -97,7 +98,8 @@ class Targets:
             raise InvalidInvocation(COMPONENT_NOT_ALLOWED)
         chosen = self._variant(record, variant)
         workload = Workload.of_variant(record.name, chosen.name)
-        return Target(self.copies(workload), workload, chosen.name, routing(chosen.routing))
+        return Target(self.copies(workload), workload, chosen.name, routing(chosen.routing),
+                      models=_models(chosen))
 
     def _component_target(self, record: ComponentRecord) -> Target | Awaitable[Target]:
         workload = Workload.of_component(record.name)
@@ -166,3 +168,13 @@ def _weighted(weights: Sequence[float]) -> int:
     if sum(weights) <= 0:
         return 0
     return random.choices(range(len(weights)), weights=weights)[0]
+
+
+def _models(variant: VariantRecord) -> Models | None:
+    """Where a multi-model variant's models are: its fetched folder and the prefix the user gave."""
+    container = variant.container
+    if container is None or not container.multi_model or variant.model_dir is None:
+        return None
+    url = container.ModelDataUrl or (container.ModelDataSource.S3DataSource.S3Uri
+                                     if container.ModelDataSource and container.ModelDataSource.S3DataSource else "")
+    return Models(variant.model_dir, url)

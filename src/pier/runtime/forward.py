@@ -22,6 +22,7 @@ import httpx
 
 from pier.backends.base import CopyStatus
 from pier.errors import REFUSED_HEADER, PierError
+from pier.multi_model import CacheReport
 from pier.runtime import resume
 from pier.runtime.admission import Admission, AdmissionLimits
 from pier.runtime.call import OVERLOADED, Call, StreamEnded
@@ -45,6 +46,7 @@ class Exchange:
 class _Timing:
     started: float
     sent: float | None = None  # when the request last went to a copy
+    model_cache: CacheReport | None = None  # how a multi-model copy found the request's model
 
 
 class Forwarder:
@@ -89,7 +91,8 @@ class Forwarder:
         sent = ended if timing.sent is None else timing.sent
         try:
             self.observer.invoked(Invoked(call.endpoint, call.target.variant, call.target.component, status,
-                                          ended - sent, sent - timing.started, len(call.target.ready())))
+                                          ended - sent, sent - timing.started, len(call.target.ready()),
+                                          timing.model_cache))
         except Exception:  # metrics must never fail a request
             log.exception("recording an invocation's metrics failed")
 
@@ -121,6 +124,10 @@ class Forwarder:
                 except CopyUnreachable as error:
                     log.warning("%s; trying another copy", error)
                     continue
+                if (report := CacheReport.of(response.headers)) is not None:
+                    self.router(call.target.component).holds(copy_id, report.loaded)
+                    if timing is not None:
+                        timing.model_cache = report
                 if resume.framed(response):  # a copy on pier's engine: resumable from here on
                     self._framed.add((copy_id, lease.copy.pid))
                     session = resume.Resumable(self, call, lease, origin, response, tried)

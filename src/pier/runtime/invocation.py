@@ -92,7 +92,7 @@ class Invocation:
     variant: str | None = None  # X-Amzn-SageMaker-Target-Variant
     inference_id: str | None = None
     session_id: str | None = None
-    target_model: str | None = None  # multi-model endpoints only: pier has none
+    target_model: str | None = None  # multi-model endpoints only (pier.runtime.target_model)
     target_container_hostname: str | None = None  # multi-container endpoints only: pier has none
     enable_explanations: str | None = None  # SageMaker Clarify's: accepted, not acted on
     stream: bool = False
@@ -114,7 +114,7 @@ class Invocation:
         headers = {"X-Amzn-RequestId": self.request_id}
         for name, value in [
             ("Content-Type", self.content_type), ("Accept", self.accept), (CUSTOM_ATTRIBUTES, self.custom_attributes),
-            (INFERENCE_ID, self.inference_id), (SESSION_ID, self.session_id),
+            (INFERENCE_ID, self.inference_id), (SESSION_ID, self.session_id), (TARGET_MODEL, self.target_model),
         ]:
             if value is not None:
                 headers[name] = value
@@ -122,10 +122,6 @@ class Invocation:
 
     def unsupported(self) -> InvalidInvocation | None:
         """What this call asks of the endpoint that pier's endpoints never are (once the endpoint is known)."""
-        if self.target_model is not None:
-            # SageMaker's words (quoted in github.com/aws/amazon-sagemaker-examples issue 1026).
-            return InvalidInvocation(
-                f"Endpoint {self.endpoint} is not a multi-model endpoint and does not support target model header.")
         if self.target_container_hostname is not None:
             # pier's words: SageMaker answers a ValidationError here, in words not known.
             return InvalidInvocation(

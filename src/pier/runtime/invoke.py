@@ -41,6 +41,7 @@ from pier.runtime.sessions import (
 from pier.runtime.settings import RuntimeSettings
 from pier.runtime.streaming import ClosingStream
 from pier.runtime.target import Resolve, Target, resolve_target
+from pier.runtime.target_model import check_target_model
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +171,7 @@ class RuntimeService:
         target = await resolve()
         if (unsupported := invocation.unsupported()) is not None:
             raise unsupported
+        check_target_model(invocation.endpoint, invocation.request_id, invocation.target_model, target.models)
         session = self._session(invocation, target)
         ready = {c.copy_id for c in target.ready()}
         pin = session.copy_id if session is not None and session.copy_id in ready else None  # else: it moves
@@ -178,7 +180,7 @@ class RuntimeService:
         return Call(
             invocation.endpoint, target, "/invocations", invocation.body, invocation.upstream_headers(),
             request_prefix(invocation.body), invocation.received_at + deadline_s, deadline_s, retarget=resolve,
-            route=route_of(target.routing, invocation.body, pin), stream=clock,
+            route=route_of(target.routing, invocation.body, pin, invocation.target_model), stream=clock,
         ), session
 
     def _session(self, invocation: Invocation, target: Target) -> Session | None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from pier.multi_model import CacheReport
+
 
 @dataclass(frozen=True)
 class Invoked:
@@ -16,6 +18,7 @@ class Invoked:
     model_s: float  # from sending to the copy until its answer was read (0 when it never reached one)
     overhead_s: float  # the rest: resolving, waiting for a copy with room
     copies: int  # ready copies when it was resolved
+    model_cache: CacheReport | None = None  # a multi-model endpoint's: how the copy found the TargetModel
 
 
 class InvocationObserver(Protocol):

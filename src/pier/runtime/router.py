@@ -34,6 +34,7 @@ class Candidate:
     last_chosen: int = 0  # the router's pick counter when this copy was last chosen; 0 = never
     cached: Collection[str] = ()  # prefix blocks this copy served (see pier.runtime.prefix)
     capacity: int | None = None  # requests it takes at once; None: no limit
+    models: Collection[str] = ()  # a multi-model copy's loaded models, as it last said (or was last sent)
 
     @property
     def has_room(self) -> bool:
@@ -55,6 +56,8 @@ def choose(candidates: Sequence[Candidate], prefix: Sequence[str] = (), *, slack
         open_ = [c for c in open_ if c.copy.copy_id == route.pin]
     if not open_:
         return None
+    if route.model is not None:
+        open_ = [c for c in open_ if route.model in c.models] or open_
     strategy = route.routing.strategy
     if strategy is Strategy.LEAST_OUTSTANDING_REQUESTS:
         return least_busy(open_)
@@ -114,6 +117,7 @@ class _CopyLoad:
     outstanding: int = 0
     last_chosen: int = 0
     cached: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    models: set[str] = field(default_factory=set)
 
 
 class Lease:
@@ -173,7 +177,15 @@ class Router:
         load.last_chosen = self._picks
         load.outstanding += 1
         self._remember(load, prefix)
+        if route.model is not None:  # requests for it that arrive while it loads follow it there
+            load.models.add(route.model)
         return Lease(chosen, load, self)
+
+    def holds(self, copy_id: str, models: Collection[str]) -> None:
+        """What a multi-model copy says it holds now (its answer's CacheReport): models it unloaded drop out."""
+        load = self._loads.get(copy_id)
+        if load is not None:
+            load.models = set(models)
 
     def outstanding(self, copy_id: str) -> int:
         load = self._loads.get(copy_id)
@@ -210,10 +222,12 @@ class Router:
             if load.pid != copy.pid:
                 load.pid = copy.pid
                 load.cached.clear()
+                load.models.clear()
 
     def _candidate(self, copy: CopyStatus) -> Candidate:
         load = self._loads[copy.copy_id]
-        return Candidate(copy, load.outstanding, load.last_chosen, load.cached.keys(), self.capacity(copy))
+        return Candidate(copy, load.outstanding, load.last_chosen, load.cached.keys(), self.capacity(copy),
+                         load.models)
 
     def _remember(self, load: _CopyLoad, prefix: Sequence[str]) -> None:
         # Remembered when chosen, not when answered: a request with the same prefix arriving meanwhile

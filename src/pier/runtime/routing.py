@@ -10,7 +10,9 @@
   the next copy in the same hashed order that is under the threshold; when every copy is at it, the least busy.
 
 Whatever the strategy, a copy at its concurrency is never chosen (the request waits in admission instead), and a
-request of a stateful session goes to its session's copy (`Route.pin`).
+request of a stateful session goes to its session's copy (`Route.pin`). On a multi-model endpoint, the copies that
+hold the request's TargetModel (`Route.model`) are the only candidates while one of them has room, so a model is
+loaded on another copy only when those are full or there are none.
 """
 
 from __future__ import annotations
@@ -50,16 +52,17 @@ class Route:
     routing: Routing = DEFAULT_ROUTING
     key: str | None = None  # PREFIX_AWARE: the hash of its routing prefix (see `prefix_key`)
     pin: str | None = None  # the only copy it may go to (a stateful session's)
+    model: str | None = None  # a multi-model endpoint's TargetModel: copies that hold it come first
 
 
 DEFAULT_ROUTE = Route()
 
 
-def route_of(routing: Routing, prefix: bytes | str, pin: str | None = None) -> Route:
+def route_of(routing: Routing, prefix: bytes | str, pin: str | None = None, model: str | None = None) -> Route:
     """A request's route: `prefix` is its body (SageMaker runtime) or its messages' text (OpenAI), of which the
     first `prefix_length` bytes or characters make its PREFIX_AWARE key."""
     key = prefix_key(prefix[: routing.prefix_length]) if routing.prefix_aware else None
-    return Route(routing, key, pin)
+    return Route(routing, key, pin, model)
 
 
 def prefix_key(prefix: bytes | str) -> str:

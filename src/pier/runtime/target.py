@@ -14,6 +14,7 @@ from typing import TypeAlias
 from pier.backends.base import CopyState, CopyStatus
 from pier.runtime.errors import InvocationError, ModelNotReady, ServiceUnavailable
 from pier.runtime.routing import DEFAULT_ROUTING, Routing
+from pier.runtime.target_model import Models
 
 DEFAULT_VARIANT = "AllTraffic"  # what the SageMaker SDK names a single variant
 
@@ -27,6 +28,7 @@ class Target:
     component: str  # the inference component (or "<endpoint>/<variant>"): the unit of admission and routing
     variant: str = DEFAULT_VARIANT  # reported in x-Amzn-Invoked-Production-Variant
     routing: Routing = DEFAULT_ROUTING  # the variant's RoutingConfig
+    models: Models | None = None  # a multi-model variant's models; None: it serves one model
 
     @classmethod
     def of(cls, endpoint: str, copies: Sequence[CopyStatus]) -> Target:

@@ -30,10 +30,12 @@ from pier.engine.prefix_cache import sequence_ids
 from pier.errors import PierError
 from pier.model.chat import ChatTemplate
 from pier.model.gguf_meta import read_metadata
+from pier.multi_model import is_multi_model
 from pier.security.model_server_guard import guard_model_server
 from pier.server.app import Lifespan, attach_model, create_app, create_handler_app
 from pier.server.kv_budget import kv_cells
 from pier.server.model_location import ModelLocation, ModelNotFound, locate_model
+from pier.server.multi_model import create_multi_model_app
 from pier.server.served_embedder import ServedEmbedder
 from pier.server.settings import ServerSettings, SettingsError
 from pier.server.state import ServerState
@@ -71,8 +73,14 @@ def serve_container(
         settings = ServerSettings.from_env(
             env, model=model, port=port, host=host, threads=threads, parallel=parallel)
         logging.getLogger().setLevel(settings.log_level.upper())
-        location = locate_model(settings.model)
-        app = build_app(settings, location)
+        environment = os.environ if env is None else env
+        if is_multi_model(environment):
+            app = create_multi_model_app(settings, Path(settings.model), environment)
+            served: object = f"every model under {settings.model} (multi-model)"
+        else:
+            location = locate_model(settings.model)
+            app = build_app(settings, location)
+            served = location.handler.path if location.handler else location.gguf
         guard_model_server(app, os.environ if env is None else env)  # API_KEY, PIER_COPY_SECRET (pier.security)
     except (SettingsError, ModelNotFound, PierError) as error:
         log.error("cannot serve: %s", error)
@@ -82,7 +90,6 @@ def serve_container(
         timeout_graceful_shutdown=int(SHUTDOWN_GRACE_S), timeout_keep_alive=75,
     ), app.state.pier)
     logging.getLogger("uvicorn.access").addFilter(QuietHealthChecks())  # after uvicorn configured its loggers
-    served = location.handler.path if location.handler else location.gguf
     log.info("serving %s on %s:%d", served, settings.host, settings.port)
     server.run()
     state: ServerState = app.state.pier

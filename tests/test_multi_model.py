@@ -1,0 +1,32 @@
+"""What a multi-model copy and the gateway tell each other."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pier.multi_model import CacheReport, is_multi_model, model_path
+
+
+def test_cache_report_travels_in_headers() -> None:
+    report = CacheReport(False, 1500, 20, 300, ("a.tar.gz", "team/b.gguf"))
+    assert CacheReport.of(report.headers()) == report
+    assert CacheReport.of({"content-type": "application/json"}) is None  # a single-model copy's answer
+
+
+def test_is_multi_model() -> None:
+    assert is_multi_model({"SAGEMAKER_MULTI_MODEL": "True"})
+    assert not is_multi_model({"SAGEMAKER_MULTI_MODEL": "false"}) and not is_multi_model({})
+
+
+@pytest.mark.parametrize(("name", "found"), [
+    ("a.tar.gz", True), ("team/b.gguf", True), ("c.tgz", False), ("notes.txt", False), ("team", False),
+    ("../a.tar.gz", False), ("/a.tar.gz", False), ("", False),
+])
+def test_model_path(tmp_path: Path, name: str, found: bool) -> None:
+    (tmp_path / "a.tar.gz").write_bytes(b"x")
+    (tmp_path / "team").mkdir()
+    (tmp_path / "team" / "b.gguf").write_bytes(b"x")
+    (tmp_path / "notes.txt").write_text("x")
+    assert (model_path(tmp_path, name) is not None) is found
