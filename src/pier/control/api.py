@@ -122,7 +122,7 @@ class ControlPlane:
 
     def create_endpoint_config(self, body: Body, region: str) -> Body:
         request = parse(CreateEndpointConfigInput, body)
-        for variant in request.ProductionVariants:
+        for variant in (*request.ProductionVariants, *(request.ShadowProductionVariants or [])):
             itype = lookup(variant.InstanceType or "")
             if self.on_this_host:
                 warn_if_oversize(itype)
@@ -155,6 +155,7 @@ class ControlPlane:
         record = EndpointRecord(
             name=request.EndpointName, arn=arn("endpoint", request.EndpointName, region), created=now, modified=now,
             config_name=request.EndpointConfigName, variants=self._variants(request.EndpointConfigName, region),
+            data_capture=self._config(request.EndpointConfigName).request.DataCaptureConfig,
         )
         self._check_copy_cap(_classic_copies(record.variants))
         if not self.state.endpoints.insert(record):
@@ -198,7 +199,8 @@ class ControlPlane:
         variants = self._variants(request.EndpointConfigName, region)
         self._check_keeps_components(record, request.EndpointConfigName, variants)
         self._check_copy_cap(_classic_copies(variants) - _classic_copies(record.variants))
-        self._put_endpoint(record, status="Updating", config_name=request.EndpointConfigName, variants=variants)
+        self._put_endpoint(record, status="Updating", config_name=request.EndpointConfigName, variants=variants,
+                           data_capture=self._config(request.EndpointConfigName).request.DataCaptureConfig)
         return {"EndpointArn": record.arn}
 
     def update_endpoint_weights_and_capacities(self, body: Body, region: str) -> Body:
@@ -327,14 +329,16 @@ class ControlPlane:
     def _variants(self, config_name: str, region: str) -> tuple[VariantRecord, ...]:
         """The config's variants with a snapshot of each one's model, as the endpoint will keep them."""
         variants = []
-        for variant in self._config(config_name).request.ProductionVariants:
+        config = self._config(config_name).request
+        shadows = {v.VariantName for v in config.ShadowProductionVariants or []}
+        for variant in (*config.ProductionVariants, *(config.ShadowProductionVariants or [])):
             container = None
             if variant.ModelName is not None:
                 container = self._model(variant.ModelName, region).request.container
             variants.append(VariantRecord(
                 name=variant.VariantName, instance_type=variant.InstanceType or "",
                 instance_count=variant.InitialInstanceCount or 1, weight=variant.weight, model=variant.ModelName,
-                container=container, routing=_routing(variant.RoutingConfig),
+                container=container, routing=_routing(variant.RoutingConfig), shadow=variant.VariantName in shadows,
             ))
         return tuple(variants)
 

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from pier.control.data_capture import DataCaptureSpec
 from pier.control.shapes import ComponentSpec, ContainerSpec, CreateEndpointConfigInput, CreateModelInput
 
 EndpointStatus = Literal[
@@ -55,6 +56,7 @@ class VariantRecord(BaseModel):
     container: ContainerSpec | None = None  # the model's container when the endpoint was made
     model_dir: str | None = None  # where its files were fetched to, once they were
     routing: RoutingRecord | None = None  # None: pier's default routing
+    shadow: bool = False  # a ShadowProductionVariant: gets a copy of the production variant's requests, answers no one
 
 
 class EndpointRecord(Record):
@@ -63,6 +65,7 @@ class EndpointRecord(Record):
     status: EndpointStatus = "Creating"
     failure_reason: str = ""
     variants: tuple[VariantRecord, ...]
+    data_capture: DataCaptureSpec | None = None  # the config's DataCaptureConfig when the endpoint took it
 
     def variant(self, name: str) -> VariantRecord | None:
         return next((v for v in self.variants if v.name == name), None)

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal, TypeVar
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from pier.control.data_capture import DataCaptureSpec
 from pier.control.errors import ValidationError
 from pier.control.names import ENDPOINT_NAME, MODEL_NAME, NAME_HINT, NAME_MAX
 
@@ -158,6 +159,8 @@ class VariantSpec(Shape):
 class CreateEndpointConfigInput(Shape):
     EndpointConfigName: EndpointNameStr
     ProductionVariants: Annotated[list[VariantSpec], Field(min_length=1, max_length=10)]
+    ShadowProductionVariants: Annotated[list[VariantSpec], Field(min_length=1, max_length=10)] | None = None
+    DataCaptureConfig: DataCaptureSpec | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -177,10 +180,26 @@ class CreateEndpointConfigInput(Shape):
                 "Either every variant names a ModelName (a classic endpoint) or none does (an endpoint for "
                 "inference components); this config mixes both."
             )
-        return self
+        return shadow_problem(self)
 
     def variant(self, name: str) -> VariantSpec | None:
         return next((v for v in self.ProductionVariants if v.VariantName == name), None)
+
+
+def shadow_problem(config: CreateEndpointConfigInput) -> CreateEndpointConfigInput:
+    """AWS's rule for shadow variants (one production variant, one shadow), and pier's: a shadow serves a model."""
+    shadows = config.ShadowProductionVariants or []
+    if not shadows:
+        return config
+    if len(config.ProductionVariants) != 1 or len(shadows) != 1:
+        raise ValueError("With ShadowProductionVariants, give exactly one variant in ProductionVariants and one in "
+                         "ShadowProductionVariants.")
+    if any(v.ModelName is None for v in (*config.ProductionVariants, *shadows)):
+        raise ValueError("A shadow variant mirrors a variant that serves a model: give ModelName in both "
+                         "ProductionVariants and ShadowProductionVariants.")
+    if shadows[0].VariantName == config.ProductionVariants[0].VariantName:
+        raise ValueError(f"The shadow variant needs a name of its own, not {shadows[0].VariantName!r} again.")
+    return config
 
 
 class CreateEndpointInput(Shape):

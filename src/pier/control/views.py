@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pier.backends.base import CopyState, CopyStatus
+from pier.control import data_capture
 from pier.control.listing import Row
 from pier.control.names import arn
 from pier.control.records import (
@@ -43,11 +44,15 @@ def endpoint(record: EndpointRecord, copies: Copies) -> dict[str, Any]:
         "EndpointName": record.name,
         "EndpointArn": record.arn,
         "EndpointConfigName": record.config_name,
-        "ProductionVariants": [_variant(record, v, copies) for v in record.variants],
+        "ProductionVariants": [_variant(record, v, copies) for v in record.variants if not v.shadow],
         "EndpointStatus": record.status,
         "CreationTime": record.created,
         "LastModifiedTime": record.modified,
     }
+    if shadows := [_variant(record, v, copies) for v in record.variants if v.shadow]:
+        described["ShadowProductionVariants"] = shadows
+    if record.data_capture is not None:
+        described["DataCaptureConfig"] = data_capture.summary(record.data_capture)
     if record.failure_reason:
         described["FailureReason"] = record.failure_reason
     return described

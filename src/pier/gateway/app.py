@@ -28,6 +28,7 @@ from pier.autoscaling.scaler import Scaler
 from pier.autoscaling.settings import ScalingSettings
 from pier.autoscaling.store import Store as AutoscalingStore
 from pier.backends.base import Backend
+from pier.capture.writer import CaptureSettings, CaptureWriter
 from pier.console.assets import console_router
 from pier.control import state_files
 from pier.control.api import ControlPlane
@@ -35,6 +36,7 @@ from pier.control.backups import BackupPolicy, Backups, Watched, file_mark
 from pier.control.capacity import COPY_CAP_SETTING, CopyCap, host_copy_cap
 from pier.control.devices import GpuPool
 from pier.control.fetch.fetches import Fetches
+from pier.control.fetch.s3 import s3_client
 from pier.control.fetch.store import ModelStore
 from pier.control.reconciler import Reconciler
 from pier.control.state import State
@@ -45,6 +47,7 @@ from pier.gateway.deploy_route import deploy_route
 from pier.gateway.drain import Drain, Draining
 from pier.gateway.parts import Gateway
 from pier.gateway.scaling import GatewayCapacity, Waking
+from pier.gateway.taps import Taps
 from pier.gateway.targets import Targets
 from pier.gateway.writer import Writer
 from pier.gpus import GpuInventory, discover
@@ -112,6 +115,8 @@ def _lifespan(gateway: Gateway, backups: Backups) -> Callable[[FastAPI], Any]:
             await gateway.reconciler.close()
             await gateway.backend.close()
             await gateway.runtime.aclose()
+            if gateway.taps is not None:
+                await asyncio.to_thread(gateway.taps.close)  # what was captured is written before the gateway ends
             await asyncio.to_thread(backups.take)  # the last generation, on the way out
             gateway.writer.close()  # after the work already handed to it
             gateway.autoscaling.history.flush()
@@ -151,8 +156,9 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
     scaling_store = AutoscalingStore.open(state_dir)
     history = History(scaling_store, retention_s=scaling.retention_s)
     recorder = Recorder(history)
+    taps = Taps(state, CaptureWriter(s3_client, CaptureSettings.from_env(), registry=recorder.registry))
     runtime = RuntimeService(targets.resolve, RuntimeSettings.from_env(), observer=recorder,
-                             session_store=SessionStore.open(state_dir))
+                             session_store=SessionStore.open(state_dir), tap=taps)
     capacity = GatewayCapacity(state, control, reconciler.copies, runtime.forwarder.admission,
                                local=getattr(backend, "name", "") == "local")
     scaler = Scaler(scaling_store, history, recorder, capacity, scaling)
@@ -161,7 +167,7 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
         scaling_store, history, recorder, scaler,
         ApplicationAutoScaling(scaling_store, capacity, changed=writer.soon(scaler.poke)),
         CloudWatch(scaling_store, history, changed=writer.soon(scaler.poke)))
-    return Gateway(state, backend, reconciler, control, targets, runtime, autoscaling, writer)
+    return Gateway(state, backend, reconciler, control, targets, runtime, autoscaling, writer, taps)
 
 
 def _cluster_copy_cap() -> CopyCap:

@@ -11,6 +11,7 @@ from pier.control.api import ControlPlane
 from pier.control.reconciler import Reconciler
 from pier.control.state import State
 from pier.gateway.autoscaling_route import Autoscaling
+from pier.gateway.taps import Taps
 from pier.gateway.targets import Targets
 from pier.gateway.writer import Writer
 from pier.runtime.invoke import RuntimeService
@@ -26,6 +27,7 @@ class Gateway:
     runtime: RuntimeService
     autoscaling: Autoscaling
     writer: Writer  # the AWS APIs' blocking work, off the event loop (gateway/writer.py)
+    taps: Taps | None = None  # data capture and shadow variants (gateway/taps.py)
 
 
 def gateway_of(request: Request) -> Gateway:

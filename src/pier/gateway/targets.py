@@ -150,9 +150,10 @@ class Targets:
                 raise InvalidInvocation(
                     f"Endpoint {record.name} has no variant {wanted}; its variants: {names}. Check TargetVariant.")
             return found
-        if len(record.variants) == 1:
-            return record.variants[0]
-        return record.variants[self.pick([v.weight for v in record.variants])]
+        production = [v for v in record.variants if not v.shadow]  # a shadow only gets copies (gateway/taps.py)
+        if len(production) == 1:
+            return production[0]
+        return production[self.pick([v.weight for v in production])]
 
 
 def routing(record: RoutingRecord | None) -> Routing:

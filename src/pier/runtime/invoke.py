@@ -11,7 +11,7 @@ an error after the 200 is the last event: a ModelStreamError or InternalStreamFa
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, Awaitable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import AsyncExitStack
 
 import httpx
@@ -39,7 +39,9 @@ from pier.runtime.sessions import (
     request_type,
 )
 from pier.runtime.settings import RuntimeSettings
+from pier.runtime.shadowing import Shadowing
 from pier.runtime.streaming import ClosingStream
+from pier.runtime.tap import NOTHING, Plan, Tap, exchange_of
 from pier.runtime.target import Resolve, Target, resolve_target
 from pier.runtime.target_model import check_target_model
 
@@ -54,14 +56,18 @@ class RuntimeService:
 
     def __init__(self, resolve: Resolve, settings: RuntimeSettings | None = None, *,
                  client: httpx.AsyncClient | None = None, observer: InvocationObserver | None = None,
-                 session_store: SessionStore | None = None) -> None:
+                 session_store: SessionStore | None = None, tap: Tap | None = None) -> None:
         self.resolve = resolve
+        self.tap = tap  # data capture and shadow variants (gateway/taps.py)
         self.settings = settings or RuntimeSettings()
         self.forwarder = Forwarder(self.settings, client, observer)
         self.sessions = Sessions(ttl_s=self.settings.session_ttl_s, limit=self.settings.max_sessions,
                                  store=session_store)
+        self.shadowing = Shadowing(self.forwarder, resolve, tap) if tap is not None else None
 
     async def aclose(self) -> None:
+        if self.shadowing is not None:
+            await self.shadowing.aclose()
         await self.forwarder.aclose()
 
     async def invoke(self, invocation: Invocation, receive: Receive | None = None) -> Response:
@@ -81,7 +87,7 @@ class RuntimeService:
         resources = AsyncExitStack()
         try:
             work = self._open_stream(invocation, resources)
-            call, exchange = await (unless_disconnected(work, receive) if receive else work)
+            call, exchange, plan = await (unless_disconnected(work, receive) if receive else work)
         except BaseException as error:
             await resources.aclose()
             if isinstance(error, ClientGone):
@@ -91,17 +97,23 @@ class RuntimeService:
             return _error(error, invocation.request_id)
         headers = _answer_headers(invocation, call.target, exchange.response)
         headers[STREAM_CONTENT_TYPE] = exchange.response.headers.get("content-type", "application/octet-stream")
-        return ClosingStream(self._frames(exchange, call), resources.aclose, headers=headers, media_type=EVENT_STREAM)
+        capture = None
+        if plan.capture:
+            def capture(answer: bytes) -> None:
+                self._exchanged(invocation, call.target, answer, headers[STREAM_CONTENT_TYPE])
+        return ClosingStream(self._frames(exchange, call, capture), resources.aclose, headers=headers,
+                             media_type=EVENT_STREAM)
 
-    async def _open_stream(self, invocation: Invocation, resources: AsyncExitStack) -> tuple[Call, Exchange]:
+    async def _open_stream(self, invocation: Invocation, resources: AsyncExitStack) -> tuple[Call, Exchange, Plan]:
         """A copy's successful answer, started; `resources` then hold its turn, lease and connection."""
         call, session = await self._call(invocation, streaming=True)
+        plan = self._plan(invocation, call.target)
         exchange = await resources.enter_async_context(self.forwarder.exchange(call))
         if not exchange.response.is_success:
             body = await self.forwarder.read(exchange, call)
             raise exchange.origin.answered(exchange.response.status_code, body)
         self._follow(session, exchange)
-        return call, exchange
+        return call, exchange, plan
 
     async def openai(self, request: Request, path: str, endpoint: str | None = None, *, sagemaker_path: bool = False,
                      component: str | None = None) -> Response:
@@ -116,6 +128,7 @@ class RuntimeService:
         kind = request_type(invocation.body) if invocation.session_id is not None else None
         if kind is not None:
             return self._session_request(invocation, call, session, kind)
+        plan = self._plan(invocation, call.target)
         async with self.forwarder.exchange(call) as exchange:
             body = await self.forwarder.read(exchange, call)
             if not exchange.response.is_success:
@@ -127,7 +140,29 @@ class RuntimeService:
                 opened = self.sessions.open(invocation.endpoint, call.target.component, exchange.origin.copy_id)
                 headers[NEW_SESSION_HEADER] = opened.header()
             self._follow(session, exchange)
+            if plan.capture:
+                self._exchanged(invocation, call.target, body, exchange.response.headers.get("content-type"))
             return Response(body, headers=headers)
+
+    def _plan(self, invocation: Invocation, target: Target) -> Plan:
+        """What the tap wants of this request; its shadow copies sent off. Never fails the request."""
+        if self.tap is None or self.shadowing is None:
+            return NOTHING
+        try:
+            plan = self.tap.plan(invocation.endpoint, target.variant)
+            if plan.shadows and invocation.session_id is None:  # a session's requests belong to its copy
+                self.shadowing.mirror(invocation, plan.shadows)
+            return plan
+        except Exception:
+            log.exception("tapping a request of %s failed; it goes on untapped", invocation.endpoint)
+            return NOTHING
+
+    def _exchanged(self, invocation: Invocation, target: Target, answer: bytes, content_type: str | None) -> None:
+        assert self.tap is not None
+        try:
+            self.tap.exchanged(exchange_of(invocation, target.variant, answer, content_type))
+        except Exception:
+            log.exception("capturing a request of %s failed; its answer went out regardless", invocation.endpoint)
 
     def _session_request(self, invocation: Invocation, call: Call, session: Session | None, kind: str) -> Response:
         """The toolkit's own session requests, answered here: the copies keep no session state to open or close."""
@@ -193,11 +228,18 @@ class RuntimeService:
                 "same InferenceComponentName (and TargetVariant) it was opened with, or open a new session.")
         return session
 
-    async def _frames(self, exchange: Exchange, call: Call) -> AsyncGenerator[bytes, None]:
+    async def _frames(self, exchange: Exchange, call: Call,
+                      capture: Callable[[bytes], None] | None = None) -> AsyncGenerator[bytes, None]:
+        """The answer as PayloadPart events; given `capture`, it gets the whole answer once the stream ended well."""
+        whole: list[bytes] = []
         try:
             async for chunk in self.forwarder.relay(exchange, call):
+                if capture is not None:
+                    whole.append(chunk)
                 for start in range(0, len(chunk), PART_BYTES):
                     yield eventstream.payload_part(chunk[start : start + PART_BYTES])
+            if capture is not None:
+                capture(b"".join(whole))
         except StreamEnded as ended:
             log.warning("stream from %s ended early: %s", exchange.origin.copy_id, ended)
             if ended.code is None:  # the gateway's own end (its drain): a service failure, not the model's
