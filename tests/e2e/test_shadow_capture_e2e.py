@@ -107,7 +107,7 @@ def test_describe_shows_the_shadow_and_the_capture(gateway: GatewayProcess) -> N
     assert described["ShadowProductionVariants"][0]["CurrentInstanceCount"] == 1
     assert described["DataCaptureConfig"] == {"EnableCapture": True, "CaptureStatus": "Started",
                                               "CurrentSamplingPercentage": 100,
-                                              "DestinationS3Uri": f"s3://{BUCKET}/data"}
+                                              "DestinationS3Uri": f"s3://{BUCKET}/data", "KmsKeyId": ""}
     config = sagemaker.describe_endpoint_config(EndpointConfigName="shadow-and-capture")
     assert config["DataCaptureConfig"]["CaptureOptions"] == CAPTURE["CaptureOptions"]
     assert config["ShadowProductionVariants"][0]["ModelName"] == "shadow"

@@ -80,7 +80,6 @@ def summary(spec: DataCaptureSpec) -> dict[str, Any]:
         "CaptureStatus": "Started" if spec.enabled else "Stopped",
         "CurrentSamplingPercentage": spec.InitialSamplingPercentage,
         "DestinationS3Uri": spec.DestinationS3Uri,
+        "KmsKeyId": spec.KmsKeyId or "",  # botocore's summary always has one; "" when none encrypts the data
     }
-    if spec.KmsKeyId:
-        described["KmsKeyId"] = spec.KmsKeyId
     return described
