@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -155,6 +156,18 @@ def test_shadow_gets_the_traffic_and_captures_land_as_sagemaker_writes_them(gate
     assert counted(gateway.url, "pier_sagemaker_invocations_total", endpoint=ENDPOINT, variant="Shadow") == 5
     assert counted(gateway.url, "pier_sagemaker_invocations_total", endpoint=ENDPOINT, variant="AllTraffic") == 5
     assert counted(gateway.url, "pier_data_capture_records_total", outcome="written") >= 10
+    assert invocations(gateway, "Shadow") == invocations(gateway, "AllTraffic") == 5  # in CloudWatch too
+
+
+def invocations(gateway: GatewayProcess, variant: str) -> float:
+    """The variant's AWS/SageMaker Invocations over the last five minutes, through CloudWatch's API."""
+    cloudwatch = boto3.client("cloudwatch", endpoint_url=gateway.url, **AWS)
+    now = time.time()
+    points = cloudwatch.get_metric_statistics(
+        Namespace="AWS/SageMaker", MetricName="Invocations", StartTime=now - 300, EndTime=now + 1, Period=300,
+        Statistics=["Sum"], Dimensions=[{"Name": "EndpointName", "Value": ENDPOINT},
+                                        {"Name": "VariantName", "Value": variant}])["Datapoints"]
+    return sum(p["Sum"] for p in points)
 
 
 def test_update_endpoint_stops_capture_and_a_failing_shadow_fails_no_client(gateway: GatewayProcess, s3: Any
