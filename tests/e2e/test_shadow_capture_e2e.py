@@ -190,3 +190,25 @@ def test_update_endpoint_stops_capture_and_a_failing_shadow_fails_no_client(gate
 
 def _shadow_errors(gateway: GatewayProcess) -> float:
     return counted(gateway.url, "pier_sagemaker_invocation_errors_total", endpoint=ENDPOINT, variant="Shadow")
+
+
+def test_capture_to_a_folder_on_the_host_input_only(gateway: GatewayProcess, tmp_path: Path) -> None:
+    sagemaker, runtime = clients(gateway.url)
+    capture = {"InitialSamplingPercentage": 100, "DestinationS3Uri": f"file://{tmp_path}/captured",
+               "CaptureOptions": [{"CaptureMode": "Input"}],
+               "CaptureContentTypeHeader": {"CsvContentTypes": ["text/csv"]}}
+    configure(sagemaker, "to-a-folder", "shadow", capture)
+    sagemaker.update_endpoint(EndpointName=ENDPOINT, EndpointConfigName="to-a-folder")
+    sagemaker.get_waiter("endpoint_in_service").wait(EndpointName=ENDPOINT, WaiterConfig=WAIT)
+    body, reply = chat(runtime)
+    assert body["model"] == "pier/prod"
+
+    files = until(lambda: sorted((tmp_path / "captured" / ENDPOINT / "AllTraffic").rglob("*.jsonl")), timeout=30,
+                  what="a capture file in the folder")
+    assert re.fullmatch(r"\d{4}/\d{2}/\d{2}/\d{2}/\d{2}-\d{2}-\d{3}-[0-9a-f]+\.jsonl",
+                        str(files[0].relative_to(tmp_path / "captured" / ENDPOINT / "AllTraffic")))
+    record = json.loads(files[0].read_text().splitlines()[0])
+    assert record["captureData"] == {"endpointInput": {  # JSON is not among the config's text types: base64
+        "observedContentType": "application/json", "mode": "INPUT", "encoding": "BASE64",
+        "data": base64.b64encode(json.dumps(CHAT).encode()).decode()}}
+    assert record["eventMetadata"]["eventId"] == reply["ResponseMetadata"]["RequestId"]
