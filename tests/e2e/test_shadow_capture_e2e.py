@@ -5,8 +5,11 @@ weights under different names (HF_MODEL_ID), so every answer says which variant 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import os
 import re
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -212,3 +215,20 @@ def test_capture_to_a_folder_on_the_host_input_only(gateway: GatewayProcess, tmp
         "observedContentType": "application/json", "mode": "INPUT", "encoding": "BASE64",
         "data": base64.b64encode(json.dumps(CHAT).encode()).decode()}}
     assert record["eventMetadata"]["eventId"] == reply["ResponseMetadata"]["RequestId"]
+
+
+def test_a_stalled_shadow_holds_up_no_client(gateway: GatewayProcess) -> None:
+    """The shadow's copy frozen (SIGSTOP): its requests hang until their deadline (about a minute), the clients'
+    answers come from production as fast as ever."""
+    _, runtime = clients(gateway.url)
+    shadow = copies(gateway.url, f"{ENDPOINT}/Shadow")[0]
+    os.kill(shadow["pid"], signal.SIGSTOP)
+    try:
+        for _ in range(5):
+            started = time.monotonic()
+            body, reply = chat(runtime)
+            assert body["model"] == "pier/prod" and reply["InvokedProductionVariant"] == "AllTraffic"
+            assert time.monotonic() - started < 10  # not the shadow's minute
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(shadow["pid"], signal.SIGCONT)
