@@ -46,12 +46,14 @@ def chat(base_url: str, user: str) -> str:
     return answer.choices[0].message.content or ""
 
 
-@pytest.mark.parametrize("path", ["/endpoints/llm/openai/v1", "/endpoints/llm/inference-components/ic/openai/v1"])
+@pytest.mark.parametrize(("path", "name"), [("/endpoints/llm/openai/v1", "llm"),
+                                            ("/endpoints/llm/inference-components/ic/openai/v1", "ic")])
 def test_models_and_completions_on_sagemakers_paths(gw: Gateway, copies: tuple[CopyServer, CopyServer],
-                                                    path: str) -> None:
+                                                    path: str, name: str) -> None:
     route(gw, copies, Routing())
-    assert [m.id for m in client(gw.url + path).models.list()] == ["fake-model"]  # the copy's own list
-    assert client(gw.url + path).completions.create(model="x", prompt="hello", max_tokens=2).usage is not None
+    # the copy's own list, its model named as what the path calls (pier.served_name)
+    assert [m.id for m in client(gw.url + path).models.list()] == [name]
+    assert client(gw.url + path).completions.create(model="x", prompt="hello", max_tokens=2).model == "x"
 
 
 def test_prefix_aware_keeps_a_shared_system_prompt_on_one_copy(gw: Gateway,
