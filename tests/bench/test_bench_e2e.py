@@ -150,9 +150,9 @@ def test_summary_json_has_every_field(pier_server: str, tmp_path: Path, monkeypa
         "url": None,
         "api": "openai-completions",
         "model": "pier-synthetic",
-        "prompt_format": "words",
-        "prompt_source": target["prompt_source"],
-        "prompt_overhead_tokens": 1,
+        "prompt_format": "ids",  # the completions API takes ids, and the copy's /tokenize gives them
+        "prompt_source": "the word list through /tokenize",
+        "prompt_overhead_tokens": 0,
         "prompt_tokens_verified": True,
         "warmup_errors": {},
     }
@@ -171,12 +171,12 @@ def check_run(run: dict[str, Any]) -> None:
     assert run["success_rate"] == 1.0
     assert run["good_requests"] == REQUESTS  # every request within the 10 s TTFT objective
     assert run["request_goodput"] == pytest.approx(run["request_throughput"])
-    # the server's usage: the prompt plus its BOS, and exactly the output asked for (ignore_eos)
-    assert run["results_number_input_tokens_mean"] == run["results_number_input_tokens_max"] == INPUT_LEN + 1
+    # the server's usage: the prompt's token ids exactly (no BOS added to ids), and the output asked for (ignore_eos)
+    assert run["results_number_input_tokens_mean"] == run["results_number_input_tokens_max"] == INPUT_LEN
     assert run["results_number_output_tokens_min"] == run["results_number_output_tokens_max"] == OUTPUT_LEN
     assert (run["input_tokens_source"], run["output_tokens_source"]) == ("usage", "usage")
     assert run["total_output_tokens"] == REQUESTS * OUTPUT_LEN
-    assert run["total_input_tokens"] == REQUESTS * (INPUT_LEN + 1)
+    assert run["total_input_tokens"] == REQUESTS * INPUT_LEN
     assert run["duration"] > 0
     assert run["output_throughput"] == pytest.approx(run["total_output_tokens"] / run["duration"])
     assert run["results_mean_output_throughput_token_per_s"] == pytest.approx(run["output_throughput"])
@@ -218,7 +218,7 @@ def test_per_request_json_and_plots(pier_server: str, tmp_path: Path) -> None:
     [
         ({"api": "openai-chat"}, 18),  # ChatML around one user message in the TINY vocabulary
         ({"api": "tgi"}, 1),
-        ({"api": "sagemaker", "payload": "openai-completions"}, 1),
+        ({"api": "sagemaker", "payload": "openai-completions"}, 0),  # token ids from the copy's /tokenize
         ({"api": "sagemaker", "payload": "tgi"}, 1),
     ],
 )
@@ -232,7 +232,7 @@ def test_every_api_flavor(pier_server: str, fields: dict[str, Any], overhead: in
 
 def test_shared_prefix_and_multi_turn_workloads(pier_server: str) -> None:
     shared = bench(pier_server, workload="shared-prefix", shared_prefix=40, requests=3)
-    assert {r.input_tokens for r in shared.runs[0].records} == {40 + INPUT_LEN + 1}
+    assert {r.input_tokens for r in shared.runs[0].records} == {40 + INPUT_LEN}  # token ids: no BOS
     chat = bench(pier_server, api="openai-chat", workload="multi-turn", turns=3, requests=3)
     records = chat.runs[0].records
     assert [r.turn for r in records] == [0, 1, 2]

@@ -8,7 +8,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pier.bench.calibration import POOL_WORDS, choose_tokens, verified_words
+from pier.bench.calibration import (
+    POOL_WORDS,
+    PROBE_REQUESTS,
+    ProbeBudget,
+    choose_tokens,
+    verified_words,
+)
 from pier.bench.options import BenchError, BenchOptions
 from pier.bench.record import RequestRecord
 from pier.bench.workload import Prompt
@@ -25,6 +31,9 @@ class CountingServer:
         self.overhead = overhead
         self.probes = 0
 
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": "Bearer k", "Accept": "text/event-stream"}
+
     async def send(self, prompt: Prompt, record: RequestRecord) -> RequestRecord:
         self.probes += 1
         assert isinstance(prompt.user, str) and prompt.max_tokens == 1
@@ -36,7 +45,7 @@ class CountingServer:
 
 
 def calibrate(server: CountingServer, candidates: list[str]) -> tuple[tuple[str, ...], int | None, bool]:
-    tokens = asyncio.run(verified_words(server, candidates))  # type: ignore[arg-type]
+    tokens = asyncio.run(verified_words(server, candidates, budget=ProbeBudget(seconds=3600)))  # type: ignore[arg-type]
     return tokens.pool.words, tokens.overhead, tokens.verified
 
 
@@ -105,3 +114,72 @@ def test_ids_from_a_gguf_are_its_normal_tokens(tiny_gguf: Path) -> None:
     types = GGUFReader(tiny_gguf).fields["tokenizer.ggml.token_type"]
     normal = [i for i, part in enumerate(types.data) if int(types.parts[part][0]) == TokenType.NORMAL]
     assert tokens.pool.ids == tuple(normal)  # type: ignore[attr-defined]
+
+
+def test_probing_stops_at_its_budget_and_says_so() -> None:
+    """A vocabulary in which no candidate is one token: halving would cost ~2 probes per word."""
+    candidates = [f"w{i}" for i in range(4000)]
+    server = CountingServer(split=set(candidates))
+    tokens = asyncio.run(verified_words(server, candidates))  # type: ignore[arg-type]
+    assert server.probes == 1 + PROBE_REQUESTS
+    assert not tokens.verified and tokens.overhead == 1
+    assert "stopped at the probing budget" in tokens.pool.source and "approximate" in tokens.pool.source
+
+
+def test_a_budget_in_seconds_stops_probing_too() -> None:
+    server = CountingServer(split={f"w{i}" for i in range(1000)})
+    budget = ProbeBudget(requests=10**6, seconds=0.0)
+    tokens = asyncio.run(verified_words(server, [f"w{i}" for i in range(1000)], budget=budget))  # type: ignore[arg-type]
+    assert server.probes == 1 and budget.exhausted and not tokens.verified
+
+
+def test_the_servers_own_words_cost_one_checking_probe() -> None:
+    server = CountingServer(split={"split"})
+
+    async def told(want: int) -> list[str]:
+        return ["x", "y", "z"]
+
+    tokens = asyncio.run(verified_words(server, ["split", "x"], told))  # type: ignore[arg-type]
+    assert tokens.pool.words == ("x", "y", "z") and tokens.verified and server.probes == 2
+    assert "/tokenize" in tokens.pool.source
+
+
+def test_words_the_server_names_wrongly_fall_back_to_probing() -> None:
+    server = CountingServer(split={"split"})
+
+    async def told(want: int) -> list[str]:
+        return ["split", "x"]  # the usage says "split" is two tokens
+
+    tokens = asyncio.run(verified_words(server, ["split", "x", "y"], told, ProbeBudget(seconds=3600)))  # type: ignore[arg-type]
+    assert tokens.pool.words == ("x", "y") and tokens.verified and "probes" in tokens.pool.source
+
+
+def pieces_answer(request: httpx.Request) -> httpx.Response:
+    """llama-server's /tokenize with pieces, for a vocabulary that holds " the", " cat", " a" and " c" whole and
+    spells every other word letter by letter after its space."""
+    import json
+
+    body = json.loads(request.content)
+    assert body["with_pieces"] is True and body["add_special"] is False
+    assert request.headers["authorization"] == "Bearer k"  # the client's key, not its stream's Accept
+    assert request.headers.get("accept") != "text/event-stream"
+    whole = {"the", "cat", "a", "c"}
+    tokens = []
+    for word in body["content"].split(" "):
+        pieces = [" " + word] if word in whole else [" " + word[0], *word[1:]]
+        tokens += [{"id": 0, "piece": p} for p in pieces]
+    return httpx.Response(200, json={"tokens": tokens})
+
+
+def test_words_from_the_servers_tokenizer() -> None:
+    async def go() -> object:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(pieces_answer)) as http:
+            return await choose_tokens(BenchOptions(target="http://h", prompt_format="text"),  # type: ignore[arg-type]
+                                       CountingServer(set()), http, "http://h/tokenize",  # type: ignore[arg-type]
+                                       ids_allowed=False)
+
+    tokens = asyncio.run(go())
+    # the candidates that are one token, then the pieces the others split into (" c" of " could", " o" of " of")
+    words = tokens.pool.words  # type: ignore[attr-defined]
+    assert words[:2] == ("the", "a") and {"c", "o"} <= set(words) and "of" not in words
+    assert tokens.verified and "/tokenize" in tokens.pool.source  # type: ignore[attr-defined]

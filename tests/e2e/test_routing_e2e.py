@@ -133,10 +133,10 @@ def test_a_session_stays_on_its_copy_until_closed(gateway: GatewayProcess) -> No
 def test_openai_client_on_the_components_openai_path(gateway: GatewayProcess) -> None:
     client = openai.OpenAI(base_url=f"{gateway.url}/endpoints/{ENDPOINT}/inference-components/{COMPONENT}/openai/v1",
                            api_key="unused", max_retries=0)
-    assert len(client.models.list().data) == 1
+    assert [m.id for m in client.models.list().data] == [COMPONENT]  # what this path calls
     answer = client.chat.completions.create(model="any", messages=[{"role": "user", "content": "the cat"}],
                                             max_tokens=3)
-    assert answer.choices[0].message.role == "assistant"
+    assert answer.choices[0].message.role == "assistant" and answer.model == "any"  # the name asked for
     with pytest.raises(openai.BadRequestError, match="inference-components"):
         openai.OpenAI(base_url=f"{gateway.url}/endpoints/{ENDPOINT}/openai/v1", api_key="unused",
                       max_retries=0).models.list()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import httpx
 import openai
 import pytest
 
@@ -46,12 +47,28 @@ def chat(base_url: str, user: str) -> str:
     return answer.choices[0].message.content or ""
 
 
-@pytest.mark.parametrize("path", ["/endpoints/llm/openai/v1", "/endpoints/llm/inference-components/ic/openai/v1"])
+@pytest.mark.parametrize(("path", "name"), [("/endpoints/llm/openai/v1", "llm"),
+                                            ("/endpoints/llm/inference-components/ic/openai/v1", "ic")])
 def test_models_and_completions_on_sagemakers_paths(gw: Gateway, copies: tuple[CopyServer, CopyServer],
-                                                    path: str) -> None:
+                                                    path: str, name: str) -> None:
     route(gw, copies, Routing())
-    assert [m.id for m in client(gw.url + path).models.list()] == ["fake-model"]  # the copy's own list
-    assert client(gw.url + path).completions.create(model="x", prompt="hello", max_tokens=2).usage is not None
+    # the copy's own list, its model named as what the path calls (pier.served_name)
+    assert [m.id for m in client(gw.url + path).models.list()] == [name]
+    assert client(gw.url + path).completions.create(model="x", prompt="hello", max_tokens=2).model == "x"
+
+
+@pytest.mark.parametrize("path", ["/endpoints/llm", "/endpoints/llm/openai",
+                                  "/endpoints/llm/inference-components/ic/openai"])
+def test_llama_servers_tokenizer_under_every_endpoint_path(gw: Gateway, copies: tuple[CopyServer, CopyServer],
+                                                           path: str) -> None:
+    """Where `pier bench` and `pier tune` look for it: the base of the chat route they measure."""
+    route(gw, copies, Routing())
+    tokens = httpx.post(gw.url + path + "/tokenize", json={"content": "hello world"}).json()["tokens"]
+    assert httpx.post(gw.url + path + "/detokenize", json={"tokens": tokens}).json() == {"content": " hello world"}
+    prompt = httpx.post(gw.url + path + "/apply-template", json={"messages": [{"role": "user", "content": "hi"}]})
+    assert prompt.json() == {"prompt": "<user>hi<assistant>"}
+    bad = httpx.post(gw.url + path + "/tokenize", json={"content": {"not": "text"}})
+    assert bad.status_code == 400 and bad.json()["error"]["param"].startswith("content")
 
 
 def test_prefix_aware_keeps_a_shared_system_prompt_on_one_copy(gw: Gateway,

@@ -20,6 +20,9 @@ from pier.security.routes import Family, Route, operation_of, route_of
         ("/endpoints/e1/invocations-response-stream", Route(Family.RUNTIME, endpoint="e1")),
         ("/endpoints/e1/v1/chat/completions", Route(Family.OPENAI, endpoint="e1")),
         ("/endpoints/e1/openai/v1/chat/completions", Route(Family.OPENAI, endpoint="e1")),
+        ("/endpoints/e1/tokenize", Route(Family.OPENAI, endpoint="e1")),  # llama-server's: OpenAI's errors
+        ("/endpoints/e1/inference-components/c/openai/apply-template", Route(Family.OPENAI, endpoint="e1")),
+        ("/tokenize", Route(Family.PIER)),  # only under an endpoint
         ("/v1/chat/completions", Route(Family.OPENAI, model_in_body=True)),
         ("/v1/completions", Route(Family.OPENAI, model_in_body=True)),
         ("/v1/models", Route(Family.OPENAI)),

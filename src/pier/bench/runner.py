@@ -97,7 +97,8 @@ class Bench:
             clients.append((target, model, make_client(http, target, settings, o.payload)))
         first_target, _, first_client = clients[0]
         ids = all(client.accepts_token_ids for _, _, client in clients)
-        tokens = await choose_tokens(o, first_client, http, first_target.base_url, ids_allowed=ids)
+        tokens = await choose_tokens(o, first_client, http, first_target.tokenizer, ids_allowed=ids)
+        self.console.print(f"[dim]prompt tokens: {tokens.pool.kind}, {tokens.pool.source}[/]")  # before any run
         return [Prepared(TargetInfo(t.label, t.url, t.api, model, tokens), c) for t, model, c in clients]
 
     async def _warm_up(self, prepared: Prepared, live: LiveProgress) -> Prepared:

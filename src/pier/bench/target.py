@@ -40,6 +40,12 @@ class Target:
     url: str
     api: Api
     base_url: str
+    tokenizer_base: str | None = None  # where /tokenize is when not at base_url (an endpoint's, on a gateway)
+
+    @property
+    def tokenizer(self) -> str:
+        """llama-server's /tokenize for this target (pier copies and gateways offer it too)."""
+        return (self.tokenizer_base or self.base_url) + "/tokenize"
 
 
 def resolve(target: str, api: Api | None, *, label: str, gateway: str | None = None) -> Target:
@@ -78,7 +84,8 @@ def _endpoint(name: str, api: Api | None, label: str, gateway: str | None) -> Ta
 
 def _on_gateway(base: str, name: str, api: Api | None, label: str) -> Target:
     _check_api(api, Api.SAGEMAKER, name)
-    return Target(label, f"{base}/endpoints/{name}/invocations-response-stream", Api.SAGEMAKER, base)
+    return Target(label, f"{base}/endpoints/{name}/invocations-response-stream", Api.SAGEMAKER, base,
+                  tokenizer_base=f"{base}/endpoints/{name}")
 
 
 def _check_api(given: Api | None, implied: Api, where: str) -> None:

@@ -1,5 +1,6 @@
 """OpenAI passthrough: /v1/chat/completions, /v1/completions, /v1/embeddings (and, under an endpoint, GET
-/v1/models) forwarded to a copy unchanged.
+/v1/models and llama-server's /tokenize, /detokenize, /apply-template) forwarded to a copy unchanged, with the
+name of what was called (the component, else the endpoint) in MODEL_NAME_HEADER for the answer's `model`.
 
 The copy speaks OpenAI itself, so its answers, errors included, pass through as they are. Errors the
 gateway raises (no copy ready, a full queue or a full copy: 429 with Retry-After, a broken stream) take OpenAI's
@@ -55,6 +56,7 @@ from pier.runtime.prefix import content_text, request_prefix
 from pier.runtime.routing import route_of
 from pier.runtime.streaming import ClosingStream
 from pier.runtime.target import Resolve, Target, resolve_target
+from pier.served_name import MODEL_NAME_HEADER
 
 REQUEST_ID = "x-request-id"
 
@@ -108,7 +110,8 @@ async def passthrough(forwarder: Forwarder, resolve: Resolve, request: Request, 
             raise InvalidInvocation(f"{error.message} On this route, name it in `model`: {name}/INFERENCE_COMPONENT "
                                     "(ListInferenceComponents shows what the endpoint hosts).") from None
         deadline_s = forwarder.settings.openai_deadline_s
-        headers = {"Content-Type": "application/json", "X-Request-Id": request_id}
+        # the name answers carry when the body names none, and GET /v1/models lists (pier.served_name)
+        headers = {"Content-Type": "application/json", "X-Request-Id": request_id, MODEL_NAME_HEADER: component or name}
         route = route_of(target.routing, content_text(body) if target.routing.prefix_aware else "")
         clock = None
         if parsed.stream and deadline_s is not None:  # a stream that keeps flowing is not cut (pier.deadline)

@@ -25,6 +25,9 @@ CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
 EMBEDDINGS = "/v1/embeddings"
 MODELS = "/v1/models"
+# llama-server's tokenizer routes (pier.server.flavors.tokenizer), under an endpoint's paths only: they name no
+# model in the body, so the path says which copy's tokenizer answers.
+TOKENIZER = ("/tokenize", "/detokenize", "/apply-template")
 
 
 def runtime_router(service: RuntimeService) -> APIRouter:
@@ -64,10 +67,12 @@ def openai_router(service: RuntimeService) -> APIRouter:
     where `model` is free (an OpenAI client's base_url then names the endpoint); and SageMaker's own
     OpenAI-compatible paths, /endpoints/{EndpointName}/openai/v1/ and
     /endpoints/{EndpointName}/inference-components/{InferenceComponentName}/openai/v1/. Under an endpoint's
-    paths, GET /v1/models is the copy's own list."""
+    paths, GET /v1/models is the copy's own list (named as the endpoint or component). llama-server's /tokenize,
+    /detokenize and /apply-template are forwarded under the same endpoint paths (not under /v1/)."""
     router = APIRouter(tags=["OpenAI"])
-    for path, method in ((CHAT, "POST"), (COMPLETIONS, "POST"), (EMBEDDINGS, "POST"), (MODELS, "GET")):
-        if method == "POST":  # GET /v1/models lists every endpoint (the gateway's own route)
+    routes = [(CHAT, "POST"), (COMPLETIONS, "POST"), (EMBEDDINGS, "POST"), (MODELS, "GET")]
+    for path, method in [*routes, *((path, "POST") for path in TOKENIZER)]:
+        if method == "POST" and path not in TOKENIZER:  # GET /v1/models lists every endpoint (the gateway's own)
             router.add_api_route(path, _by_model(service, path), methods=[method], response_model=None)
         router.add_api_route("/endpoints/{endpoint_name}" + path, _by_endpoint(service, path), methods=[method],
                              response_model=None)

@@ -14,11 +14,12 @@ class Family(StrEnum):
     OPEN = "open"  # health checks and the console's static files: no credentials needed
     CONTROL = "control"  # POST / with X-Amz-Target: SageMaker.<Operation>
     RUNTIME = "runtime"  # /endpoints/{EndpointName}/invocations[-response-stream]
-    OPENAI = "openai"  # /v1/..., /endpoints/{EndpointName}/.../v1/...
+    OPENAI = "openai"  # /v1/..., /endpoints/{EndpointName}/.../v1/... and .../tokenize (llama-server's)
     PIER = "pier"  # /pier/copies and anything not named above: admin only, so a new route is never open by mistake
 
 
 OPEN_PATHS = frozenset({"/ping"})
+LLAMA_SERVER_ROUTES = ("/tokenize", "/detokenize", "/apply-template")  # under an endpoint: pier.runtime.routes
 # The web console's page and assets hold no data: the page asks for a key and sends it with every API call, so a
 # browser, which cannot add a bearer token to a page load, can open it. Everything it shows comes from guarded routes.
 CONSOLE_PREFIX = "/console"
@@ -43,7 +44,8 @@ def route_of(path: str) -> Route:
         return Route(Family.CONTROL)
     if path.startswith("/endpoints/"):
         endpoint, _, rest = path.removeprefix("/endpoints/").partition("/")
-        family = Family.OPENAI if "/v1/" in f"/{rest}" else Family.RUNTIME
+        openai = "/v1/" in f"/{rest}" or f"/{rest}".endswith(LLAMA_SERVER_ROUTES)  # llama-server's: OpenAI's errors
+        family = Family.OPENAI if openai else Family.RUNTIME
         return Route(family, endpoint=endpoint)
     if path.startswith("/v1/"):
         return Route(Family.OPENAI, model_in_body=path != "/v1/models")

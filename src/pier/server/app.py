@@ -28,7 +28,7 @@ from pier.server.errors import (
     http_error,
     validation_error,
 )
-from pier.server.flavors import embeddings, openai, sagemaker, tgi
+from pier.server.flavors import embeddings, openai, sagemaker, tgi, tokenizer
 from pier.server.metrics import RequestMetrics
 from pier.server.served_model import ServedModel
 from pier.server.settings import ServerSettings
@@ -41,7 +41,7 @@ Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 ROUTES_HINT = (
     "This server serves GET /ping, POST /invocations, POST /generate, POST /generate_stream, GET /info, "
     "GET /health, POST /v1/chat/completions, POST /v1/completions, GET /v1/models, POST /v1/embeddings and POST "
-    "/embed (embedding models) and GET /metrics."
+    "/embed (embedding models), POST /tokenize, /detokenize and /apply-template, and GET /metrics."
 )
 HANDLER_ROUTES_HINT = (
     "This server runs the model's own code/inference.py and serves GET /ping, POST /invocations and "
@@ -62,6 +62,7 @@ def create_app(
     app.include_router(tgi.router)
     app.include_router(openai.router)
     app.include_router(embeddings.router)
+    app.include_router(tokenizer.router)
     return app
 
 

@@ -33,6 +33,8 @@ from pier.errors import (
     wire_of,
 )
 
+LLAMA_SERVER_PATHS = frozenset({"/tokenize", "/detokenize", "/apply-template"})  # flavors/tokenizer.py
+
 
 class Flavor(StrEnum):
     OPENAI = "openai"
@@ -168,7 +170,7 @@ def flavor_of(connection: HTTPConnection | Mapping[str, Any]) -> Flavor:
         if isinstance(flavor, Flavor):
             return flavor
     path: str = scope.get("path", "")
-    if path.startswith("/v1/"):
+    if path.startswith("/v1/") or path in LLAMA_SERVER_PATHS:  # llama-server's errors are OpenAI's shape
         return Flavor.OPENAI
     if path in {"/ping", "/execution-parameters"}:
         return Flavor.SAGEMAKER

@@ -64,11 +64,18 @@ class ServedModel:
     ) -> list[int]:
         """The conversation through the model's chat template, tokenized. BOS is added only when the
         template did not already write it, so the prompt never starts with two."""
-        text = self.chat.render(
-            messages, add_generation_prompt=add_generation_prompt, tools=tools, **template_kwargs(extra)
-        )
+        text = self.prompt_text(messages, add_generation_prompt=add_generation_prompt, tools=tools, extra=extra)
         written = bool(self.chat.bos_token) and text.startswith(self.chat.bos_token)
         return await self.tokenize(text, add_bos=self.info.add_bos and not written)
+
+    def prompt_text(
+        self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True,
+        tools: Sequence[Mapping[str, Any]] | None = None, extra: Mapping[str, Any] | None = None,
+    ) -> str:
+        """The conversation through the model's chat template, as text (llama-server's /apply-template)."""
+        return self.chat.render(
+            messages, add_generation_prompt=add_generation_prompt, tools=tools, **template_kwargs(extra)
+        )
 
     def _control_markers(self) -> dict[int, bytes]:
         """The family's call markers that this vocabulary holds as control tokens (Mistral's [TOOL_CALLS], Llama

@@ -15,7 +15,7 @@ import os
 import random
 import string
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,19 +106,21 @@ def build_gguf(
     seed: int = 0,
     name: str = "pier-synthetic",
     pooling: str | None = None,
+    words: Sequence[str] = WORDS,
 ) -> Path:
     """Write a llama GGUF with random weights to `path`; same arguments, same bytes.
 
     `pooling` ("mean", "cls" or "last") makes it an embedding model: llama.cpp pools its last hidden states that
     way (`llama.pooling_type`); mean and cls pooling also see the whole input (non-causal attention), as BERT-like
-    embedding models do, while last pooling keeps causal attention, as decoder embedding models do."""
+    embedding models do, while last pooling keeps causal attention, as decoder embedding models do. `words`: the
+    real words the vocabulary holds whole (build_vocab)."""
     pooling_type = _check_pooling(pooling)
     qtype, file_type = _check_quant(quant)
     _check_shape(shape, qtype)
     if seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed}")
     out = Path(path)
-    vocab = build_vocab(shape.n_vocab)
+    vocab = build_vocab(shape.n_vocab, words)
     plan = _tensor_plan(shape, _output_row_gains(vocab))
     writer = GGUFWriter(out, "llama")
     try:
@@ -299,8 +301,9 @@ class Vocab:
         return self.tokens.index(token)
 
 
-def build_vocab(n_vocab: int) -> Vocab:
-    """SentencePiece-style vocabulary of exactly n_vocab tokens.
+def build_vocab(n_vocab: int, real: Sequence[str] = WORDS) -> Vocab:
+    """SentencePiece-style vocabulary of exactly n_vocab tokens: the `real` words first (common English; `()` for
+    a vocabulary of made-up words, in which only the short English words that happen to be pieces are one token).
 
     Layout: specials, 256 byte tokens, single characters, then word pieces.  llama.cpp's
     SPM tokenizer only merges two adjacent pieces when their concatenation is itself a
@@ -312,7 +315,7 @@ def build_vocab(n_vocab: int) -> Vocab:
         raise ValueError(f"n_vocab ({n_vocab}) is too small: need at least {minimum} tokens")
     tokens = [text for text, _ in _SPECIALS] + [f"<0x{b:02X}>" for b in range(256)]
     types = [int(kind) for _, kind in _SPECIALS] + [int(TokenType.BYTE)] * 256
-    pieces, words = _word_pieces(n_vocab - minimum)
+    pieces, words = _word_pieces(n_vocab - minimum, real)
     normal = list(_CHARS) + pieces
     tokens += normal
     types += [int(TokenType.NORMAL)] * len(normal)
@@ -327,13 +330,13 @@ def _fixed_token_count() -> int:
     return len(_SPECIALS) + 256 + len(_CHARS)
 
 
-def _word_pieces(budget: int) -> tuple[list[str], set[str]]:
+def _word_pieces(budget: int, real: Sequence[str]) -> tuple[list[str], set[str]]:
     """Up to `budget` prefix-closed word pieces (real words first, then pseudo-words),
     and the subset of them that are whole words."""
     pieces: dict[str, None] = {}  # an ordered set
     words: set[str] = set()
-    candidates = list(WORDS[:CAPITALIZED_COUNT])
-    candidates += [w.capitalize() for w in candidates] + list(WORDS[CAPITALIZED_COUNT:])
+    candidates = list(real[:CAPITALIZED_COUNT])
+    candidates += [w.capitalize() for w in candidates] + list(real[CAPITALIZED_COUNT:])
     for word in candidates:
         _add_if_fits(pieces, words, SPACE + word, budget)
     rng = random.Random(_VOCAB_SEED)

@@ -12,10 +12,11 @@ import base64
 from typing import Any, Literal
 
 import numpy as np
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict
 
 from pier.errors import InvalidRequest
+from pier.served_name import answered_name
 from pier.server.errors import Flavor
 from pier.server.served_embedder import ServedEmbedder
 from pier.server.state import State
@@ -46,7 +47,7 @@ class EmbedRequest(BaseModel):
 
 
 @router.post("/v1/embeddings")
-async def embeddings(body: EmbeddingRequest, state: State) -> dict[str, Any]:
+async def embeddings(body: EmbeddingRequest, http: Request, state: State) -> dict[str, Any]:
     served, ticket = state.admit_embedding()
     with ticket:
         if body.dimensions is not None and body.dimensions != served.embedder.n_embd:
@@ -57,7 +58,7 @@ async def embeddings(body: EmbeddingRequest, state: State) -> dict[str, Any]:
         vectors = await served.embed(inputs)
     tokens = sum(len(i) for i in inputs)
     return {
-        "object": "list", "model": served.name,
+        "object": "list", "model": answered_name(body.model, http.headers, served.name),  # pier.served_name
         "data": [{"object": "embedding", "index": index, "embedding": _encoded(vector, body.encoding_format)}
                  for index, vector in enumerate(vectors)],
         "usage": {"prompt_tokens": tokens, "total_tokens": tokens},

@@ -27,6 +27,7 @@ from pier.model.tools.reader import ToolReader
 from pier.model.tools.spec import ToolSet, tool_set
 from pier.model.tools.stream import CallStart, Event
 from pier.model.tools.tool_format import Grammar
+from pier.served_name import MODEL_NAME_HEADER, listed_name
 from pier.server import choices, continuation, sse
 from pier.server.admission import Ticket
 from pier.server.errors import Flavor, error_event
@@ -283,19 +284,22 @@ class CompletionRequest(_OpenAIRequest):
 async def chat_completions(
     body: ChatCompletionRequest, http: Request, state: State
 ) -> Response:
+    body.model = body.model or http.headers.get(MODEL_NAME_HEADER)  # the name answers carry (pier.served_name)
     return await respond_chat(body, http, state)
 
 
 @router.post("/v1/completions", response_model=None)
 async def completions(body: CompletionRequest, http: Request, state: State) -> Response:
+    body.model = body.model or http.headers.get(MODEL_NAME_HEADER)
     return await respond_completion(body, http, state)
 
 
 @router.get("/v1/models")
-async def models(state: State) -> dict[str, Any]:
+async def models(http: Request, state: State) -> dict[str, Any]:
     name, created, max_len = state.listed()
     return {"object": "list", "data": [{
-        "id": name, "object": "model", "created": created, "owned_by": "pier", "max_model_len": max_len,
+        "id": listed_name(http.headers, name), "object": "model", "created": created, "owned_by": "pier",
+        "max_model_len": max_len,
     }]}
 
 
@@ -318,7 +322,7 @@ class ChatView(Protocol):
 
 def openai_chat_view(model: ServedModel, body: ChatCompletionRequest, tools: ToolSet) -> ChatView:
     piece = model.engine.runner.piece if body.logprobs else None
-    view = _View(model.name, chat=True, include_usage=body.include_usage, piece=piece,
+    view = _View(body.model or model.name, chat=True, include_usage=body.include_usage, piece=piece,
                  tools=ToolReader(model.tool_format.family, tools) if tools.active else None)
     continuation.keep(view.head, "id", "created")  # the same on any copy that continues it
     return view
@@ -384,7 +388,7 @@ async def respond_completion(body: CompletionRequest, http: Request, state: Serv
         piece = model.engine.runner.piece if body.logprobs is not None else None
 
         def make() -> _View:
-            return _View(model.name, chat=False, include_usage=body.include_usage, echo=echo, piece=piece,
+            return _View(body.model or model.name, chat=False, include_usage=body.include_usage, echo=echo, piece=piece,
                          prompt=prompt)
 
         views = _views(make, len(checked))
