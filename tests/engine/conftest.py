@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 import pytest
 
@@ -48,3 +49,33 @@ def fake() -> FakeRunner:
 @pytest.fixture
 def core(fake: FakeRunner) -> EngineCore:
     return EngineCore(fake, EngineConfig(max_running=4, step_tokens=64))
+
+
+
+def grammar_accepts(grammar: str, *texts: str) -> list[bool]:
+    """For each text: does llama.cpp's grammar sampler take it whole, byte by byte, and then allow the end? (Each
+    byte is tried with `allows` before it is accepted: accepting a refused token would abort the process.)"""
+    import llama_cpp
+
+    from pier.engine.grammar import compile_grammar
+
+    runner = FakeRunner()
+    sampler = compile_grammar(runner.vocab, grammar)
+    try:
+        return [_takes(sampler, runner, text) for text in texts]
+    finally:
+        llama_cpp.llama_sampler_free(sampler)
+
+
+def _takes(sampler: Any, runner: FakeRunner, text: str) -> bool:
+    import llama_cpp
+
+    from pier.engine.grammar import allows
+
+    llama_cpp.llama_sampler_reset(sampler)
+    for byte in text.encode():
+        token = runner.FIRST_BYTE + byte
+        if not allows(sampler, token):
+            return False
+        llama_cpp.llama_sampler_accept(sampler, token)
+    return allows(sampler, runner.EOS)

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pier import __version__
 from pier.engine.logprobs import TokenLogprob
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk, SamplingParams
+from pier.engine.schema_check import SchemaCheck
 from pier.engine.validate import CheckedRequest
 from pier.errors import GenerationFailed, InvalidRequest
 from pier.model.tools.reader import ToolReader
@@ -35,7 +36,7 @@ from pier.server.flavors.logprobs import CompletionLogprobs, Piece, chat_logprob
 from pier.server.generation import Completion, wait_for_disconnect
 from pier.server.served_model import SEED_MODULUS, ServedModel
 from pier.server.state import ServerState, State
-from pier.server.structured import response_format_grammar, tgi_grammar
+from pier.server.structured import Structure, response_format_structure, tgi_structure
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["OpenAI"])
@@ -103,12 +104,18 @@ class _OpenAIRequest(BaseModel):
         )
 
     def grammar(self) -> str | None:
+        return self.structure().grammar
+
+    def schema_check(self) -> SchemaCheck | None:
+        return self.structure().check
+
+    def structure(self) -> Structure:
         """OpenAI's response_format; TGI's grammar shape ({"type": "json" | "regex", "value": ...}), which TGI's
         Messages API takes in the same field."""
         kind = (self.response_format or {}).get("type")
         if kind in ("json", "regex"):
-            return tgi_grammar(self.response_format)
-        return response_format_grammar(self.response_format)
+            return tgi_structure(self.response_format)
+        return response_format_structure(self.response_format)
 
     def generate_request(
         self, model: ServedModel, prompt: list[int], max_tokens: int | None
@@ -323,7 +330,8 @@ class ChatView(Protocol):
 def openai_chat_view(model: ServedModel, body: ChatCompletionRequest, tools: ToolSet) -> ChatView:
     piece = model.engine.runner.piece if body.logprobs else None
     view = _View(body.model or model.name, chat=True, include_usage=body.include_usage, piece=piece,
-                 tools=ToolReader(model.tool_format.family, tools) if tools.active else None)
+                 tools=ToolReader(model.tool_format.family, tools) if tools.active else None,
+                 check=body.schema_check())
     continuation.keep(view.head, "id", "created")  # the same on any copy that continues it
     return view
 
@@ -386,10 +394,11 @@ async def respond_completion(body: CompletionRequest, http: Request, state: Serv
         checked = choices.check_all(model, choices.choice_requests(request, body.sequences))
         echo = (given if isinstance(given, str) else model.detokenize(prompt)) if body.echo else ""
         piece = model.engine.runner.piece if body.logprobs is not None else None
+        check = body.schema_check()
 
         def make() -> _View:
             return _View(body.model or model.name, chat=False, include_usage=body.include_usage, echo=echo, piece=piece,
-                         prompt=prompt)
+                         prompt=prompt, check=check)
 
         views = _views(make, len(checked))
         continuation.keep(views[0].head, "id", "created")  # the same on any copy that continues it
@@ -435,15 +444,18 @@ _FINISH = {FinishReason.STOP: "stop", FinishReason.LENGTH: "length"}
 
 class _View:
     """Shapes one request's output as a chat completion or a text completion, whole or in chunks. With `piece`
-    (the runner's token bytes) it writes the log-probabilities too."""
+    (the runner's token bytes) it writes the log-probabilities too; with `check` (a response_format schema) the
+    last choice carries `schema_check` when the schema was checked after generation or the output breaks it."""
 
     flavor = Flavor.OPENAI
 
     def __init__(
         self, model: str, *, chat: bool, include_usage: bool, echo: str = "", piece: Piece | None = None,
-        prompt: Sequence[int] = (), tools: ToolReader | None = None,
+        prompt: Sequence[int] = (), tools: ToolReader | None = None, check: SchemaCheck | None = None,
     ) -> None:
         self.chat = chat
+        self.check = check
+        self.text = ""  # a stream's output so far, for the check at its end
         self.tools = tools
         self.include_usage = include_usage
         self.echo = echo
@@ -468,6 +480,9 @@ class _View:
         if self.chat and choice["message"].get("tool_calls"):
             finish = "tool_calls"
         choice |= {"logprobs": logprobs, "finish_reason": finish}
+        report = self.check.report(done.text) if self.check is not None else None
+        if report is not None:
+            choice["schema_check"] = report
         return {
             **self.head, "object": "chat.completion" if self.chat else "text_completion", "choices": [choice],
             "usage": _usage(done.prompt_tokens, len(done.token_ids)),
@@ -513,6 +528,8 @@ class _View:
         first = self.completion_tokens == 0 and self._offsets is None
         self.prompt_tokens = chunk.prompt_tokens
         self.completion_tokens += len(chunk.token_ids)
+        if self.check is not None:
+            self.text += chunk.text
         events = []
         if self.tools is not None:
             events += self._tool_chunks(chunk)
@@ -524,6 +541,9 @@ class _View:
             if self.tools is not None and self.tools.called:
                 finish = "tool_calls"
             last = self._chunk({} if self.chat else "", finish)
+            report = self.check.report(self.text) if self.check is not None else None
+            if report is not None:
+                last["choices"][0]["schema_check"] = report
             last["timings"] = chunk.timings.as_dict() if chunk.timings else None
             events.append(last)
             if self.include_usage:
