@@ -1,6 +1,7 @@
 """Structured output through each API over the fake runner: OpenAI's response_format on chat and completions
 (streamed too), TGI's grammar (json, regex) on /generate, /generate_stream and /invocations. Every answer
-parses and validates; what cannot be enforced is a 400/422 naming it, in the API's shape."""
+parses and validates; what a grammar cannot enforce is checked after generation and the answer says so
+(`schema_check` on OpenAI's choice, a header on TGI's); an invalid schema is a 400/422 in the API's shape."""
 
 from __future__ import annotations
 
@@ -96,7 +97,7 @@ async def test_tgi_messages_api_takes_tgi_s_grammar_shape_as_response_format() -
 
 @pytest.mark.parametrize(("parameters", "fragment"), [
     ({"grammar": {"type": "regex", "value": "(?=a)b"}}, "lookahead"),
-    ({"grammar": {"type": "json", "value": {"type": "integer", "maximum": 3}}}, "`maximum` at /"),
+    ({"grammar": {"type": "json", "value": {"type": "integer", "maximum": "3"}}}, "not a valid JSON Schema"),
     ({"grammar": {"type": "json", "value": "{not json"}}, "not JSON"),
     ({"grammar": {"type": "xml", "value": "x"}}, "`grammar.type` must be"),
     ({"grammar": "json"}, "`grammar` must be"),
@@ -111,8 +112,8 @@ async def test_tgi_grammar_it_cannot_enforce_is_a_422(parameters: dict[str, Any]
 @pytest.mark.parametrize(("response_format", "param", "fragment"), [
     ({"type": "json_schema"}, "response_format", "needs a `json_schema` object"),
     ({"type": "yaml"}, "response_format", "not one of"),
-    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"not": {}}}},
-     "response_format.json_schema.schema", "`not` at /"),
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"$ref": "#/$defs/gone"}}},
+     "response_format.json_schema.schema", "points at nothing"),
 ])
 async def test_openai_response_format_it_cannot_enforce_is_a_400(
     response_format: dict[str, Any], param: str, fragment: str,
@@ -127,7 +128,7 @@ async def test_openai_response_format_it_cannot_enforce_is_a_400(
 @pytest.mark.parametrize(("given", "grammar"), [
     (None, None), ({"type": "text"}, None),
     ({"type": "json_object"}, "root ::= object"),
-    (JSON_SCHEMA, "root ::= \"{\" space name-kv"),
+    (JSON_SCHEMA, 'root-m0 ::= "\\"name\\"" space ":" space root-name root-m1c'),
 ])
 def test_response_format_maps_to_a_grammar(given: dict[str, Any] | None, grammar: str | None) -> None:
     made = response_format_grammar(given)
@@ -137,3 +138,52 @@ def test_response_format_maps_to_a_grammar(given: dict[str, Any] | None, grammar
 def test_tgi_json_schema_spelling_of_tgi_3_is_the_same_grammar() -> None:
     assert tgi_grammar({"type": "json_schema", "value": {"name": "p", "schema": PERSON}}) == \
         tgi_grammar({"type": "json", "value": PERSON})
+
+
+UNIQUE = {"type": "object", "properties": {"ids": {"type": "array", "items": {"type": "integer", "minimum": 0,
+                                                                             "maximum": 3},
+                                                "minItems": 3, "maxItems": 3, "uniqueItems": True}},
+          "required": ["ids"], "additionalProperties": False}
+
+
+def _expected_report(text: str) -> dict[str, Any]:
+    ids = json.loads(text)["ids"]
+    valid = len(set(ids)) == len(ids)
+    return {"valid": valid, "checked_after_generation": ["uniqueItems"],
+            "violations": [] if valid else [f"/ids: {ids} has non-unique elements"]}
+
+
+async def test_a_keyword_checked_after_generation_is_reported_on_the_choice_whole_and_streamed() -> None:
+    fmt = {"type": "json_schema", "json_schema": {"name": "u", "schema": UNIQUE}}
+    seen = set()
+    async with app_client(runner()) as client:
+        for seed in range(8):
+            body = {"messages": [{"role": "user", "content": "hi"}], "response_format": fmt, "seed": seed,
+                    "max_tokens": 100}
+            response = await client.post("/v1/chat/completions", json=body)
+            assert response.status_code == 200, response.text
+            choice = response.json()["choices"][0]
+            assert choice["finish_reason"] == "stop"
+            report = choice["schema_check"]
+            assert report == _expected_report(choice["message"]["content"])
+            seen.add(report["valid"])
+            streamed = await client.post("/v1/chat/completions", json={**body, "stream": True})
+            last = json.loads(sse_data(streamed.text)[-2])["choices"][0]
+            assert last["finish_reason"] == "stop" and last["schema_check"] == report
+    assert seen == {True, False}  # random ids repeat sometimes: both outcomes were checked
+
+
+async def test_a_fully_enforced_schema_adds_nothing_to_the_answer() -> None:
+    async with app_client(runner()) as client:
+        answer = (await client.post("/v1/completions", json={"prompt": "hi", "response_format": JSON_SCHEMA,
+                                                             "max_tokens": 200})).json()
+    assert "schema_check" not in answer["choices"][0]
+
+
+async def test_tgi_generate_says_what_the_check_found_in_a_header() -> None:
+    async with app_client(runner()) as client:
+        response = await client.post("/generate", json={"inputs": "hi", "parameters": {
+            "grammar": {"type": "json", "value": UNIQUE}, "max_new_tokens": 100}})
+    assert response.status_code == 200, response.text
+    tgi_schema("GenerateResponse").validate(response.json())
+    assert json.loads(response.headers["x-pier-schema-check"]) == _expected_report(response.json()["generated_text"])

@@ -69,7 +69,6 @@ _ARRAY_KEYS = ("items", "prefixItems", "minItems", "maxItems", "additionalItems"
 _STRING_KEYS = ("minLength", "maxLength", "pattern", "format")
 _NUMBER_KEYS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 MAX_REPEAT = 2000  # longer minLength/maxLength/maxItems are checked after generation, not written out
-_LITERAL_ESCAPES = re.compile(r"[^A-Za-z0-9 ]")
 
 
 class UnsupportedSchema(InvalidRequest):
@@ -113,13 +112,8 @@ def schema_grammar(schema: Mapping[str, Any] | bool, param: str = "schema") -> S
 
 def literal(value: Any) -> str:
     """A JSON value, written compactly, as a GBNF string literal."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return '"' + _LITERAL_ESCAPES.sub(lambda m: _escape(m.group(0)), text) + '"'
-
-
-def _escape(char: str) -> str:
-    code = ord(char)
-    return f"\\x{code:02X}" if code <= 0xFF else f"\\u{code:04X}" if code <= 0xFFFF else f"\\U{code:08X}"
+    # a JSON string literal is a GBNF literal (the same escapes; other characters as they are, in UTF-8)
+    return json.dumps(json.dumps(value, ensure_ascii=False, separators=(",", ":")), ensure_ascii=False)
 
 
 class _Converter:
@@ -290,7 +284,7 @@ class _Converter:
         else:
             member, required = members[i]
             taken = f"{sep}{member} {self.members(members, extra, name, i + 1, True, memo)}".strip()
-            skipped = self.members(members, extra, name, i + 1, comma, memo)
+            skipped = "" if required else self.members(members, extra, name, i + 1, comma, memo)
             body = taken if required else f"({taken} | {skipped})" if skipped else f"({taken})?"
         memo[(i, comma)] = self.add(f"{name}-m{i}{'c' if comma else ''}", body) if body else ""
         return memo[(i, comma)]

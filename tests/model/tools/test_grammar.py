@@ -37,9 +37,17 @@ def test_grammar_is_valid_gbnf_in_the_family_format(family: Family, parallel: bo
         assert f'"\\"{fmt.name_key}\\""' in grammar and f'"\\"{fmt.args_key}\\""' in grammar
 
 
-def test_a_schema_the_grammar_cannot_enforce_is_a_400_naming_it() -> None:
-    tool = Tool("f", parameters={"type": "object", "properties": {"a": {"type": "integer", "minimum": 3}}})
-    with pytest.raises(InvalidRequest, match="minimum") as refused:
+def test_a_tools_numeric_bounds_are_in_its_calls_grammar() -> None:
+    tool = Tool("f", parameters={"type": "object", "properties": {"a": {"type": "integer", "minimum": 3,
+                                                                        "maximum": 7}}, "required": ["a"]})
+    grammar = tool_grammar(Family.HERMES, (tool,), parallel=False)
+    assert "[3-7]" in grammar
+
+
+def test_a_schema_nothing_satisfies_is_a_400_naming_it() -> None:
+    tool = Tool("f", parameters={"type": "object", "properties": {"a": {"type": "integer", "minimum": 3,
+                                                                        "maximum": 2}}})
+    with pytest.raises(InvalidRequest, match="there is none") as refused:
         tool_grammar(Family.HERMES, (tool,), parallel=False)
     assert refused.value.param == "tools"
 

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pier import __version__
 from pier.engine.logprobs import TokenLogprob
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk, SamplingParams
+from pier.engine.schema_check import SchemaCheck
 from pier.engine.validate import CheckedRequest
 from pier.errors import InvalidRequest
 from pier.model.tools.reader import ToolReader
@@ -42,7 +43,7 @@ from pier.server.flavors.openai import ChatCompletionRequest, respond_chat
 from pier.server.generation import Completion, wait_for_disconnect
 from pier.server.served_model import SEED_MODULUS, ServedModel
 from pier.server.state import ServerState, State, Status
-from pier.server.structured import tgi_grammar
+from pier.server.structured import tgi_grammar, tgi_structure
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["TGI"])
@@ -50,6 +51,7 @@ router = APIRouter(tags=["TGI"])
 # TGI 2.0's router: `default_max_new_tokens()` is Some(100) for generate, `max_tokens.or(Some(100))` for chat.
 # (TGI 3 leaves it open: all that MAX_TOTAL_TOKENS leaves; pier's OpenAI routes do that, as OpenAI does.)
 DEFAULT_MAX_NEW_TOKENS = 100
+CHECK_HEADER = "x-pier-schema-check"  # what the check after generation found (engine/schema_check.py)
 MAX_BEST_OF = 4  # TGI's --max-best-of (its default is 2); each sequence counts against the copy's concurrency
 MAX_TOP_N_TOKENS = 5  # TGI's --max-top-n-tokens default
 
@@ -221,7 +223,8 @@ async def respond(
             if params.details:
                 answer["details"]["best_of_sequences"] = [
                     view.sequence(every[i], checked[i].request.sampling.seed) for i in order[1:]]
-        return JSONResponse([answer] if as_list else answer, headers=_headers(done))
+        return JSONResponse([answer] if as_list else answer,
+                            headers=_headers(done) | _check_header(tgi_structure(params.grammar).check, done))
 
 
 async def _generate_request(model: ServedModel, body: GenerateRequestBody) -> tuple[GenerateRequest, int | None]:
@@ -336,6 +339,13 @@ class _View:
             "finish_reason": _finish_reason(chunk.finish_reason, chunk.stop_reason),
             "generated_tokens": self.index, "seed": self.seed, "input_length": chunk.prompt_tokens,
         }
+
+
+def _check_header(check: SchemaCheck | None, done: Completion) -> dict[str, str]:
+    """The check after generation of a JSON grammar (engine/schema_check.py), as a header of JSON: TGI's answer
+    has no field for it. Absent when the grammar enforced the whole schema and the output is valid."""
+    report = check.report(done.text) if check is not None else None
+    return {CHECK_HEADER: json.dumps(report, separators=(",", ":"))} if report is not None else {}
 
 
 def _headers(done: Completion) -> dict[str, str]:
