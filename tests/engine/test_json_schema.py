@@ -121,6 +121,7 @@ KEYWORDS: list[tuple[str, dict[str, Any], list[str], list[str]]] = [
      ["[null]", "[]"], ["[null,null]"]),
     ("enum", {"enum": ["red", 1, None, {"a": [1]}]}, ['"red"', "1", "null", '{"a":[1]}'], ['"blue"', "2"]),
     ("const", {"const": "fixed"}, ['"fixed"'], ['"other"']),
+    ("enum beyond ASCII", {"enum": ["é", "😀", "a\nb"]}, ['"é"', '"😀"', '"a\\nb"'], ['"e"', '"a\nb"']),
     ("anyOf", {"anyOf": [{"type": "integer", "minimum": 5}, {"type": "string", "maxLength": 1}]},
      ["5", '"a"'], ["4", '"ab"']),
     ("oneOf", {"oneOf": [{"type": "boolean"}, {"type": "null"}]}, ["true", "null"], ["0"]),

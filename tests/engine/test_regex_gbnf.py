@@ -3,16 +3,17 @@ under Python's `re`, greedy and sampled; what a grammar cannot express is refuse
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
 from pier.engine.core import EngineConfig, EngineCore
 from pier.engine.fake import FakeRunner
-from pier.engine.regex_gbnf import UnsupportedRegex, regex_to_gbnf
+from pier.engine.regex_gbnf import UnsupportedRegex, regex_expression, regex_to_gbnf
 from pier.engine.request import GenerateRequest, SamplingParams
 
-from .conftest import run
+from .conftest import grammar_accepts, run
 
 PATTERNS = [
     r"^[a-z]{1,8}@[a-z]{2,5}\.com$", r"\d{3}-\d{4}", r"(yes|no)", r"\w{1,4}\s?\W", r"a.{1,5}?b",
@@ -50,3 +51,20 @@ def test_what_a_grammar_cannot_express_is_refused(pattern: str, named: str) -> N
 ])
 def test_the_grammar_written(pattern: str, gbnf: str) -> None:
     assert regex_to_gbnf(pattern) == gbnf
+
+
+@pytest.mark.parametrize(("pattern", "inside", "outside"), [
+    (r'a"b', [r'a\"b'], ['a"b']),
+    (r"a.b", ["axb", "a b"], ['a"b', "a\\b", "a\tb"]),
+    (r'[\\"x]+', [r'\\x\"'], ['"', "\\"]),
+    (r"[^a]", ["b"], ['"', "\\", "\n", "a"]),
+    (r"\n", ["\\n"], ["\n"]),
+    (r"é{2}", ["éé"], ["\\u00e9\\u00e9"]),
+])
+def test_inside_a_json_string_the_pattern_is_written_escaped(pattern: str, inside: list[str],
+                                                             outside: list[str]) -> None:
+    grammar = f"root ::= {regex_expression(pattern, json_string=True)}"
+    assert grammar_accepts(grammar, *inside) == [True] * len(inside)
+    assert grammar_accepts(grammar, *outside) == [False] * len(outside)
+    for text in inside:
+        assert re.fullmatch(pattern, json.loads(f'"{text}"'))
