@@ -143,6 +143,8 @@ KEYWORDS: list[tuple[str, dict[str, Any], list[str], list[str]]] = [
      ['{"x":1,"y":2}', "{}"], ['{"x":"1"}']),
     ("patternProperties", {"type": "object", "patternProperties": {"^n_[a-z]+$": {"type": "number"}},
                            "additionalProperties": False}, ['{"n_ab":1.5}'], ['{"x":1}', '{"n_ab":"1"}']),
+    ("no properties named", {"type": "object", "properties": {}}, ["{}"], ['{"a":1}']),
+    ("any object", {"type": "object"}, ["{}", '{"a":[1]}'], ["[]"]),
     ("required without properties", {"type": "object", "required": ["id"]}, ['{"id":[1]}'], ["{}"]),
     ("optional members", {"type": "object", "properties": {"a": {"const": 1}, "b": {"const": 2},
                                                            "c": {"const": 3}}, "required": ["b"]},

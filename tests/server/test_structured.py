@@ -128,7 +128,7 @@ async def test_openai_response_format_it_cannot_enforce_is_a_400(
 @pytest.mark.parametrize(("given", "grammar"), [
     (None, None), ({"type": "text"}, None),
     ({"type": "json_object"}, "root ::= object"),
-    (JSON_SCHEMA, 'root-m0 ::= "\\"name\\"" space ":" space root-name root-m1c'),
+    (JSON_SCHEMA, 'm0 ::= "\\"name\\"" space ":" space name m1c'),
 ])
 def test_response_format_maps_to_a_grammar(given: dict[str, Any] | None, grammar: str | None) -> None:
     made = response_format_grammar(given)

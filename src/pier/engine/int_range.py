@@ -77,12 +77,18 @@ def naturals(low: int, high: int | None) -> str:
         return ""
     top = len(str(high)) if high is not None else max(len(str(low)), MAX_DIGITS)
     parts = []
+    full: list[int] = []  # lengths of two digits or more whose every number is in range: one part for them all
     for length in range(len(str(low)), top + 1):
         first = 0 if length == 1 else 10 ** (length - 1)
         last = 10 ** length - 1
         lo, hi = max(low, first), last if high is None else min(high, last)
-        if lo <= hi:
+        if length > 1 and (lo, hi) == (first, last):
+            full.append(length)
+        elif lo <= hi:
             parts.append(between(str(lo), str(hi)))
+    if full:
+        counts = f"{full[0] - 1},{full[-1] - 1}" if len(full) > 1 else f"{full[0] - 1}"
+        parts.append(f"[1-9] [0-9]{{{counts}}}")
     return " | ".join(parts)
 
 

@@ -103,6 +103,7 @@ def schema_grammar(schema: Mapping[str, Any] | bool, param: str = "schema") -> S
     except RecursionError:
         raise UnsupportedSchema(f"{param} nests too deeply to be a grammar.", param=param) from None
     converter = _Converter(schema, param)
+    converter.rules["root"] = "# the root, written last"  # reserved: no subschema's rule may take the name
     try:
         root = converter.visit(schema, "root")
     except RecursionError:
@@ -204,7 +205,7 @@ class _Converter:
     def alternatives(self, schemas: list[Any], name: str) -> str:
         if not schemas:
             raise self.fail(f"has an empty anyOf/oneOf at {name}; give at least one alternative.")
-        return self.add(name, " | ".join(self.visit(a, f"{name}-{i}") for i, a in enumerate(schemas)))
+        return self.add(name, " | ".join(self.visit(a, _child(name, f"alt{i}")) for i, a in enumerate(schemas)))
 
     def ref(self, ref: str) -> str:
         """The rule of a referenced schema; named before it is visited, so recursion refers to it."""
@@ -251,17 +252,17 @@ class _Converter:
         required = list(s.get("required", []))
         extra = s.get("additionalProperties")
         patterns = s.get("patternProperties", {})
-        if not properties and not patterns and extra is None and not required:
-            return self.base("object")
-        members = [(literal(k) + f' {space} ":" {space} ' + self.visit(v, f"{name}-{k}"), k in required)
+        if "properties" not in s and not patterns and extra is None and not required:
+            return self.base("object")  # named members only when the schema names some (even none: `{}`)
+        members = [(literal(k) + f' {space} ":" {space} ' + self.visit(v, _child(name, k)), k in required)
                    for k, v in properties.items()]
         members += [(literal(k) + f' {space} ":" {space} ' + self.base("value"), True)
                     for k in required if k not in properties]
-        extras = [f'"\\"" {self.key_pattern(p)} "\\"" {space} ":" {space} {self.visit(v, f"{name}-pattern-{i}")}'
-                  for i, (p, v) in enumerate(patterns.items())]
+        extras = [f'"\\"" {self.key_pattern(p)} "\\"" {space} ":" {space} '
+                  + self.visit(v, _child(name, f"pattern{i}")) for i, (p, v) in enumerate(patterns.items())]
         if extra not in (None, False):
-            extras.append(f'{self.base("string")} ":" {space} {self.visit(extra, f"{name}-additional")}')
-        extra_rule = self.add(f"{name}-extra", " | ".join(extras)) if extras else None
+            extras.append(f'{self.base("string")} ":" {space} {self.visit(extra, _child(name, "additional"))}')
+        extra_rule = self.add(_child(name, "extra"), " | ".join(extras)) if extras else None
         body = self.members(members, extra_rule, name, 0, False, {})
         return self.add(name, " ".join(p for p in ('"{"', space, body, '"}"', space) if p))
 
@@ -286,7 +287,7 @@ class _Converter:
             taken = f"{sep}{member} {self.members(members, extra, name, i + 1, True, memo)}".strip()
             skipped = "" if required else self.members(members, extra, name, i + 1, comma, memo)
             body = taken if required else f"({taken} | {skipped})" if skipped else f"({taken})?"
-        memo[(i, comma)] = self.add(f"{name}-m{i}{'c' if comma else ''}", body) if body else ""
+        memo[(i, comma)] = self.add(_child(name, f"m{i}{'c' if comma else ''}"), body) if body else ""
         return memo[(i, comma)]
 
     # -- arrays ------------------------------------------------------------------------------------------------
@@ -306,8 +307,8 @@ class _Converter:
             high = None
         if tail is None:
             tail = low > len(prefix)
-        rules = [self.visit(p, f"{name}-{i}") for i, p in enumerate(prefix)]
-        tail_rule = None if tail is False else self.visit(tail, f"{name}-item")
+        rules = [self.visit(p, _child(name, f"item{i}")) for i, p in enumerate(prefix)]
+        tail_rule = None if tail is False else self.visit(tail, _child(name, "item"))
         body = self.elements(rules, tail_rule, low, high, 0)
         return self.add(name, " ".join(p for p in ('"["', space, body, '"]"', space) if p))
 
@@ -379,6 +380,12 @@ class _Converter:
                 self.unenforced.update(k for k in _NUMBER_KEYS if k in s)
                 return self.base(kind)
         return self.add(name, f"({body}) {space}")
+
+
+def _child(name: str, part: str) -> str:
+    """A subschema's rule name: its parent's and its own part (the root's children by their part alone, so a
+    caller can refer to a root property's rule by the property's name, as model/tools/grammar.py does)."""
+    return part if name == "root" else f"{name}-{part}"
 
 
 def _bound(s: Mapping[str, Any], key: str) -> float | None:
