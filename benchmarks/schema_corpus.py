@@ -29,7 +29,7 @@ from typing import Annotated, Any, Literal
 
 import httpx
 import jsonschema
-from common import free_port
+from common import cached_model, free_port
 from pydantic import BaseModel, Field
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -313,11 +313,11 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=300)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
-    from pier.synthetic.builder import SMALL, TINY, build_gguf
+    from pier.synthetic.builder import SMALL, TINY
 
     folder = Path(tempfile.mkdtemp())
     shape, quant = (TINY, "Q8_0") if args.model == "tiny" else (SMALL, "Q4_0")
-    build_gguf(folder / "model.gguf", shape, quant=quant)
+    (folder / "model.gguf").symlink_to(cached_model(f"{args.model}-{quant.lower()}.gguf", shape, quant))
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "SAGEMAKER_BIND_TO_PORT": str(port),
            "PIER_HOST": "127.0.0.1", "PIER_THREADS": str(args.threads), "PIER_LOG_LEVEL": "warning"}
