@@ -180,6 +180,15 @@ async def test_a_fully_enforced_schema_adds_nothing_to_the_answer() -> None:
     assert "schema_check" not in answer["choices"][0]
 
 
+async def test_tgi_messages_api_reports_the_check_on_its_choice() -> None:
+    async with app_client(runner()) as client:
+        answer = (await client.post("/invocations", json={
+            "messages": [{"role": "user", "content": "hi"}], "max_tokens": 100,
+            "response_format": {"type": "json", "value": UNIQUE}})).json()
+    choice = answer["choices"][0]
+    assert choice["schema_check"] == _expected_report(choice["message"]["content"])
+
+
 async def test_tgi_generate_says_what_the_check_found_in_a_header() -> None:
     async with app_client(runner()) as client:
         response = await client.post("/generate", json={"inputs": "hi", "parameters": {

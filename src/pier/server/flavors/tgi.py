@@ -401,11 +401,13 @@ class MessagesView:
         self.head = {"id": "", "object": "text_completion", "created": int(time.time()), "model": model.name,
                      "system_fingerprint": f"{__version__}-native"}
         self.generated = 0
+        self.check: SchemaCheck | None = None  # the response_format's schema, checked on a whole answer
 
     @classmethod
     def of(cls, model: ServedModel, body: ChatCompletionRequest, tools: ToolSet) -> MessagesView:
         reader = ToolReader(model.tool_format.family, tools) if tools.active else None
         view = cls(model, body.include_usage, bool(body.logprobs), reader)
+        view.check = body.schema_check()
         continuation.keep(view.head, "id", "created")  # the same on any copy that continues it
         return view
 
@@ -413,6 +415,9 @@ class MessagesView:
         choice = {"index": 0, "message": self._message(done.text),
                   "logprobs": self._logprobs(done.token_ids, done.logprobs),
                   "finish_reason": _finish_reason(done.finish_reason, done.stop_reason)}
+        report = self.check.report(done.text) if self.check is not None else None
+        if report is not None:  # as on pier's OpenAI routes
+            choice["schema_check"] = report
         return {**self.head, "created": int(time.time()), "choices": [choice],
                 "usage": _usage(done.prompt_tokens, len(done.token_ids))}
 
