@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import replace
+from functools import cached_property
 from typing import Any, Protocol
 
 from fastapi import APIRouter, Request
@@ -104,14 +105,15 @@ class _OpenAIRequest(BaseModel):
         )
 
     def grammar(self) -> str | None:
-        return self.structure().grammar
+        return self.structure.grammar
 
     def schema_check(self) -> SchemaCheck | None:
-        return self.structure().check
+        return self.structure.check
 
+    @cached_property
     def structure(self) -> Structure:
         """OpenAI's response_format; TGI's grammar shape ({"type": "json" | "regex", "value": ...}), which TGI's
-        Messages API takes in the same field."""
+        Messages API takes in the same field. Built once per request (the grammar and the check share it)."""
         kind = (self.response_format or {}).get("type")
         if kind in ("json", "regex"):
             return tgi_structure(self.response_format)
