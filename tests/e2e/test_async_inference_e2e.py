@@ -129,10 +129,10 @@ def test_a_missing_input_goes_to_the_failure_location_with_the_reason(gateway: G
 
 def test_bad_calls_are_validation_errors(gateway: GatewayProcess) -> None:
     runtime = aws(gateway.url, "sagemaker-runtime")
-    with pytest.raises(ClientError, match="requestTTLSeconds.*less than or equal to 21600"):  # botocore checks mins
+    with pytest.raises(ClientError, match=r"requestTTLSeconds.*less than or equal to 21600"):  # botocore checks mins
         runtime.invoke_endpoint_async(EndpointName="tiny-async", InputLocation=f"s3://{BUCKET}/x",
                                       RequestTTLSeconds=99999)
-    with pytest.raises(ClientError, match="of account .* not found"):
+    with pytest.raises(ClientError, match=r"of account .* not found"):
         runtime.invoke_endpoint_async(EndpointName="nothing-here", InputLocation=f"s3://{BUCKET}/x")
 
 
@@ -195,7 +195,7 @@ def test_a_gateway_restart_mid_queue_runs_each_request_once(gateway: GatewayProc
     for i in range(5):
         done = f"async inference restart-{i} done"
         assert (before + after).count(done) == 1, f"restart-{i} was answered {(before + after).count(done)} times"
-    assert "wait again" in after or any(f"restart-{i} done" in after for i in range(1, 5))
+    assert any(f"restart-{i} done" in after for i in range(1, 5)), "nothing was left for the restarted gateway"
 
 
 def test_the_sagemaker_sdks_async_predictor(gateway: GatewayProcess, s3_url: str,
