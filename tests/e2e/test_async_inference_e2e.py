@@ -55,7 +55,7 @@ def gateway(tiny_gguf: Path, tmp_path_factory: pytest.TempPathFactory, s3_url: s
     (folder / "model").mkdir()
     (folder / "model" / "model.gguf").symlink_to(tiny_gguf)
     env = {**FAKE_AWS, "AWS_ENDPOINT_URL_S3": s3_url, "PIER_INVOCATION_TIMEOUT_SECONDS": str(REAL_TIME_LIMIT_S),
-           "PIER_AUTOSCALING_INTERVAL_S": "0.5"}
+           "PIER_AUTOSCALING_INTERVAL_S": "0.5", "PIER_AUTOSCALING_WINDOW_S": "2"}
     with GatewayProcess(folder / "state", free_port(), folder / "gateway.log", env) as process:
         process.wait_ready()
         _deploy(process.url, folder / "model")
@@ -217,3 +217,42 @@ def test_the_sagemaker_sdks_async_predictor(gateway: GatewayProcess, s3_url: str
                                input_path=f"s3://{BUCKET}/in/sdk.json",
                                waiter_config=WaiterConfig(max_attempts=120, delay=1))
     assert answer[0]["generated_text"]
+
+
+SCALED = {"ServiceNamespace": "sagemaker", "ResourceId": "endpoint/scaled/variant/AllTraffic",
+          "ScalableDimension": "sagemaker:variant:DesiredInstanceCount"}
+
+
+def instances(sagemaker: Any) -> tuple[int, int]:
+    """The scaled variant's (desired, current) instances."""
+    variant = sagemaker.describe_endpoint(EndpointName="scaled")["ProductionVariants"][0]
+    return variant.get("DesiredInstanceCount", -1), variant.get("CurrentInstanceCount", -1)
+
+
+def test_the_backlog_scales_instances_from_zero_and_back(gateway: GatewayProcess, s3: Any) -> None:
+    """AWS's recipe for asynchronous endpoints: target tracking on ApproximateBacklogSizePerInstance with
+    MinCapacity 0. pier starts the first instance as soon as work waits (AWS: an alarm on HasBacklogWithoutCapacity)."""
+    sagemaker, scaling = aws(gateway.url, "sagemaker"), aws(gateway.url, "application-autoscaling")
+    sagemaker.create_endpoint(EndpointName="scaled", EndpointConfigName="tiny-async")
+    sagemaker.get_waiter("endpoint_in_service").wait(EndpointName="scaled", WaiterConfig=WAIT)
+    scaling.register_scalable_target(**SCALED, MinCapacity=0, MaxCapacity=2)
+    scaling.put_scaling_policy(
+        PolicyName="backlog", PolicyType="TargetTrackingScaling", **SCALED,
+        TargetTrackingScalingPolicyConfiguration={
+            "CustomizedMetricSpecification": {
+                "MetricName": "ApproximateBacklogSizePerInstance", "Namespace": "AWS/SageMaker",
+                "Dimensions": [{"Name": "EndpointName", "Value": "scaled"}], "Statistic": "Average"},
+            "TargetValue": 1, "ScaleOutCooldown": 5, "ScaleInCooldown": 8})
+    until(lambda: instances(sagemaker) == (0, 0), 60, "scaled in to zero with no backlog")
+    runtime = aws(gateway.url, "sagemaker-runtime")
+    location = put(s3, "in/scaled.json", generate(200))
+    replies = [runtime.invoke_endpoint_async(EndpointName="scaled", InputLocation=location,
+                                             ContentType="application/json") for _ in range(8)]
+    until(lambda: instances(sagemaker)[1] == 2, 120, "two instances for the backlog")
+    for reply in replies:
+        assert json.loads(fetch(s3, reply["OutputLocation"], timeout=180))[0]["generated_text"]
+    until(lambda: instances(sagemaker) == (0, 0), 90, "back to zero once the backlog is done")
+    causes = [a["Cause"] for a in scaling.describe_scaling_activities(ServiceNamespace="sagemaker",
+                                                                       ResourceId=SCALED["ResourceId"])["ScalingActivities"]]
+    assert any("ApproximateBacklogSizePerInstance" in c and "above the target" in c for c in causes)
+    assert any("had no copies" in c for c in causes)  # the wake from zero
