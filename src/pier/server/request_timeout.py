@@ -35,9 +35,12 @@ class RequestTimeout:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            for name, value in scope.get("headers", []):
-                if name == _HEADER_KEY:
-                    _current.set(parse(value))
-                    break
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        found = next((parse(value) for name, value in scope.get("headers", []) if name == _HEADER_KEY), None)
+        token = _current.set(found)  # each request its own: never the limit of one before it
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            _current.reset(token)
