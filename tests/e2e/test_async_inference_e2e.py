@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import boto3
 import pytest
@@ -45,11 +47,36 @@ def s3(s3_url: str) -> Any:
     client = boto3.client("s3", endpoint_url=s3_url, region_name="us-east-1", aws_access_key_id="x",
                           aws_secret_access_key="x")
     client.create_bucket(Bucket=BUCKET)
+    client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})  # writes counted
     return client
 
 
+class Hooks(BaseHTTPRequestHandler):
+    """An HTTP callback: what pier POSTs to an ErrorTopic given as a URL."""
+
+    received: ClassVar[list[dict[str, Any]]] = []
+
+    def do_POST(self) -> None:
+        self.received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+
 @pytest.fixture(scope="module")
-def gateway(tiny_gguf: Path, tmp_path_factory: pytest.TempPathFactory, s3_url: str, s3: Any
+def hooks() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Hooks)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/hook"
+    finally:
+        server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def gateway(tiny_gguf: Path, tmp_path_factory: pytest.TempPathFactory, s3_url: str, s3: Any, hooks: str
             ) -> Iterator[GatewayProcess]:
     folder = tmp_path_factory.mktemp("async")
     (folder / "model").mkdir()
@@ -58,11 +85,11 @@ def gateway(tiny_gguf: Path, tmp_path_factory: pytest.TempPathFactory, s3_url: s
            "PIER_AUTOSCALING_INTERVAL_S": "0.5", "PIER_AUTOSCALING_WINDOW_S": "2"}
     with GatewayProcess(folder / "state", free_port(), folder / "gateway.log", env) as process:
         process.wait_ready()
-        _deploy(process.url, folder / "model")
+        _deploy(process.url, folder / "model", hooks)
         yield process
 
 
-def _deploy(url: str, model_dir: Path) -> None:
+def _deploy(url: str, model_dir: Path, hooks: str) -> None:
     sagemaker = aws(url, "sagemaker")
     sagemaker.create_model(ModelName="tiny", PrimaryContainer={
         "Image": "pier", "ModelDataUrl": f"file://{model_dir}",
@@ -73,7 +100,8 @@ def _deploy(url: str, model_dir: Path) -> None:
                              "InitialInstanceCount": 1}],
         AsyncInferenceConfig={
             "OutputConfig": {"S3OutputPath": f"s3://{BUCKET}/out", "S3FailurePath": f"s3://{BUCKET}/failed",
-                             "NotificationConfig": {"SuccessTopic": "arn:aws:sns:us-east-1:123456789012:done"}},
+                             "NotificationConfig": {"SuccessTopic": "arn:aws:sns:us-east-1:123456789012:done",
+                                                    "ErrorTopic": hooks}},
             "ClientConfig": {"MaxConcurrentInvocationsPerInstance": 1}})
     sagemaker.create_endpoint(EndpointName="tiny-async", EndpointConfigName="tiny-async")
     sagemaker.get_waiter("endpoint_in_service").wait(EndpointName="tiny-async", WaiterConfig=WAIT)
@@ -125,6 +153,10 @@ def test_a_missing_input_goes_to_the_failure_location_with_the_reason(gateway: G
     reply = runtime.invoke_endpoint_async(EndpointName="tiny-async", InputLocation=f"s3://{BUCKET}/in/nothing.json")
     reason = fetch(s3, reply["FailureLocation"]).decode()
     assert f"Cannot read s3://{BUCKET}/in/nothing.json" in reason and "NoSuchKey" in reason
+    notice = until(lambda: next((n for n in Hooks.received if n["inferenceId"] == reply["InferenceId"]), None), 10,
+                   "the error notification")
+    assert notice["invocationStatus"] == "Failed" and notice["failureReason"] == reason
+    assert notice["responseParameters"] == {"failureLocation": reply["FailureLocation"]}
 
 
 def test_bad_calls_are_validation_errors(gateway: GatewayProcess) -> None:
@@ -191,10 +223,11 @@ def test_a_gateway_restart_mid_queue_runs_each_request_once(gateway: GatewayProc
     again.wait_ready()
     for reply in replies:
         assert json.loads(fetch(s3, reply["OutputLocation"], timeout=180))[0]["generated_text"]
-    before, after = gateway.output(), again.output()
-    for i in range(5):
-        done = f"async inference restart-{i} done"
-        assert (before + after).count(done) == 1, f"restart-{i} was answered {(before + after).count(done)} times"
+    for reply in replies:  # each answer written once: one version of its object
+        key = reply["OutputLocation"].removeprefix(f"s3://{BUCKET}/")
+        versions = s3.list_object_versions(Bucket=BUCKET, Prefix=key).get("Versions", [])
+        assert len(versions) == 1, f"{reply['InferenceId']} was answered {len(versions)} times"
+    after = again.output()
     assert any(f"restart-{i} done" in after for i in range(1, 5)), "nothing was left for the restarted gateway"
 
 
