@@ -46,6 +46,7 @@ def test_an_inline_body_is_queued_with_the_request() -> None:
     ({}, b"", "Give InputLocation .* or an inline Body, exactly one"),
     ({H + "InputLocation": "s3://b/x"}, b"{}", "exactly one"),
     ({H + "InputLocation": "http://b/x"}, b"", "at 'inputLocation' failed to satisfy constraint"),
+    ({H + "InputLocation": "file:///etc/passwd"}, b"", "at 'inputLocation' failed to satisfy constraint"),
     ({H + "InputLocation": "s3://b/x", H + "RequestTTLSeconds": "59"}, b"",
      "requestTTLSeconds' failed to satisfy constraint: Member must have value greater than or equal to 60"),
     ({H + "InputLocation": "s3://b/x", H + "InvocationTimeoutSeconds": "3601"}, b"",

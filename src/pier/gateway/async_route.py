@@ -47,8 +47,10 @@ DEFAULT_TTL_S, TTL_RANGE = 21600, (60, 21600)  # 6 hours, as on AWS
 DEFAULT_TIMEOUT_S, TIMEOUT_RANGE = 900, (1, 3600)  # 15 minutes
 MAX_INLINE_BYTES = 128_000  # AWS's limit on an inline Body
 
-LOCATION = Constraint("inputLocation", 1024, r"^(https|s3)://([^/]+)/?(.*)$",
-                      re.compile(r"(s3://[^/]+/?.*)|(file:///.*)"), min_length=1)
+# s3:// only: a caller who may invoke never makes the gateway read its host's files (file:// outputs are the
+# operator's, set in the endpoint config). https:// inputs, which AWS also takes, pier does not fetch.
+LOCATION = Constraint("inputLocation", 1024, r"^(https|s3)://([^/]+)/?(.*)$", re.compile(r"s3://[^/]+/?.*"),
+                      min_length=1)
 PATH_EXTENSION = Constraint("s3OutputPathExtension", 1024, r"^(https|s3)://([^/]+)/?(.*)$|^[^/\\]+(/[^/\\]+)*/?$",
                             re.compile(r"[^/\\]+(/[^/\\]+)*/?"), min_length=1)
 FILE_NAME = Constraint("filename", 1024, r"^[^/\\]+$", re.compile(r"[^/\\]+"), min_length=1)
