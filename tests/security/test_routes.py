@@ -45,6 +45,7 @@ def test_route_of(path: str, route: Route) -> None:
         ("POST", "/", None, "sagemaker:UnknownOperation"),
         ("POST", "/endpoints/e/invocations", None, "sagemaker:InvokeEndpoint"),
         ("POST", "/endpoints/e/invocations-response-stream", None, "sagemaker:InvokeEndpointWithResponseStream"),
+        ("POST", "/endpoints/e/async-invocations", None, "sagemaker:InvokeEndpointAsync"),
         ("GET", "/pier/copies", None, "GET /pier/copies"),
     ],
 )

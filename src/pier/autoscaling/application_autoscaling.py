@@ -78,7 +78,7 @@ class ApplicationAutoScaling:
         given: Body = {k: body[k] for k in ("MinCapacity", "MaxCapacity", "RoleARN") if k in body}
         target: Body = {**found, **given}
         target["SuspendedState"] = {**found["SuspendedState"], **body.get("SuspendedState", {})}
-        _check_bounds(resource, target["MinCapacity"], target["MaxCapacity"])
+        _check_bounds(resource, target["MinCapacity"], target["MaxCapacity"], self.capacity.floor(resource))
         self.store.put(TARGET, key, target)
         return {"ScalableTargetARN": target["ScalableTargetARN"]}
 
@@ -159,7 +159,7 @@ class ApplicationAutoScaling:
         schedule.check(action["Schedule"], action.get("Timezone"))
         limits = action.get("ScalableTargetAction", {})
         if "MinCapacity" in limits and "MaxCapacity" in limits:
-            _check_bounds(resource, limits["MinCapacity"], limits["MaxCapacity"])
+            _check_bounds(resource, limits["MinCapacity"], limits["MaxCapacity"], self.capacity.floor(resource))
         action.update({
             "ScheduledActionName": body["ScheduledActionName"], "ServiceNamespace": NAMESPACE,
             "ResourceId": resource.resource_id, "ScalableDimension": resource.dimension,
@@ -214,14 +214,13 @@ def no_target(resource: Resource) -> ObjectNotFound:
         f"scalable dimension: {resource.dimension}. Register it first with RegisterScalableTarget.")
 
 
-def _check_bounds(resource: Resource, low: int, high: int) -> None:
+def _check_bounds(resource: Resource, low: int, high: int, floor: int) -> None:
     if low > high:
         raise ScalingValidation(f"MinCapacity ({low}) must not be greater than MaxCapacity ({high}).")
-    if low < 0 or (resource.component is None and low < 1):
-        floor = 0 if resource.component is not None else 1
+    if low < floor:
         raise ScalingValidation(
             f"MinCapacity must be at least {floor} for {resource.resource_id}: a variant keeps at least one "
-            "instance; inference components may scale to zero copies.")
+            "instance; inference components and the variants of asynchronous endpoints may scale to zero.")
 
 
 def _page(body: Body, key: str, rows: list[Body]) -> Body:

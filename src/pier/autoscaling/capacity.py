@@ -31,6 +31,11 @@ class Capacity(Protocol):
         """None when the resource is gone."""
         ...
 
+    def floor(self, resource: Resource) -> int:
+        """The fewest copies or instances it may be scaled to: 0 for an inference component or a variant of an
+        asynchronous endpoint (work waits in its queue), 1 for other variants."""
+        ...
+
     def set(self, resource: Resource, count: int) -> None:
         """Change the stored count through the control plane; raises Refused."""
         ...

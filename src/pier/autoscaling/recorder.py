@@ -65,6 +65,8 @@ class Recorder:
         self.model_cache_hits = Counter("pier_sagemaker_model_cache", "Multi-model requests by whether their model "
                                         "was loaded (ModelCacheHit).", ("endpoint", "variant", "result"),
                                         registry=self.registry)
+        self.async_backlog = Gauge("pier_sagemaker_async_backlog", "ApproximateBacklogSize of an asynchronous "
+                                   "endpoint.", ("endpoint",), registry=self.registry)
         self.copies = Gauge("pier_sagemaker_copy_count", "Desired and ready (current) copies.", ("workload", "kind"),
                             registry=self.registry)
 
@@ -137,6 +139,18 @@ class Recorder:
         self.concurrency.labels(resource.workload).set(per_copy)
         self.copies.labels(resource.workload, "desired").set(desired)
         self.copies.labels(resource.workload, "ready").set(ready)
+
+    def backlog(self, endpoint: str, size: int, instances: int, oldest_s: float, without_capacity: bool) -> None:
+        """An asynchronous endpoint's queue, each second, as SageMaker publishes it (dimension EndpointName):
+        ApproximateBacklogSize (queued and running), ApproximateBacklogSizePerInstance (over the desired instances;
+        the whole backlog when there are none), ApproximateAgeOfOldestRequest (seconds) and
+        HasBacklogWithoutCapacity (1 while requests wait and no instance is ready)."""
+        dims = {"EndpointName": endpoint}
+        self.history.record(NAMESPACE, "ApproximateBacklogSize", dims, float(size))
+        self.history.record(NAMESPACE, "ApproximateBacklogSizePerInstance", dims, size / max(instances, 1))
+        self.history.record(NAMESPACE, "ApproximateAgeOfOldestRequest", dims, oldest_s, "Seconds")
+        self.history.record(NAMESPACE, "HasBacklogWithoutCapacity", dims, float(without_capacity))
+        self.async_backlog.labels(endpoint).set(size)
 
     def utilization(self, resource: Resource, used: Utilization) -> None:
         """CPU and memory as SageMaker publishes them: per component, normalized over the cores

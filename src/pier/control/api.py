@@ -156,6 +156,7 @@ class ControlPlane:
             name=request.EndpointName, arn=arn("endpoint", request.EndpointName, region), created=now, modified=now,
             config_name=request.EndpointConfigName, variants=self._variants(request.EndpointConfigName, region),
             data_capture=self._config(request.EndpointConfigName).request.DataCaptureConfig,
+            async_inference=self._config(request.EndpointConfigName).request.AsyncInferenceConfig,
         )
         self._check_copy_cap(_classic_copies(record.variants))
         if not self.state.endpoints.insert(record):
@@ -200,7 +201,8 @@ class ControlPlane:
         self._check_keeps_components(record, request.EndpointConfigName, variants)
         self._check_copy_cap(_classic_copies(variants) - _classic_copies(record.variants))
         self._put_endpoint(record, status="Updating", config_name=request.EndpointConfigName, variants=variants,
-                           data_capture=self._config(request.EndpointConfigName).request.DataCaptureConfig)
+                           data_capture=self._config(request.EndpointConfigName).request.DataCaptureConfig,
+                           async_inference=self._config(request.EndpointConfigName).request.AsyncInferenceConfig)
         return {"EndpointArn": record.arn}
 
     def update_endpoint_weights_and_capacities(self, body: Body, region: str) -> Body:

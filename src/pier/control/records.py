@@ -9,7 +9,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from pier.control.data_capture import DataCaptureSpec
-from pier.control.shapes import ComponentSpec, ContainerSpec, CreateEndpointConfigInput, CreateModelInput
+from pier.control.shapes import (
+    AsyncInferenceSpec,
+    ComponentSpec,
+    ContainerSpec,
+    CreateEndpointConfigInput,
+    CreateModelInput,
+)
 
 EndpointStatus = Literal[
     "OutOfService", "Creating", "Updating", "SystemUpdating", "RollingBack", "InService", "Deleting", "Failed",
@@ -66,6 +72,7 @@ class EndpointRecord(Record):
     failure_reason: str = ""
     variants: tuple[VariantRecord, ...]
     data_capture: DataCaptureSpec | None = None  # the config's DataCaptureConfig when the endpoint took it
+    async_inference: AsyncInferenceSpec | None = None  # its config's AsyncInferenceConfig when it was made or updated
 
     def variant(self, name: str) -> VariantRecord | None:
         return next((v for v in self.variants if v.name == name), None)

@@ -7,6 +7,7 @@ so Describe* echoes what was sent, as SageMaker does. Constraint failures read l
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal, TypeVar
 
 import pydantic
@@ -156,18 +157,74 @@ class VariantSpec(Shape):
         return 1.0 if self.InitialVariantWeight is None else self.InitialVariantWeight
 
 
+S3Path = Annotated[str, StringConstraints(max_length=512)]
+SnsTopicArn = Annotated[str, StringConstraints(max_length=2048)]
+TOPIC = re.compile(r"arn:aws[a-z\-]*:sns:[a-z0-9\-]*:[0-9]{12}:[a-zA-Z0-9_.-]+|https?://\S+")
+
+
+class AsyncNotificationSpec(Shape):
+    """Where SageMaker would publish to SNS. pier has no SNS: a topic is an SNS ARN (the notification is logged, and
+    POSTed to PIER_ASYNC_NOTIFICATION_URL when the gateway has one) or, pier's own, an http(s):// URL it POSTs to."""
+
+    SuccessTopic: SnsTopicArn | None = None
+    ErrorTopic: SnsTopicArn | None = None
+    IncludeInferenceResponseIn: Annotated[
+        list[Literal["SUCCESS_NOTIFICATION_TOPIC", "ERROR_NOTIFICATION_TOPIC"]], Field(max_length=2)] | None = None
+
+    @model_validator(mode="after")
+    def _topics(self) -> AsyncNotificationSpec:
+        for name, topic in (("SuccessTopic", self.SuccessTopic), ("ErrorTopic", self.ErrorTopic)):
+            if topic is not None and not TOPIC.fullmatch(topic):
+                raise ValueError(f"{name} {topic!r} is neither an SNS topic ARN (arn:aws:sns:REGION:ACCOUNT:NAME) nor "
+                                 "an http(s):// URL for pier to POST notifications to.")
+        return self
+
+
+class AsyncOutputSpec(Shape):
+    S3OutputPath: S3Path | None = None
+    S3FailurePath: S3Path | None = None
+    KmsKeyId: Annotated[str, StringConstraints(max_length=2048)] | None = None
+    NotificationConfig: AsyncNotificationSpec | None = None
+
+    @model_validator(mode="after")
+    def _paths(self) -> AsyncOutputSpec:
+        if self.S3OutputPath is None:
+            raise ValueError("AsyncInferenceConfig.OutputConfig needs S3OutputPath: where answers are written "
+                             "(s3://BUCKET/PREFIX, or file:///folder on the gateway's host).")
+        for name, path in (("S3OutputPath", self.S3OutputPath), ("S3FailurePath", self.S3FailurePath)):
+            if path is not None and not re.fullmatch(r"(s3://[^/]+|file:///[^\s]*)(/.*)?", path):
+                raise ValueError(f"{name} {path!r} is not an s3://BUCKET/PREFIX (or file:///folder) path.")
+        return self
+
+
+class AsyncClientSpec(Shape):
+    MaxConcurrentInvocationsPerInstance: Annotated[int, Field(ge=1, le=1000)] | None = None
+
+
+class AsyncInferenceSpec(Shape):
+    """An endpoint config's AsyncInferenceConfig: requests are queued, read from and answered to S3."""
+
+    OutputConfig: AsyncOutputSpec
+    ClientConfig: AsyncClientSpec | None = None
+
+    @property
+    def max_concurrent(self) -> int | None:
+        return self.ClientConfig.MaxConcurrentInvocationsPerInstance if self.ClientConfig else None
+
+
 class CreateEndpointConfigInput(Shape):
     EndpointConfigName: EndpointNameStr
     ProductionVariants: Annotated[list[VariantSpec], Field(min_length=1, max_length=10)]
     ShadowProductionVariants: Annotated[list[VariantSpec], Field(min_length=1, max_length=10)] | None = None
     DataCaptureConfig: DataCaptureSpec | None = None
+    AsyncInferenceConfig: AsyncInferenceSpec | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _real_time_only(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("AsyncInferenceConfig"):
-            raise ValueError("pier serves real-time endpoints only: remove AsyncInferenceConfig.")
-        return data
+    @model_validator(mode="after")
+    def _async_serves_models(self) -> CreateEndpointConfigInput:
+        if self.AsyncInferenceConfig is not None and any(v.ModelName is None for v in self.ProductionVariants):
+            raise ValueError("An asynchronous endpoint serves its variants' models: give each variant a ModelName "
+                             "(inference components are invoked in real time only), or remove AsyncInferenceConfig.")
+        return self
 
     @model_validator(mode="after")
     def _unique_variants(self) -> CreateEndpointConfigInput:

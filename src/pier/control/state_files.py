@@ -6,6 +6,7 @@ schedule and put back by `pier state restore` (backups.py does those over `FILES
     autoscaling.sqlite3  scalable targets, policies, alarms, activities, metric history (pier.autoscaling.store)
     keys.json            the gateway's keys (pier.security.keystore)
     sessions.sqlite3     the open stateful sessions, each with its copy (pier.runtime.session_store)
+    async.sqlite3        asynchronous inference requests accepted and not yet answered (pier.runtime.async_queue)
 
 Each file is read as the gateway reads it: a file that cannot be read at all is a *problem*; a row (a record, a
 key) that does not read is *unreadable*, with its name and why. A backup counts as good only when it has neither.
@@ -33,7 +34,7 @@ from pier.control.state import (
     damage_advice,
     missing_tables,
 )
-from pier.runtime import session_store
+from pier.runtime import async_queue, session_store
 from pier.security import keystore
 
 
@@ -194,7 +195,9 @@ KEYS = KeyFile(keystore.FILE_NAME, required=False,
                mend="Mend or remove each entry")
 SESSIONS = Database(session_store.FILE, session_store.SCHEMA, required=False,
                     mend="Clients open new sessions; the row goes once its session expires or is closed")
-FILES: tuple[StateFile, ...] = (STATE, AUTOSCALING, KEYS, SESSIONS)
+ASYNC = Database(async_queue.FILE, async_queue.SCHEMA, required=False,
+                 mend="Delete the row (its caller resends the request), or let it fail")
+FILES: tuple[StateFile, ...] = (STATE, AUTOSCALING, KEYS, SESSIONS, ASYNC)
 
 
 def by_name(name: str) -> StateFile:

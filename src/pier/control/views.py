@@ -55,6 +55,8 @@ def endpoint(record: EndpointRecord, copies: Copies) -> dict[str, Any]:
         described["DataCaptureConfig"] = data_capture.summary(record.data_capture)
     if record.failure_reason:
         described["FailureReason"] = record.failure_reason
+    if record.async_inference is not None:
+        described["AsyncInferenceConfig"] = record.async_inference.wire()
     return described
 
 

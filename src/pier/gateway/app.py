@@ -41,6 +41,8 @@ from pier.control.fetch.store import ModelStore
 from pier.control.reconciler import Reconciler
 from pier.control.state import State
 from pier.gateway import autoscaling_route, pier_routes
+from pier.gateway.async_inference import AsyncInference
+from pier.gateway.async_route import invoke_endpoint_async
 from pier.gateway.autoscaling_route import Autoscaling
 from pier.gateway.control_route import control_route
 from pier.gateway.deploy_route import deploy_route
@@ -51,6 +53,7 @@ from pier.gateway.taps import Taps
 from pier.gateway.targets import Targets
 from pier.gateway.writer import Writer
 from pier.gpus import GpuInventory, discover
+from pier.runtime.async_queue import AsyncQueue
 from pier.runtime.invoke import RuntimeService
 from pier.runtime.routes import openai_router, runtime_router
 from pier.runtime.session_store import SessionStore
@@ -89,6 +92,8 @@ def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: f
     app.add_api_route("/pier/deploy", deploy_route, methods=["POST"], response_model=None)
     app.include_router(console_router())  # the web console's files (pier.console)
     app.add_api_route("/metrics", pier_routes.metrics, methods=["GET"], response_model=None, include_in_schema=False)
+    app.add_api_route("/endpoints/{endpoint_name}/async-invocations", invoke_endpoint_async, methods=["POST"],
+                      response_model=None, include_in_schema=False)
     app.include_router(runtime_router(gateway.runtime))
     app.include_router(openai_router(gateway.runtime))
     install_security(app, state_dir, security or SecuritySettings.from_env(),  # pier.security: see docs/security.md
@@ -103,12 +108,18 @@ def _lifespan(gateway: Gateway, backups: Backups) -> Callable[[FastAPI], Any]:
         loop = asyncio.create_task(gateway.reconciler.run(), name="reconciler")
         saving = asyncio.create_task(backups.run(), name="state backups")
         scaling = asyncio.create_task(gateway.autoscaling.scaler.run(gateway.writer.run), name="autoscaler")
+        queued = asyncio.create_task(gateway.async_inference.run(), name="async inference") \
+            if gateway.async_inference else None
         try:
             yield
         finally:
             loop.cancel()
             saving.cancel()
             scaling.cancel()
+            if queued is not None:  # first: its running requests wait again for the next start
+                queued.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await queued
             for task in (loop, saving, scaling):
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
@@ -122,6 +133,8 @@ def _lifespan(gateway: Gateway, backups: Backups) -> Callable[[FastAPI], Any]:
             gateway.autoscaling.history.flush()
             gateway.autoscaling.store.close()
             gateway.runtime.sessions.release()
+            if gateway.async_inference is not None:
+                gateway.async_inference.queue.close()
             gateway.state.close()
 
     return lifespan
@@ -130,9 +143,11 @@ def _lifespan(gateway: Gateway, backups: Backups) -> Callable[[FastAPI], Any]:
 def _watched(state_dir: Path, gateway: Gateway) -> list[Watched]:
     """Every file of the state folder, for the backup schedule (state_files.FILES)."""
     store, sessions = gateway.autoscaling.store, gateway.runtime.sessions.store
+    queue = gateway.async_inference.queue if gateway.async_inference else None
     return [Watched(state_files.STATE, gateway.state.path, lambda: gateway.state.changes),
             Watched(state_files.AUTOSCALING, store.path, lambda: store.changes),
             *([Watched(state_files.SESSIONS, sessions.path, lambda: sessions.changes)] if sessions else []),
+            *([Watched(state_files.ASYNC, queue.path, lambda: queue.changes)] if queue else []),
             Watched(state_files.KEYS, state_dir / state_files.KEYS.name, file_mark(state_dir / state_files.KEYS.name))]
 
 
@@ -167,7 +182,8 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
         scaling_store, history, recorder, scaler,
         ApplicationAutoScaling(scaling_store, capacity, changed=writer.soon(scaler.poke)),
         CloudWatch(scaling_store, history, changed=writer.soon(scaler.poke)))
-    return Gateway(state, backend, reconciler, control, targets, runtime, autoscaling, writer, taps)
+    queue = AsyncInference(AsyncQueue.open(state_dir), state, runtime, reconciler.copies, recorder, scaler)
+    return Gateway(state, backend, reconciler, control, targets, runtime, autoscaling, writer, taps, queue)
 
 
 def _cluster_copy_cap() -> CopyCap:

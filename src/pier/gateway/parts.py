@@ -10,6 +10,7 @@ from pier.backends.base import Backend
 from pier.control.api import ControlPlane
 from pier.control.reconciler import Reconciler
 from pier.control.state import State
+from pier.gateway.async_inference import AsyncInference
 from pier.gateway.autoscaling_route import Autoscaling
 from pier.gateway.taps import Taps
 from pier.gateway.targets import Targets
@@ -28,6 +29,7 @@ class Gateway:
     autoscaling: Autoscaling
     writer: Writer  # the AWS APIs' blocking work, off the event loop (gateway/writer.py)
     taps: Taps | None = None  # data capture and shadow variants (gateway/taps.py)
+    async_inference: AsyncInference | None = None  # InvokeEndpointAsync's queue and its runner
 
 
 def gateway_of(request: Request) -> Gateway:

@@ -56,6 +56,15 @@ class GatewayCapacity:
             return f"Endpoint {resource.endpoint} has no variant {resource.variant}; its variants: {names}."
         return None
 
+    def floor(self, resource: Resource) -> int:
+        if resource.component is not None:
+            return 0
+        try:
+            endpoint = self.state.endpoints.get(str(resource.endpoint))
+        except UnreadableRecord:
+            return 1
+        return 0 if endpoint is not None and endpoint.async_inference is not None else 1
+
     def count(self, resource: Resource) -> Count | None:
         try:
             return self._count(resource)

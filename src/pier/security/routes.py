@@ -59,6 +59,8 @@ def operation_of(method: str, path: str, target: str | None) -> str:
         service, _, operation = (target or "").partition(".")
         return f"{service.lower() or 'sagemaker'}:{operation or 'UnknownOperation'}"
     if route.family is Family.RUNTIME:
+        if path.endswith("/async-invocations"):
+            return "sagemaker:InvokeEndpointAsync"
         streaming = path.endswith("-response-stream")
         return "sagemaker:InvokeEndpointWithResponseStream" if streaming else "sagemaker:InvokeEndpoint"
     return f"{method} {path}"

@@ -30,6 +30,7 @@ from pier.server.errors import (
 )
 from pier.server.flavors import embeddings, openai, sagemaker, tgi, tokenizer
 from pier.server.metrics import RequestMetrics
+from pier.server.request_timeout import RequestTimeout
 from pier.server.served_model import ServedModel
 from pier.server.settings import ServerSettings
 from pier.server.state import InvocationHandler, ServerState
@@ -55,7 +56,8 @@ def create_app(
 ) -> FastAPI:
     """The app over a started `engine`; without one it answers 503 until `attach_model` is called."""
     app = _app(settings or ServerSettings(), lifespan, ROUTES_HINT)
-    app.add_middleware(ResumableAnswers)  # outermost: the gateway may resume these requests on another copy
+    app.add_middleware(ResumableAnswers)  # the gateway may resume these requests on another copy
+    app.add_middleware(RequestTimeout)  # outermost: the gateway's limit for an asynchronous request
     if engine is not None:
         attach_model(app, engine, chat)
     app.include_router(sagemaker.llm_router)

@@ -13,7 +13,7 @@ from pier.engine.validate import CheckedRequest
 from pier.model.chat import ChatTemplate, template_kwargs
 from pier.model.tools.families import FORMATS
 from pier.model.tools.tool_format import ToolFormat
-from pier.server import continuation, generation
+from pier.server import continuation, generation, request_timeout
 from pier.server.generation import Completion
 from pier.server.limits import Limits
 from pier.server.metrics import ServerMetrics
@@ -114,8 +114,10 @@ class ServedModel:
         return self.engine.check(request)
 
     def stream(self, request: CheckedRequest) -> AsyncIterator[GenerationChunk]:
-        return generation.stream(self.engine, request, self.deadline_s, self._metrics.trace(), flowing=True)
+        deadline_s = request_timeout.deadline_s(self.deadline_s)
+        return generation.stream(self.engine, request, deadline_s, self._metrics.trace(), flowing=True)
 
     async def complete(self, request: CheckedRequest, disconnected: Awaitable[None]) -> Completion:
         trace = self._metrics.trace()
-        return await generation.complete(self.engine, request, self.deadline_s, trace, disconnected)
+        deadline_s = request_timeout.deadline_s(self.deadline_s)
+        return await generation.complete(self.engine, request, deadline_s, trace, disconnected)

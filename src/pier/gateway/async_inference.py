@@ -1,0 +1,266 @@
+"""Asynchronous inference: the requests InvokeEndpointAsync queued (pier.runtime.async_queue) run on their endpoint's
+copies, through the same forwarding as InvokeEndpoint (admission, routing, resuming on another copy) but under their
+own InvocationTimeoutSeconds (15 minutes by default, as on AWS) instead of the real-time 60 s, which the copy is told
+too (X-Pier-Timeout-Seconds). Each answer is written to its OutputLocation, each failure (the model's error, an
+expired request, an unreadable input) to its FailureLocation with the reason, then the request leaves the queue.
+
+Each second the dispatcher starts the oldest waiting requests while the endpoint's ready copies have room
+(MaxConcurrentInvocationsPerInstance each; the gateway's per-copy concurrency when unset), fails those past their
+RequestTTLSeconds, records the backlog metrics (recorder.backlog), and wakes an autoscaled variant at zero instances
+(pier's scale from zero, as for inference components; AWS waits for an alarm on HasBacklogWithoutCapacity). Requests
+no copy could take (none ready, all busy, the gateway stopping) wait again rather than fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from pier import storage
+from pier.autoscaling.recorder import Recorder
+from pier.autoscaling.resource import resource_of
+from pier.autoscaling.scaler import Scaler
+from pier.backends.base import CopyState
+from pier.control.records import EndpointRecord
+from pier.control.state import State, UnreadableRecord
+from pier.control.workload import Workload
+from pier.gateway.async_notification import Outcome, notify
+from pier.gateway.targets import Copies
+from pier.runtime.async_queue import AsyncQueue, AsyncRequest
+from pier.runtime.call import Call
+from pier.runtime.errors import InvocationError, ModelNotReady, ServiceUnavailable, Throttled, as_invocation_error
+from pier.runtime.invocation import CUSTOM_ATTRIBUTES, INFERENCE_ID
+from pier.runtime.invoke import RuntimeService
+from pier.runtime.prefix import request_prefix
+from pier.runtime.routing import route_of
+from pier.runtime.target import Target, resolve_target
+from pier.server.request_timeout import HEADER as TIMEOUT_HEADER
+
+log = logging.getLogger("pier.async")
+TICK_S = 1.0
+Work = Callable[[AsyncRequest], Coroutine[Any, Any, None]]
+NOT_TAKEN = (Throttled, ServiceUnavailable, ModelNotReady)  # no copy did any of the work: it waits again
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """An asynchronous endpoint's instances now."""
+
+    desired: int  # instances (copies) its variants ask for
+    ready: int  # copies ready to take requests
+
+
+def free_slots(capacity: Capacity, per_instance: int, running: int) -> int:
+    """How many more requests may start now: room on the ready copies, less those already running."""
+    return max(capacity.ready * per_instance - running, 0)
+
+
+def expired(request: AsyncRequest, now: float) -> bool:
+    return now >= request.expires
+
+
+def expiry_reason(request: AsyncRequest, now: float) -> str:
+    return (f"The request expired: it waited {now - request.received:.0f} s in the queue of endpoint "
+            f"{request.endpoint}, past its RequestTTLSeconds ({request.ttl_s:.0f} s), with no copy free to run it. "
+            "Add instances (or autoscale on ApproximateBacklogSizePerInstance), or send it with a longer "
+            "RequestTTLSeconds.")
+
+
+class AsyncInference:
+    def __init__(self, queue: AsyncQueue, state: State, runtime: RuntimeService, copies: Copies, recorder: Recorder,
+                 scaler: Scaler, *, clock: Callable[[], float] = time.time) -> None:
+        self.queue = queue
+        self.state = state
+        self.runtime = runtime
+        self.copies = copies
+        self.recorder = recorder
+        self.scaler = scaler
+        self.clock = clock
+        self._running: dict[str, tuple[str, asyncio.Task[None]]] = {}  # request id -> (endpoint, its task)
+        self._wake = asyncio.Event()
+        self._client = httpx.AsyncClient()
+
+    def poke(self) -> None:
+        """A request was queued: dispatch now rather than at the next tick."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Dispatch until cancelled; then the requests running wait again, for the next start."""
+        restarted = await asyncio.to_thread(self.queue.requeue_running)
+        if restarted:
+            log.info("async inference: %d request(s) that were running when the gateway stopped wait again", restarted)
+        try:
+            while True:
+                self._wake.clear()
+                try:
+                    self._dispatch()
+                except Exception:
+                    log.exception("async inference: dispatching failed; trying again")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), TICK_S)
+        finally:
+            await self._stop()
+
+    async def _stop(self) -> None:
+        tasks = [task for _, task in self._running.values()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._client.aclose()
+
+    # ---- dispatching
+
+    def _dispatch(self) -> None:
+        now = self.clock()
+        backlog = self.queue.backlog()
+        endpoints = {r.name: r for r in self._async_endpoints()}
+        for name in set(endpoints) | set(backlog):
+            record = endpoints.get(name)
+            queued, _, oldest = backlog.get(name, (0, 0, None))
+            running = sum(1 for endpoint, _ in self._running.values() if endpoint == name)
+            if record is None:
+                self._start_all(name, self._gone)  # its endpoint was deleted, or is no longer asynchronous
+                continue
+            capacity = self._capacity(record)
+            self.recorder.backlog(name, queued + running, capacity.desired, now - oldest if oldest else 0.0,
+                                  queued + running > 0 and capacity.ready == 0)
+            if queued and capacity.desired == 0:
+                self._wake_variants(record)
+            config = record.async_inference
+            assert config is not None
+            free = free_slots(capacity, config.max_concurrent or self.runtime.settings.per_copy_concurrency, running)
+            for request in self.queue.waiting(name) if queued else []:
+                if expired(request, now):
+                    self._start(request, self._expire)
+                elif free > 0:
+                    self._start(request, self._run)
+                    free -= 1
+
+    def _async_endpoints(self) -> list[EndpointRecord]:
+        records, _ = self.state.endpoints.scan()
+        return [r for r in records if r.async_inference is not None and r.status != "Deleting"]
+
+    def _capacity(self, record: EndpointRecord) -> Capacity:
+        ready = sum(1 for v in record.variants
+                    for c in self.copies(Workload.of_variant(record.name, v.name)) if c.state is CopyState.READY)
+        return Capacity(sum(v.instance_count for v in record.variants), ready)
+
+    def _wake_variants(self, record: EndpointRecord) -> None:
+        for variant in record.variants:
+            try:
+                self.scaler.wake(resource_of(f"endpoint/{record.name}/variant/{variant.name}"))
+            except Exception:
+                log.exception("async inference: waking %s/%s failed", record.name, variant.name)
+
+    def _start_all(self, endpoint: str, work: Work) -> None:
+        for request in self.queue.waiting(endpoint):
+            self._start(request, work)
+
+    def _start(self, request: AsyncRequest, work: Work) -> None:
+        if request.id in self._running or not self.queue.start(request.id):
+            return
+        task = asyncio.create_task(work(request), name=f"async {request.id}")
+        self._running[request.id] = (request.endpoint, task)
+        task.add_done_callback(lambda _: self._ended(request.id))
+
+    def _ended(self, id: str) -> None:
+        self._running.pop(id, None)
+        self._wake.set()  # a slot is free
+
+    # ---- one request
+
+    async def _run(self, request: AsyncRequest) -> None:
+        try:
+            if await asyncio.to_thread(storage.exists, request.output_location):
+                log.info("async inference %s: its answer is already at %s (it ran before a restart)",
+                         request.inference_id, request.output_location)
+                await asyncio.to_thread(self.queue.finish, request.id)
+                return
+            body = (request.body.encode("latin-1") if request.body is not None
+                    else await asyncio.to_thread(storage.read, str(request.input_location)))
+            answer, content_type = await self._invoke(request, body)
+            await asyncio.to_thread(storage.write, request.output_location, answer, content_type)
+        except asyncio.CancelledError:
+            await asyncio.shield(asyncio.to_thread(self.queue.release, request.id))
+            raise
+        except NOT_TAKEN as error:
+            if not self.runtime.forwarder.stopping:
+                log.info("async inference %s waits again: %s", request.inference_id, error.message)
+            await asyncio.to_thread(self.queue.release, request.id)
+            return
+        except Exception as error:
+            await self._fail(request, _reason(error))
+            return
+        log.info("async inference %s done: %s", request.inference_id, request.output_location)
+        await asyncio.to_thread(self.queue.finish, request.id)
+        await self._notify(request, Outcome(True, content_type, answer))
+
+    async def _invoke(self, request: AsyncRequest, body: bytes) -> tuple[bytes, str | None]:
+        forwarder = self.runtime.forwarder
+
+        def resolve() -> Awaitable[Target]:
+            return resolve_target(self.runtime.resolve, request.endpoint, None, None)
+
+        target = await resolve_target(self.runtime.resolve, request.endpoint, None, None)
+        now = asyncio.get_running_loop().time()
+        call = Call(request.endpoint, target, "/invocations", body, _headers(request), request_prefix(body),
+                    now + request.timeout_s, request.timeout_s, retarget=resolve,
+                    route=route_of(target.routing, body, None))
+        async with forwarder.exchange(call) as exchange:
+            answer = await forwarder.read(exchange, call)
+            if not exchange.response.is_success:
+                raise exchange.origin.answered(exchange.response.status_code, answer)
+            return answer, exchange.response.headers.get("content-type")
+
+    async def _expire(self, request: AsyncRequest) -> None:
+        await self._fail(request, expiry_reason(request, self.clock()))
+
+    async def _gone(self, request: AsyncRequest) -> None:
+        await self._fail(request, f"Endpoint {request.endpoint} was deleted (or updated to a config without "
+                                  "AsyncInferenceConfig) before this request ran.")
+
+    async def _fail(self, request: AsyncRequest, reason: str) -> None:
+        log.warning("async inference %s failed: %s", request.inference_id, reason)
+        try:
+            await asyncio.to_thread(storage.write, request.failure_location, reason.encode(), "text/plain")
+        except storage.StorageError as error:
+            log.error("async inference %s: its failure could not be written either: %s", request.inference_id, error)
+        await asyncio.to_thread(self.queue.finish, request.id)
+        await self._notify(request, Outcome(False, reason=reason))
+
+    async def _notify(self, request: AsyncRequest, outcome: Outcome) -> None:
+        try:
+            record = self.state.endpoints.get(request.endpoint)
+        except UnreadableRecord:
+            return
+        if record is None or record.async_inference is None:
+            return
+        await notify(record.async_inference.OutputConfig.NotificationConfig, request, outcome,
+                     self.runtime.settings.region, self._client)
+
+
+def _headers(request: AsyncRequest) -> dict[str, str]:
+    """What the copy is told, as for InvokeEndpoint, with the request's own time limit."""
+    headers = {"X-Amzn-RequestId": request.id, INFERENCE_ID: request.inference_id,
+               TIMEOUT_HEADER: f"{request.timeout_s:g}"}
+    for name, value in (("Content-Type", request.content_type), ("Accept", request.accept),
+                        (CUSTOM_ATTRIBUTES, request.custom_attributes)):
+        if value is not None:
+            headers[name] = value
+    return headers
+
+
+def _reason(error: Exception) -> str:
+    if isinstance(error, storage.StorageError):
+        return str(error)
+    failure: InvocationError = as_invocation_error(error)
+    if failure is not error:
+        log.error("async inference failed unexpectedly", exc_info=error)
+    return failure.message

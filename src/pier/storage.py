@@ -1,0 +1,120 @@
+"""Objects the gateway reads and writes for users' jobs (asynchronous inference's inputs and answers, batch
+transform's records): `s3://bucket/key` through boto3 against S3 or any S3-compatible store (AWS_ENDPOINT_URL_S3
+picks one: MinIO, moto), and `file:///path` on the gateway's host.
+
+Blocking calls: run them off the event loop (asyncio.to_thread). Every failure is a StorageError whose message names
+the URL and how to fix it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from pier.control.fetch.s3 import s3_client
+
+SCHEMES = ("s3", "file")
+_client: Any = None
+_client_lock = threading.Lock()
+
+
+class StorageError(Exception):
+    """An object could not be read or written; the message says which and why."""
+
+
+def check_url(url: str) -> None:
+    """Raises StorageError unless `url` is an s3://bucket/key or file:///path pier can use."""
+    parsed = urlparse(url)
+    if parsed.scheme not in SCHEMES:
+        raise StorageError(f"{url!r} is not an s3://bucket/key or file:///path URL; pier stores objects only there.")
+    if parsed.scheme == "s3" and not parsed.netloc:
+        raise StorageError(f"{url!r} names no bucket: write s3://BUCKET/KEY.")
+    if parsed.scheme == "file" and not parsed.path.startswith("/"):
+        raise StorageError(f"{url!r} is not an absolute path: write file:///absolute/path.")
+
+
+def join(base: str, name: str) -> str:
+    """`name` under the folder `base` (an S3 prefix or a local folder), one '/' between them."""
+    return base.rstrip("/") + "/" + name.lstrip("/")
+
+
+def read(url: str) -> bytes:
+    check_url(url)
+    parsed = urlparse(url)
+    if parsed.scheme == "file":
+        try:
+            return _path(url).read_bytes()
+        except OSError as error:
+            raise StorageError(f"Cannot read {url}: {error.strerror or error}.") from None
+    bucket, key = parsed.netloc, parsed.path.lstrip("/")
+    try:
+        reply = client().get_object(Bucket=bucket, Key=key)
+        data: bytes = reply["Body"].read()
+        return data
+    except Exception as error:
+        raise StorageError(f"Cannot read {url}: {_why(error)}.") from None
+
+
+def write(url: str, data: bytes, content_type: str | None = None) -> None:
+    """The whole object at `url`, replacing any there (a local file appears whole: written aside, then renamed)."""
+    check_url(url)
+    parsed = urlparse(url)
+    if parsed.scheme == "file":
+        path = _path(url)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_name(f".{path.name}.partial")
+            partial.write_bytes(data)
+            os.replace(partial, path)
+        except OSError as error:
+            raise StorageError(f"Cannot write {url}: {error.strerror or error}.") from None
+        return
+    extra = {"ContentType": content_type} if content_type else {}
+    try:
+        client().put_object(Bucket=parsed.netloc, Key=parsed.path.lstrip("/"), Body=data, **extra)
+    except Exception as error:
+        raise StorageError(f"Cannot write {url}: {_why(error)}.") from None
+
+
+def exists(url: str) -> bool:
+    check_url(url)
+    parsed = urlparse(url)
+    if parsed.scheme == "file":
+        return _path(url).is_file()
+    from botocore.exceptions import ClientError
+
+    try:
+        client().head_object(Bucket=parsed.netloc, Key=parsed.path.lstrip("/"))
+        return True
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            return False
+        raise StorageError(f"Cannot look for {url}: {_why(error)}.") from None
+    except Exception as error:
+        raise StorageError(f"Cannot look for {url}: {_why(error)}.") from None
+
+
+def client() -> Any:
+    """One S3 client for the process (boto3's clients are thread-safe; making one costs tens of milliseconds)."""
+    global _client
+    with _client_lock:
+        if _client is None:
+            _client = s3_client()
+        return _client
+
+
+def _path(url: str) -> Path:
+    return Path(unquote(urlparse(url).path))
+
+
+def _why(error: Exception) -> str:
+    from botocore.exceptions import ClientError
+
+    if isinstance(error, ClientError):
+        detail = error.response.get("Error", {})
+        return (f"S3 answered {detail.get('Code', '?')} ({detail.get('Message', '')}); check the bucket, the key and "
+                "the gateway's AWS credentials (and AWS_ENDPOINT_URL_S3 for an S3-compatible store)")
+    return f"{type(error).__name__}: {error}; check that the store is reachable (AWS_ENDPOINT_URL_S3)"

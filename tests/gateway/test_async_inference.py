@@ -1,0 +1,128 @@
+"""The asynchronous dispatcher's rules, on a real queue and file:// locations: how many requests start, what expires,
+what is recorded, and an endpoint at zero instances woken."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pier.backends.base import CopyState, CopyStatus
+from pier.control.records import EndpointRecord, VariantRecord
+from pier.control.shapes import AsyncInferenceSpec
+from pier.control.workload import Workload
+from pier.gateway.async_inference import AsyncInference, Capacity, expired, free_slots
+from pier.runtime.async_queue import AsyncQueue, AsyncRequest
+from pier.runtime.invoke import RuntimeService
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.parametrize(("ready", "per_instance", "running", "free"), [
+    (0, 4, 0, 0), (1, 1, 0, 1), (1, 1, 1, 0), (2, 3, 1, 5), (1, 2, 5, 0),
+])
+def test_free_slots(ready: int, per_instance: int, running: int, free: int) -> None:
+    assert free_slots(Capacity(desired=max(ready, 1), ready=ready), per_instance, running) == free
+
+
+def test_a_request_expires_at_its_ttl() -> None:
+    queued = AsyncRequest("a", "a", "e", "s3://b/a.out", "s3://b/a-error.out", received=100.0, ttl_s=60,
+                          timeout_s=900)
+    assert not expired(queued, 159.9) and expired(queued, 160.0)
+
+
+@dataclass
+class Endpoints:
+    records: list[EndpointRecord]
+
+    def scan(self) -> tuple[list[EndpointRecord], list[Any]]:
+        return self.records, []
+
+    def get(self, name: str) -> EndpointRecord | None:
+        return next((r for r in self.records if r.name == name), None)
+
+
+@dataclass
+class FakeState:
+    endpoints: Endpoints
+
+
+@dataclass
+class Seen:
+    backlog: list[tuple[Any, ...]] = field(default_factory=list)
+    woken: list[str] = field(default_factory=list)
+
+    def record(self, *args: Any) -> None:
+        self.backlog.append(args)
+
+    def wake(self, resource: Any) -> bool:
+        self.woken.append(resource.resource_id)
+        return True
+
+
+def endpoint(tmp_path: Path, instances: int) -> EndpointRecord:
+    config = AsyncInferenceSpec.model_validate({"OutputConfig": {"S3OutputPath": (tmp_path / "out").as_uri()},
+                                                "ClientConfig": {"MaxConcurrentInvocationsPerInstance": 1}})
+    return EndpointRecord(name="e", arn="arn", created=0.0, config_name="c", modified=0.0, status="InService",
+                          variants=(VariantRecord(name="AllTraffic", instance_type="local",
+                                                  instance_count=instances, model="m"),), async_inference=config)
+
+
+def queued(tmp_path: Path, id: str, received: float) -> AsyncRequest:
+    return AsyncRequest(id, id, "e", (tmp_path / "out" / f"{id}.out").as_uri(),
+                        (tmp_path / "out" / f"{id}-error.out").as_uri(), received=received, ttl_s=60, timeout_s=900,
+                        body="{}")
+
+
+def dispatcher(tmp_path: Path, record: EndpointRecord, ready: int, seen: Seen, now: float) -> AsyncInference:
+    copies = [CopyStatus(f"c{i}", "e/AllTraffic", CopyState.READY, url="http://127.0.0.1:9") for i in range(ready)]
+
+    def copies_of(workload: Workload) -> list[CopyStatus]:
+        return copies if workload == Workload.of_variant("e", "AllTraffic") else []
+
+    recorder, scaler = type("R", (), {"backlog": seen.record})(), type("S", (), {"wake": seen.wake})()
+    return AsyncInference(AsyncQueue.open(tmp_path), FakeState(Endpoints([record])),  # type: ignore[arg-type]
+                          RuntimeService(lambda *_: copies), copies_of, recorder, scaler,  # type: ignore[arg-type]
+                          clock=lambda: now)
+
+
+@pytest.mark.anyio
+async def test_expired_requests_fail_with_the_reason_and_one_starts_per_free_slot(tmp_path: Path) -> None:
+    seen = Seen()
+    work = dispatcher(tmp_path, endpoint(tmp_path, 1), ready=1, seen=seen, now=1000.0)
+    for id, received in (("old", 900.0), ("a", 990.0), ("b", 995.0)):
+        work.queue.add(queued(tmp_path, id, received))
+    started: list[str] = []
+
+    async def run(request: AsyncRequest) -> None:
+        started.append(request.id)
+        await asyncio.sleep(0.2)
+
+    work._run = run  # type: ignore[method-assign]  # what a copy does is not under test here
+    work._dispatch()
+    await asyncio.sleep(0.1)
+    reason = (tmp_path / "out" / "old-error.out").read_text()
+    assert reason.startswith("The request expired: it waited 100 s in the queue of endpoint e, past its "
+                             "RequestTTLSeconds (60 s)")
+    assert started == ["a"]  # one copy, one request at a time (MaxConcurrentInvocationsPerInstance)
+    assert seen.backlog == [("e", 3, 1, 100.0, False)]
+    assert [r.id for r in work.queue.waiting("e")] == ["b"]
+    await asyncio.sleep(0.2)
+    assert seen.woken == []
+
+
+@pytest.mark.anyio
+async def test_a_backlog_at_zero_instances_wakes_the_variant_and_says_it_has_no_capacity(tmp_path: Path) -> None:
+    seen = Seen()
+    work = dispatcher(tmp_path, endpoint(tmp_path, 0), ready=0, seen=seen, now=1000.0)
+    work.queue.add(queued(tmp_path, "a", 999.0))
+    work._dispatch()
+    assert seen.woken == ["endpoint/e/variant/AllTraffic"]
+    assert seen.backlog == [("e", 1, 0, 1.0, True)]
+    assert [r.id for r in work.queue.waiting("e")] == ["a"]  # waits for the copy, never fails for the lack of one

@@ -1,0 +1,63 @@
+"""pier.storage against moto's S3 (in process) and a temporary folder."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+
+from pier import storage
+
+
+@pytest.fixture
+def bucket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    from moto import mock_aws
+
+    settings = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1"}
+    for name, value in settings.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+    monkeypatch.setattr(storage, "_client", None)
+    with mock_aws():
+        boto3.client("s3", region_name="us-east-1").create_bucket(Bucket="answers")
+        yield "answers"
+    monkeypatch.setattr(storage, "_client", None)
+
+
+def test_s3_objects_are_written_read_and_found(bucket: str) -> None:
+    url = f"s3://{bucket}/out/one.out"
+    assert not storage.exists(url)
+    storage.write(url, b'{"a": 1}', "application/json")
+    assert storage.exists(url)
+    assert storage.read(url) == b'{"a": 1}'
+    head = boto3.client("s3", region_name="us-east-1").head_object(Bucket=bucket, Key="out/one.out")
+    assert head["ContentType"] == "application/json"
+
+
+def test_a_missing_s3_object_is_an_error_naming_it(bucket: str) -> None:
+    with pytest.raises(storage.StorageError, match=r"s3://answers/nothing.*NoSuchKey"):
+        storage.read(f"s3://{bucket}/nothing")
+
+
+def test_local_files_appear_whole(tmp_path: Path) -> None:
+    url = (tmp_path / "deep" / "answer.out").as_uri()
+    storage.write(url, b"hello")
+    assert storage.read(url) == b"hello" and storage.exists(url)
+    assert [p.name for p in (tmp_path / "deep").iterdir()] == ["answer.out"]  # no partial file left
+
+
+@pytest.mark.parametrize(("url", "problem"), [
+    ("http://host/x", "is not an s3://"), ("s3:///key", "names no bucket"), ("ftp://x/y", "is not an s3://"),
+])
+def test_urls_pier_cannot_use_are_refused(url: str, problem: str) -> None:
+    with pytest.raises(storage.StorageError, match=problem):
+        storage.check_url(url)
+
+
+@pytest.mark.parametrize(("base", "name", "joined"), [
+    ("s3://b/out", "x.out", "s3://b/out/x.out"), ("s3://b/out/", "/x.out", "s3://b/out/x.out"),
+])
+def test_join(base: str, name: str, joined: str) -> None:
+    assert storage.join(base, name) == joined
