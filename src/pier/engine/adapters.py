@@ -36,7 +36,7 @@ def adapter_problem(path: Path) -> str | None:
         return f"No file at {path}: an adapter is a GGUF LoRA file (general.type = adapter, adapter.type = lora)."
     try:
         reader = GGUFReader(path)
-    except Exception as e:  # noqa: BLE001 - any unreadable file gets the same advice
+    except Exception as e:  # any unreadable file gets the same advice
         return (f"{path.name} is not a GGUF file ({e}): pier loads LoRA adapters as GGUF; convert a PEFT "
                 "adapter with llama.cpp's convert_lora_to_gguf.py.")
     kinds = (_string(reader, "general.type"), _string(reader, "adapter.type"))
@@ -125,7 +125,7 @@ class LoadedAdapters:
         if name == BASE:
             llama_cpp.llama_set_adapters_lora(self._ctx, None, 0, None)
         else:
-            handles = (llama_cpp.llama_adapter_lora_p_ctypes * 1)(self._handles[name])
+            handles = (llama_cpp.llama_adapter_lora_p_ctypes * 1)(self._handles[name])  # type: ignore[misc]
             scales = (ctypes.c_float * 1)(self._info[name].scale)
             llama_cpp.llama_set_adapters_lora(self._ctx, handles, 1, scales)
         self._current = name

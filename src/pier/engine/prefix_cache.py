@@ -131,7 +131,8 @@ class PrefixCache:
         """Idle prefixes that `into` now holds in full (an older turn of a restored conversation) are copies:
         free their cells. Host memory holds them too, inside the restored entry."""
         for slot in self._idle_lru(into):
-            if slot.adapter == into.adapter and len(slot) <= len(into) and common_prefix(slot.tokens, into.tokens, len(slot)) == len(slot):
+            contained = len(slot) <= len(into) and common_prefix(slot.tokens, into.tokens, len(slot)) == len(slot)
+            if contained and slot.adapter == into.adapter:
                 into.shared = max(into.shared, slot.shared)
                 self.kv.release(slot)
 
