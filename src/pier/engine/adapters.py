@@ -112,6 +112,10 @@ class LoadedAdapters:
     def loaded(self) -> list[AdapterInfo]:
         return list(self._info.values())
 
+    @property
+    def current(self) -> str:
+        return self._current
+
     def use(self, name: str) -> None:
         """Compute the next llama_decode under adapter `name` (BASE: none)."""
         if name == self._current:

@@ -233,7 +233,8 @@ class LlamaRunner:
         """The logits of the batch's output rows, in batch order. A step is cut into several llama_decode calls
         when that spares llama.cpp's attention work (`passes.plan_passes`); one that fails half way takes back
         the cells its earlier calls wrote, so KvCacheFull still means nothing changed."""
-        passes = plan_adapter_passes(batch.seq_ids, batch.adapters, tiled=self._split_passes)
+        passes = plan_adapter_passes(batch.seq_ids, batch.adapters, tiled=self._split_passes,
+                                     first=self.adapters.current)
         if len(passes) == 1:
             self.adapters.use(passes[0][0])
             n_out = self._forward(batch.tokens, batch.positions, batch.seq_ids, batch.outputs)
