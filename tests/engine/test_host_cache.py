@@ -69,6 +69,18 @@ def test_worth_saving_only_what_host_memory_lacks(held: list[list[int]], candida
     assert host.worth_saving(candidate) is worth
 
 
+def test_an_entry_matches_and_holds_only_for_its_own_adapter() -> None:
+    host = HostCache(budget_bytes=10_000)
+    base = host.put(tokens(1, 2, 3), state(10))
+    lora = host.put(tokens(1, 2, 3), state(10), adapter="a")
+    assert host.match(tokens(1, 2, 3, 4), 99).entry is base
+    assert host.match(tokens(1, 2, 3, 4), 99, "a").entry is lora
+    assert host.match(tokens(1, 2, 3, 4), 99, "b").entry is None
+    assert host.worth_saving(tokens(1, 2), "b") and not host.worth_saving(tokens(1, 2), "a")
+    host.put(tokens(1, 2, 3, 4), state(10), adapter="a")  # replaces the adapter's own shorter entry only
+    assert len(host) == 2 and host.match(tokens(1, 2, 3, 4), 99).entry is base
+
+
 def test_a_longer_turn_replaces_the_entries_it_begins_with() -> None:
     host = HostCache(budget_bytes=10_000)
     host.put(tokens(1), state(10))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pier.engine.passes import FEW_ROWS, TILE_ROWS, plan_passes, runs
+from pier.engine.passes import FEW_ROWS, TILE_ROWS, plan_adapter_passes, plan_passes, runs
 
 
 def seqs(*spans: tuple[int, int]) -> list[int]:
@@ -60,3 +60,27 @@ def test_every_row_once_whole_runs_and_no_pass_of_few_rows_is_tiled(n_decoding: 
         assert all(seq_ids.count(s) == sum(1 for row in p if seq_ids[row] == s) for s in owners)
         if len(passes) > 1 and any(seq_ids.count(seq_ids[row]) < FEW_ROWS for row in p):
             assert len(p) < TILE_ROWS
+
+
+
+@pytest.mark.parametrize(
+    ("name", "spans", "tiled", "expected"),
+    [
+        ("no adapters named: one base pass", [(1, 3, None), (2, 1, None)], True, [("", [0, 1, 2, 3])]),
+        ("one adapter for all", [(1, 3, "a"), (2, 1, "a")], True, [("a", [0, 1, 2, 3])]),
+        ("the base (set) first, then adapters in order of first row", [(1, 2, "a"), (2, 1, ""), (3, 1, "a"),
+                                                                       (4, 2, "b")], False,
+         [("", [2]), ("a", [0, 1, 3]), ("b", [4, 5])]),
+        ("the adapter the context is set to first", [(1, 2, "a"), (2, 1, "b:first"), (3, 1, "a")], False,
+         [("b", [2]), ("a", [0, 1, 3])]),
+        ("each group cut as plan_passes cuts it", [*((s, 1, "a") for s in range(8)), (9, 100, "a"), (10, 1, "b")],
+         True, [("a", list(range(8))), ("a", list(range(8, 108))), ("b", [108])]),
+    ],
+)
+def test_plan_adapter_passes(name: str, spans: list[tuple[int, int, str | None]], tiled: bool,
+                             expected: list[tuple[str, list[int]]]) -> None:
+    seq_ids = seqs(*((s, n) for s, n, _ in spans))
+    named = [] if spans[0][2] is None else [a or "" for _, n, a in spans for _ in range(n)]
+    first = next((a.split(":")[0] for a in named if a.endswith(":first")), "")
+    adapters = [a.split(":")[0] for a in named]
+    assert plan_adapter_passes(seq_ids, adapters, tiled, first) == expected, name

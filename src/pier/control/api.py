@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pier.backends.base import CopyState
-from pier.control import views
+from pier.control import adapters, views
 from pier.control.capacity import CopyCap, host_copy_cap, too_big
 from pier.control.desired import demand_of
 from pier.control.errors import (
@@ -234,6 +234,8 @@ class ControlPlane:
         endpoint = self._endpoint(request.EndpointName)
         if endpoint.status == "Deleting":
             raise not_found("endpoint", request.EndpointName)
+        if request.Specification.is_adapter:
+            return self._create_adapter(request, endpoint, region)
         variant = self._component_variant(endpoint, request.VariantName)
         self._check_fits(endpoint, variant, request.InferenceComponentName, request.Specification)
         self._check_copy_cap(request.RuntimeConfig.CopyCount)
@@ -245,6 +247,29 @@ class ControlPlane:
             container=self._component_container(request.Specification, region),
             copies=request.RuntimeConfig.CopyCount,
         )
+        if not self.state.components.insert(record):
+            raise already_exists("inference component", record.arn)
+        self.wake()
+        return {"InferenceComponentArn": record.arn}
+
+    def _create_adapter(self, request: CreateInferenceComponentInput, endpoint: EndpointRecord, region: str) -> Body:
+        """An adapter component: on its base's variant, with no copies of its own (control/adapters.py)."""
+        base_name = request.Specification.BaseInferenceComponentName or ""
+        base = adapters.check_base(self.state.components.get(base_name), base_name, endpoint.name)
+        if "RuntimeConfig" in request.model_fields_set:
+            raise ValidationError("An adapter component runs on its base component's copies: omit RuntimeConfig "
+                                  f'(scale "{base.name}" instead).')
+        if request.VariantName is not None and request.VariantName != base.variant:
+            raise ValidationError(f'Base inference component "{base.name}" runs on variant "{base.variant}": omit '
+                                  "VariantName or give that one.")
+        now = self.clock()
+        record = ComponentRecord(
+            name=request.InferenceComponentName, created=now, modified=now,
+            arn=arn("inference component", request.InferenceComponentName, region),
+            endpoint=endpoint.name, variant=base.variant, specification=request.Specification,
+            container=self._component_container(request.Specification, region), copies=0,
+        )
+        adapters.scale(record)  # a bad PIER_LORA_SCALE is refused now
         if not self.state.components.insert(record):
             raise already_exists("inference component", record.arn)
         self.wake()
@@ -263,6 +288,12 @@ class ControlPlane:
         except UnreadableRecord as unreadable:
             self._forget("inference component", self.state.components.delete, unreadable.row.name)
             return {}
+        remaining = adapters.adapters_of(record.name, self.state.components.all())
+        if remaining:
+            raise ValidationError(
+                f'Inference component "{record.name}" is the base of adapter inference components '
+                f'({", ".join(a.name for a in remaining)}): delete them with DeleteInferenceComponent and wait until '
+                "they are gone, then delete the base.")
         self._put_component(record, status="Deleting")
         return {}
 
@@ -280,7 +311,9 @@ class ControlPlane:
                 "InService or Failed."
             )
         change: dict[str, Any] = {"status": "Updating"}
-        if request.Specification is not None:
+        if adapters.is_adapter(record) or (request.Specification is not None and request.Specification.is_adapter):
+            self._check_adapter_update(record, request)
+        elif request.Specification is not None:
             endpoint = self._endpoint(record.endpoint)
             self._check_fits(endpoint, record.variant, record.name, request.Specification)
             change |= {"specification": request.Specification, "model_dir": None, "weights_mb": None,
@@ -288,6 +321,9 @@ class ControlPlane:
         if request.RuntimeConfig is not None:
             self._check_copy_cap(request.RuntimeConfig.CopyCount - record.copies)
             change["copies"] = request.RuntimeConfig.CopyCount
+        if adapters.is_adapter(record) and request.Specification is not None:
+            change |= {"specification": request.Specification, "model_dir": None, "weights_mb": None,
+                       "container": self._component_container(request.Specification, region)}
         self._put_component(record, **change)
         return {"InferenceComponentArn": record.arn}
 
@@ -296,11 +332,27 @@ class ControlPlane:
         record = self._component(request.InferenceComponentName)
         if record.status == "Deleting":
             raise ValidationError(f'Inference component "{record.name}" is being deleted; it cannot be scaled.')
+        if adapters.is_adapter(record):
+            raise ValidationError(f'Inference component "{record.name}" is an adapter: it runs on the copies of '
+                                  f'"{adapters.base_name(record)}"; scale that one.')
         # Scaling a component that is still being created keeps it Creating; otherwise it updates.
         status = "Creating" if record.status == "Creating" else "Updating"
         self._check_copy_cap(request.DesiredRuntimeConfig.CopyCount - record.copies)
         self._put_component(record, status=status, copies=request.DesiredRuntimeConfig.CopyCount)
         return {"InferenceComponentArn": record.arn}
+
+    def _check_adapter_update(self, record: ComponentRecord, request: UpdateInferenceComponentInput) -> None:
+        """An adapter may get another artifact; it stays an adapter of the same base, with no copies."""
+        spec = request.Specification
+        if request.RuntimeConfig is not None:
+            raise ValidationError(f'Inference component "{record.name}" is an adapter: omit RuntimeConfig (it runs '
+                                  "on its base's copies).")
+        if spec is None:
+            return
+        if not adapters.is_adapter(record) or spec.BaseInferenceComponentName is None or (
+                spec.BaseInferenceComponentName.lower() != adapters.base_name(record).lower()):
+            raise ValidationError(f'Inference component "{record.name}" cannot change between a base and an adapter, '
+                                  "nor change its base: create a new component instead.")
 
     # ---- helpers
 

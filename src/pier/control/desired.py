@@ -90,7 +90,7 @@ def _uncapped(endpoints: Iterable[EndpointRecord], components: Iterable[Componen
               host: tuple[int, ...], lookup: Callable[[str], InstanceType], pool: GpuPool) -> Desired:
     by_variant: dict[tuple[str, str], list[ComponentRecord]] = {}
     for component in components:
-        if component.status != "Deleting":
+        if component.status != "Deleting" and component.specification.BaseInferenceComponentName is None:
             by_variant.setdefault((component.endpoint.lower(), component.variant), []).append(component)
     placed = _Placed()
     for endpoint in endpoints:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pier.backends.base import Backend, CopySpec, CopyState, CopyStatus
+from pier.control import adapters
 from pier.control.capacity import CopyCap, Placement, host_copy_cap
 from pier.control.desired import Desired, desired_copies
 from pier.control.devices import GpuPool
@@ -241,8 +242,13 @@ class Reconciler:
     def _update_statuses(self, endpoints: Iterable[EndpointRecord], components: Iterable[ComponentRecord],
                          desired: Desired, actual: Sequence[CopyStatus], fetch_problems: dict[Workload, str]) -> None:
         problems = {**desired.problems, **fetch_problems, **_gave_up(desired.specs, actual)}
+        components = list(components)
+        by_name = {c.name.lower(): c for c in components}
         for component in components:
             progress = self._progress([Workload.of_component(component.name)], component.copies, desired, problems)
+            if adapters.is_adapter(component) and not progress.problem:
+                ready, problem = adapters.readiness(component, by_name.get(adapters.base_name(component).lower()))
+                progress = Progress(1, int(ready), problem)
             status, reason = next_status(component.status, progress)
             if (status, reason) != (component.status, component.failure_reason) and component.status != "Deleting":
                 self._log_status("inference component", component.name, status, reason)

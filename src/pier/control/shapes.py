@@ -300,16 +300,13 @@ class ComponentSpec(Shape):
     ModelName: ModelNameStr | None = None
     Container: ComponentContainerSpec | None = None
     ComputeResourceRequirements: ResourceRequirements | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_adapters(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("BaseInferenceComponentName"):
-            raise ValueError("pier does not serve adapter components yet: remove BaseInferenceComponentName.")
-        return data
+    # An adapter component (control/adapters.py): a LoRA adapter served by this base component's copies.
+    BaseInferenceComponentName: ModelNameStr | None = None
 
     @model_validator(mode="after")
     def _needs_model_and_resources(self) -> ComponentSpec:
+        if self.BaseInferenceComponentName is not None:
+            return self._adapter()
         if self.ModelName is None and (self.Container is None or self.Container.ArtifactUrl is None):
             raise ValueError("Specification needs a ModelName (or Container.ArtifactUrl) to serve.")
         if self.ComputeResourceRequirements is None:
@@ -318,6 +315,19 @@ class ComponentSpec(Shape):
                 "can place the copies."
             )
         return self
+
+    def _adapter(self) -> ComponentSpec:
+        if self.Container is None or self.Container.ArtifactUrl is None:
+            raise ValueError("An adapter component (BaseInferenceComponentName) needs Container.ArtifactUrl: the "
+                             "folder or archive holding its GGUF LoRA adapter.")
+        if self.ModelName is not None or self.ComputeResourceRequirements is not None or self.Container.Image:
+            raise ValueError("An adapter component runs on its base component's model, image and resources: omit "
+                             "ModelName, Container.Image and ComputeResourceRequirements.")
+        return self
+
+    @property
+    def is_adapter(self) -> bool:
+        return self.BaseInferenceComponentName is not None
 
     @property
     def resources(self) -> ResourceRequirements:

@@ -99,6 +99,8 @@ def component(record: ComponentRecord, copies: Copies) -> dict[str, Any]:
     }
     if record.failure_reason:
         described["FailureReason"] = record.failure_reason
+    if record.specification.BaseInferenceComponentName is not None:  # an adapter runs on its base's copies
+        del described["RuntimeConfig"]
     return described
 
 

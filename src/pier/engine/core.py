@@ -109,6 +109,10 @@ class EngineCore:
         """Validate and tokenize (unless already checked); raises InvalidRequest / ContextLengthExceeded
         before any work."""
         ok = checked(request, self.runner)
+        adapter = ok.request.adapter
+        adapters = getattr(self.runner, "adapters", None)
+        if adapter and (adapters is None or not adapters.has(adapter)):
+            raise InvalidRequest(f"Adapter {adapter!r} is not loaded on this copy: load it first (PUT /pier/adapters).")
         grammar = ok.request.sampling.grammar is not None
         sampler = TokenSampler(ok.request.sampling, self.runner.info.n_vocab, self.runner.n_ctx,
                                self.runner.vocab if grammar else None)
@@ -183,7 +187,7 @@ class EngineCore:
         while self.waiting and len(self.running) < self.config.max_running:
             seq = self.waiting[0]
             # a prompt's log-probabilities need logits at every position: none of it may come from the cache
-            match = NO_MATCH if seq.needs_every_logit else self.prefix.match(seq.tokens)
+            match = NO_MATCH if seq.needs_every_logit else self.prefix.match(seq.tokens, seq.request.adapter)
             if self._prefix_in_flight(seq, match):
                 return
             if not self._fits(seq, match):
@@ -205,7 +209,8 @@ class EngineCore:
         for it (at most the rest of that prompt) instead of computing the same tokens twice."""
         limit = len(seq.tokens) - 1
         return any(
-            other.pending > 1 and common_prefix(other.tokens, seq.tokens, limit) > match.length
+            other.pending > 1 and other.request.adapter == seq.request.adapter
+            and common_prefix(other.tokens, seq.tokens, limit) > match.length
             for other in self.running
         )
 
@@ -217,6 +222,7 @@ class EngineCore:
     def _start(self, seq: Sequence, match: PrefixMatch) -> None:
         seq.slot = self.kv.open()
         seq.slot.prompt_len = seq.prompt_len
+        seq.slot.adapter = seq.request.adapter
         first = seq.scheduled is None  # not a re-admission after a preemption: count the cache hit once
         reused = self.prefix.adopt(match, seq.slot, seq.tokens if first else None)
         if first:
@@ -259,7 +265,7 @@ class EngineCore:
             chunk = seq.tokens[start : start + w.n_tokens]
             last = start + w.n_tokens == len(seq.tokens)
             every = seq.needs_every_logit and start < len(seq.tokens) - 1
-            batch.add(seq.slot.seq_id, start, chunk, want_logits=last, every=every)
+            batch.add(seq.slot.seq_id, start, chunk, want_logits=last, every=every, adapter=seq.request.adapter)
             n_rows = len(chunk) if every else int(last)
             rows.append(_Rows(seq, start + len(chunk) - n_rows, first_row, n_rows))
             first_row += n_rows

@@ -9,7 +9,8 @@ copy of ~40 KB per token for the 360M benchmark model, against ~6 ms per token t
 Entries are held to a budget in bytes, least recently used out. An entry whose tokens begin a newer one's is
 dropped (the newer one restores them too), so a conversation keeps one entry: its latest turn. Matches shorter
 than `min_tokens` are not worth a restore, so entries are filed by their first `min_tokens` tokens and a
-prompt is compared only with the entries filed under its own first tokens.
+prompt is compared only with the entries filed under its own first tokens, and its LoRA adapter: KV computed under
+one adapter is never restored for another.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pier.engine.runner import SeqState
 class HostEntry:
     tokens: list[int]
     state: SeqState  # the runner's saved state of a sequence holding exactly `tokens` at positions 0..
+    adapter: str = ""  # the LoRA adapter the state was computed under
 
     @property
     def nbytes(self) -> int:
@@ -48,7 +50,7 @@ class HostStats:
     evicted: int = 0  # entries dropped to stay within the budget
 
 
-Key = tuple[int, ...]
+Key = tuple[str, tuple[int, ...]]  # the adapter and the first min_tokens tokens
 
 
 @dataclass
@@ -68,36 +70,37 @@ class HostCache:
     def __len__(self) -> int:
         return len(self._lru)
 
-    def match(self, prompt: Sequence[int], limit: int) -> HostMatch:
+    def match(self, prompt: Sequence[int], limit: int, adapter: str = "") -> HostMatch:
         """The entry sharing the longest prefix with `prompt`, at most `limit` tokens (and at least min_tokens)."""
         best = NO_HOST_MATCH
-        for entry in self._filed.get(self._key(prompt), ()):
+        for entry in self._filed.get(self._key(prompt, adapter), ()):
             length = common_prefix(entry.tokens, prompt, limit)
             if length > best.length and length >= self.min_tokens:
                 best = HostMatch(entry, length)
         return best
 
-    def holds(self, tokens: Sequence[int]) -> bool:
+    def holds(self, tokens: Sequence[int], adapter: str = "") -> bool:
         """Is there an entry that begins with `tokens`? Then saving them again would add nothing."""
         n = len(tokens)
-        return any(len(e.tokens) >= n and e.tokens[:n] == list(tokens) for e in self._filed.get(self._key(tokens), ()))
+        filed = self._filed.get(self._key(tokens, adapter), ())
+        return any(len(e.tokens) >= n and e.tokens[:n] == list(tokens) for e in filed)
 
-    def worth_saving(self, tokens: Sequence[int]) -> bool:
-        return len(tokens) >= self.min_tokens and not self.holds(tokens)
+    def worth_saving(self, tokens: Sequence[int], adapter: str = "") -> bool:
+        return len(tokens) >= self.min_tokens and not self.holds(tokens, adapter)
 
-    def put(self, tokens: Sequence[int], state: SeqState) -> HostEntry | None:
+    def put(self, tokens: Sequence[int], state: SeqState, adapter: str = "") -> HostEntry | None:
         """Keep `state`, the KV of `tokens`. Entries whose tokens it begins with are dropped,
         then the least recently used until it fits. None when it is too short or larger than the whole budget."""
         if len(tokens) < self.min_tokens or not 0 < len(state) <= self.budget_bytes:
             return None
-        entry = HostEntry(list(tokens), state)
-        for older in self._contained_in(entry.tokens):
+        entry = HostEntry(list(tokens), state, adapter)
+        for older in self._contained_in(entry):
             self._drop(older)
         while self.nbytes + entry.nbytes > self.budget_bytes:
             self._drop(next(iter(self._lru.values())))
             self.stats.evicted += 1
         self._lru[id(entry)] = entry
-        self._filed.setdefault(self._key(entry.tokens), []).append(entry)
+        self._filed.setdefault(self._key(entry.tokens, adapter), []).append(entry)
         self.nbytes += entry.nbytes
         self.stats.saved += 1
         return entry
@@ -109,16 +112,18 @@ class HostCache:
             self._lru.move_to_end(id(entry))
         self.stats.restored += 1
 
-    def _contained_in(self, tokens: list[int]) -> list[HostEntry]:
-        return [e for e in self._filed.get(self._key(tokens), ()) if e.tokens == tokens[: len(e.tokens)]]
+    def _contained_in(self, entry: HostEntry) -> list[HostEntry]:
+        tokens = entry.tokens
+        return [e for e in self._filed.get(self._key(tokens, entry.adapter), ()) if e.tokens == tokens[: len(e.tokens)]]
 
     def _drop(self, entry: HostEntry) -> None:
         del self._lru[id(entry)]
-        filed = self._filed[self._key(entry.tokens)]
+        key = self._key(entry.tokens, entry.adapter)
+        filed = self._filed[key]
         filed.remove(entry)
         if not filed:
-            del self._filed[self._key(entry.tokens)]
+            del self._filed[key]
         self.nbytes -= entry.nbytes
 
-    def _key(self, tokens: Sequence[int]) -> Key:
-        return tuple(tokens[: self.min_tokens])
+    def _key(self, tokens: Sequence[int], adapter: str) -> Key:
+        return adapter, tuple(tokens[: self.min_tokens])

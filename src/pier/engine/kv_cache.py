@@ -24,6 +24,7 @@ class KvSlot:
     proven: int = 0  # leading tokens a later prompt reused, or would have: kept regardless of the retention budget
     prompt_len: int = 0  # tokens of the prompt this sequence was started for
     shared: int = 0  # leading tokens that prompts branching off inside another's prompt reused (a system prompt)
+    adapter: str = ""  # the LoRA adapter its KV was computed under: only prompts under the same one may reuse it
 
     def __len__(self) -> int:
         return len(self.tokens)

@@ -12,10 +12,11 @@ import llama_cpp
 import numpy as np
 
 from pier.engine import llama_log
+from pier.engine.adapters import LoadedAdapters
 from pier.engine.cpus import usable_cores
 from pier.engine.devices import Device, device_handles
 from pier.engine.offload import ON_CPU, SPLIT_MODES, Offload
-from pier.engine.passes import plan_passes, runs
+from pier.engine.passes import plan_adapter_passes, runs
 from pier.engine.runner import Batch, KvCacheFull, ModelInfo, SeqState
 
 _backend_lock = threading.Lock()
@@ -133,6 +134,7 @@ class LlamaRunner:
         self._split_passes = (separate_decode_rows and not offload.on_gpu and flash_attn is not False
                               and kv_type in ("f16", "f32"))
         self._memory = llama_cpp.llama_get_memory(self._ctx)
+        self.adapters = LoadedAdapters(self._model, self._ctx)
         self.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
         self.n_seq_max = llama_cpp.llama_n_seq_max(self._ctx)
         self.n_batch = llama_cpp.llama_n_batch(self._ctx)
@@ -231,20 +233,24 @@ class LlamaRunner:
         """The logits of the batch's output rows, in batch order. A step is cut into several llama_decode calls
         when that spares llama.cpp's attention work (`passes.plan_passes`); one that fails half way takes back
         the cells its earlier calls wrote, so KvCacheFull still means nothing changed."""
-        passes = plan_passes(batch.seq_ids, tiled=self._split_passes)
+        passes = plan_adapter_passes(batch.seq_ids, batch.adapters, tiled=self._split_passes,
+                                     first=self.adapters.current)
         if len(passes) == 1:
+            self.adapters.use(passes[0][0])
             n_out = self._forward(batch.tokens, batch.positions, batch.seq_ids, batch.outputs)
             return self._logits(n_out)
         return self._decode_passes(batch, passes)
 
-    def _decode_passes(self, batch: Batch, passes: list[list[int]]) -> np.ndarray:
+    def _decode_passes(self, batch: Batch, passes: list[tuple[str, list[int]]]) -> np.ndarray:
+        """Each pass under its own LoRA adapter (the base model's: "")."""
         tokens, positions = np.asarray(batch.tokens, np.int32), np.asarray(batch.positions, np.int32)
         seq_ids, outputs = np.asarray(batch.seq_ids, np.int32), np.asarray(batch.outputs, np.bool_)
         out_row = np.cumsum(outputs) - 1  # each batch row's row among the outputs
         logits = np.empty((int(outputs.sum()), self.info.n_vocab), np.float32)
         done: list[list[int]] = []
         try:
-            for rows in passes:
+            for adapter, rows in passes:
+                self.adapters.use(adapter)
                 n_out = self._forward(tokens[rows], positions[rows], seq_ids[rows], outputs[rows])
                 if n_out:
                     logits[out_row[rows][outputs[rows]]] = self._logits(n_out)

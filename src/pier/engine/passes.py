@@ -53,3 +53,21 @@ def plan_passes(seq_ids: Sequence[int], tiled: bool) -> list[list[int]]:
             passes.append([])
         passes[-1].extend(rows)
     return passes + ([many] if many else [])
+
+
+def plan_adapter_passes(seq_ids: Sequence[int], adapters: Sequence[str], tiled: bool,
+                        first: str = "") -> list[tuple[str, list[int]]]:
+    """The passes of a step whose sequences run under different LoRA adapters: llama.cpp applies adapters to a
+    whole context, so each adapter's rows ("" the base model) get passes of their own, cut as `plan_passes` cuts
+    a step. Adapter `first` (the one the context is set to) goes first, the rest in order of first appearance:
+    each switch costs llama.cpp a new graph plan. `adapters` empty: every row is the base model's."""
+    if not adapters or all(a == adapters[0] for a in adapters):
+        return [(adapters[0] if adapters else "", rows) for rows in plan_passes(seq_ids, tiled)]
+    groups: dict[str, list[int]] = {first: []} if first in adapters else {}
+    for row, adapter in enumerate(adapters):
+        groups.setdefault(adapter, []).append(row)
+    planned: list[tuple[str, list[int]]] = []
+    for adapter, rows in groups.items():
+        for part in plan_passes([seq_ids[r] for r in rows], tiled):
+            planned.append((adapter, [rows[i] for i in part]))
+    return planned

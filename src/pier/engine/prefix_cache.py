@@ -69,18 +69,21 @@ class PrefixCache:
         self.host = host if budget is not None else None
         self._clock = 0
 
-    def match(self, prompt: Sequence[int]) -> PrefixMatch:
-        """The longest cached prefix of `prompt`, leaving at least one token to evaluate for logits."""
+    def match(self, prompt: Sequence[int], adapter: str = "") -> PrefixMatch:
+        """The longest cached prefix of `prompt`, leaving at least one token to evaluate for logits, among the
+        prefixes computed under the same LoRA adapter (another adapter's KV for the same tokens differs)."""
         if self.budget is None:
             return NO_MATCH
         limit = len(prompt) - 1
         best = NO_MATCH
         for slot in self.kv.slots.values():
+            if slot.adapter != adapter:
+                continue
             length = common_prefix(slot.tokens, prompt, limit)
             if length > best.length:
                 best = PrefixMatch(slot, length)
         if self.host is not None:
-            saved = self.host.match(prompt, limit)
+            saved = self.host.match(prompt, limit, adapter)
             if saved.entry is not None and saved.length >= best.length + MIN_SAVED:
                 return PrefixMatch(None, saved.length, saved.entry)
         return best
@@ -128,7 +131,8 @@ class PrefixCache:
         """Idle prefixes that `into` now holds in full (an older turn of a restored conversation) are copies:
         free their cells. Host memory holds them too, inside the restored entry."""
         for slot in self._idle_lru(into):
-            if len(slot) <= len(into) and common_prefix(slot.tokens, into.tokens, len(slot)) == len(slot):
+            contained = len(slot) <= len(into) and common_prefix(slot.tokens, into.tokens, len(slot)) == len(slot)
+            if contained and slot.adapter == into.adapter:
                 into.shared = max(into.shared, slot.shared)
                 self.kv.release(slot)
 
@@ -151,7 +155,7 @@ class PrefixCache:
         if len(slot) - slot.shared < MIN_SAVED:
             return
         self._save(slot)
-        if self.host is None or not self.host.holds(slot.tokens):
+        if self.host is None or not self.host.holds(slot.tokens, slot.adapter):
             return
         if slot.shared >= MIN_KEPT:
             self.kv.truncate(slot, slot.shared)
@@ -229,8 +233,8 @@ class PrefixCache:
         if self.host is None or self.budget is None or len(slot) < MIN_SAVED:
             return
         self.budget.left_device()
-        if self.budget.worth_saving and self.host.worth_saving(slot.tokens):
-            self.host.put(slot.tokens, self.kv.save(slot))
+        if self.budget.worth_saving and self.host.worth_saving(slot.tokens, slot.adapter):
+            self.host.put(slot.tokens, self.kv.save(slot), slot.adapter)
 
     @property
     def idle_count(self) -> int:

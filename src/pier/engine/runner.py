@@ -27,10 +27,13 @@ class Batch:
     positions: list[int] = field(default_factory=list)
     seq_ids: list[int] = field(default_factory=list)
     outputs: list[bool] = field(default_factory=list)
+    adapters: list[str] = field(default_factory=list)  # each row's LoRA adapter ("" = the base model)
 
-    def add(self, seq_id: int, start: int, tokens: list[int], want_logits: bool, every: bool = False) -> None:
+    def add(self, seq_id: int, start: int, tokens: list[int], want_logits: bool, every: bool = False,
+            adapter: str = "") -> None:
         """Append `tokens` of `seq_id` at positions start.. ; the last one asks for logits when `want_logits`, and
         every one of them when `every` (a prompt's log-probabilities)."""
+        self.adapters.extend([adapter] * len(tokens))
         self.tokens.extend(tokens)
         self.positions.extend(range(start, start + len(tokens)))
         self.seq_ids.extend([seq_id] * len(tokens))

@@ -41,6 +41,7 @@ from pier.control.fetch.store import ModelStore
 from pier.control.reconciler import Reconciler
 from pier.control.state import State
 from pier.gateway import autoscaling_route, pier_routes
+from pier.gateway.adapter_routes import adapter_list
 from pier.gateway.async_inference import AsyncInference
 from pier.gateway.async_route import invoke_endpoint_async
 from pier.gateway.autoscaling_route import Autoscaling
@@ -88,6 +89,7 @@ def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: f
     app.add_api_route("/pier/copies", pier_routes.copies, methods=["GET"], response_model=None)
     app.add_api_route("/pier/copies/{copy_id}/logs", pier_routes.copy_logs, methods=["GET"], response_model=None)
     app.add_api_route("/pier/gpus", pier_routes.gpus, methods=["GET"], response_model=None)
+    app.add_api_route("/pier/adapters", adapter_list, methods=["GET"], response_model=None)
     app.add_api_route("/pier/metrics/summary", pier_routes.summary, methods=["GET"], response_model=None)
     app.add_api_route("/pier/deploy", deploy_route, methods=["POST"], response_model=None)
     app.include_router(console_router())  # the web console's files (pier.console)

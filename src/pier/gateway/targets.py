@@ -8,11 +8,13 @@ InferenceComponentName (even when it hosts just one), and an endpoint that serve
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from pier.backends.base import CopyState, CopyStatus
+from pier.control import adapters
 from pier.control.names import ACCOUNT
 from pier.control.records import ComponentRecord, EndpointRecord, RoutingRecord, VariantRecord
 from pier.control.state import State, UnreadableRecord
@@ -102,6 +104,8 @@ class Targets:
                       models=_models(chosen))
 
     def _component_target(self, record: ComponentRecord) -> Target | Awaitable[Target]:
+        if adapters.is_adapter(record):
+            return self._adapter_target(record)
         workload = Workload.of_component(record.name)
         copies = self.copies(workload)
         if record.copies == 0:
@@ -114,6 +118,23 @@ class Targets:
         if not ready and self.waker is not None and self.waker.scaled(record.name):
             return self._when_ready(record, workload, woken=False)  # a copy the scaler started is on its way
         return Target(copies, workload, record.variant, self._routing(record))
+
+    def _adapter_target(self, record: ComponentRecord) -> Target | Awaitable[Target]:
+        """An adapter runs on its base's copies, which are told which adapter (pier.control.adapters)."""
+        base = self.state.components.get(adapters.base_name(record))
+        if record.model_dir is None or record.status not in ("InService", "Updating") or base is None:
+            raise InvalidInvocation(
+                f"Adapter inference component {record.name} is {record.status}"
+                f"{': ' + record.failure_reason if record.failure_reason else ''}: invoke it once "
+                "DescribeInferenceComponent says InService.")
+        headers = adapters.adapter_headers(record)
+        resolved = self._component_target(base)
+        if isinstance(resolved, Target):
+            return dataclasses.replace(resolved, headers=headers)
+
+        async def with_headers() -> Target:
+            return dataclasses.replace(await resolved, headers=headers)
+        return with_headers()
 
     async def _when_ready(self, record: ComponentRecord, workload: Workload, *, woken: bool) -> Target:
         assert self.waker is not None

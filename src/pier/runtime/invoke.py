@@ -212,8 +212,9 @@ class RuntimeService:
         pin = session.copy_id if session is not None and session.copy_id in ready else None  # else: it moves
         deadline_s = self.settings.deadline_s
         clock = StreamClock(invocation.received_at, deadline_s, self.settings.stream_total_s) if streaming else None
+        headers = {**invocation.upstream_headers(), **target.headers}
         return Call(
-            invocation.endpoint, target, "/invocations", invocation.body, invocation.upstream_headers(),
+            invocation.endpoint, target, "/invocations", invocation.body, headers,
             request_prefix(invocation.body), invocation.received_at + deadline_s, deadline_s, retarget=resolve,
             route=route_of(target.routing, invocation.body, pin, invocation.target_model), stream=clock,
         ), session

@@ -111,7 +111,8 @@ async def passthrough(forwarder: Forwarder, resolve: Resolve, request: Request, 
                                     "(ListInferenceComponents shows what the endpoint hosts).") from None
         deadline_s = forwarder.settings.openai_deadline_s
         # the name answers carry when the body names none, and GET /v1/models lists (pier.served_name)
-        headers = {"Content-Type": "application/json", "X-Request-Id": request_id, MODEL_NAME_HEADER: component or name}
+        headers = {"Content-Type": "application/json", "X-Request-Id": request_id, MODEL_NAME_HEADER: component or name,
+                   **target.headers}
         route = route_of(target.routing, content_text(body) if target.routing.prefix_aware else "")
         clock = None
         if parsed.stream and deadline_s is not None:  # a stream that keeps flowing is not cut (pier.deadline)

@@ -7,8 +7,8 @@ returning a `Target` (or just the copies), or raising an InvocationError such as
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TypeAlias
 
 from pier.backends.base import CopyState, CopyStatus
@@ -29,6 +29,7 @@ class Target:
     variant: str = DEFAULT_VARIANT  # reported in x-Amzn-Invoked-Production-Variant
     routing: Routing = DEFAULT_ROUTING  # the variant's RoutingConfig
     models: Models | None = None  # a multi-model variant's models; None: it serves one model
+    headers: Mapping[str, str] = field(default_factory=dict)  # sent to the copy too (an adapter's: control/adapters)
 
     @classmethod
     def of(cls, endpoint: str, copies: Sequence[CopyStatus]) -> Target:

@@ -16,6 +16,8 @@ from pier import __version__
 from pier.engine.engine import Engine
 from pier.errors import PierError
 from pier.model.chat import ChatTemplate
+from pier.server import adapters
+from pier.server.adapters import AdapterRequests
 from pier.server.body_limit import BodyLimit
 from pier.server.continuation import ResumableAnswers
 from pier.server.errors import (
@@ -56,6 +58,7 @@ def create_app(
 ) -> FastAPI:
     """The app over a started `engine`; without one it answers 503 until `attach_model` is called."""
     app = _app(settings or ServerSettings(), lifespan, ROUTES_HINT)
+    app.add_middleware(AdapterRequests)  # inside ResumableAnswers: a refusal is framed like any answer
     app.add_middleware(ResumableAnswers)  # the gateway may resume these requests on another copy
     app.add_middleware(RequestTimeout)  # outermost: the gateway's limit for an asynchronous request
     if engine is not None:
@@ -65,6 +68,7 @@ def create_app(
     app.include_router(openai.router)
     app.include_router(embeddings.router)
     app.include_router(tokenizer.router)
+    app.include_router(adapters.router)
     return app
 
 

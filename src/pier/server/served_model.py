@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from typing import Any
@@ -13,7 +14,7 @@ from pier.engine.validate import CheckedRequest
 from pier.model.chat import ChatTemplate, template_kwargs
 from pier.model.tools.families import FORMATS
 from pier.model.tools.tool_format import ToolFormat
-from pier.server import continuation, generation, request_timeout
+from pier.server import adapters, continuation, generation, request_timeout
 from pier.server.generation import Completion
 from pier.server.limits import Limits
 from pier.server.metrics import ServerMetrics
@@ -111,6 +112,8 @@ class ServedModel:
         progress = continuation.current()
         if progress is not None:  # resumable: a pinned seed, or a continuation of another copy's work
             request = progress.prepare(request)
+        if adapter := adapters.current():  # the LoRA adapter the gateway named (server/adapters.py)
+            request = dataclasses.replace(request, adapter=adapter)
         return self.engine.check(request)
 
     def stream(self, request: CheckedRequest) -> AsyncIterator[GenerationChunk]:

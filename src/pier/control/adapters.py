@@ -1,0 +1,98 @@
+"""Adapter inference components: a LoRA adapter (`Specification.BaseInferenceComponentName` and
+`Container.ArtifactUrl`) served by its base component's copies.
+
+An adapter has no copies, cores or memory of its own (SageMaker: "it uses the compute resources of the base
+inference component"). Its artifact is fetched like a model's; it is InService once the folder holds one GGUF
+LoRA adapter and its base is InService. The gateway sends its invocations to the base's copies, naming the adapter
+file in headers (`adapter_headers`); a copy loads it on first use and keeps it (pier.server.adapters).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from pathlib import Path
+
+from pier.control.errors import ValidationError
+from pier.control.records import ComponentRecord
+from pier.engine.adapters import adapter_problem
+
+# What the gateway tells a copy; a client's own headers never reach a copy (Invocation.upstream_headers).
+ADAPTER_HEADER = "X-Pier-Adapter"  # the adapter's name: its component's
+ADAPTER_FILE_HEADER = "X-Pier-Adapter-File"  # the GGUF file the copy loads it from
+ADAPTER_SCALE_HEADER = "X-Pier-Adapter-Scale"
+SCALE_VARIABLE = "PIER_LORA_SCALE"  # the adapter component's Container.Environment may set its scale (default 1)
+
+
+def is_adapter(record: ComponentRecord) -> bool:
+    return record.specification.BaseInferenceComponentName is not None
+
+
+def base_name(record: ComponentRecord) -> str:
+    name = record.specification.BaseInferenceComponentName
+    assert name is not None
+    return name
+
+
+def adapters_of(base: str, components: Iterable[ComponentRecord]) -> list[ComponentRecord]:
+    return [c for c in components if is_adapter(c) and base_name(c).lower() == base.lower()]
+
+
+def check_base(base: ComponentRecord | None, name: str, endpoint: str) -> ComponentRecord:
+    """The base a new adapter names, if it can take one."""
+    if base is None or base.status == "Deleting":
+        raise ValidationError(f'BaseInferenceComponentName "{name}" names no inference component: create the base '
+                              "component (the model the adapter adapts) first.")
+    if is_adapter(base):
+        raise ValidationError(f'Inference component "{base.name}" is itself an adapter: name the component that '
+                              "serves the base model as BaseInferenceComponentName.")
+    if base.endpoint.lower() != endpoint.lower():
+        raise ValidationError(f'Base inference component "{base.name}" is on endpoint "{base.endpoint}", not '
+                              f'"{endpoint}": create the adapter on the base\'s endpoint.')
+    return base
+
+
+def scale(record: ComponentRecord) -> float:
+    container = record.specification.Container
+    raw = container.Environment.get(SCALE_VARIABLE, "1") if container is not None else "1"
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValidationError(f"{SCALE_VARIABLE}={raw!r} is not a number: give the adapter's scale, "
+                              "like 1 or 0.5.") from None
+
+
+@functools.lru_cache(maxsize=1024)
+def adapter_file(model_dir: str) -> Path:
+    """The one GGUF LoRA adapter in a fetched artifact folder; raises ValueError saying what the folder lacks."""
+    found = sorted(p for p in Path(model_dir).rglob("*.gguf") if p.is_file())
+    if len(found) != 1:
+        what = "no .gguf file" if not found else f"{len(found)} .gguf files ({', '.join(p.name for p in found)})"
+        raise ValueError(f"The adapter's artifact holds {what}: give a folder or archive holding one GGUF LoRA "
+                         "adapter (convert a PEFT adapter with llama.cpp's convert_lora_to_gguf.py).")
+    problem = adapter_problem(found[0])
+    if problem:
+        raise ValueError(problem)
+    return found[0]
+
+
+def readiness(record: ComponentRecord, base: ComponentRecord | None) -> tuple[bool, str]:
+    """(ready, problem) of an adapter: its artifact fetched and valid, and its base InService."""
+    if record.model_dir is None:
+        return False, ""
+    try:
+        adapter_file(record.model_dir)
+    except ValueError as error:
+        return False, str(error)
+    if base is None:
+        return False, f'Its base inference component "{base_name(record)}" is gone.'
+    if base.status == "Failed":
+        return False, f'Its base inference component "{base.name}" failed: {base.failure_reason}'
+    return base.status in ("InService", "Updating"), ""
+
+
+def adapter_headers(record: ComponentRecord) -> dict[str, str]:
+    """What a base copy is told with each of the adapter's requests."""
+    assert record.model_dir is not None
+    return {ADAPTER_HEADER: record.name, ADAPTER_FILE_HEADER: str(adapter_file(record.model_dir)),
+            ADAPTER_SCALE_HEADER: repr(scale(record))}

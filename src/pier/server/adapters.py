@@ -1,0 +1,86 @@
+"""LoRA adapters on a model server: loaded on a request's first use, kept, and applied to that request only.
+
+The gateway names a request's adapter in three headers (pier.control.adapters): its name, the GGUF file on this
+host, and its scale. The first request for a name loads the file (on a worker thread, once however many ask at
+the same time); later ones find it loaded. Requests under different adapters and the base model share the
+engine's batches (engine/passes.py). `GET /pier/adapters` lists what is loaded and the memory each one holds.
+Only a copy started by a gateway (one with a copy secret, so only its gateway reaches it) takes the headers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Request
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from pier.errors import InvalidRequest
+from pier.security.copy_secret import COPY_SECRET_ENV
+from pier.server.errors import error_response, flavor_of
+
+ADAPTER_HEADER = b"x-pier-adapter"
+ADAPTER_FILE_HEADER = b"x-pier-adapter-file"
+ADAPTER_SCALE_HEADER = b"x-pier-adapter-scale"
+
+_current: ContextVar[str] = ContextVar("pier_adapter", default="")
+
+router = APIRouter()
+
+
+def current() -> str:
+    """The adapter the request being handled runs under ("" = the base model)."""
+    return _current.get()
+
+
+class AdapterRequests:
+    """The middleware: loads the adapter a request names, if need be, and marks the request with it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self._loading: dict[str, asyncio.Lock] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = dict(scope.get("headers", ())) if scope["type"] == "http" else {}
+        name = headers.get(ADAPTER_HEADER, b"").decode("latin-1")
+        if not name:
+            await self.app(scope, receive, send)
+            return
+        try:
+            await self._load(scope, name, headers)
+        except (InvalidRequest, ValueError) as error:
+            refused = error if isinstance(error, InvalidRequest) else InvalidRequest(str(error))
+            await error_response(refused, flavor_of(scope))(scope, receive, send)
+            return
+        token = _current.set(name)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            _current.reset(token)
+
+    async def _load(self, scope: Scope, name: str, headers: dict[bytes, bytes]) -> None:
+        if not os.environ.get(COPY_SECRET_ENV):
+            raise InvalidRequest("This model server takes adapters from its gateway only: create an adapter "
+                                 "inference component (BaseInferenceComponentName) and invoke it.")
+        model = scope["app"].state.pier.model
+        adapters = getattr(model.engine.runner, "adapters", None) if model is not None else None
+        if adapters is None:
+            raise InvalidRequest("This copy's model does not take LoRA adapters (no llama.cpp model loaded).")
+        path = Path(headers.get(ADAPTER_FILE_HEADER, b"").decode("utf-8"))
+        scale = float(headers.get(ADAPTER_SCALE_HEADER, b"1").decode("latin-1"))
+        lock = self._loading.setdefault(name, asyncio.Lock())
+        async with lock:
+            await asyncio.to_thread(adapters.load, name, path, scale)
+
+
+@router.get("/pier/adapters", include_in_schema=False)
+async def loaded(request: Request) -> dict[str, Any]:
+    """The adapters this copy has loaded, with the bytes each one's tensors hold."""
+    model = request.app.state.pier.model
+    adapters = getattr(model.engine.runner, "adapters", None) if model is not None else None
+    listed = adapters.loaded if adapters is not None else []
+    return {"adapters": [{"name": a.name, "path": a.path, "scale": a.scale, "bytes": a.nbytes, "alpha": a.alpha}
+                         for a in listed]}

@@ -1,0 +1,90 @@
+"""LoRA adapters in the engine: many adapters and the base in one batch, each answer llama.cpp's own with that
+adapter, and no prefix reused across adapters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import llama_cpp
+import pytest
+
+from pier.engine.adapters import adapter_problem
+from pier.engine.core import EngineConfig, EngineCore
+from pier.engine.llama import LlamaRunner
+from pier.engine.request import GenerateRequest, SamplingParams
+from pier.errors import InvalidRequest
+from pier.synthetic.builder import TINY, build_gguf
+from pier.synthetic.lora import build_lora_gguf
+
+from .conftest import run
+
+GREEDY = SamplingParams(temperature=0.0)
+N_ADAPTERS = 8
+PROMPT = "the quick brown fox jumps over the lazy dog and then the cat sat on the mat while it rained"
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
+    folder = tmp_path_factory.mktemp("lora")
+    model = build_gguf(folder / "tiny-f32.gguf", TINY, quant="F32")
+    return model, [build_lora_gguf(folder / f"lora-{i}.gguf", TINY, seed=i) for i in range(N_ADAPTERS)]
+
+
+def reference(model: Path, adapter: Path | None, n: int) -> str:
+    """llama-cpp-python's own greedy answer, one sequence, the adapter given as lora_path."""
+    llm = llama_cpp.Llama(str(model), lora_path=str(adapter) if adapter else None, n_ctx=512, n_threads=2,
+                          flash_attn=True, verbose=False)
+    try:
+        out = llm(PROMPT, max_tokens=n, temperature=0.0, top_k=1, repeat_penalty=1.0)
+        return str(out["choices"][0]["text"])  # type: ignore[index]
+    finally:
+        llm.close()
+
+
+def test_adapters_and_the_base_batched_together_answer_as_llama_cpp_does_with_each(
+    files: tuple[Path, list[Path]],
+) -> None:
+    model, adapters = files
+    runner = LlamaRunner(model, n_ctx=2048, n_seq_max=64, n_batch=512, n_threads=2)
+    try:
+        for i, path in enumerate(adapters):
+            info = runner.adapters.load(f"a{i}", path)
+            # rank 4 over q (64->64), v (64->32), up (64->128), down (128->64) in 2 layers, F32: A and B
+            assert info.nbytes == 2 * 4 * 4 * ((64 + 64) + (64 + 32) + (64 + 128) + (128 + 64))
+        core = EngineCore(runner, EngineConfig(max_running=16, step_tokens=512))
+        names = ["", *(f"a{i}" for i in range(N_ADAPTERS))]
+        for round_ in range(2):  # the second round finds every prompt cached: only under its own adapter
+            reqs = [GenerateRequest(f"r{round_}-{name}", PROMPT, GREEDY, max_tokens=12, ignore_eos=True, adapter=name)
+                    for name in names]
+            out = run(core, *reqs)
+            texts = {r.adapter: out.text(r.request_id) for r in reqs}
+            if round_:
+                assert core.stats().cached_prompt_tokens > 0
+            expected = {name: reference(model, adapters[int(name[1:])] if name else None, 12) for name in names}
+            assert texts == expected
+        assert len(set(texts.values())) == len(names), "every adapter answers differently, and not as the base"
+    finally:
+        runner.close()
+
+
+def test_a_request_for_an_adapter_not_loaded_is_refused_before_any_work(files: tuple[Path, list[Path]]) -> None:
+    runner = LlamaRunner(files[0], n_ctx=256, n_seq_max=4, n_threads=2)
+    try:
+        core = EngineCore(runner)
+        with pytest.raises(InvalidRequest, match="not loaded"):
+            core.prepare(GenerateRequest("r", PROMPT, GREEDY, adapter="nope"), lambda _: None)
+    finally:
+        runner.close()
+
+
+@pytest.mark.parametrize(
+    ("kind", "problem"),
+    [("missing", "No file"), ("text", "not a GGUF file"), ("model", "not a LoRA adapter"), ("lora", None)],
+)
+def test_adapter_problem_says_which_files_load(tmp_path: Path, files: tuple[Path, list[Path]], kind: str,
+                                               problem: str | None) -> None:
+    paths = {"missing": tmp_path / "none.gguf", "model": files[0], "lora": files[1][0],
+             "text": tmp_path / "adapter_model.safetensors"}
+    paths["text"].write_bytes(b"not gguf at all" * 10)
+    found = adapter_problem(paths[kind])
+    assert (found is None) if problem is None else (found is not None and problem in found)

@@ -1,0 +1,65 @@
+"""The model server's side of LoRA adapters: a request whose gateway names an adapter loads it once and runs
+under it; a server without a copy secret, or a model that takes no adapters, refuses in the route's shape."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from pier.engine.core import EngineConfig
+from pier.engine.engine import Engine
+from pier.engine.llama import LlamaRunner
+from pier.security.copy_secret import COPY_SECRET_ENV
+from pier.server.app import create_app
+from pier.server.settings import ServerSettings
+from pier.synthetic.builder import TINY
+from pier.synthetic.lora import build_lora_gguf
+
+pytestmark = pytest.mark.anyio
+GENERATE = {"inputs": "the quick brown fox", "parameters": {"max_new_tokens": 6}}
+
+
+def named(adapter: Path, name: str = "ad") -> dict[str, str]:
+    return {"X-Pier-Adapter": name, "X-Pier-Adapter-File": str(adapter), "X-Pier-Adapter-Scale": "1.0"}
+
+
+@pytest.fixture(scope="module")
+def adapter(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_lora_gguf(tmp_path_factory.mktemp("lora") / "adapter.gguf", TINY, seed=3)
+
+
+async def test_a_server_without_a_copy_secret_refuses_adapters(client: httpx.AsyncClient, adapter: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(COPY_SECRET_ENV, raising=False)
+    answer = await client.post("/generate", json=GENERATE, headers=named(adapter))
+    assert answer.status_code == 422 and "from its gateway only" in answer.json()["error"]  # TGI's shape
+
+
+async def test_a_model_without_adapters_refuses_them(client: httpx.AsyncClient, adapter: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(COPY_SECRET_ENV, "s")
+    answer = await client.post("/v1/completions", json={"prompt": "hi", "max_tokens": 2}, headers=named(adapter))
+    assert answer.status_code == 400 and "does not take LoRA adapters" in answer.json()["error"]["message"]
+
+
+async def test_an_adapter_is_loaded_once_and_changes_the_answer(tiny_gguf: Path, adapter: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(COPY_SECRET_ENV, "s")
+    engine = Engine(LlamaRunner(tiny_gguf, n_ctx=512, n_seq_max=8, n_threads=2),
+                    EngineConfig(max_running=4, step_tokens=64)).start()
+    try:
+        app = create_app(ServerSettings(model_name="tiny"), engine=engine)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://pier") as client:
+            base = (await client.post("/generate", json=GENERATE)).json()["generated_text"]
+            adapted = [(await client.post("/generate", json=GENERATE, headers=named(adapter))).json()[
+                "generated_text"] for _ in range(2)]
+            assert adapted[0] == adapted[1] != base
+            listed = (await client.get("/pier/adapters")).json()["adapters"]
+            assert [(a["name"], a["path"], a["bytes"] > 0) for a in listed] == [("ad", str(adapter), True)]
+            missing = await client.post("/generate", json=GENERATE, headers=named(adapter.with_name("no.gguf"), "b"))
+            assert missing.status_code == 422 and "No file at" in missing.json()["error"]
+    finally:
+        engine.stop()
+        engine.runner.close()
