@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from pier.backends.base import CopyState
-from pier.control import adapters, views
+from pier.control import adapters, deployment, views
 from pier.control.capacity import CopyCap, host_copy_cap, too_big
+from pier.control.deployment import deployment_config, retained
 from pier.control.desired import demand_of
 from pier.control.errors import (
     ResourceInUse,
@@ -35,6 +36,7 @@ from pier.control.records import (
     IN_PROGRESS,
     ComponentRecord,
     ConfigRecord,
+    DeploymentRecord,
     EndpointRecord,
     ModelRecord,
     RoutingRecord,
@@ -199,10 +201,32 @@ class ControlPlane:
         self._check_not_in_progress(record)
         variants = self._variants(request.EndpointConfigName, region)
         self._check_keeps_components(record, request.EndpointConfigName, variants)
-        self._check_copy_cap(_classic_copies(variants) - _classic_copies(record.variants))
-        self._put_endpoint(record, status="Updating", config_name=request.EndpointConfigName, variants=variants,
-                           data_capture=self._config(request.EndpointConfigName).request.DataCaptureConfig,
-                           async_inference=self._config(request.EndpointConfigName).request.AsyncInferenceConfig)
+        variants = retained(record.variants, variants, request)
+        capture = self._config(request.EndpointConfigName).request.DataCaptureConfig
+        asynchronous = self._config(request.EndpointConfigName).request.AsyncInferenceConfig
+        if not _classic_copies(variants):  # no copies of its own to swap: the config applies at once
+            self._check_copy_cap(-_classic_copies(record.variants))
+            self._put_endpoint(record, status="Updating", config_name=request.EndpointConfigName, variants=variants,
+                               data_capture=capture, async_inference=asynchronous)
+            return {"EndpointArn": record.arn}
+        config = deployment_config(record, request)
+        problem = deployment.check(config, _classic_copies(variants))
+        if problem:
+            raise ValidationError(problem)
+        try:  # the new fleet runs beside the old one until traffic has moved to it
+            self._check_copy_cap(_classic_copies(variants))
+        except ResourceLimitExceeded as error:
+            raise ResourceLimitExceeded(
+                f"UpdateEndpoint starts the new config's {_classic_copies(variants)} copies beside the "
+                f"{_classic_copies(record.variants)} now serving, and this host cannot hold both: {error.message}"
+            ) from None
+        fleet = str(record.fleets + 1)
+        now = self.clock()
+        pending = DeploymentRecord(config_name=request.EndpointConfigName, config=config, started=now, since=now,
+                                   data_capture=capture, async_inference=asynchronous,
+                                   variants=tuple(v.model_copy(update={"fleet": fleet}) for v in variants))
+        self._put_endpoint(record, status="Updating", deployment=pending, fleets=record.fleets + 1,
+                           last_deployment_config=config or None)
         return {"EndpointArn": record.arn}
 
     def update_endpoint_weights_and_capacities(self, body: Body, region: str) -> Body:
@@ -458,8 +482,9 @@ class ControlPlane:
                 wanted += self._holding([Workload.of_component(c.name)], c.copies, c.status)
         for e in self.state.endpoints.all():
             if e.status != "Deleting":
-                workloads = [Workload.of_variant(e.name, v.name) for v in e.variants if v.model is not None]
-                wanted += self._holding(workloads, _classic_copies(e.variants), e.status)
+                variants = e.fleet_variants
+                workloads = [v.workload(e.name) for v in variants if v.model is not None]
+                wanted += self._holding(workloads, _classic_copies(variants), e.status)
         reason = self.copy_cap.refusal(wanted, delta)
         if reason:
             raise ResourceLimitExceeded(reason)

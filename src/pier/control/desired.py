@@ -52,7 +52,7 @@ def desired_copies(endpoints: Iterable[EndpointRecord], components: Iterable[Com
     if cap is None or len(live) <= cap.copies:
         return wanted
     made = {Workload.of_component(c.name): c.created for c in components}
-    made |= {Workload.of_variant(e.name, v.name): e.created for e in endpoints for v in e.variants}
+    made |= {v.workload(e.name): e.created for e in endpoints for v in e.fleet_variants}
     live.sort(key=lambda p: (p[0].copy_id not in running, made.get(Workload(p[0].component), 0.0)))
     kept = live[: cap.copies] + [p for p in pairs if p[0].copy_id in failed]
     dropped = live[cap.copies :]
@@ -96,9 +96,9 @@ def _uncapped(endpoints: Iterable[EndpointRecord], components: Iterable[Componen
     for endpoint in endpoints:
         if endpoint.status == "Deleting":
             continue
-        for variant in endpoint.variants:
+        for variant in endpoint.fleet_variants:
             itype = _counted(lookup(variant.instance_type), pool)
-            owner = Workload.of_variant(endpoint.name, variant.name)
+            owner = variant.workload(endpoint.name)
             if variant.model is not None:
                 _classic(placed, owner, variant, itype)
             else:

@@ -21,6 +21,7 @@ from typing import Any
 from pier.backends.base import Backend, CopySpec, CopyState, CopyStatus
 from pier.control import adapters
 from pier.control.capacity import CopyCap, Placement, host_copy_cap
+from pier.control.deployer import Deployer
 from pier.control.desired import Desired, desired_copies
 from pier.control.devices import GpuPool
 from pier.control.fetch.fetches import Fetches
@@ -109,6 +110,7 @@ class Reconciler:
         self._busy: dict[str, asyncio.Task[None]] = {}  # copy id -> its start or stop in progress
         self._stopping: set[str] = set()  # copies told to stop, draining what they have
         self._skipped: set[tuple[str, str, str]] = set()  # unreadable records already logged
+        self.deployer = Deployer(state, clock)  # endpoint updates; the gateway hands it its alarms
 
     def wake(self, *, retry_fetches: bool = False) -> None:
         """Reconcile now (the state changed); `retry_fetches` lets failed model fetches run again."""
@@ -198,7 +200,7 @@ class Reconciler:
 
     def _resolve_endpoint(self, endpoint: EndpointRecord) -> dict[Workload, str]:
         problems: dict[Workload, str] = {}
-        variants = list(endpoint.variants)
+        variants = list(endpoint.fleet_variants)
         for i, variant in enumerate(variants):
             if variant.container is None or (variant.model_dir and Path(variant.model_dir).is_dir()):
                 continue
@@ -206,9 +208,13 @@ class Reconciler:
             if fetched.folder is not None:
                 variants[i] = variant.model_copy(update={"model_dir": str(fetched.folder)})
             elif fetched.error:
-                problems[Workload.of_variant(endpoint.name, variant.name)] = fetched.error
-        if tuple(variants) != endpoint.variants:
-            self.state.endpoints.put(endpoint.model_copy(update={"variants": tuple(variants)}))
+                problems[variant.workload(endpoint.name)] = fetched.error
+        if tuple(variants) != endpoint.fleet_variants:
+            own, pending = variants[: len(endpoint.variants)], variants[len(endpoint.variants):]
+            change: dict[str, Any] = {"variants": tuple(own)}
+            if endpoint.deployment is not None:
+                change["deployment"] = endpoint.deployment.model_copy(update={"variants": tuple(pending)})
+            self.state.endpoints.put(endpoint.model_copy(update=change))
         return problems
 
     # ---- copies
@@ -255,7 +261,13 @@ class Reconciler:
                 self.state.components.put(component.model_copy(
                     update={"status": status, "failure_reason": reason, "modified": self.clock()}))
         for endpoint in endpoints:
-            workloads = [Workload.of_variant(endpoint.name, v.name) for v in endpoint.variants if v.model]
+            if endpoint.deployment is not None and endpoint.status == "Updating":
+                green = endpoint.deployment.variants
+                progress = self._progress([v.workload(endpoint.name) for v in green if v.model],
+                                          sum(v.instance_count for v in green if v.model), desired, problems)
+                self.deployer.drive(endpoint, progress.proven >= progress.desired, progress.problem)
+                continue
+            workloads = [v.workload(endpoint.name) for v in endpoint.variants if v.model]
             wanted = sum(v.instance_count for v in endpoint.variants if v.model)
             status, reason = next_status(endpoint.status, self._progress(workloads, wanted, desired, problems))
             if (status, reason) != (endpoint.status, endpoint.failure_reason):
@@ -282,7 +294,7 @@ class Reconciler:
                 self.state.components.delete(component.name)
                 log.info("inference component %s deleted", component.name)
         for endpoint in endpoints:
-            mine = {Workload.of_variant(endpoint.name, v.name) for v in endpoint.variants}
+            mine = {v.workload(endpoint.name) for v in endpoint.fleet_variants}
             if endpoint.status == "Deleting" and not mine & running:
                 self.state.endpoints.delete(endpoint.name)
                 log.info("endpoint %s deleted", endpoint.name)

@@ -4,7 +4,7 @@ touch the endpoints already made from it."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -16,6 +16,7 @@ from pier.control.shapes import (
     CreateEndpointConfigInput,
     CreateModelInput,
 )
+from pier.control.workload import Workload
 
 EndpointStatus = Literal[
     "OutOfService", "Creating", "Updating", "SystemUpdating", "RollingBack", "InService", "Deleting", "Failed",
@@ -63,6 +64,26 @@ class VariantRecord(BaseModel):
     model_dir: str | None = None  # where its files were fetched to, once they were
     routing: RoutingRecord | None = None  # None: pier's default routing
     shadow: bool = False  # a ShadowProductionVariant: gets a copy of the production variant's requests, answers no one
+    fleet: str = ""  # which deployment's copies these are ("": the endpoint's first); see pier.control.deployment
+
+    def workload(self, endpoint: str) -> Workload:
+        return Workload.of_variant(endpoint, self.name, self.fleet)
+
+
+class DeploymentRecord(BaseModel):
+    """A blue/green update in progress: the new config's variants (the green fleet) beside the endpoint's own
+    (blue), and how far traffic has moved to them (pier.control.deployment decides each step)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    config_name: str
+    variants: tuple[VariantRecord, ...]
+    config: dict[str, Any] = {}  # the DeploymentConfig it runs by, as given on the wire
+    started: float
+    step: int = -1  # -1: provisioning the new fleet; k: traffic at the policy's k-th share; past the last: terminating
+    since: float  # when the current step began
+    data_capture: DataCaptureSpec | None = None  # the new config's DataCaptureConfig, the endpoint's once done
+    async_inference: AsyncInferenceSpec | None = None  # the new config's AsyncInferenceConfig, likewise
 
 
 class EndpointRecord(Record):
@@ -73,9 +94,17 @@ class EndpointRecord(Record):
     variants: tuple[VariantRecord, ...]
     data_capture: DataCaptureSpec | None = None  # the config's DataCaptureConfig when the endpoint took it
     async_inference: AsyncInferenceSpec | None = None  # its config's AsyncInferenceConfig when it was made or updated
+    deployment: DeploymentRecord | None = None  # an UpdateEndpoint in progress
+    last_deployment_config: dict[str, Any] | None = None  # the DeploymentConfig of the last UpdateEndpoint
+    fleets: int = 0  # fleets made by updates so far: the next one's tag
 
     def variant(self, name: str) -> VariantRecord | None:
         return next((v for v in self.variants if v.name == name), None)
+
+    @property
+    def fleet_variants(self) -> tuple[VariantRecord, ...]:
+        """Every variant with copies to run: the endpoint's own and, during an update, the new fleet's."""
+        return self.variants + (self.deployment.variants if self.deployment else ())
 
     @property
     def hosts_components(self) -> bool:

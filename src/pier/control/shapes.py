@@ -267,6 +267,10 @@ class CreateEndpointInput(Shape):
 class UpdateEndpointInput(Shape):
     EndpointName: EndpointNameStr
     EndpointConfigName: EndpointNameStr
+    DeploymentConfig: dict[str, Any] | None = None  # checked against botocore's shape by pier.control.limits
+    RetainDeploymentConfig: bool = False
+    RetainAllVariantProperties: bool = False
+    ExcludeRetainedVariantProperties: list[dict[str, Any]] = []
 
 
 class WeightAndCapacity(Shape):

@@ -8,11 +8,13 @@ from typing import Any
 
 from pier.backends.base import CopyState, CopyStatus
 from pier.control import data_capture
+from pier.control.deployment import green_share, instances, phase, policy_of
 from pier.control.listing import Row
 from pier.control.names import arn
 from pier.control.records import (
     ComponentRecord,
     ConfigRecord,
+    DeploymentRecord,
     EndpointRecord,
     ModelRecord,
     VariantRecord,
@@ -40,11 +42,12 @@ def config(record: ConfigRecord) -> dict[str, Any]:
 
 
 def endpoint(record: EndpointRecord, copies: Copies) -> dict[str, Any]:
+    kept = 1.0 - green_share(record.deployment) if record.deployment is not None else 1.0  # the rest is the update's
     described: dict[str, Any] = {
         "EndpointName": record.name,
         "EndpointArn": record.arn,
         "EndpointConfigName": record.config_name,
-        "ProductionVariants": [_variant(record, v, copies) for v in record.variants if not v.shadow],
+        "ProductionVariants": [_variant(record, v, copies, kept) for v in record.variants if not v.shadow],
         "EndpointStatus": record.status,
         "CreationTime": record.created,
         "LastModifiedTime": record.modified,
@@ -57,17 +60,36 @@ def endpoint(record: EndpointRecord, copies: Copies) -> dict[str, Any]:
         described["FailureReason"] = record.failure_reason
     if record.async_inference is not None:
         described["AsyncInferenceConfig"] = record.async_inference.wire()
+    if record.last_deployment_config:
+        described["LastDeploymentConfig"] = record.last_deployment_config
+    if record.deployment is not None and record.status != "Deleting":
+        described["PendingDeploymentSummary"] = _pending(record, record.deployment, copies)
     return described
 
 
-def _variant(record: EndpointRecord, variant: VariantRecord, copies: Copies) -> dict[str, Any]:
+def _pending(record: EndpointRecord, pending: DeploymentRecord, copies: Copies) -> dict[str, Any]:
+    """The update in progress: the new fleet's variants, with the weight they carry now (their share of the
+    traffic moved so far) and where the update stands."""
+    moved = green_share(pending)
+    variants = []
+    for variant in pending.variants:
+        summary = _variant(record, variant, copies, moved)
+        summary["VariantStatus"] = [{"Status": "Baking" if pending.step >= 0 else "Creating",
+                                     "StatusMessage": phase(pending.step, policy_of(pending.config,
+                                                                                    instances(pending.variants))),
+                                     "StartTime": pending.since}]
+        variants.append(summary)
+    return {"EndpointConfigName": pending.config_name, "ProductionVariants": variants, "StartTime": pending.started}
+
+
+def _variant(record: EndpointRecord, variant: VariantRecord, copies: Copies, share: float = 1.0) -> dict[str, Any]:
     if variant.model is not None:
-        current = ready(copies(Workload.of_variant(record.name, variant.name)))
+        current = ready(copies(variant.workload(record.name)))
     else:  # an endpoint for components: its instances are budgets on this host, there as soon as it exists
         current = 0 if record.status == "Creating" else variant.instance_count
     summary: dict[str, Any] = {
         "VariantName": variant.name,
-        "CurrentWeight": variant.weight,
+        "CurrentWeight": variant.weight * share,
         "DesiredWeight": variant.weight,
         "CurrentInstanceCount": current,
         "DesiredInstanceCount": variant.instance_count,

@@ -15,8 +15,10 @@ class Workload(str):
         return cls(name)
 
     @classmethod
-    def of_variant(cls, endpoint: str, variant: str) -> Workload:
-        return cls(f"{endpoint}/{variant}")
+    def of_variant(cls, endpoint: str, variant: str, fleet: str = "") -> Workload:
+        """A fleet made by an update is `<endpoint>/<variant>@<fleet>`: it runs beside the old one (variant names
+        hold no '@')."""
+        return cls(f"{endpoint}/{variant}@{fleet}" if fleet else f"{endpoint}/{variant}")
 
     @property
     def slug(self) -> str:

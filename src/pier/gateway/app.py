@@ -21,7 +21,7 @@ from fastapi import FastAPI
 
 from pier.autoscaling import wire
 from pier.autoscaling.application_autoscaling import ApplicationAutoScaling
-from pier.autoscaling.cloudwatch import CloudWatch
+from pier.autoscaling.cloudwatch import ALARM, CloudWatch
 from pier.autoscaling.history import History
 from pier.autoscaling.recorder import Recorder
 from pier.autoscaling.scaler import Scaler
@@ -172,6 +172,7 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
     targets = Targets(state, reconciler.copies)
     scaling_store = AutoscalingStore.open(state_dir)
     history = History(scaling_store, retention_s=scaling.retention_s)
+    reconciler.deployer.alarm_state = lambda name: (scaling_store.get(ALARM, name) or {}).get("StateValue")
     recorder = Recorder(history)
     taps = Taps(state, CaptureWriter(s3_client, CaptureSettings.from_env(), registry=recorder.registry))
     runtime = RuntimeService(targets.resolve, RuntimeSettings.from_env(), observer=recorder,

@@ -83,7 +83,7 @@ class GatewayCapacity:
         if endpoint is None or variant is None or endpoint.status == "Deleting":
             return None
         problem = endpoint.failure_reason if endpoint.status == "Failed" else ""
-        ready = self._ready(Workload.of_variant(endpoint.name, variant.name)) if variant.model else 0
+        ready = self._ready(variant.workload(endpoint.name)) if variant.model else 0
         return Count(variant.instance_count, ready if variant.model else variant.instance_count, problem)
 
     def set(self, resource: Resource, count: int) -> None:

@@ -15,6 +15,7 @@ from typing import Protocol
 
 from pier.backends.base import CopyState, CopyStatus
 from pier.control import adapters
+from pier.control.deployment import green_share, pick_fleet
 from pier.control.names import ACCOUNT
 from pier.control.records import ComponentRecord, EndpointRecord, RoutingRecord, VariantRecord
 from pier.control.state import State, UnreadableRecord
@@ -70,10 +71,11 @@ NO_CAPACITY = (
 
 class Targets:
     def __init__(self, state: State, copies: Copies, *, pick: Callable[[Sequence[float]], int] | None = None,
-                 waker: Waker | None = None) -> None:
+                 waker: Waker | None = None, draw: Callable[[], float] = random.random) -> None:
         self.state = state
         self.copies = copies
         self.pick = pick or _weighted
+        self.draw = draw  # uniform in [0, 1): which fleet a request goes to during an update
         self.waker = waker
 
     def resolve(self, endpoint: str, component: str | None, variant: str | None) -> Target | Awaitable[Target]:
@@ -98,10 +100,21 @@ class Targets:
             return self._component_target(self._component(record, component))
         if component is not None:
             raise InvalidInvocation(COMPONENT_NOT_ALLOWED)
-        chosen = self._variant(record, variant)
-        workload = Workload.of_variant(record.name, chosen.name)
+        chosen = self._variant(self._fleet(record, variant), variant)
+        workload = chosen.workload(record.name)
         return Target(self.copies(workload), workload, chosen.name, routing(chosen.routing),
                       models=_models(chosen))
+
+    def _fleet(self, record: EndpointRecord, variant: str | None) -> EndpointRecord:
+        """The endpoint as this request sees it: during an update, its new fleet for the share of traffic that has
+        moved there (pier.control.deployment), its own variants otherwise."""
+        pending = record.deployment
+        if pending is None or record.status != "Updating":
+            return record
+        green = record.model_copy(update={"variants": tuple(v for v in pending.variants if v.model is not None)})
+        if variant is not None and green.variant(variant) is None:
+            return record
+        return green if pick_fleet(green_share(pending), self.draw()) else record
 
     def _component_target(self, record: ComponentRecord) -> Target | Awaitable[Target]:
         if adapters.is_adapter(record):
