@@ -270,6 +270,8 @@ class Reconciler:
             workloads = [v.workload(endpoint.name) for v in endpoint.variants if v.model]
             wanted = sum(v.instance_count for v in endpoint.variants if v.model)
             status, reason = next_status(endpoint.status, self._progress(workloads, wanted, desired, problems))
+            if status == endpoint.status == "InService":
+                reason = endpoint.failure_reason  # why its last update rolled back, shown until the next one
             if (status, reason) != (endpoint.status, endpoint.failure_reason):
                 self._log_status("endpoint", endpoint.name, status, reason)
                 self.state.endpoints.put(endpoint.model_copy(
