@@ -152,6 +152,7 @@ async def test_an_alarm_during_baking_rolls_back(world: World, clock: Clock) -> 
     assert (described["EndpointStatus"], described["EndpointConfigName"]) == ("InService", "old")
     assert "errors went into ALARM while the new fleet took 50%" in described["FailureReason"]
     assert served_by(world, 0.3) == "e/AllTraffic"
+    assert list(world.backend.copies) == [old]
 
 
 async def test_an_update_the_host_cannot_hold_beside_the_old_fleet_is_refused_whole(world: World) -> None:
