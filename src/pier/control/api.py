@@ -39,9 +39,11 @@ from pier.control.records import (
     DeploymentRecord,
     EndpointRecord,
     ModelRecord,
+    RolloutRecord,
     RoutingRecord,
     VariantRecord,
 )
+from pier.control.rollout import roll_policy
 from pier.control.shapes import (
     ComponentNameInput,
     ComponentSpec,
@@ -337,11 +339,20 @@ class ControlPlane:
         change: dict[str, Any] = {"status": "Updating"}
         if adapters.is_adapter(record) or (request.Specification is not None and request.Specification.is_adapter):
             self._check_adapter_update(record, request)
+            if request.DeploymentConfig is not None:
+                raise ValidationError(f'Inference component "{record.name}" is an adapter, with no copies of its own '
+                                      "to roll: omit DeploymentConfig.")
         elif request.Specification is not None:
             endpoint = self._endpoint(record.endpoint)
             self._check_fits(endpoint, record.variant, record.name, request.Specification)
             change |= {"specification": request.Specification, "model_dir": None, "weights_mb": None,
                        "container": self._component_container(request.Specification, region)}
+        copies = record.copies if request.RuntimeConfig is None else request.RuntimeConfig.CopyCount
+        if request.DeploymentConfig is not None and request.Specification is not None:
+            change["rollout"] = self._rollout(record, request.DeploymentConfig, copies)
+        elif request.DeploymentConfig is not None:
+            raise ValidationError("DeploymentConfig rolls out a new Specification: give the Specification to roll out "
+                                  "(a copy count alone changes with RuntimeConfig, no rollout needed).")
         if request.RuntimeConfig is not None:
             self._check_copy_cap(request.RuntimeConfig.CopyCount - record.copies)
             change["copies"] = request.RuntimeConfig.CopyCount
@@ -377,6 +388,22 @@ class ControlPlane:
                 spec.BaseInferenceComponentName.lower() != adapters.base_name(record).lower()):
             raise ValidationError(f'Inference component "{record.name}" cannot change between a base and an adapter, '
                                   "nor change its base: create a new component instead.")
+
+    def _rollout(self, record: ComponentRecord, config: Body, copies: int) -> RolloutRecord:
+        """A rolling update's start: its first batch's new copies run beside the old ones they replace, so the
+        host must hold that many more copies now."""
+        policy = roll_policy(config, copies)
+        try:
+            self._check_copy_cap(policy.batch + max(0, copies - record.copies))
+        except ResourceLimitExceeded as error:
+            raise ResourceLimitExceeded(
+                f"A rolling update starts each batch's {policy.batch} new copies beside the old ones, and this host "
+                f"cannot hold them: {error.message} Lower MaximumBatchSize, or free room first."
+            ) from None
+        now = self.clock()
+        return RolloutRecord(specification=record.specification, container=record.container,
+                             model_dir=record.model_dir, weights_mb=record.weights_mb, config=config, started=now,
+                             since=now, updated=policy.batch)
 
     # ---- helpers
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from pier.control import deployment
+from pier.control import deployment, rollout
 from pier.control.deployment import COMPLETED, ROLLED_BACK, Seen
-from pier.control.records import DeploymentRecord, EndpointRecord
+from pier.control.records import ComponentRecord, DeploymentRecord, EndpointRecord
 from pier.control.state import State
 
 log = logging.getLogger("pier.control")
@@ -45,6 +45,38 @@ class Deployer:
                      deployment.phase(step.step, policy))
             self.state.endpoints.put(endpoint.model_copy(update={
                 "deployment": pending.model_copy(update={"step": step.step, "since": step.since}), "modified": now}))
+
+    def roll(self, component: ComponentRecord, healthy: bool, problem: str) -> None:
+        """One step of `component`'s rolling update, given whether every copy it wants now has been ready and
+        what stands in their way."""
+        pending = component.rollout
+        assert pending is not None
+        policy = rollout.roll_policy(pending.config, component.copies)
+        now = self.clock()
+        firing = tuple(name for name in policy.alarms if self.alarm_state(name) == "ALARM")
+        # Until the new model's files are here no copy runs it, however healthy the old ones are.
+        fetched = component.model_dir is not None and component.weights_mb is not None
+        healthy = healthy and (fetched or pending.rolling_back)
+        before = rollout.state_of(pending)
+        after = rollout.advance(policy, component.copies, before, pending.started,
+                                rollout.Seen(now, healthy, problem, firing))
+        if after.outcome == rollout.COMPLETED:
+            log.info("inference component %s: rolling update completed", component.name)
+            self.state.components.put(component.model_copy(update={
+                "rollout": None, "status": "InService", "failure_reason": "", "modified": now}))
+        elif after.outcome == rollout.ROLLED_BACK:
+            log.warning("inference component %s: rolling update rolled back: %s", component.name, after.reason)
+            self.state.components.put(component.model_copy(update={
+                "specification": pending.specification, "container": pending.container,
+                "model_dir": pending.model_dir, "weights_mb": pending.weights_mb, "rollout": None,
+                "status": "InService", "failure_reason": after.reason, "modified": now}))
+        elif after != before:
+            if after.updated != before.updated:
+                log.info("inference component %s: %d of %d copies on the new specification%s", component.name,
+                         after.updated, component.copies, " (rolling back)" if after.rolling_back else "")
+            self.state.components.put(component.model_copy(update={"rollout": pending.model_copy(update={
+                "updated": after.updated, "since": after.since, "baking": after.baking,
+                "rolling_back": after.rolling_back, "reason": after.reason})}))
 
     def _complete(self, endpoint: EndpointRecord, pending: DeploymentRecord, now: float) -> None:
         log.info("endpoint %s: update to %s completed", endpoint.name, pending.config_name)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pier.backends.base import CopySpec, Instance
-from pier.control import capacity, devices
+from pier.control import capacity, devices, rollout
 from pier.control.capacity import CopyCap, Demand, Placement
 from pier.control.devices import GpuPool
 from pier.control.instance_types import LOCAL, InstanceType, host_cores_for
@@ -138,25 +138,42 @@ def _classic(placed: _Placed, workload: Workload, variant: VariantRecord, itype:
 
 def _components(placed: _Placed, owner: Workload, hosted: list[ComponentRecord], variant: VariantRecord,
                 itype: InstanceType, keep: Sequence[Placement]) -> None:
-    ready = [c for c in hosted if c.model_dir is not None and c.weights_mb is not None]
+    ready = [c for c in hosted if _fetched(c) is not None]
     demands = [_demand(c) for c in ready]
     packing = capacity.pack(itype, variant.instance_count, demands, keep)
     records = {Workload.of_component(c.name): c for c in ready}
     placed.wanted.update({name: record.copies for name, record in records.items()})
     for placement in packing.placements:
         component = records[placement.workload]
-        memory = component.specification.resources.MinMemoryRequiredInMb
-        placed.copies.append(_Copy(placement, owner, itype, Path(component.model_dir or ""),
-                                   component.container.Environment, memory))
+        if rollout.on_new(component, placement.ordinal):
+            model_dir, spec, container = component.model_dir, component.specification, component.container
+        else:  # a rolling update has not reached this copy yet
+            assert component.rollout is not None
+            old = component.rollout
+            model_dir, spec, container = old.model_dir, old.specification, old.container
+        placed.copies.append(_Copy(placement, owner, itype, Path(model_dir or ""), container.Environment,
+                                   spec.resources.MinMemoryRequiredInMb))
     placed.problems.update({s.workload: f"{s.missing} of {records[s.workload].copies} copies not placed. {s.reason}"
                             for s in packing.shortfalls})
+
+
+def _fetched(component: ComponentRecord) -> tuple[str, int] | None:
+    """The model folder and weights' size its copies are packed by: its own once fetched, else (during a rolling
+    update) the old specification's, which its copies still run; None: nothing to run yet."""
+    if component.model_dir is not None and component.weights_mb is not None:
+        return component.model_dir, component.weights_mb
+    old = component.rollout
+    if old is not None and old.model_dir is not None and old.weights_mb is not None:
+        return old.model_dir, old.weights_mb
+    return None
 
 
 def _demand(component: ComponentRecord) -> Demand:
     """What the component's copies need; the weights' size was measured off the event loop, when the model's
     files were fetched (walking a folder here would hold up the gateway)."""
+    model_dir, weights_mb = _fetched(component) or ("", 0)
     return demand_of(Workload.of_component(component.name), component.specification.resources, component.copies,
-                     component.model_dir or "", component.weights_mb or 0)
+                     model_dir, weights_mb)
 
 
 def demand_of(workload: Workload, resources: ResourceRequirements, copies: int, weights: str = "",

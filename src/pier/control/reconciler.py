@@ -255,7 +255,12 @@ class Reconciler:
             if adapters.is_adapter(component) and not progress.problem:
                 ready, problem = adapters.readiness(component, by_name.get(adapters.base_name(component).lower()))
                 progress = Progress(1, int(ready), problem)
+            if component.rollout is not None and component.status == "Updating":
+                self.deployer.roll(component, progress.proven >= progress.desired, progress.problem)
+                continue
             status, reason = next_status(component.status, progress)
+            if status == component.status == "InService":
+                reason = component.failure_reason  # why its last rolling update rolled back
             if (status, reason) != (component.status, component.failure_reason) and component.status != "Deleting":
                 self._log_status("inference component", component.name, status, reason)
                 self.state.components.put(component.model_copy(

@@ -112,6 +112,26 @@ class EndpointRecord(Record):
         return all(v.model is None for v in self.variants)
 
 
+class RolloutRecord(BaseModel):
+    """A rolling UpdateInferenceComponent in progress (DeploymentConfig.RollingUpdatePolicy): the component's copies
+    of the lowest `updated` ordinals run its new specification, the rest still the old one kept here; pier.control.
+    rollout decides each batch."""
+
+    model_config = ConfigDict(frozen=True)
+
+    specification: ComponentSpec  # the old one, and what it ran
+    container: ContainerSpec
+    model_dir: str | None
+    weights_mb: int | None
+    config: dict[str, Any]  # the DeploymentConfig, as given on the wire
+    started: float
+    since: float  # when the current batch began, or began baking
+    updated: int  # copies on the new specification
+    baking: bool = False  # the batch is healthy and bakes WaitIntervalInSeconds
+    rolling_back: bool = False
+    reason: str = ""  # why it rolls back
+
+
 class ComponentRecord(Record):
     endpoint: str
     variant: str
@@ -123,3 +143,4 @@ class ComponentRecord(Record):
     copies: int
     model_dir: str | None = None
     weights_mb: int | None = None  # the size of the GGUF files in model_dir, measured when it was fetched
+    rollout: RolloutRecord | None = None  # a rolling update in progress

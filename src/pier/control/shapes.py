@@ -355,6 +355,7 @@ class UpdateInferenceComponentInput(Shape):
     InferenceComponentName: ModelNameStr
     Specification: ComponentSpec | None = None
     RuntimeConfig: RuntimeConfigSpec | None = None
+    DeploymentConfig: dict[str, Any] | None = None  # checked against botocore's shape by pier.control.limits
 
 
 class UpdateInferenceComponentRuntimeConfigInput(Shape):
