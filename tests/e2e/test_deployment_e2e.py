@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import httpx
 import pytest
 from botocore.config import Config
 
@@ -30,7 +31,8 @@ BODY = json.dumps({"inputs": "the quick brown fox", "parameters": {"max_new_toke
 class Load:
     """A thread invoking the endpoint back to back, counting answers by variant and every failure."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, **target: str) -> None:
+        self.target = {"EndpointName": ENDPOINT, **target}
         self.runtime = boto3.client(
             "sagemaker-runtime", endpoint_url=url, region_name="us-east-1", aws_access_key_id="x",
             aws_secret_access_key="x", config=Config(retries={"total_max_attempts": 1}, read_timeout=60))
@@ -42,8 +44,7 @@ class Load:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                answer = self.runtime.invoke_endpoint(EndpointName=ENDPOINT, ContentType="application/json",
-                                                      Body=BODY)
+                answer = self.runtime.invoke_endpoint(ContentType="application/json", Body=BODY, **self.target)
                 answer["Body"].read()
                 self.served[answer["InvokedProductionVariant"]] += 1
             except Exception as error:  # every kind of failure counts: this is what a client would see
@@ -176,3 +177,46 @@ def test_an_alarm_firing_while_the_canary_bakes_rolls_back(gateway: GatewayProce
     assert load.failures == []
     alarm = cloudwatch.describe_alarms(AlarmNames=["canary-answers"])["MetricAlarms"][0]
     assert alarm["StateValue"] == "ALARM"
+
+
+def test_a_rolling_component_update_replaces_four_copies_one_at_a_time(gateway: GatewayProcess) -> None:
+    sagemaker, _ = clients(gateway.url)
+    sagemaker.create_endpoint_config(EndpointConfigName="hosting", ProductionVariants=[{
+        "VariantName": "AllTraffic", "InstanceType": "ml.m5.xlarge", "InitialInstanceCount": 1}])
+    sagemaker.create_endpoint(EndpointName="hosting", EndpointConfigName="hosting")
+    sagemaker.get_waiter("endpoint_in_service").wait(EndpointName="hosting", WaiterConfig=WAIT)
+    requirements = {"NumberOfCpuCoresRequired": 1, "MinMemoryRequiredInMb": 128}
+    sagemaker.create_inference_component(
+        InferenceComponentName="rolled", EndpointName="hosting", VariantName="AllTraffic",
+        Specification={"ModelName": "good", "ComputeResourceRequirements": requirements},
+        RuntimeConfig={"CopyCount": 4})
+    in_service = lambda: sagemaker.describe_inference_component(  # noqa: E731
+        InferenceComponentName="rolled")["InferenceComponentStatus"] == "InService"
+    until(in_service, timeout=180, what="the component InService")
+    originals = set(running(gateway))
+    samples: list[tuple[int, int]] = []  # (old copies, new copies) listed at once
+    with Load(gateway.url, EndpointName="hosting", InferenceComponentName="rolled") as load:
+        until(lambda: sum(load.served.values()) >= 3, timeout=60, what="load running")
+        sagemaker.update_inference_component(
+            InferenceComponentName="rolled",
+            Specification={"ModelName": "good-2", "ComputeResourceRequirements": requirements},
+            DeploymentConfig={"RollingUpdatePolicy": {
+                "MaximumBatchSize": {"Type": "COPY_COUNT", "Value": 1}, "WaitIntervalInSeconds": 1}})
+
+        def finished() -> bool:
+            listed = set(running(gateway))
+            samples.append((len(listed & originals), len(listed - originals)))
+            return in_service() and not listed & originals
+
+        until(finished, timeout=300, interval=0.1, what="the rolling update to finish")
+    assert load.failures == []
+    assert max(old + new for old, new in samples) <= 5  # one batch beside the four, never more
+    assert {3, 2, 1} <= {old for old, _ in samples}  # the old copies left one at a time
+    described = sagemaker.describe_inference_component(InferenceComponentName="rolled")
+    assert described["Specification"]["ModelName"] == "good-2"
+    assert described["RuntimeConfig"]["CurrentCopyCount"] == 4
+
+
+def running(gateway: GatewayProcess) -> list[str]:
+    copies = httpx.get(f"{gateway.url}/pier/copies").json()["copies"]
+    return [c["copy_id"] for c in copies if c["component"] == "rolled" and c["state"] != "Stopped"]
