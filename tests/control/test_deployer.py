@@ -20,6 +20,7 @@ from pier.control.fetch.store import ModelStore
 from pier.control.reconciler import Reconciler
 from pier.control.state import State
 from pier.gateway.targets import Targets
+from tests.control.botocore_shapes import output_problems
 from tests.control.fakes import FakeBackend
 from tests.control.test_reconciler_loop import World
 
@@ -118,8 +119,10 @@ async def test_a_canary_moves_traffic_in_steps_then_retires_the_old_fleet(world:
     world.backend.set_state(new, CopyState.READY)
     await world.reconciler.tick()
     assert (served_by(world, 0.3), served_by(world, 0.7)) == ("e/AllTraffic@1", "e/AllTraffic")
-    pending = world.call("DescribeEndpoint", EndpointName="e")["PendingDeploymentSummary"]
-    assert pending["ProductionVariants"][0]["CurrentWeight"] == 0.5
+    described = world.call("DescribeEndpoint", EndpointName="e")
+    assert output_problems("DescribeEndpoint", described) == []
+    assert described["PendingDeploymentSummary"]["ProductionVariants"][0]["CurrentWeight"] == 0.5
+    assert described["ProductionVariants"][0]["CurrentWeight"] == 0.5  # the old fleet's half
 
     clock.now += 10  # the canary baked
     await world.reconciler.tick()
@@ -151,6 +154,7 @@ async def test_an_alarm_during_baking_rolls_back(world: World, clock: Clock) -> 
     described = world.call("DescribeEndpoint", EndpointName="e")
     assert (described["EndpointStatus"], described["EndpointConfigName"]) == ("InService", "old")
     assert "errors went into ALARM while the new fleet took 50%" in described["FailureReason"]
+    assert output_problems("DescribeEndpoint", described) == []
     assert served_by(world, 0.3) == "e/AllTraffic"
     assert list(world.backend.copies) == [old]
 
