@@ -181,3 +181,28 @@ async def test_retain_deployment_config_reuses_the_last_one(world: World, clock:
     assert world.endpoint("e") == ("InService", "")
     world.call("UpdateEndpoint", EndpointName="e", EndpointConfigName="old", RetainDeploymentConfig=True)
     assert world.call("DescribeEndpoint", EndpointName="e")["LastDeploymentConfig"] == CANARY
+
+
+async def test_botocores_limits_hold_for_a_deployment_config(world: World) -> None:
+    with pytest.raises(ValidationError, match=r"(?i)maximumExecutionTimeoutInSeconds"):
+        world.call("UpdateEndpoint", EndpointName="e", EndpointConfigName="new", DeploymentConfig={
+            "BlueGreenUpdatePolicy": {"TrafficRoutingConfiguration": {"Type": "ALL_AT_ONCE",
+                                                                      "WaitIntervalInSeconds": 0},
+                                      "MaximumExecutionTimeoutInSeconds": 5}})
+    assert world.endpoint("e") == ("InService", "")
+
+
+async def test_a_failed_endpoint_whose_update_rolls_back_stays_failed(world: World) -> None:
+    world.call("CreateEndpoint", EndpointName="f", EndpointConfigName="old")
+    await world.until(lambda: len(world.backend.copies) == 2)
+    [old] = [c for c in world.backend.copies if c.startswith("f--")]
+    world.backend.set_state(old, CopyState.FAILED, "out of memory")
+    await world.until(lambda: world.endpoint("f")[0] == "Failed")
+    world.call("UpdateEndpoint", EndpointName="f", EndpointConfigName="new")
+    await world.until(lambda: len(world.backend.copies) == 3)
+    [new] = [c for c in world.backend.copies if c.startswith("f--AllTraffic@")]
+    world.backend.set_state(new, CopyState.FAILED, "bad magic")
+    await world.until(lambda: world.endpoint("f")[0] != "Updating")
+    status, reason = world.endpoint("f")
+    assert status == "Failed"
+    assert "bad magic" in reason

@@ -226,7 +226,8 @@ class ControlPlane:
         now = self.clock()
         pending = DeploymentRecord(config_name=request.EndpointConfigName, config=config, started=now, since=now,
                                    data_capture=capture, async_inference=asynchronous,
-                                   variants=tuple(v.model_copy(update={"fleet": fleet}) for v in variants))
+                                   variants=tuple(v.model_copy(update={"fleet": fleet}) for v in variants),
+                                   was="Failed" if record.status == "Failed" else "InService")
         self._put_endpoint(record, status="Updating", deployment=pending, fleets=record.fleets + 1,
                            last_deployment_config=config or None)
         return {"EndpointArn": record.arn}

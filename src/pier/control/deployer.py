@@ -39,7 +39,7 @@ class Deployer:
         elif step.outcome == ROLLED_BACK:
             log.warning("endpoint %s: update to %s rolled back: %s", endpoint.name, pending.config_name, step.reason)
             self.state.endpoints.put(endpoint.model_copy(update={
-                "deployment": None, "status": "InService", "failure_reason": step.reason, "modified": now}))
+                "deployment": None, "status": pending.was, "failure_reason": step.reason, "modified": now}))
         elif step.step != pending.step:
             log.info("endpoint %s: update to %s %s", endpoint.name, pending.config_name,
                      deployment.phase(step.step, policy))

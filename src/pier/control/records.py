@@ -84,6 +84,7 @@ class DeploymentRecord(BaseModel):
     since: float  # when the current step began
     data_capture: DataCaptureSpec | None = None  # the new config's DataCaptureConfig, the endpoint's once done
     async_inference: AsyncInferenceSpec | None = None  # the new config's AsyncInferenceConfig, likewise
+    was: EndpointStatus = "InService"  # the endpoint's status before, which a rollback returns it to
 
 
 class EndpointRecord(Record):
