@@ -100,14 +100,27 @@ class GatewayCapacity:
         except ControlError as error:
             raise Refused(error.message) from None
 
+    def _workload(self, resource: Resource) -> str:
+        """The copies' workload: a variant's carries the fleet of its last blue/green update (pier.control.
+        deployment)."""
+        if resource.component is None:
+            try:
+                endpoint = self.state.endpoints.get(str(resource.endpoint))
+            except UnreadableRecord:
+                endpoint = None
+            variant = endpoint.variant(str(resource.variant)) if endpoint is not None else None
+            if endpoint is not None and variant is not None:
+                return variant.workload(endpoint.name)
+        return resource.workload
+
     def load(self, resource: Resource) -> float:
-        workload = resource.workload
+        workload = self._workload(resource)
         return float(self.admission.in_use(workload) + self.admission.waiting(workload) + self.waking[workload])
 
     def usage(self, resource: Resource) -> Utilization | None:
         if self.processes is None or not self.memory_total:
             return None
-        copies = [c for c in self.copies(Workload(resource.workload)) if c.state is CopyState.READY and c.pid]
+        copies = [c for c in self.copies(Workload(self._workload(resource))) if c.state is CopyState.READY and c.pid]
         used = self.processes.sample(c.pid for c in copies if c.pid is not None)
         return Utilization(used.cpu_cores * 100.0, len(os.sched_getaffinity(0)),
                            100.0 * used.memory_bytes / self.memory_total)
