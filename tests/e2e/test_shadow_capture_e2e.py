@@ -21,7 +21,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.gateway_process import GatewayProcess
-from tests.e2e.test_gateway_e2e import TGI_IMAGE, WAIT, clients, copies
+from tests.e2e.test_gateway_e2e import TGI_IMAGE, WAIT, clients
 from tests.sockets import free_port
 from tests.waiting import until
 
@@ -180,7 +180,7 @@ def test_update_endpoint_stops_capture_and_a_failing_shadow_fails_no_client(gate
     sagemaker.update_endpoint(EndpointName=ENDPOINT, EndpointConfigName="refusing-shadow")
     sagemaker.get_waiter("endpoint_in_service").wait(EndpointName=ENDPOINT, WaiterConfig=WAIT)
     assert sagemaker.describe_endpoint(EndpointName=ENDPOINT)["DataCaptureConfig"]["CaptureStatus"] == "Stopped"
-    until(lambda: len(copies(gateway.url, f"{ENDPOINT}/Shadow")) == 1, timeout=60, what="the old shadow copy gone")
+    until(lambda: len(shadow_copies(gateway)) == 1, timeout=60, what="the old shadow copy gone")
     captured_before = {variant: len(found) for variant, found in records(s3).items()}
     refused_before = _shadow_errors(gateway)
 
@@ -189,6 +189,14 @@ def test_update_endpoint_stops_capture_and_a_failing_shadow_fails_no_client(gate
         assert body["model"] == "pier/prod" and reply["ResponseMetadata"]["HTTPStatusCode"] == 200
     until(lambda: _shadow_errors(gateway) - refused_before >= 5, timeout=60, what="the shadow's 5 refusals counted")
     assert {variant: len(found) for variant, found in records(s3).items()} == captured_before  # capture is off
+
+
+def shadow_copies(gateway: GatewayProcess) -> list[dict[str, Any]]:
+    """The Shadow variant's copies, of whichever fleet: an UpdateEndpoint runs the new config's variants as
+    `<endpoint>/<variant>@N` (pier.control.deployment)."""
+    listed = httpx.get(f"{gateway.url}/pier/copies").json()["copies"]
+    return [c for c in listed if c["component"].partition("@")[0] == f"{ENDPOINT}/Shadow"
+            and c["state"] != "Stopped"]
 
 
 def _shadow_errors(gateway: GatewayProcess) -> float:
@@ -221,7 +229,7 @@ def test_a_stalled_shadow_holds_up_no_client(gateway: GatewayProcess) -> None:
     """The shadow's copy frozen (SIGSTOP): its requests hang until their deadline (about a minute), the clients'
     answers come from production as fast as ever."""
     _, runtime = clients(gateway.url)
-    shadow = copies(gateway.url, f"{ENDPOINT}/Shadow")[0]
+    shadow = shadow_copies(gateway)[0]
     os.kill(shadow["pid"], signal.SIGSTOP)
     try:
         for _ in range(5):
