@@ -30,7 +30,6 @@ from pier.autoscaling.scaler import Scaler
 from pier.backends.base import CopyState
 from pier.control.records import EndpointRecord
 from pier.control.state import State, UnreadableRecord
-from pier.control.workload import Workload
 from pier.gateway.async_notification import Outcome, notify
 from pier.gateway.targets import Copies
 from pier.runtime.async_queue import AsyncQueue, AsyncRequest
@@ -149,7 +148,7 @@ class AsyncInference:
 
     def _capacity(self, record: EndpointRecord) -> Capacity:
         ready = sum(1 for v in record.variants
-                    for c in self.copies(Workload.of_variant(record.name, v.name)) if c.state is CopyState.READY)
+                    for c in self.copies(v.workload(record.name)) if c.state is CopyState.READY)
         return Capacity(sum(v.instance_count for v in record.variants), ready)
 
     def _wake_variants(self, record: EndpointRecord) -> None:
