@@ -43,7 +43,7 @@ PATTERNED = frozenset({
 })
 NAME_SHAPES = frozenset({"ModelName", "EndpointName", "EndpointConfigName", "VariantName", "InferenceComponentName"})
 # Enums pier widens: its own instance types (`local`, and families it knows that botocore's enum lacks).
-OPEN_ENUMS = frozenset({"ProductionVariantInstanceType"})
+OPEN_ENUMS = frozenset({"ProductionVariantInstanceType", "TransformInstanceType"})
 # Shapes whose minimum length pier does not demand: pier has no IAM and ignores the role, so a placeholder
 # role (as local-mode SageMaker code often passes) is taken. Their maximum still holds.
 NO_MINIMUM = frozenset({"RoleArn"})

@@ -111,6 +111,8 @@ class Reconciler:
         self._stopping: set[str] = set()  # copies told to stop, draining what they have
         self._skipped: set[tuple[str, str, str]] = set()  # unreadable records already logged
         self.deployer = Deployer(state, clock)  # endpoint updates; the gateway hands it its alarms
+        # Endpoints no user made, whose copies are wanted too (a transform job's); their status is their owner's.
+        self.extra: Callable[[], list[EndpointRecord]] = list
 
     def wake(self, *, retry_fetches: bool = False) -> None:
         """Reconcile now (the state changed); `retry_fetches` lets failed model fetches run again."""
@@ -136,7 +138,7 @@ class Reconciler:
         actual = self.backend.statuses()
         running = {c.copy_id for c in actual if c.state not in (CopyState.STOPPED, CopyState.FAILED)}
         failed = {c.copy_id for c in actual if c.state is CopyState.FAILED}
-        desired = desired_copies(endpoints, components, self._placements, self.host, self.instance_type,
+        desired = desired_copies(endpoints + self.extra(), components, self._placements, self.host, self.instance_type,
                                  self.copy_cap, running, failed, self.gpus)
         self._placements = desired.placements
         self._specs = {spec.copy_id: spec for spec in desired.specs}

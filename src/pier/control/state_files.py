@@ -7,6 +7,7 @@ schedule and put back by `pier state restore` (backups.py does those over `FILES
     keys.json            the gateway's keys (pier.security.keystore)
     sessions.sqlite3     the open stateful sessions, each with its copy (pier.runtime.session_store)
     async.sqlite3        asynchronous inference requests accepted and not yet answered (pier.runtime.async_queue)
+    transforms.sqlite3   transform jobs and the progress of running ones (pier.transform.store)
 
 Each file is read as the gateway reads it: a file that cannot be read at all is a *problem*; a row (a record, a
 key) that does not read is *unreadable*, with its name and why. A backup counts as good only when it has neither.
@@ -36,6 +37,7 @@ from pier.control.state import (
 )
 from pier.runtime import async_queue, session_store
 from pier.security import keystore
+from pier.transform import store as transform_store
 
 
 @dataclass
@@ -197,7 +199,9 @@ SESSIONS = Database(session_store.FILE, session_store.SCHEMA, required=False,
                     mend="Clients open new sessions; the row goes once its session expires or is closed")
 ASYNC = Database(async_queue.FILE, async_queue.SCHEMA, required=False,
                  mend="Delete the row (its caller resends the request), or let it fail")
-FILES: tuple[StateFile, ...] = (STATE, AUTOSCALING, KEYS, SESSIONS, ASYNC)
+TRANSFORMS = Database(transform_store.FILE, transform_store.SCHEMA, required=False,
+                      mend="Create the job again under another name")
+FILES: tuple[StateFile, ...] = (STATE, AUTOSCALING, KEYS, SESSIONS, ASYNC, TRANSFORMS)
 
 
 def by_name(name: str) -> StateFile:

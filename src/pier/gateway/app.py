@@ -40,7 +40,7 @@ from pier.control.fetch.s3 import s3_client
 from pier.control.fetch.store import ModelStore
 from pier.control.reconciler import Reconciler
 from pier.control.state import State
-from pier.gateway import autoscaling_route, pier_routes
+from pier.gateway import autoscaling_route, pier_routes, transform_route
 from pier.gateway.adapter_routes import adapter_list
 from pier.gateway.async_inference import AsyncInference
 from pier.gateway.async_route import invoke_endpoint_async
@@ -62,6 +62,8 @@ from pier.runtime.settings import RuntimeSettings
 from pier.security.install import install_security
 from pier.security.scope import endpoint_of_state
 from pier.security.settings import SecuritySettings
+from pier.transform.service import Transforms
+from pier.transform.store import TransformStore
 
 CLUSTER_COPY_CAP = 1024  # copies on a cluster (ray backend) unless PIER_MAX_COPIES_PER_HOST says otherwise
 
@@ -92,6 +94,9 @@ def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: f
     app.add_api_route("/pier/adapters", adapter_list, methods=["GET"], response_model=None)
     app.add_api_route("/pier/metrics/summary", pier_routes.summary, methods=["GET"], response_model=None)
     app.add_api_route("/pier/deploy", deploy_route, methods=["POST"], response_model=None)
+    app.add_api_route("/pier/transform-jobs", transform_route.transform_jobs, methods=["GET"], response_model=None)
+    app.add_api_route("/pier/transform-jobs/{name}", transform_route.transform_job, methods=["GET"],
+                      response_model=None)
     app.include_router(console_router())  # the web console's files (pier.console)
     app.add_api_route("/metrics", pier_routes.metrics, methods=["GET"], response_model=None, include_in_schema=False)
     app.add_api_route("/endpoints/{endpoint_name}/async-invocations", invoke_endpoint_async, methods=["POST"],
@@ -112,6 +117,7 @@ def _lifespan(gateway: Gateway, backups: Backups) -> Callable[[FastAPI], Any]:
         scaling = asyncio.create_task(gateway.autoscaling.scaler.run(gateway.writer.run), name="autoscaler")
         queued = asyncio.create_task(gateway.async_inference.run(), name="async inference") \
             if gateway.async_inference else None
+        jobs = asyncio.create_task(gateway.transforms.run(), name="transform jobs") if gateway.transforms else None
         try:
             yield
         finally:
@@ -122,7 +128,9 @@ def _lifespan(gateway: Gateway, backups: Backups) -> Callable[[FastAPI], Any]:
                 queued.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await queued
-            for task in (loop, saving, scaling):
+            if jobs is not None:
+                jobs.cancel()
+            for task in (loop, saving, scaling, *([jobs] if jobs else [])):
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
             await gateway.reconciler.close()
@@ -138,6 +146,8 @@ def _lifespan(gateway: Gateway, backups: Backups) -> Callable[[FastAPI], Any]:
             if gateway.async_inference is not None:
                 gateway.async_inference.queue.close()
             gateway.state.close()
+            if gateway.transforms is not None:
+                gateway.transforms.store.close()
 
     return lifespan
 
@@ -146,10 +156,12 @@ def _watched(state_dir: Path, gateway: Gateway) -> list[Watched]:
     """Every file of the state folder, for the backup schedule (state_files.FILES)."""
     store, sessions = gateway.autoscaling.store, gateway.runtime.sessions.store
     queue = gateway.async_inference.queue if gateway.async_inference else None
+    jobs = gateway.transforms.store if gateway.transforms else None
     return [Watched(state_files.STATE, gateway.state.path, lambda: gateway.state.changes),
             Watched(state_files.AUTOSCALING, store.path, lambda: store.changes),
             *([Watched(state_files.SESSIONS, sessions.path, lambda: sessions.changes)] if sessions else []),
             *([Watched(state_files.ASYNC, queue.path, lambda: queue.changes)] if queue else []),
+            *([Watched(state_files.TRANSFORMS, jobs.path, lambda: jobs.changes)] if jobs else []),
             Watched(state_files.KEYS, state_dir / state_files.KEYS.name, file_mark(state_dir / state_files.KEYS.name))]
 
 
@@ -186,7 +198,11 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
         ApplicationAutoScaling(scaling_store, capacity, changed=writer.soon(scaler.poke)),
         CloudWatch(scaling_store, history, changed=writer.soon(scaler.poke)))
     queue = AsyncInference(AsyncQueue.open(state_dir), state, runtime, reconciler.copies, recorder, scaler)
-    return Gateway(state, backend, reconciler, control, targets, runtime, autoscaling, writer, taps, queue)
+    transforms = Transforms(TransformStore.open(state_dir), state, copies=reconciler.copies, fetch=fetches.get,
+                            wake=writer.soon(reconciler.wake))
+    reconciler.extra = transforms.endpoints
+    return Gateway(state, backend, reconciler, control, targets, runtime, autoscaling, writer, taps, queue,
+                   transforms)
 
 
 def _cluster_copy_cap() -> CopyCap:

@@ -13,11 +13,12 @@ from fastapi.responses import JSONResponse, Response
 
 from pier.autoscaling import wire
 from pier.control.errors import ControlError, UnknownOperation
-from pier.control.limits import parse_body
+from pier.control.limits import check_request, parse_body
 from pier.control.names import region_of
 from pier.gateway import autoscaling_route
 from pier.gateway.body import decoded, read_body
 from pier.gateway.parts import gateway_of
+from pier.transform.service import OPERATIONS as TRANSFORM_OPERATIONS
 
 log = logging.getLogger("pier.gateway")
 
@@ -40,7 +41,11 @@ async def control_route(request: Request) -> Response:
         gateway = gateway_of(request)
 
         def call() -> dict[str, Any]:  # on the writer thread: parsing and SQLite stay off the event loop
-            return gateway.control.call(operation, parse_body(decoded(raw, encoding)), region)
+            body = parse_body(decoded(raw, encoding))
+            if operation in TRANSFORM_OPERATIONS and gateway.transforms is not None:
+                check_request(operation, body)
+                return gateway.transforms.call(operation, body, region)
+            return gateway.control.call(operation, body, region)
 
         reply = await gateway.writer.run(call)
         return JSONResponse(reply, headers={REQUEST_ID: request_id}, media_type=AMZ_JSON)

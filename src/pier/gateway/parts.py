@@ -16,6 +16,7 @@ from pier.gateway.taps import Taps
 from pier.gateway.targets import Targets
 from pier.gateway.writer import Writer
 from pier.runtime.invoke import RuntimeService
+from pier.transform.service import Transforms
 
 
 @dataclass
@@ -30,6 +31,7 @@ class Gateway:
     writer: Writer  # the AWS APIs' blocking work, off the event loop (gateway/writer.py)
     taps: Taps | None = None  # data capture and shadow variants (gateway/taps.py)
     async_inference: AsyncInference | None = None  # InvokeEndpointAsync's queue and its runner
+    transforms: Transforms | None = None  # batch transform jobs (pier.transform)
 
 
 def gateway_of(request: Request) -> Gateway:

@@ -1,0 +1,1 @@
+"""Batch transform: SageMaker's CreateTransformJob and friends, run over copies started for each job."""

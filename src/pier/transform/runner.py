@@ -1,0 +1,189 @@
+"""One transform job's records through its copies: every input object read and cut into units, each unit not
+yet answered sent to a copy with a free turn (`Turns`), its output committed to the store as it arrives, and an
+object's output written whole once all its units are answered, in input order.
+
+Objects are read one after another but their units overlap: the next object's units queue behind the last
+one's, so the copies never wait for an object to be written. Outputs are kept in the store, not in memory, so a
+job of any size needs memory for the objects in flight only."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import httpx
+
+from pier.backends.base import CopyStatus
+from pier.security.copy_secret import copy_secret_header
+from pier.transform import records as cutting
+from pier.transform import storage
+from pier.transform.job import JobRecord, Settings
+from pier.transform.processing import ProcessingError
+from pier.transform.records import RecordError, Unit
+from pier.transform.storage import StorageError
+from pier.transform.store import ObjectRow, TransformStore
+from pier.transform.turns import CopiesFailed, Turns
+
+log = logging.getLogger("pier.transform")
+
+DEFAULT_TIMEOUT_S = 600.0  # ModelClientConfig.InvocationsTimeoutInSeconds' default
+DEFAULT_RETRIES = 3  # ModelClientConfig.InvocationsMaxRetries' default
+BACKOFF_S = 0.5
+
+
+class JobFailed(Exception):
+    """Why the job failed, as its FailureReason says it."""
+
+
+@dataclass
+class _Object:
+    row: ObjectRow
+    units: list[Unit]
+    left: int  # units not answered yet
+
+
+@dataclass
+class JobRun:
+    job: JobRecord
+    settings: Settings
+    store: TransformStore
+    turns: Turns
+    client: httpx.AsyncClient
+    senders: int  # records in flight at most (MaxConcurrentTransforms, or every parallel sequence)
+    on_started: Callable[[], None] = lambda: None
+    _queue: asyncio.Queue[tuple[_Object, Unit]] = field(default_factory=lambda: asyncio.Queue(maxsize=1))
+
+    async def run(self) -> None:
+        try:
+            await self._run()
+        except (RecordError, ProcessingError, StorageError, CopiesFailed) as error:
+            raise JobFailed(str(error)) from None
+
+    async def _run(self) -> None:
+        if not self.store.objects(self.job.name):
+            sources = await asyncio.to_thread(storage.inputs, self.settings.input_url, self.settings.data_type)
+            self.store.add_objects(self.job.name, [(s.url, s.relative) for s in sources])
+        await self._first_copy()
+        self.on_started()
+        senders = [asyncio.create_task(self._send_loop(), name=f"transform {self.job.name}")
+                   for _ in range(self.senders)]
+        try:
+            feeding = asyncio.create_task(self._feed())
+            await _first_failure([feeding, *senders], until=feeding)
+            await _first_failure(senders, until=asyncio.create_task(self._queue.join()))
+        finally:
+            for task in senders:
+                task.cancel()
+            await asyncio.gather(*senders, return_exceptions=True)
+
+    async def _first_copy(self) -> None:
+        while not self.turns.ready():
+            self.turns.free("")  # raises CopiesFailed when every copy gave up
+            await asyncio.sleep(0.25)
+
+    async def _feed(self) -> None:
+        for row in self.store.objects(self.job.name):
+            if row.done:
+                continue
+            data = await asyncio.to_thread(storage.read, row.url)
+            units = await asyncio.to_thread(self._cut, row, data)
+            self.store.cut(self.job.name, row.url, len(units), sum(len(u.records) for u in units))
+            answered = self.store.answered(self.job.name, row.url)
+            item = _Object(row, units, sum(1 for u in units if u.index not in answered))
+            if item.left == 0:
+                await self._write(item)
+            for unit in units:
+                if unit.index not in answered:
+                    await self._queue.put((item, unit))
+
+    def _cut(self, row: ObjectRow, data: bytes) -> list[Unit]:
+        try:
+            found = cutting.split(cutting.decompress(data, self.settings.compression), self.settings.split_type)
+            return cutting.units(found, self.settings.strategy, self.settings.max_payload_mb)
+        except RecordError as error:
+            raise RecordError(f"{row.relative}: {error}") from None
+
+    async def _send_loop(self) -> None:
+        while True:
+            item, unit = await self._queue.get()
+            try:
+                output = await self._answer(item.row, unit)
+                self.store.answer(self.job.name, item.row.url, unit.index, output)
+                item.left -= 1
+                if item.left == 0:
+                    await self._write(item)
+            finally:
+                self._queue.task_done()
+
+    async def _answer(self, row: ObjectRow, unit: Unit) -> bytes:
+        processing = self.settings.processing
+        body = b"\n".join(processing.prepare(r) for r in unit.records) if unit.records else b""
+        output = await self._invoke(row, unit, body)
+        try:
+            return processing.finish(unit.records, output)
+        except ProcessingError as error:
+            raise ProcessingError(f"{_where(row, unit)}: {error}") from None
+
+    async def _invoke(self, row: ObjectRow, unit: Unit, body: bytes) -> bytes:
+        config = self.job.request.get("ModelClientConfig") or {}
+        retries = config.get("InvocationsMaxRetries", DEFAULT_RETRIES)
+        timeout = float(config.get("InvocationsTimeoutInSeconds", DEFAULT_TIMEOUT_S))
+        headers = {"Content-Type": self.settings.content_type or "application/octet-stream",
+                   **({"Accept": self.settings.accept} if self.settings.accept else {})}
+        failures, last, avoid = 0, "", ""
+        while True:
+            copy = await self.turns.take(avoid)
+            try:
+                reply = await self._post(copy, body, headers, timeout)
+            except httpx.HTTPError as error:
+                reply, last = None, f"copy {copy.copy_id}: {error or type(error).__name__}"
+            finally:
+                self.turns.give(copy)
+            if reply is not None and reply.status_code < 300:
+                return reply.content
+            if reply is not None and reply.status_code == 429:  # the copy was full: not a failure of the record
+                await asyncio.sleep(0.05)
+                continue
+            if reply is not None and reply.status_code < 500:
+                raise JobFailed(f"{_where(row, unit)}: the model answered {reply.status_code}: "
+                                f"{reply.text[:400]}")
+            if reply is not None:
+                last = f"the model answered {reply.status_code}: {reply.text[:400]}"
+            failures += 1
+            if failures > retries:
+                raise JobFailed(f"{_where(row, unit)} failed {failures} times; last: {last}")
+            log.warning("%s: %s; retrying on another copy", _where(row, unit), last)
+            avoid = copy.copy_id
+            await asyncio.sleep(BACKOFF_S * failures)
+
+    async def _post(self, copy: CopyStatus, body: bytes, headers: dict[str, str], timeout: float) -> httpx.Response:
+        return await self.client.post((copy.url or "").rstrip("/") + "/invocations", content=body, timeout=timeout,
+                                      headers={**headers, **copy_secret_header(copy.secret)})
+
+    async def _write(self, item: _Object) -> None:
+        answered = self.store.answered(self.job.name, item.row.url)
+        outputs = [answered[u.index] for u in item.units]
+        data = cutting.assemble(outputs, self.settings.assemble_with)
+        target = storage.join(self.settings.output_url, cutting.output_name(item.row.relative))
+        await asyncio.to_thread(storage.write, target, data)
+        self.store.written(self.job.name, item.row.url)
+        log.info("transform job %s wrote %s (%d units)", self.job.name, target, len(item.units))
+
+
+async def _first_failure(tasks: list[asyncio.Task[None]], *, until: asyncio.Future[None]) -> None:
+    """Wait for `until`; the first of `tasks` to fail first fails the wait."""
+    watched = {until, *tasks}
+    while not until.done():
+        done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if task.exception() is not None:
+                until.cancel()
+                raise task.exception()  # type: ignore[misc]
+        watched -= done
+    until.result()
+
+
+def _where(row: ObjectRow, unit: Unit) -> str:
+    return f"{row.relative}, unit {unit.index + 1}"

@@ -1,0 +1,163 @@
+"""Batch transform as a SageMaker user runs it: boto3's create_transform_job against a `pier up` process, input
+and output in moto's S3 (and file://), copies of a TINY GGUF started for the job and stopped after; then a
+gateway killed with SIGKILL in the middle of a job, restarted, finishing it with every record exactly once."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import httpx
+import pytest
+
+from tests.e2e.gateway_process import GatewayProcess
+from tests.sockets import free_port
+from tests.waiting import until
+
+pytestmark = pytest.mark.e2e
+
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1"}
+WAIT = {"Delay": 1, "MaxAttempts": 300}
+IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-tgi-inference:2.1-tgi2.0-gpu-py310"
+# Each record carries an id the model never sees (InputFilter), joined back to its answer (JoinSource) and kept
+# with it (OutputFilter), so the output says which record each line answers.
+PROCESSING = {"InputFilter": "$['inputs','parameters']", "JoinSource": "Input",
+              "OutputFilter": "$['id','SageMakerOutput']"}
+
+
+@pytest.fixture(scope="module")
+def model_dir(tiny_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("model")
+    (folder / "model.gguf").symlink_to(tiny_gguf)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory, s3_url: str) -> Iterator[GatewayProcess]:
+    folder = tmp_path_factory.mktemp("pier")
+    env = {"AWS_ENDPOINT_URL_S3": s3_url, **CREDENTIALS}
+    with GatewayProcess(folder / "state", free_port(), folder / "gateway.log", env) as process:
+        yield process.wait_ready()
+
+
+@pytest.fixture(scope="module")
+def sagemaker(gateway: GatewayProcess, model_dir: Path) -> Any:
+    client = boto3.client("sagemaker", endpoint_url=gateway.url, region_name="us-east-1", aws_access_key_id="x",
+                          aws_secret_access_key="x")
+    client.create_model(ModelName="tiny", ExecutionRoleArn="arn:aws:iam::1:role/sagemaker",
+                        PrimaryContainer={"Image": IMAGE, "ModelDataUrl": f"file://{model_dir}",
+                                          "Environment": {"MAX_TOTAL_TOKENS": "256", "PIER_PARALLEL": "4"}})
+    return client
+
+
+@pytest.fixture(scope="module")
+def s3(s3_url: str) -> Any:
+    client = boto3.client("s3", endpoint_url=s3_url, region_name="us-east-1", aws_access_key_id="x",
+                          aws_secret_access_key="x")
+    client.create_bucket(Bucket="batch")
+    return client
+
+
+def lines(first: int, count: int) -> bytes:
+    return b"".join(json.dumps({"id": i, "inputs": f"record {i} says", "parameters": {"max_new_tokens": 2}})
+                    .encode() + b"\n" for i in range(first, first + count))
+
+
+def job(name: str, source: str, output: str, **extra: Any) -> dict[str, Any]:
+    return {"TransformJobName": name, "ModelName": "tiny", "BatchStrategy": "SingleRecord",
+            "TransformInput": {"DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": source}},
+                               "ContentType": "application/jsonlines", "SplitType": "Line"},
+            "TransformOutput": {"S3OutputPath": output, "AssembleWith": "Line", "Accept": "application/json"},
+            "TransformResources": {"InstanceType": "local", "InstanceCount": 1},
+            "DataProcessing": PROCESSING, **extra}
+
+
+def ids(data: bytes) -> list[int]:
+    answers = [json.loads(line) for line in data.splitlines()]
+    assert all(a["SageMakerOutput"][0]["generated_text"] is not None for a in answers)
+    return [a["id"] for a in answers]
+
+
+def job_copies(url: str, name: str) -> list[dict[str, Any]]:
+    return [c for c in httpx.get(f"{url}/pier/copies").json()["copies"] if c["component"].startswith(
+        f"transform.{name}/")]
+
+
+def test_a_prefix_of_json_lines_lands_where_aws_puts_it(gateway: GatewayProcess, sagemaker: Any, s3: Any) -> None:
+    s3.put_object(Bucket="batch", Key="in/part-a.jsonl", Body=lines(0, 7))
+    s3.put_object(Bucket="batch", Key="in/more/part-b.jsonl", Body=lines(7, 5))
+    s3.put_object(Bucket="batch", Key="elsewhere/x.jsonl", Body=lines(99, 1))
+    arn = sagemaker.create_transform_job(**job("prefix", "s3://batch/in/", "s3://batch/out"))["TransformJobArn"]
+    assert arn.endswith(":transform-job/prefix")
+    sagemaker.get_waiter("transform_job_completed_or_stopped").wait(TransformJobName="prefix", WaiterConfig=WAIT)
+    described = sagemaker.describe_transform_job(TransformJobName="prefix")
+    assert described["TransformJobStatus"] == "Completed", described.get("FailureReason")
+    assert described["TransformInput"]["SplitType"] == "Line" and described["DataProcessing"] == PROCESSING
+    assert described["TransformStartTime"] <= described["TransformEndTime"]
+    keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket="batch", Prefix="out/")["Contents"])
+    assert keys == ["out/more/part-b.jsonl.out", "out/part-a.jsonl.out"]
+    assert ids(s3.get_object(Bucket="batch", Key="out/part-a.jsonl.out")["Body"].read()) == list(range(7))
+    assert ids(s3.get_object(Bucket="batch", Key="out/more/part-b.jsonl.out")["Body"].read()) == list(range(7, 12))
+    listed = sagemaker.list_transform_jobs(StatusEquals="Completed")["TransformJobSummaries"]
+    assert [s["TransformJobName"] for s in listed] == ["prefix"]
+    progress = httpx.get(f"{gateway.url}/pier/transform-jobs/prefix").json()
+    assert (progress["records"], progress["recordsWritten"], progress["objectsDone"]) == (12, 12, 2)
+    until(lambda: not job_copies(gateway.url, "prefix"), what="the job's copies stopped")
+
+
+def test_file_urls_gzip_and_errors(gateway: GatewayProcess, sagemaker: Any, tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "data.jsonl.gz").write_bytes(gzip.compress(lines(0, 4)))
+    request = job("local-files", f"file://{tmp_path}/in/", f"file://{tmp_path}/out")
+    request["TransformInput"]["CompressionType"] = "Gzip"
+    sagemaker.create_transform_job(**request)
+    with pytest.raises(sagemaker.exceptions.ResourceInUse):
+        sagemaker.create_transform_job(**request)
+    sagemaker.get_waiter("transform_job_completed_or_stopped").wait(TransformJobName="local-files",
+                                                                    WaiterConfig=WAIT)
+    assert ids((tmp_path / "out" / "data.jsonl.gz.out").read_bytes()) == [0, 1, 2, 3]
+    with pytest.raises(sagemaker.exceptions.ClientError, match="pier splits records by Line or not at all"):
+        bad = job("bad", "s3://batch/in/", "s3://batch/out")
+        bad["TransformInput"]["SplitType"] = "RecordIO"
+        sagemaker.create_transform_job(**bad)
+    with pytest.raises(sagemaker.exceptions.ResourceNotFound):
+        sagemaker.describe_transform_job(TransformJobName="nothing")
+
+
+def test_a_gateway_killed_mid_job_finishes_it_with_every_record_once(gateway: GatewayProcess, sagemaker: Any,
+                                                                      s3: Any) -> None:
+    total = 300
+    s3.put_object(Bucket="batch", Key="big/one.jsonl", Body=lines(0, total // 2))
+    s3.put_object(Bucket="batch", Key="big/two.jsonl", Body=lines(total // 2, total // 2))
+    sagemaker.create_transform_job(**job("killed", "s3://batch/big/", "s3://batch/big-out/"))
+    progress = f"{gateway.url}/pier/transform-jobs/killed"
+    until(lambda: httpx.get(progress).json()["unitsDone"] >= total // 4, timeout=300, what="a quarter done")
+    gateway.process.send_signal(signal.SIGKILL)
+    gateway.process.wait(30)
+    again = GatewayProcess(gateway.state_dir, gateway.port, gateway.log, gateway.env)
+    gateway.process = again.process  # the module's fixture stops whichever runs last
+    again.wait_ready()
+    resumed = httpx.get(progress).json()
+    assert resumed["status"] == "InProgress" and total // 4 <= resumed["unitsDone"] < total
+    sagemaker.get_waiter("transform_job_completed_or_stopped").wait(TransformJobName="killed", WaiterConfig=WAIT)
+    assert sagemaker.describe_transform_job(TransformJobName="killed")["TransformJobStatus"] == "Completed"
+    one = ids(s3.get_object(Bucket="batch", Key="big-out/one.jsonl.out")["Body"].read())
+    two = ids(s3.get_object(Bucket="batch", Key="big-out/two.jsonl.out")["Body"].read())
+    assert one + two == list(range(total))
+    assert "resuming transform job killed" in gateway.output()
+
+
+def test_stop_a_job(gateway: GatewayProcess, sagemaker: Any, s3: Any) -> None:
+    s3.put_object(Bucket="batch", Key="stop/a.jsonl", Body=lines(0, 400))
+    sagemaker.create_transform_job(**job("stopped", "s3://batch/stop/", "s3://batch/stop-out/"))
+    until(lambda: httpx.get(f"{gateway.url}/pier/transform-jobs/stopped").json()["unitsDone"] > 0, timeout=300,
+          what="records flowing")
+    sagemaker.stop_transform_job(TransformJobName="stopped")
+    sagemaker.get_waiter("transform_job_completed_or_stopped").wait(TransformJobName="stopped", WaiterConfig=WAIT)
+    assert sagemaker.describe_transform_job(TransformJobName="stopped")["TransformJobStatus"] == "Stopped"
+    until(lambda: not job_copies(gateway.url, "stopped"), what="the job's copies stopped")
