@@ -131,7 +131,7 @@ def test_one_gateway_per_folder_and_no_restore_under_it(tmp_path: Path) -> None:
 
 
 def test_check_reports_records_unreadable_rows_and_damage(tmp_path: Path) -> None:
-    state_report, scaling, keys, _, _ = check(tmp_path)
+    state_report, scaling, keys, *_ = check(tmp_path)
     assert state_report.problems == ["there is no state file (a gateway makes one when it first starts)"]
     assert scaling.ok and keys.ok and not scaling.present and not keys.present  # not made yet: nothing wrong
     state = State.open(tmp_path)

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import gzip
+
+import pytest
+
+from pier.transform.records import MIB, RecordError, Unit, assemble, decompress, output_name, split, units
+
+
+@pytest.mark.parametrize(("data", "split_type", "records"), [
+    (b'{"a":1}\n{"a":2}\n', "Line", [b'{"a":1}', b'{"a":2}']),
+    (b"x\r\n\r\n  \ny", "Line", [b"x", b"y"]),  # blank lines are no records
+    (b"x\ny\n", "None", [b"x\ny\n"]),
+    (b"", "None", []),
+    (b"", "Line", []),
+])
+def test_split(data: bytes, split_type: str, records: list[bytes]) -> None:
+    assert split(data, split_type) == records
+
+
+def test_single_record_units_keep_input_order() -> None:
+    assert units([b"a", b"b", b"c"], "SingleRecord", 6) == [Unit(0, (b"a",)), Unit(1, (b"b",)), Unit(2, (b"c",))]
+
+
+@pytest.mark.parametrize(("sizes", "payload_mb", "batches"), [
+    ([MIB // 2, MIB // 2 - 1, 10], 1, [2, 1]),  # two halves and their newline fit one MiB exactly
+    ([MIB // 2, MIB // 2], 1, [1, 1]),  # the newline between them does not fit
+    ([10] * 5, 0, [5]),  # 0: no limit
+])
+def test_multi_record_units_pack_to_the_payload(sizes: list[int], payload_mb: int, batches: list[int]) -> None:
+    records = [bytes([65 + i]) * size for i, size in enumerate(sizes)]
+    found = units(records, "MultiRecord", payload_mb)
+    assert [len(u.records) for u in found] == batches
+    assert b"\n".join(u.body for u in found) == b"\n".join(records)
+    assert all(len(u.body) <= (payload_mb * MIB or len(u.body)) for u in found)
+
+
+def test_a_record_over_the_payload_fails_with_the_fix() -> None:
+    with pytest.raises(RecordError, match="record 2 is .* raise MaxPayloadInMB"):
+        units([b"a", b"b" * (MIB + 1)], "SingleRecord", 1)
+
+
+def test_gzip() -> None:
+    assert decompress(gzip.compress(b"abc"), "Gzip") == b"abc"
+    assert decompress(b"abc", "None") == b"abc"
+    with pytest.raises(RecordError, match="set CompressionType None"):
+        decompress(b"abc", "Gzip")
+
+
+@pytest.mark.parametrize(("outputs", "assemble_with", "whole"), [
+    ([b"1", b"2\n", b"3"], "Line", b"1\n2\n3\n"),
+    ([b"1", b"2"], "None", b"12"),
+])
+def test_assemble(outputs: list[bytes], assemble_with: str, whole: bytes) -> None:
+    assert assemble(outputs, assemble_with) == whole
+
+
+def test_output_name() -> None:
+    assert output_name("dataset01/data.csv") == "dataset01/data.csv.out"
