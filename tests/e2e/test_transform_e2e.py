@@ -110,6 +110,27 @@ def test_a_prefix_of_json_lines_lands_where_aws_puts_it(gateway: GatewayProcess,
     until(lambda: not job_copies(gateway.url, "prefix"), what="the job's copies stopped")
 
 
+def test_the_sagemaker_sdks_transformer_unchanged(gateway: GatewayProcess, sagemaker: Any, s3: Any,
+                                                  s3_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    sdk = pytest.importorskip("sagemaker", reason="the sagemaker SDK is in the test extra")
+    from sagemaker.transformer import Transformer
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_url)
+    monkeypatch.setenv("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
+    session = sdk.Session(boto_session=boto3.Session(region_name="us-east-1", aws_access_key_id="x",
+                                                     aws_secret_access_key="x"),
+                          sagemaker_client=sagemaker, default_bucket="batch")
+    transformer = Transformer(model_name="tiny", instance_count=1, instance_type="ml.m5.large",
+                              strategy="SingleRecord", assemble_with="Line", output_path="s3://batch/sdk-out",
+                              accept="application/json", sagemaker_session=session)
+    transformer.transform("s3://batch/in/part-a.jsonl", content_type="application/jsonlines", split_type="Line",
+                          job_name="from-the-sdk", wait=True, logs=False, **{
+                              "input_filter": PROCESSING["InputFilter"], "join_source": "Input",
+                              "output_filter": PROCESSING["OutputFilter"]})
+    assert sagemaker.describe_transform_job(TransformJobName="from-the-sdk")["TransformJobStatus"] == "Completed"
+    assert ids(s3.get_object(Bucket="batch", Key="sdk-out/part-a.jsonl.out")["Body"].read()) == list(range(7))
+
+
 def test_file_urls_gzip_and_errors(gateway: GatewayProcess, sagemaker: Any, tmp_path: Path) -> None:
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "data.jsonl.gz").write_bytes(gzip.compress(lines(0, 4)))
