@@ -108,6 +108,12 @@ def test_a_prefix_of_json_lines_lands_where_aws_puts_it(gateway: GatewayProcess,
     progress = httpx.get(f"{gateway.url}/pier/transform-jobs/prefix").json()
     assert (progress["records"], progress["recordsWritten"], progress["objectsDone"]) == (12, 12, 2)
     until(lambda: not job_copies(gateway.url, "prefix"), what="the job's copies stopped")
+    from typer.testing import CliRunner
+
+    from pier.cli import app
+
+    shown = CliRunner().invoke(app, ["transforms", "--url", gateway.url])
+    assert shown.exit_code == 0 and "prefix" in shown.output and "12/12" in shown.output, shown.output
 
 
 def test_the_sagemaker_sdks_transformer_unchanged(gateway: GatewayProcess, sagemaker: Any, s3: Any,

@@ -36,7 +36,7 @@ def test_multi_record_units_pack_to_the_payload(sizes: list[int], payload_mb: in
 
 
 def test_a_record_over_the_payload_fails_with_the_fix() -> None:
-    with pytest.raises(RecordError, match="record 2 is .* raise MaxPayloadInMB"):
+    with pytest.raises(RecordError, match=r"record 2 is .* raise MaxPayloadInMB"):
         units([b"a", b"b" * (MIB + 1)], "SingleRecord", 1)
 
 
