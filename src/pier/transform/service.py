@@ -169,10 +169,12 @@ class Transforms:
             model_dir = await self._model(job)
             self._wanted[key] = _endpoint(job, settings, model_dir)
             self.wake()
-            turns = self._turns[key] = Turns(lambda: self.copies(Workload.of_variant(job.endpoint_name, VARIANT)))
-            senders = settings.max_concurrent or settings.instance_count * copy_concurrency(job.container.Environment)
+            # MaxConcurrentTransforms by default: every parallel sequence of every copy.
+            limit = settings.max_concurrent or settings.instance_count * copy_concurrency(job.container.Environment)
+            workload = Workload.of_variant(job.endpoint_name, VARIANT)
+            turns = self._turns[key] = Turns(lambda: self.copies(workload), settings.max_concurrent)
             assert self._client is not None
-            run = JobRun(job, settings, self.store, turns, self._client, senders, lambda: self._started(job.name))
+            run = JobRun(job, settings, self.store, turns, self._client, 2 * limit, lambda: self._started(job.name))
             await run.run()
             self._ended(job.name, "Completed", "")
         except JobFailed as error:

@@ -1,6 +1,7 @@
 """A job's turns on its copies: each ready copy takes as many records at once as its concurrency (its engine's
 parallel sequences), and a sender waits for the first free one, so every parallel sequence of every copy stays
-busy while records remain."""
+busy while records remain. The job runs more senders than turns, so a record is waiting for every turn that
+frees: the turn goes to it at once, while the sender that freed it stores its answer."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ class CopiesFailed(RuntimeError):
 @dataclass
 class Turns:
     copies: Callable[[], list[CopyStatus]]  # the job's copies as the backend reports them
+    limit: int | None = None  # records in flight at most over all copies (MaxConcurrentTransforms)
     busy: dict[str, int] = field(default_factory=dict)  # copy id -> records in flight there
     _freed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -51,6 +53,8 @@ class Turns:
         statuses = self.copies()
         if statuses and all(c.state is CopyState.FAILED for c in statuses):
             raise CopiesFailed("; ".join(dict.fromkeys(c.message or "it failed" for c in statuses)))
+        if self.limit is not None and self.in_flight >= self.limit:
+            return None
         ready = [c for c in statuses if c.state is CopyState.READY and c.url
                  and self.busy.get(c.copy_id, 0) < (c.concurrency or DEFAULT_PARALLEL)]
         ready.sort(key=lambda c: (c.copy_id == avoid, self.busy.get(c.copy_id, 0)))
