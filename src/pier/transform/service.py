@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -48,6 +49,7 @@ class Transforms:
         self.fetch = fetch
         self.wake = wake  # the reconciler: the set of wanted copies changed
         self.clock = clock
+        self._changing = threading.Lock()  # a job's record is read and written back whole: one change at a time
         self._wanted: dict[str, EndpointRecord] = {}  # running job -> the endpoint its copies belong to
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._turns: dict[str, Turns] = {}
@@ -90,10 +92,11 @@ class Transforms:
         return {"TransformJobSummaries": items, **({"NextToken": token} if token else {})}
 
     def stop(self, body: Body, region: str) -> Body:
-        job = self._job(body["TransformJobName"], region)
-        if job.status == "InProgress":
-            self.store.put(job.model_copy(update={"status": "Stopping", "modified": self.clock()}))
-            self._cancel_soon(job.name)
+        with self._changing:
+            job = self._job(body["TransformJobName"], region)
+            if job.status == "InProgress":
+                self.store.put(job.model_copy(update={"status": "Stopping", "modified": self.clock()}))
+                self._cancel_soon(job.name)
         return {}  # stopping a job that has ended changes nothing, as on SageMaker
 
     # ---- the reconciler's and pier's views
@@ -209,17 +212,19 @@ class Transforms:
             await asyncio.sleep(FETCH_POLL_S)
 
     def _started(self, name: str) -> None:
-        job = self.store.get(name)
-        if job is not None and job.started is None:
-            self.store.put(job.model_copy(update={"started": self.clock(), "modified": self.clock()}))
+        with self._changing:
+            job = self.store.get(name)
+            if job is not None and job.started is None:
+                self.store.put(job.model_copy(update={"started": self.clock(), "modified": self.clock()}))
 
     def _ended(self, name: str, status: str, reason: str) -> None:
-        job = self.store.get(name)
-        if job is None or job.status not in RUNNING:
-            return
-        now = self.clock()
-        self.store.put(job.model_copy(update={"status": status, "failure_reason": reason, "ended": now,
-                                              "modified": now}))
+        with self._changing:
+            job = self.store.get(name)
+            if job is None or job.status not in RUNNING:
+                return
+            now = self.clock()
+            self.store.put(job.model_copy(update={"status": status, "failure_reason": reason, "ended": now,
+                                                  "modified": now}))
         self.store.forget_progress(job.name)
         log.info("transform job %s %s%s", job.name, status.lower(), f": {reason}" if reason else "")
 
