@@ -154,6 +154,8 @@ def test_file_urls_gzip_and_errors(gateway: GatewayProcess, sagemaker: Any, tmp_
         sagemaker.create_transform_job(**bad)
     with pytest.raises(sagemaker.exceptions.ResourceNotFound):
         sagemaker.describe_transform_job(TransformJobName="nothing")
+    with pytest.raises(sagemaker.exceptions.ResourceNotFound, match="Could not find model"):
+        sagemaker.create_transform_job(**{**job("no-model", "s3://batch/in/", "s3://batch/out"), "ModelName": "none"})
 
 
 def test_a_gateway_killed_mid_job_finishes_it_with_every_record_once(gateway: GatewayProcess, sagemaker: Any,

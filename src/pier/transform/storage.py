@@ -89,7 +89,7 @@ def join(prefix: str, relative: str) -> str:
 def _listing(url: str) -> list[str]:
     if url.startswith("file://"):
         root = _local(url)
-        folder, stem = (root, "") if url.endswith("/") or root.is_dir() else (root.parent, root.name)
+        folder, stem = (root, "") if url.endswith("/") else (root.parent, root.name)
         if not folder.is_dir():
             return []
         return [path.as_uri() for path in folder.rglob("*")

@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pier.transform import storage
+from pier.transform.storage import Source, StorageError
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    for name in ("in/a.jsonl", "in/sub/b.jsonl", "input-2.jsonl", "other/c.jsonl"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(name)
+    return tmp_path
+
+
+def test_a_folder_prefix_names_objects_under_it(folder: Path) -> None:
+    found = storage.inputs(f"file://{folder}/in/", "S3Prefix")
+    assert [s.relative for s in found] == ["a.jsonl", "sub/b.jsonl"]
+    assert storage.read(found[1].url) == b"in/sub/b.jsonl"
+
+
+def test_a_key_prefix_matches_names_that_start_with_it(folder: Path) -> None:
+    assert [s.relative for s in storage.inputs(f"file://{folder}/in", "S3Prefix")] == [
+        "in/a.jsonl", "in/sub/b.jsonl", "input-2.jsonl"]
+
+
+def test_a_manifest_lists_names_under_its_prefix(folder: Path) -> None:
+    (folder / "manifest.json").write_text(json.dumps([{"prefix": f"file://{folder}/other/"}, "c.jsonl"]))
+    assert storage.inputs(f"file://{folder}/manifest.json", "ManifestFile") == [
+        Source(f"file://{folder}/other/c.jsonl", "c.jsonl")]
+    (folder / "manifest.json").write_text("{}")
+    with pytest.raises(StorageError, match="is not \\[\\{\"prefix\""):
+        storage.inputs(f"file://{folder}/manifest.json", "ManifestFile")
+
+
+def test_nothing_there_says_what_to_check(folder: Path) -> None:
+    with pytest.raises(StorageError, match="There are no objects under .* check TransformInput's S3Uri"):
+        storage.inputs(f"file://{folder}/nothing/", "S3Prefix")
+
+
+def test_writes_are_whole_and_replace(folder: Path) -> None:
+    target = f"file://{folder}/out/deep/a.jsonl.out"
+    storage.write(target, b"one")
+    storage.write(target, b"two")
+    assert (folder / "out/deep/a.jsonl.out").read_bytes() == b"two"
+    assert [p.name for p in (folder / "out/deep").iterdir()] == ["a.jsonl.out"]  # no temporary left behind
+
+
+@pytest.fixture
+def s3() -> Iterator[object]:
+    moto = pytest.importorskip("moto")
+    with moto.mock_aws():
+        import boto3
+
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket="batch")
+        storage._s3.cache_clear()
+        yield client
+        storage._s3.cache_clear()
+
+
+def test_s3_prefix_read_and_write(s3: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in ("data/in/x.jsonl", "data/in/y/z.jsonl", "data/elsewhere.jsonl"):
+        s3.put_object(Bucket="batch", Key=key, Body=key.encode())  # type: ignore[attr-defined]
+    found = storage.inputs("s3://batch/data/in/", "S3Prefix")
+    assert [s.relative for s in found] == ["x.jsonl", "y/z.jsonl"]
+    storage.write(storage.join("s3://batch/out/", found[1].relative + ".out"), storage.read(found[1].url))
+    assert s3.get_object(Bucket="batch", Key="out/y/z.jsonl.out")["Body"].read() == b"data/in/y/z.jsonl"  # type: ignore[attr-defined]
