@@ -39,7 +39,7 @@ def test_a_manifest_lists_names_under_its_prefix(folder: Path) -> None:
 
 
 def test_nothing_there_says_what_to_check(folder: Path) -> None:
-    with pytest.raises(StorageError, match="There are no objects under .* check TransformInput's S3Uri"):
+    with pytest.raises(StorageError, match=r"There are no objects under .* check TransformInput's S3Uri"):
         storage.inputs(f"file://{folder}/nothing/", "S3Prefix")
 
 
