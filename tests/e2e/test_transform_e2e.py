@@ -22,7 +22,6 @@ from tests.waiting import until
 pytestmark = pytest.mark.e2e
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1"}
-WAIT = {"Delay": 1, "MaxAttempts": 300}
 IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-tgi-inference:2.1-tgi2.0-gpu-py310"
 # Each record carries an id the model never sees (InputFilter), joined back to its answer (JoinSource) and kept
 # with it (OutputFilter), so the output says which record each line answers.
@@ -83,6 +82,12 @@ def ids(data: bytes) -> list[int]:
     return [a["id"] for a in answers]
 
 
+def ended(sagemaker: Any, name: str) -> dict[str, Any]:
+    """DescribeTransformJob once the job has ended (polled, so a failure shows its FailureReason)."""
+    return until(lambda: (lambda d: d if d["TransformJobStatus"] not in ("InProgress", "Stopping") else None)(
+        sagemaker.describe_transform_job(TransformJobName=name)), timeout=600, what=f"job {name} ended")
+
+
 def job_copies(url: str, name: str) -> list[dict[str, Any]]:
     return [c for c in httpx.get(f"{url}/pier/copies").json()["copies"] if c["component"].startswith(
         f"transform.{name}/")]
@@ -94,8 +99,7 @@ def test_a_prefix_of_json_lines_lands_where_aws_puts_it(gateway: GatewayProcess,
     s3.put_object(Bucket="batch", Key="elsewhere/x.jsonl", Body=lines(99, 1))
     arn = sagemaker.create_transform_job(**job("prefix", "s3://batch/in/", "s3://batch/out"))["TransformJobArn"]
     assert arn.endswith(":transform-job/prefix")
-    sagemaker.get_waiter("transform_job_completed_or_stopped").wait(TransformJobName="prefix", WaiterConfig=WAIT)
-    described = sagemaker.describe_transform_job(TransformJobName="prefix")
+    described = ended(sagemaker, "prefix")
     assert described["TransformJobStatus"] == "Completed", described.get("FailureReason")
     assert described["TransformInput"]["SplitType"] == "Line" and described["DataProcessing"] == PROCESSING
     assert described["TransformStartTime"] <= described["TransformEndTime"]
@@ -145,8 +149,7 @@ def test_file_urls_gzip_and_errors(gateway: GatewayProcess, sagemaker: Any, tmp_
     sagemaker.create_transform_job(**request)
     with pytest.raises(sagemaker.exceptions.ResourceInUse):
         sagemaker.create_transform_job(**request)
-    sagemaker.get_waiter("transform_job_completed_or_stopped").wait(TransformJobName="local-files",
-                                                                    WaiterConfig=WAIT)
+    assert ended(sagemaker, "local-files")["TransformJobStatus"] == "Completed"
     assert ids((tmp_path / "out" / "data.jsonl.gz.out").read_bytes()) == [0, 1, 2, 3]
     with pytest.raises(sagemaker.exceptions.ClientError, match="pier splits records by Line or not at all"):
         bad = job("bad", "s3://batch/in/", "s3://batch/out")
@@ -173,8 +176,8 @@ def test_a_gateway_killed_mid_job_finishes_it_with_every_record_once(gateway: Ga
     again.wait_ready()
     resumed = httpx.get(progress).json()
     assert resumed["status"] == "InProgress" and total // 4 <= resumed["unitsDone"] < total
-    sagemaker.get_waiter("transform_job_completed_or_stopped").wait(TransformJobName="killed", WaiterConfig=WAIT)
-    assert sagemaker.describe_transform_job(TransformJobName="killed")["TransformJobStatus"] == "Completed"
+    described = ended(sagemaker, "killed")
+    assert described["TransformJobStatus"] == "Completed", described
     one = ids(s3.get_object(Bucket="batch", Key="big-out/one.jsonl.out")["Body"].read())
     two = ids(s3.get_object(Bucket="batch", Key="big-out/two.jsonl.out")["Body"].read())
     assert one + two == list(range(total))
@@ -187,6 +190,6 @@ def test_stop_a_job(gateway: GatewayProcess, sagemaker: Any, s3: Any) -> None:
     until(lambda: httpx.get(f"{gateway.url}/pier/transform-jobs/stopped").json()["unitsDone"] > 0, timeout=300,
           what="records flowing")
     sagemaker.stop_transform_job(TransformJobName="stopped")
-    sagemaker.get_waiter("transform_job_completed_or_stopped").wait(TransformJobName="stopped", WaiterConfig=WAIT)
-    assert sagemaker.describe_transform_job(TransformJobName="stopped")["TransformJobStatus"] == "Stopped"
+    described = ended(sagemaker, "stopped")
+    assert described["TransformJobStatus"] == "Stopped", described
     until(lambda: not job_copies(gateway.url, "stopped"), what="the job's copies stopped")

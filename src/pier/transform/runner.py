@@ -76,7 +76,7 @@ class JobRun:
         finally:
             for task in senders:
                 task.cancel()
-            await asyncio.gather(*senders, return_exceptions=True)
+            await asyncio.wait(senders, timeout=10)  # bounded: a stop never waits on a sender for long
 
     async def _first_copy(self) -> None:
         while not self.turns.ready():

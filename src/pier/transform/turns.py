@@ -6,7 +6,6 @@ frees: the turn goes to it at once, while the sender that freed it stores its an
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -35,8 +34,13 @@ class Turns:
                 self.busy[copy.copy_id] = self.busy.get(copy.copy_id, 0) + 1
                 return copy
             self._freed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._freed.wait(), POLL_S)
+            # asyncio.wait, not wait_for: Python 3.11's wait_for can swallow a cancellation (a stopped job's
+            # senders would never end).
+            waiter = asyncio.ensure_future(self._freed.wait())
+            try:
+                await asyncio.wait({waiter}, timeout=POLL_S)
+            finally:
+                waiter.cancel()
 
     def give(self, copy: CopyStatus) -> None:
         self.busy[copy.copy_id] = max(0, self.busy.get(copy.copy_id, 0) - 1)
