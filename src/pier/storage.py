@@ -67,7 +67,10 @@ def write(url: str, data: bytes, content_type: str | None = None) -> None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             partial = path.with_name(f".{path.name}.partial")
-            partial.write_bytes(data)
+            with partial.open("wb") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())  # on disk before the rename: a kill never leaves half an object
             os.replace(partial, path)
         except OSError as error:
             raise StorageError(f"Cannot write {url}: {error.strerror or error}.") from None

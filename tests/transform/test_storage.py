@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from pier import storage as shared
 from pier.transform import storage
 from pier.transform.storage import Source, StorageError
 
@@ -59,9 +60,9 @@ def s3() -> Iterator[object]:
 
         client = boto3.client("s3", region_name="us-east-1")
         client.create_bucket(Bucket="batch")
-        storage._s3.cache_clear()
+        shared._client = None  # a client made inside moto's mock
         yield client
-        storage._s3.cache_clear()
+        shared._client = None
 
 
 def test_s3_prefix_read_and_write(s3: object, monkeypatch: pytest.MonkeyPatch) -> None:

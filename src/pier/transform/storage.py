@@ -1,18 +1,17 @@
-"""Where a job's objects are: s3:// through boto3 (any S3-compatible store: AWS_ENDPOINT_URL_S3) or file:// on
-this host. Blocking: call it from a thread. Writes are atomic (one PUT; a file renamed into place), so an output
-is either whole or absent, and writing it again after a restart replaces it with the same bytes."""
+"""A job's inputs (an S3 prefix or a manifest, listed) and outputs, over pier.storage (s3:// through boto3, any
+S3-compatible store: AWS_ENDPOINT_URL_S3; file:// on this host). Blocking: call it from a thread. Writes are atomic
+(one PUT; a file renamed into place), so an output is either whole or absent, and writing it again after a restart
+replaces it with the same bytes."""
 
 from __future__ import annotations
 
-import functools
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from pier import storage
 from pier.control.fetch import s3
 
 
@@ -46,44 +45,21 @@ def inputs(url: str, data_type: str) -> list[Source]:
 
 
 def read(url: str) -> bytes:
-    if url.startswith("file://"):
-        try:
-            return _local(url).read_bytes()
-        except OSError as error:
-            raise StorageError(f"Cannot read {url}: {error.strerror}.") from None
-    bucket, key = s3.split(url)
     try:
-        reply = _s3().get_object(Bucket=bucket, Key=key)
-    except Exception as error:  # botocore's errors: the message names the bucket and key
-        raise StorageError(f"Cannot read {url}: {error}") from None
-    data: bytes = reply["Body"].read()
-    return data
+        return storage.read(url)
+    except storage.StorageError as error:
+        raise StorageError(str(error)) from None
 
 
 def write(url: str, data: bytes) -> None:
-    if url.startswith("file://"):
-        path = _local(url)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(descriptor, "wb") as out:
-                out.write(data)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temporary, path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
-        return
-    bucket, key = s3.split(url)
+    """The whole object: a job resumed after a kill never finds half an output."""
     try:
-        _s3().put_object(Bucket=bucket, Key=key, Body=data)
-    except Exception as error:
-        raise StorageError(f"Cannot write {url}: {error}") from None
+        storage.write(url, data)
+    except storage.StorageError as error:
+        raise StorageError(str(error)) from None
 
 
-def join(prefix: str, relative: str) -> str:
-    return prefix.rstrip("/") + "/" + relative
+join = storage.join
 
 
 def _listing(url: str) -> list[str]:
@@ -119,7 +95,5 @@ def _local(url: str) -> Path:
     return Path(unquote(parsed.path))
 
 
-@functools.cache
 def _s3() -> Any:
-    """One client for the process (boto3's clients are thread-safe; making one costs tens of ms)."""
-    return s3.s3_client()
+    return storage.client()
