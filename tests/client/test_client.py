@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -99,3 +100,44 @@ def test_unknown_names(client: PierClient) -> None:
         client.describe("x")
     with pytest.raises(PierClientError, match="No endpoint is called x"):
         client.delete("x")
+
+
+def test_a_bad_update_rolls_back_and_says_so(client: PierClient, tmp_path: Path) -> None:
+    path = deploy_file(tmp_path, "endpoint: chat\nmodel: {data: tiny.gguf}\n")
+    deploy(client, path)
+    [before] = client.endpoints()
+    path.write_text("endpoint: chat\nmodel: {data: missing.gguf}\n"
+                    "deployment: {BlueGreenUpdatePolicy: {TrafficRoutingConfiguration: {Type: ALL_AT_ONCE, "
+                    "WaitIntervalInSeconds: 0}}}\n")
+    said: list[str] = []
+    with pytest.raises(PierClientError, match=r"The update of endpoint chat rolled back: .*still serves chat-"):
+        client.deploy(load(path), path.parent, say=said.append, timeout_s=60)
+    [after] = client.endpoints()
+    assert (after.status, after.serves) == ("InService", before.serves)  # the old config serves on
+
+
+def test_a_deployment_block_that_is_no_deployment_config_says_so(client: PierClient, tmp_path: Path) -> None:
+    path = deploy_file(tmp_path, "endpoint: chat\nmodel: {data: tiny.gguf}\n")
+    deploy(client, path)
+    (tmp_path / "other.gguf").write_bytes(b"GGUF2")
+    path.write_text("endpoint: chat\nmodel: {data: other.gguf}\n"
+                    "deployment: {BlueGreenUpdatePolicy: {TrafficRoutingConfiguration: {Type: ALL_AT_ONCE}}}\n")
+    with pytest.raises(PierClientError,
+                       match=r"(?s)`deployment` is not a SageMaker DeploymentConfig: .*WaitIntervalInSeconds"):
+        deploy(client, path)
+
+
+@pytest.mark.parametrize(("described", "shown"), [
+    ({"EndpointStatus": "Creating"}, "Creating"),
+    ({"EndpointStatus": "Updating", "PendingDeploymentSummary": {"EndpointConfigName": "chat-2", "ProductionVariants": [
+        {"CurrentWeight": 0.5, "DesiredWeight": 1.0,
+         "VariantStatus": [{"Status": "Baking", "StatusMessage": "canary: baking"}]}]}},
+     "Updating: to chat-2, canary: baking, 50% of its traffic moved"),
+    ({"EndpointStatus": "Updating", "PendingDeploymentSummary": {"EndpointConfigName": "chat-2",
+                                                                "ProductionVariants": []}},
+     "Updating: to chat-2, starting, 0% of its traffic moved"),
+])
+def test_an_update_shows_where_it_stands(described: dict[str, Any], shown: str) -> None:
+    from pier.client.client import update_progress
+
+    assert update_progress(described) == shown

@@ -107,3 +107,13 @@ def test_an_unknown_routing_strategy_is_refused(tmp_path: Path) -> None:
     path = write(tmp_path, "endpoint: chat\nrouting: {strategy: ROUND_ROBIN}\nmodel: {data: m.gguf}\n")
     with pytest.raises(DeployFileError, match=r"routing\.strategy"):
         load(path)
+
+
+def test_a_deployment_block_goes_to_update_endpoint(tmp_path: Path) -> None:
+    from pier.client.deploy_file import calls, parse
+
+    policy = {"BlueGreenUpdatePolicy": {"TrafficRoutingConfiguration": {
+        "Type": "CANARY", "CanarySize": {"Type": "INSTANCE_COUNT", "Value": 1}, "WaitIntervalInSeconds": 60}}}
+    file = parse("endpoint: chat\nmodel: {data: m.gguf}\ndeployment:\n" + "\n".join(
+        "  " + line for line in __import__("yaml").safe_dump(policy).splitlines()), "pier.yaml")
+    assert calls(file, tmp_path).deployment == policy

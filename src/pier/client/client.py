@@ -15,7 +15,7 @@ from typing import Any
 import boto3
 import httpx
 from botocore.config import Config
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, ParamValidationError
 
 from pier.client.deploy_file import Calls, DeployFile, calls, component_changed
 from pier.control.records import IN_PROGRESS
@@ -84,7 +84,12 @@ class PierClient:
         self._create_unless_exists("endpoint config", todo.config, say)
         self._converge_endpoint(todo, say, timeout_s)
         if wait:
-            self._wait_endpoint(file.endpoint, say, timeout_s)
+            described = self._wait_endpoint(file.endpoint, say, timeout_s)
+            if described["EndpointConfigName"] != todo.endpoint["EndpointConfigName"]:
+                raise PierClientError(
+                    f"The update of endpoint {file.endpoint} rolled back: "
+                    f"{described.get('FailureReason', 'no reason given')}. It still serves "
+                    f"{described['EndpointConfigName']}; `pier describe {file.endpoint}` and `pier logs` say more.")
         self._converge_components(file.endpoint, todo, say)
         if wait:
             for component in todo.components:
@@ -108,7 +113,12 @@ class PierClient:
             say(f"creating endpoint {name}")
         elif current["EndpointConfigName"] != config:
             self._wait_endpoint(name, say, timeout_s)
-            self.sagemaker.update_endpoint(**todo.endpoint)
+            extra = {"DeploymentConfig": todo.deployment} if todo.deployment else {}
+            try:
+                self.sagemaker.update_endpoint(**todo.endpoint, **extra)
+            except ParamValidationError as error:
+                raise PierClientError(f"The deploy file's `deployment` is not a SageMaker DeploymentConfig: {error}"
+                                      ) from None
             say(f"updating endpoint {name} to {config}")
 
     def _converge_components(self, endpoint: str, todo: Calls, say: Say) -> None:
@@ -128,12 +138,13 @@ class PierClient:
             self.sagemaker.delete_inference_component(InferenceComponentName=name)
             say(f"deleting inference component {name} (not in the file)")
 
-    def _wait_endpoint(self, name: str, say: Say, timeout_s: float) -> None:
+    def _wait_endpoint(self, name: str, say: Say, timeout_s: float) -> dict[str, Any]:
         described = self._wait(lambda: self._describe_endpoint(name) or {"EndpointStatus": "Gone"},
-                               "EndpointStatus", f"endpoint {name}", say, timeout_s)
+                               "EndpointStatus", f"endpoint {name}", say, timeout_s, shown=update_progress)
         if described["EndpointStatus"] != "InService":
             raise PierClientError(f"Endpoint {name} is {described['EndpointStatus']}: "
                                   f"{described.get('FailureReason', 'no reason given')}")
+        return described
 
     def _wait_component(self, name: str, say: Say, timeout_s: float) -> None:
         described = self._wait(lambda: self.sagemaker.describe_inference_component(InferenceComponentName=name),
@@ -143,16 +154,18 @@ class PierClient:
                                   f"{described.get('FailureReason', 'no reason given')}")
 
     @staticmethod
-    def _wait(describe: Callable[[], dict[str, Any]], key: str, what: str, say: Say,
-              timeout_s: float) -> dict[str, Any]:
+    def _wait(describe: Callable[[], dict[str, Any]], key: str, what: str, say: Say, timeout_s: float,
+              shown: Callable[[dict[str, Any]], str] | None = None) -> dict[str, Any]:
+        """Until the status is no longer in progress; each change of what `shown` makes of it is said."""
         deadline = time.monotonic() + timeout_s
         last = ""
         while True:
             described = describe()
-            if described[key] != last:
-                last = described[key]
+            text = shown(described) if shown else described[key]
+            if text != last:
+                last = text
                 say(f"{what} is {last}")
-            if last not in IN_PROGRESS or time.monotonic() > deadline:
+            if described[key] not in IN_PROGRESS or time.monotonic() > deadline:
                 return described
             time.sleep(0.5)
 
@@ -340,3 +353,19 @@ def _openai_message(text: str) -> str:
         return str(json.loads(text)["error"]["message"])
     except (ValueError, KeyError, TypeError):
         return text
+
+
+def update_progress(described: dict[str, Any]) -> str:
+    """An endpoint's status with where its update stands (DescribeEndpoint's PendingDeploymentSummary): the new
+    config, the phase (creating, canary baking, ...) and the share of the traffic moved to it."""
+    status = str(described["EndpointStatus"])
+    pending = described.get("PendingDeploymentSummary")
+    if not pending:
+        return status
+    variants = pending.get("ProductionVariants", [])
+    phases = sorted({s["StatusMessage"] for v in variants for s in v.get("VariantStatus", [])
+                     if s.get("StatusMessage")})
+    wanted = sum(v.get("DesiredWeight", 0.0) for v in variants)
+    moved = sum(v.get("CurrentWeight", 0.0) for v in variants) / wanted if wanted else 0.0
+    return (f"{status}: to {pending['EndpointConfigName']}, {', '.join(phases) or 'starting'}, "
+            f"{moved:.0%} of its traffic moved")

@@ -107,6 +107,9 @@ class DeployFile(Block):
     routing: RoutingBlock | None = None
     model: ModelBlock | None = None
     components: list[ComponentBlock] = Field(default_factory=list)
+    # SageMaker's DeploymentConfig, as written for UpdateEndpoint (BlueGreenUpdatePolicy, AutoRollbackConfiguration):
+    # how a changed file moves the endpoint's traffic to its new config; the control plane checks it
+    deployment: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _model_or_components(self) -> DeployFile:
@@ -125,6 +128,7 @@ class Calls(BaseModel):
     config: dict[str, Any]
     endpoint: dict[str, Any]
     components: list[dict[str, Any]]
+    deployment: dict[str, Any] | None = None  # UpdateEndpoint's DeploymentConfig, when the endpoint changes
 
 
 def load(path: Path) -> DeployFile:
@@ -170,6 +174,7 @@ def calls(file: DeployFile, base: Path) -> Calls:
         config={"EndpointConfigName": config_name, "ProductionVariants": [variant]},
         endpoint={"EndpointName": file.endpoint, "EndpointConfigName": config_name},
         components=components,
+        deployment=file.deployment,
     )
 
 
