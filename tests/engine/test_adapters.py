@@ -8,11 +8,11 @@ from pathlib import Path
 import llama_cpp
 import pytest
 
-from pier.engine.adapters import adapter_problem
 from pier.engine.core import EngineConfig, EngineCore
 from pier.engine.llama import LlamaRunner
 from pier.engine.request import GenerateRequest, SamplingParams
 from pier.errors import InvalidRequest
+from pier.model.lora_file import adapter_problem
 from pier.synthetic.builder import TINY, build_gguf
 from pier.synthetic.lora import build_lora_gguf
 

@@ -15,9 +15,9 @@ from fastapi.responses import JSONResponse, Response
 from pier.backends.base import CopyState, CopyStatus
 from pier.control import adapters
 from pier.control.workload import Workload
-from pier.engine.adapters import tensor_bytes
 from pier.gateway.copy_metrics import COPY_SECRET_HEADER, SCRAPE_TIMEOUT_S
 from pier.gateway.parts import gateway_of
+from pier.model.lora_file import tensor_bytes
 
 
 async def adapter_list(request: Request) -> Response:
