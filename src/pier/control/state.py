@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 import pydantic
 
@@ -430,3 +430,26 @@ def _sync_dir(folder: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+class StoreFile:
+    """A state-folder SQLite file of one store (`FILE`, `SCHEMA`, set by each subclass) behind one lock: opened and
+    checked by open_database (StateDamaged when unreadable, never replaced); `changes` tells the backups whether
+    it changed since they last copied it."""
+
+    FILE: str
+    SCHEMA: Schema
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._db = open_database(path, self.SCHEMA)
+
+    @classmethod
+    def open(cls, state_dir: Path) -> Self:
+        return cls(state_dir / cls.FILE)
+
+    @property
+    def changes(self) -> int:
+        with self._lock:
+            return self._db.total_changes

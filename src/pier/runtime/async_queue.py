@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
 from typing import Any
 
-from pier.control.state import BadRow, RowsRead, Schema, open_database
+from pier.control.state import BadRow, RowsRead, Schema, StoreFile
 
 FILE = "async.sqlite3"
 QUEUED, RUNNING = "queued", "running"
@@ -83,20 +81,9 @@ SCHEMA = Schema(1, ("CREATE TABLE IF NOT EXISTS requests (id TEXT PRIMARY KEY, e
                 _rows)
 
 
-class AsyncQueue:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-        self._db = open_database(path, SCHEMA)  # StateDamaged when it cannot be read: never replaced
-
-    @classmethod
-    def open(cls, state_dir: Path) -> AsyncQueue:
-        return cls(state_dir / FILE)
-
-    @property
-    def changes(self) -> int:
-        with self._lock:
-            return self._db.total_changes
+class AsyncQueue(StoreFile):
+    FILE = FILE
+    SCHEMA = SCHEMA
 
     def add(self, request: AsyncRequest) -> None:
         with self._lock:

@@ -9,12 +9,10 @@ backed up and restored as every file of the state folder is (`pier.control.state
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
-from pier.control.state import BadRow, RowsRead, Schema, open_database
+from pier.control.state import BadRow, RowsRead, Schema, StoreFile
 
 FILE = "sessions.sqlite3"
 COLUMNS = "id, endpoint, component, copy_id, expires"
@@ -46,20 +44,9 @@ SCHEMA = Schema(1, ("CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, e
                 ("sessions",), "no open sessions (clients open new ones)", _rows)
 
 
-class SessionStore:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-        self._db = open_database(path, SCHEMA)  # StateDamaged when it cannot be read: never replaced
-
-    @classmethod
-    def open(cls, state_dir: Path) -> SessionStore:
-        return cls(state_dir / FILE)
-
-    @property
-    def changes(self) -> int:
-        with self._lock:
-            return self._db.total_changes
+class SessionStore(StoreFile):
+    FILE = FILE
+    SCHEMA = SCHEMA
 
     def load(self, now: float, limit: int) -> list[tuple[str, str, str, str, float]]:
         """The newest `limit` sessions not expired at `now`, oldest first (expired ones are removed; rows that do

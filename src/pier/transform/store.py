@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pydantic
 
-from pier.control.state import BadRow, RowsRead, Schema, open_database
+from pier.control.state import BadRow, RowsRead, Schema, StoreFile
 from pier.transform.job import JobRecord
 
 FILE = "transforms.sqlite3"
@@ -70,20 +68,9 @@ SCHEMA = Schema(1, (
 ), ("jobs", "objects", "outputs"), "no transform jobs (running ones are lost: create them again)", _rows)
 
 
-class TransformStore:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-        self._db = open_database(path, SCHEMA)  # StateDamaged when it cannot be read: never replaced
-
-    @classmethod
-    def open(cls, state_dir: Path) -> TransformStore:
-        return cls(state_dir / FILE)
-
-    @property
-    def changes(self) -> int:
-        with self._lock:
-            return self._db.total_changes
+class TransformStore(StoreFile):
+    FILE = FILE
+    SCHEMA = SCHEMA
 
     # ---- jobs
 
