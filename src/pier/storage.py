@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from pier.control.fetch.s3 import s3_client
-
 SCHEMES = ("s3", "file")
 _client: Any = None
 _client_lock = threading.Lock()
@@ -98,6 +96,18 @@ def exists(url: str) -> bool:
         raise StorageError(f"Cannot look for {url}: {_why(error)}.") from None
     except Exception as error:
         raise StorageError(f"Cannot look for {url}: {_why(error)}.") from None
+
+
+def s3_client() -> Any:
+    """An S3 client that ignores AWS_ENDPOINT_URL: users point that at pier itself (for the SageMaker clients),
+    and pier serves no S3. AWS_ENDPOINT_URL_S3 still picks an S3-compatible store (MinIO, moto)."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3", endpoint_url=os.environ.get("AWS_ENDPOINT_URL_S3") or None,
+        config=Config(ignore_configured_endpoint_urls=True, retries={"max_attempts": 5, "mode": "standard"}),
+    )
 
 
 def client() -> Any:

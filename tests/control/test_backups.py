@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pier.control import backups, state_files
+from pier.control import backups
 from pier.control.backups import (
     BackupPolicy,
     Backups,
@@ -23,7 +23,9 @@ from pier.control.backups import (
     lock_holder,
     restore,
 )
-from pier.control.state import STATE_FILE, State, StateError
+from pier.control.state import STATE_FILE, State
+from pier.gateway.state_files import FILES, STATE
+from pier.state_folder.errors import StateError
 from tests.control.test_state import model
 
 
@@ -32,7 +34,7 @@ def test_a_backup_is_a_checked_private_copy_and_old_generations_go(tmp_path: Pat
     made = []
     for i in range(4):
         state.models.insert(model(f"m{i}", float(i)))
-        made.append(backups.backup(state.path, keep=2, now=1_700_000_000 + i))
+        made.append(backups.backup(STATE, state.path, keep=2, now=1_700_000_000 + i))
     assert list_backups(tmp_path) == made[-2:]
     assert made[-1].name == "state-20231114T221323.000000Z.sqlite3"
     assert stat.S_IMODE(made[-1].stat().st_mode) == 0o600
@@ -56,22 +58,22 @@ def test_backing_up_while_the_gateway_writes(tmp_path: Path) -> None:
     writer = threading.Thread(target=write)
     writer.start()
     try:
-        copies = [backups.backup(state.path, keep=10) for _ in range(5)]
+        copies = [backups.backup(STATE, state.path, keep=10) for _ in range(5)]
     finally:
         done.set()
         writer.join()
     for copy in copies:
-        assert backups.backup_problem(copy) == ""
+        assert backups.backup_problem(STATE, copy) == ""
 
 
 def test_a_damaged_state_never_pushes_a_good_backup_out(tmp_path: Path) -> None:
     state = State.open(tmp_path)
     state.models.insert(model("m"))
-    good = backups.backup(state.path, keep=1)
+    good = backups.backup(STATE, state.path, keep=1)
     state.close()
     (tmp_path / STATE_FILE).write_bytes(b"garbage" * 1000)
     with pytest.raises(sqlite3.DatabaseError):
-        backups.backup(tmp_path / STATE_FILE, keep=1)
+        backups.backup(STATE, tmp_path / STATE_FILE, keep=1)
     assert list_backups(tmp_path) == [good]
     assert [p.name for p in (tmp_path / "backups").iterdir()] == [good.name]  # no half-made file left
 
@@ -79,14 +81,14 @@ def test_a_damaged_state_never_pushes_a_good_backup_out(tmp_path: Path) -> None:
 def test_restore_puts_the_newest_sound_backup_in_place_and_keeps_the_damaged_file(tmp_path: Path) -> None:
     state = State.open(tmp_path)
     state.models.insert(model("old"))
-    older = backups.backup(state.path, now=1_700_000_000)
+    older = backups.backup(STATE, state.path, now=1_700_000_000)
     state.models.insert(model("new"))
-    newer = backups.backup(state.path, now=1_700_000_100)
+    newer = backups.backup(STATE, state.path, now=1_700_000_100)
     state.close()
     newest = tmp_path / "backups" / "state-20991231T000000.000000Z.sqlite3"
     newest.write_bytes(b"not a database at all")  # the newest is damaged: it is passed over
     (tmp_path / STATE_FILE).write_bytes(b"damaged")
-    [restored] = restore(tmp_path, now=1_700_000_200)
+    [restored] = restore(tmp_path, FILES, now=1_700_000_200)
     assert restored.backup == newer
     assert [p.name for p in restored.moved] == ["state.sqlite3.before-restore-20231114T221640Z"]
     assert restored.moved[0].read_bytes() == b"damaged"
@@ -94,27 +96,27 @@ def test_restore_puts_the_newest_sound_backup_in_place_and_keeps_the_damaged_fil
     again = State.open(tmp_path)
     assert sorted(m.name for m in again.models.all()) == ["new", "old"]
     again.close()
-    restore(tmp_path, Path(older.name))  # a backup named under backups/
+    restore(tmp_path, FILES, Path(older.name))  # a backup named under backups/
     again = State.open(tmp_path)
     assert [m.name for m in again.models.all()] == ["old"]
     again.close()
     with pytest.raises(StateError, match=r"cannot be restored: .*not a database"):
-        restore(tmp_path, newest)
+        restore(tmp_path, FILES, newest)
     with pytest.raises(StateError, match=r"No backup nope\.sqlite3; the backups under"):
-        restore(tmp_path, Path("nope.sqlite3"))
+        restore(tmp_path, FILES, Path("nope.sqlite3"))
 
 
 def test_restore_without_backups_says_to_move_the_file_aside(tmp_path: Path) -> None:
     (tmp_path / STATE_FILE).write_bytes(b"damaged")
     with pytest.raises(StateError, match=r"There is no backup of state.sqlite3 under .*mv .*state.sqlite3 "
                                          r".*state.sqlite3.damaged"):
-        restore(tmp_path)
+        restore(tmp_path, FILES)
     assert (tmp_path / STATE_FILE).read_bytes() == b"damaged"
 
 
 def test_one_gateway_per_folder_and_no_restore_under_it(tmp_path: Path) -> None:
     state = State.open(tmp_path)
-    backups.backup(state.path)
+    backups.backup(STATE, state.path)
     state.close()
     assert lock_holder(tmp_path) is None
     lock = GatewayLock.take(tmp_path)
@@ -123,35 +125,35 @@ def test_one_gateway_per_folder_and_no_restore_under_it(tmp_path: Path) -> None:
         with pytest.raises(StateError, match=rf"Another pier gateway \(pid {os.getpid()}\) is using"):
             GatewayLock.take(tmp_path)
         with pytest.raises(StateError, match=rf"A pier gateway \(pid {os.getpid()}\) is using .*stop it first"):
-            restore(tmp_path)
+            restore(tmp_path, FILES)
     finally:
         lock.release()
     assert lock_holder(tmp_path) is None
-    restore(tmp_path)
+    restore(tmp_path, FILES)
 
 
 def test_check_reports_records_unreadable_rows_and_damage(tmp_path: Path) -> None:
-    state_report, scaling, keys, *_ = check(tmp_path)
+    state_report, scaling, keys, *_ = check(tmp_path, FILES)
     assert state_report.problems == ["there is no state file (a gateway makes one when it first starts)"]
     assert scaling.ok and keys.ok and not scaling.present and not keys.present  # not made yet: nothing wrong
     state = State.open(tmp_path)
     state.models.insert(model("m"))
     with state.transaction() as db:
         db.execute("INSERT INTO endpoints (name, created, body) VALUES ('broken', 1, '{\"name\": 3}')")
-    report = check(tmp_path)[0]
+    report = check(tmp_path, FILES)[0]
     assert report.records == {"models": 1, "endpoint_configs": 0, "endpoints": 0, "inference_components": 0}
     assert [(r.kind, r.name) for r in report.unreadable] == [("endpoint", "broken")]
     assert not report.ok and "only the rows above do not read" in report.advice()
     state.close()
     (tmp_path / STATE_FILE).write_bytes((tmp_path / STATE_FILE).read_bytes()[:3000])
-    report = check(tmp_path)[0]
+    report = check(tmp_path, FILES)[0]
     assert report.problems and "malformed" in report.problems[0]
     assert "pier state check" in report.advice()
 
 
 def test_the_schedule_backs_up_what_changed_and_only_that(tmp_path: Path) -> None:
     state = State.open(tmp_path)
-    saver = Backups([Watched(state_files.STATE, state.path, lambda: state.changes)], BackupPolicy(every_s=0.01, keep=3))
+    saver = Backups([Watched(STATE, state.path, lambda: state.changes)], BackupPolicy(every_s=0.01, keep=3))
     assert saver.take(starting=True)  # none yet
     assert saver.take() == [] and saver.take(starting=True) == []  # nothing changed since
     state.models.insert(model("m"))
@@ -191,12 +193,13 @@ def _break_model(state: State, name: str) -> None:
 def test_restore_passes_over_backups_with_a_bad_row_and_says_what_it_lacks(tmp_path: Path) -> None:
     state = State.open(tmp_path)
     state.models.insert(model("kept"))
-    good = backups.backup(state.path, now=1_700_000_000)
+    good = backups.backup(STATE, state.path, now=1_700_000_000)
     state.models.insert(model("later"))
     _break_model(state, "kept")
-    assert "rows that do not read: model kept" in backups.backup_problem(backups.backup(state.path, now=1_700_000_100))
+    newer = backups.backup(STATE, state.path, now=1_700_000_100)
+    assert "rows that do not read: model kept" in backups.backup_problem(STATE, newer)
     state.close()
-    [restored] = restore(tmp_path, now=1_700_000_200)
+    [restored] = restore(tmp_path, FILES, now=1_700_000_200)
     assert restored.backup == good
     assert (restored.lacks, restored.adds, restored.unknown) == (("model later",), (), "")
     again = State.open(tmp_path)
@@ -207,8 +210,8 @@ def test_restore_passes_over_backups_with_a_bad_row_and_says_what_it_lacks(tmp_p
 def test_the_newest_good_generation_outlives_the_count_while_newer_ones_hold_a_bad_row(tmp_path: Path) -> None:
     state = State.open(tmp_path)
     state.models.insert(model("m"))
-    good = backups.backup(state.path, keep=2, now=1_700_000_000)
+    good = backups.backup(STATE, state.path, keep=2, now=1_700_000_000)
     _break_model(state, "m")
-    later = [backups.backup(state.path, keep=2, now=1_700_000_001 + i) for i in range(3)]
+    later = [backups.backup(STATE, state.path, keep=2, now=1_700_000_001 + i) for i in range(3)]
     assert list_backups(tmp_path) == [good, *later[-2:]]
     state.close()

@@ -11,7 +11,8 @@ import pytest
 
 from pier.control.records import ModelRecord
 from pier.control.shapes import CreateModelInput
-from pier.control.state import SCHEMA_VERSION, STATE_FILE, State, StateDamaged, UnreadableRecord
+from pier.control.state import SCHEMA_VERSION, STATE_FILE, State, UnreadableRecord
+from pier.state_folder.errors import StateDamaged
 
 
 def model(name: str, created: float = 1.0) -> ModelRecord:

@@ -12,7 +12,7 @@ from pier.engine.core import EngineConfig, EngineCore
 from pier.engine.llama import LlamaRunner
 from pier.engine.request import GenerateRequest, SamplingParams
 from pier.errors import InvalidRequest
-from pier.model.lora_file import adapter_problem
+from pier.lora_file import adapter_problem
 from pier.synthetic.builder import TINY, build_gguf
 from pier.synthetic.lora import build_lora_gguf
 

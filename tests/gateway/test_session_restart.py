@@ -17,8 +17,8 @@ from fastapi import FastAPI, Request
 from starlette.responses import Response
 
 from pier.backends.base import CopySpec
-from pier.control.state_files import SESSIONS
 from pier.gateway.app import create_gateway
+from pier.gateway.state_files import SESSIONS
 from tests.control.fakes import FakeBackend
 from tests.gateway.served import sagemaker_client, wait_for
 from tests.runtime.test_sessions import client

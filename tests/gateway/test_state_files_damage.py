@@ -20,6 +20,7 @@ from pier.autoscaling.store import FILE as SCALING_FILE
 from pier.cli import app
 from pier.control import backups
 from pier.gateway.app import create_gateway
+from pier.gateway.state_files import AUTOSCALING
 from pier.security.keystore import FILE_NAME as KEYS_FILE
 from pier.security.keystore import KeyStore
 from pier.security.principal import Role
@@ -141,7 +142,7 @@ def test_one_bad_scaling_row_is_left_out_named_and_a_restore_gives_a_state_witho
     restored = runner.invoke(app, ["state", "restore", "--state-dir", str(state_dir)])
     assert restored.exit_code == 0, restored.output
     good = backups.list_backups(state_dir, SCALING_FILE)
-    assert any(backups.backup_problem(b) for b in good)  # a newer one with the bad rows was passed over
+    assert any(backups.backup_problem(AUTOSCALING, b) for b in good)  # a newer one with the bad rows was passed over
     assert "It lacks what the file held: scalable target endpoint/third" in " ".join(restored.output.split())
     assert runner.invoke(app, ["state", "check", "--state-dir", str(state_dir)]).exit_code == 0
     with gateway(state_dir) as url:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from pier.control import state_files
+from pier.gateway import state_files
 from pier.runtime.async_queue import FILE, AsyncQueue, AsyncRequest
+from pier.state_folder.files import by_name
 
 
 def request(id: str, received: float, endpoint: str = "e") -> AsyncRequest:
@@ -52,4 +53,4 @@ def test_state_check_counts_requests_and_names_a_bad_row(tmp_path: Path) -> None
     assert [(row.name, row.reason.split(" (")[0]) for row in report.unreadable] == [
         ("broken", "its request does not read")]
     assert [r.id for r in AsyncQueue.open(tmp_path).waiting()] == ["a"]  # the bad row is left for the check
-    assert state_files.by_name(FILE) is state_files.ASYNC
+    assert by_name(state_files.FILES, FILE) is state_files.ASYNC

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pier.control import state_files
 from pier.control.shapes import ContainerSpec
+from pier.gateway import state_files
+from pier.state_folder.files import by_name
 from pier.transform.job import JobRecord
 from pier.transform.store import FILE, TransformStore
 
@@ -39,7 +40,7 @@ def test_it_is_a_state_file(tmp_path: Path) -> None:
     store = TransformStore.open(tmp_path)
     store.insert(record())
     store.close()
-    report = state_files.by_name(FILE).check(tmp_path / FILE)
+    report = by_name(state_files.FILES, FILE).check(tmp_path / FILE)
     assert report.ok and report.records == {"transform jobs": 1}
-    state_files.by_name(FILE).copy(tmp_path / FILE, tmp_path / "copy.sqlite3")
+    by_name(state_files.FILES, FILE).copy(tmp_path / FILE, tmp_path / "copy.sqlite3")
     assert TransformStore(tmp_path / "copy.sqlite3").get("JOB-1") == record()

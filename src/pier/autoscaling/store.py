@@ -3,7 +3,7 @@ alarms as the JSON their Describe operations answer with, the last scaling activ
 (`history.py`). Separate from the control plane's `state.sqlite3`, so its frequent metric writes never contend
 with the control plane's transactions.
 
-It is opened, checked, backed up and restored as `state.sqlite3` is (`pier.control.state.open_database` with
+It is opened, checked, backed up and restored as `state.sqlite3` is (`pier.state_folder.database.open_database` with
 `SCHEMA`): a damaged file is refused with its name and the fix, never replaced. One stored row that does not read
 (not JSON, or without the members pier reads) is left out of what the Describe operations and the scaler see, logged
 once and listed by `pier state check`; registering the same target (policy, alarm) again writes over it, and
@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pier.control.state import BadRow, RowsRead, Schema, open_database
+from pier.state_folder.database import BadRow, RowsRead, Schema, open_database
 
 log = logging.getLogger("pier.autoscaling")
 

@@ -12,7 +12,7 @@ import typer
 from pier.cli.app import app, console
 
 if TYPE_CHECKING:
-    from pier.control.state_files import Report
+    from pier.state_folder.files import Report
 
 state_app = typer.Typer(help="Check, back up and restore the gateway's state folder (state.sqlite3, "
                              "autoscaling.sqlite3, keys.json).", no_args_is_help=True)
@@ -38,8 +38,9 @@ def check(state_dir: StateDir = None) -> None:
 
     Exits 1 when something is wrong, and says what to do about it."""
     from pier.control import backups
+    from pier.gateway.state_files import FILES
 
-    reports = backups.check(_folder(state_dir))
+    reports = backups.check(_folder(state_dir), FILES)
     for report in reports:
         _print_report(report)
     if all(report.ok for report in reports):
@@ -68,17 +69,18 @@ def _print_report(report: Report) -> None:
 def backup(state_dir: StateDir = None) -> None:
     """Back every file of the state up now (safe while a gateway runs); the oldest generations past the kept
     number go."""
-    from pier.control import backups, state_files
-    from pier.control.state import StateError
+    from pier.control import backups
+    from pier.gateway.state_files import FILES
+    from pier.state_folder.errors import StateError
 
     policy = backups.BackupPolicy.from_env()
     folder = _folder(state_dir)
     failed = False
-    for file in state_files.FILES:
+    for file in FILES:
         if not (folder / file.name).exists():
             continue
         try:
-            made = backups.backup(folder / file.name, policy.keep)
+            made = backups.backup(file, folder / file.name, policy.keep)
         except (StateError, sqlite3.Error) as error:
             console.print(f"[red]{file.name}: {getattr(error, 'message', error)}[/]")
             failed = True
@@ -103,11 +105,12 @@ def restore(
 
     What changed since each backup is lost (it says what); the files moved aside are kept."""
     from pier.control import backups
-    from pier.control.state import StateError
+    from pier.gateway.state_files import FILES
+    from pier.state_folder.errors import StateError
 
     folder = _folder(state_dir)
     try:
-        restored = backups.restore(folder, backup, files=file or ())
+        restored = backups.restore(folder, FILES, backup, names=file or ())
     except StateError as error:
         console.print(f"[red]{error.message}[/]")
         raise typer.Exit(1) from None

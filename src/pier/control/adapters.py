@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pier.control.errors import ValidationError
 from pier.control.records import ComponentRecord
-from pier.model.lora_file import adapter_problem
+from pier.lora_file import adapter_problem
 
 # What the gateway tells a copy; a client's own headers never reach a copy (Invocation.upstream_headers).
 ADAPTER_HEADER = "X-Pier-Adapter"  # the adapter's name: its component's

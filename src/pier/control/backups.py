@@ -1,6 +1,6 @@
 """Backups of the state folder's files, restoring them, and checking them: what `pier state` and the gateway's
-backup schedule do, the same way for every file (`state_files.FILES`: state.sqlite3, autoscaling.sqlite3,
-keys.json).
+backup schedule do, the same way for every file they are given (the gateway lists them:
+`pier.gateway.state_files.FILES`: state.sqlite3, autoscaling.sqlite3, keys.json, ...).
 
     <state_dir>/state.sqlite3                            the state (state.py), and the other files beside it
     <state_dir>/backups/<stem>-<UTC time><suffix>        generations of each file, newest last:
@@ -30,8 +30,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
-from pier.control.state import BACKUPS, FILE_MODE, SIDE_FILES, STATE_FILE, StateError, private_dir
-from pier.control.state_files import FILES, STATE, Report, StateFile, by_name, of_backup
+from pier.control.state import STATE_FILE
+from pier.state_folder.errors import StateError
+from pier.state_folder.files import Report, StateFile, by_name, of_backup
+from pier.state_folder.layout import BACKUPS, FILE_MODE, SIDE_FILES, backup_pattern, private_dir
 
 log = logging.getLogger("pier.control")
 
@@ -77,14 +79,13 @@ def backups_dir(state_dir: Path) -> Path:
 
 def list_backups(state_dir: Path, name: str = STATE_FILE) -> list[Path]:
     """Every backup generation of the state file called `name`, oldest first."""
-    return sorted(backups_dir(state_dir).glob(by_name(name).pattern))
+    return sorted(backups_dir(state_dir).glob(backup_pattern(name)))
 
 
-def backup(path: Path, keep: int = DEFAULT_KEEP, *, now: float | None = None) -> Path:
-    """A checked copy of the state file at `path` as it is now, among the newest `keep` generations under its
-    folder's backups/ (older ones are removed once the new one is in place, but for the newest one whose rows all
-    read). Safe while a gateway writes."""
-    file = by_name(path.name)
+def backup(file: StateFile, path: Path, keep: int = DEFAULT_KEEP, *, now: float | None = None) -> Path:
+    """A checked copy of the state file `file` at `path` as it is now, among the newest `keep` generations under
+    its folder's backups/ (older ones are removed once the new one is in place, but for the newest one whose rows
+    all read). Safe while a gateway writes."""
     folder = backups_dir(path.parent)
     private_dir(folder)
     stamp = datetime.fromtimestamp(time.time() if now is None else now, UTC).strftime("%Y%m%dT%H%M%S.%fZ")
@@ -102,9 +103,10 @@ def backup(path: Path, keep: int = DEFAULT_KEEP, *, now: float | None = None) ->
     return final
 
 
-def backup_problem(path: Path) -> str:
-    """Why the backup at `path` is not a whole, good state ("" when it is): damage, or rows that do not read."""
-    report = of_backup(path).check(path)
+def backup_problem(file: StateFile, path: Path) -> str:
+    """Why the backup of `file` at `path` is not a whole, good state ("" when it is): damage, or rows that do not
+    read."""
+    report = file.check(path)
     if report.problems:
         return "; ".join(report.problems)
     if report.unreadable:
@@ -168,7 +170,7 @@ class Backups:
                 continue
             mark = watched.mark()
             try:
-                made.append(backup(watched.path, self.policy.keep))
+                made.append(backup(watched.file, watched.path, self.policy.keep))
             except (OSError, sqlite3.Error, StateError) as error:
                 log.error("could not back up %s: %s", watched.path, getattr(error, "message", error))
                 continue
@@ -196,28 +198,27 @@ class Restored:
     unknown: str = ""  # why what the file held is not known (it could not be read), else ""
 
 
-def restore(state_dir: Path, chosen: Path | None = None, *, files: Sequence[str] = (),
+def restore(state_dir: Path, files: Sequence[StateFile], chosen: Path | None = None, *, names: Sequence[str] = (),
             now: float | None = None) -> list[Restored]:
-    """Put backups in place of state files, after moving each current file and its log aside. With `chosen`, that
-    backup (of whichever file it is); else, for each file in `files` (by name) or, by default, each file
-    `check()` finds wrong (state.sqlite3 when none is), the newest backup whose rows all read. Every backup is
-    chosen and checked before anything moves. Refused while a gateway uses the folder."""
+    """Put backups in place of state files (of `files`, the folder's), after moving each current file and its log
+    aside. With `chosen`, that backup (of whichever file it is); else, for each file in `names` or, by default,
+    each file `check()` finds wrong (state.sqlite3 when none is), the newest backup whose rows all read. Every
+    backup is chosen and checked before anything moves. Refused while a gateway uses the folder."""
     holder = lock_holder(state_dir)
     if holder is not None:
         raise StateError(f"A pier gateway (pid {holder}) is using {state_dir}: stop it first, then restore.")
     if chosen is not None:
-        source = _chosen(state_dir, chosen)
-        plans = [(of_backup(source), source)]
+        plans = [_chosen(state_dir, files, chosen)]
     else:
-        wanted = [by_name(name) for name in files] or _needing_restore(state_dir)
+        wanted = [by_name(files, name) for name in names] or _needing_restore(state_dir, files)
         plans = [(file, _newest_good(state_dir, file)) for file in wanted]
     stamp = datetime.fromtimestamp(time.time() if now is None else now, UTC).strftime("%Y%m%dT%H%M%SZ")
     return [_put_back(state_dir, file, source, stamp) for file, source in plans]
 
 
-def _needing_restore(state_dir: Path) -> list[StateFile]:
-    wrong = [f for f in FILES if not f.check(state_dir / f.name).ok]
-    return wrong or [STATE]
+def _needing_restore(state_dir: Path, files: Sequence[StateFile]) -> list[StateFile]:
+    wrong = [f for f in files if not f.check(state_dir / f.name).ok]
+    return wrong or [by_name(files, STATE_FILE)]
 
 
 def _put_back(state_dir: Path, file: StateFile, source: Path, stamp: str) -> Restored:
@@ -242,21 +243,23 @@ def _put_back(state_dir: Path, file: StateFile, source: Path, stamp: str) -> Res
                     tuple(sorted(after.names - before.names)))
 
 
-def _chosen(state_dir: Path, chosen: Path) -> Path:
+def _chosen(state_dir: Path, files: Sequence[StateFile], chosen: Path) -> tuple[StateFile, Path]:
+    """The file the chosen backup is a generation of, and the backup, once it is known to be whole."""
     path = chosen if chosen.exists() else backups_dir(state_dir) / chosen
     if not path.is_file():
-        known = ", ".join(p.name for f in FILES for p in list_backups(state_dir, f.name)) or "none"
+        known = ", ".join(p.name for f in files for p in list_backups(state_dir, f.name)) or "none"
         raise StateError(f"No backup {chosen}; the backups under {backups_dir(state_dir)} are: {known}.")
-    report = of_backup(path).check(path)
+    file = of_backup(files, path)
+    report = file.check(path)
     if report.problems:  # unreadable rows are the chooser's call: they stay unreadable, as `check` will say
         raise StateError(f"{path} cannot be restored: {'; '.join(report.problems)}.")
-    return path
+    return file, path
 
 
 def _newest_good(state_dir: Path, file: StateFile) -> Path:
     tried = []
     for candidate in reversed(list_backups(state_dir, file.name)):
-        problem = backup_problem(candidate)
+        problem = backup_problem(file, candidate)
         if not problem:
             return candidate
         tried.append(f"{candidate.name}: {problem}")
@@ -272,11 +275,11 @@ def _newest_good(state_dir: Path, file: StateFile) -> Path:
 # ---- checking
 
 
-def check(state_dir: Path) -> list[Report]:
-    """Everything `pier state check` reports, for each file of the folder: SQLite's full integrity check, the
+def check(state_dir: Path, files: Sequence[StateFile]) -> list[Report]:
+    """Everything `pier state check` reports, for each of the folder's `files`: SQLite's full integrity check, the
     schema version, and every row read as the gateway reads it. Reads only; works while a gateway runs."""
     reports = []
-    for file in FILES:
+    for file in files:
         report = file.check(state_dir / file.name)
         report.backups = list_backups(state_dir, file.name)
         reports.append(report)

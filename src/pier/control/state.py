@@ -1,52 +1,39 @@
 """The control plane's state in one SQLite file, so a restarted gateway brings back every resource.
 
 One table per kind; a row is the record as JSON, keyed by name without regard to case (SageMaker names
-are unique regardless of case). The file is written safely and never given up silently:
+are unique regardless of case). The file is opened as every SQLite file of the state folder is
+(`pier.state_folder.database`: WAL, a schema version, a damaged file refused with `StateDamaged`, never replaced),
+and:
 
-- WAL, and every change in a transaction (`State.transaction()`; a Table's writes open one of their own, and
-  a caller may group several writes in one), so a crash leaves each change whole or not at all.
-- A schema version in `PRAGMA user_version`: a file from a newer pier is refused, never rewritten.
-- A damaged file (not a database, truncated, failing SQLite's quick check) is refused with `StateDamaged`,
-  whose message names the file and the ways out (`pier state restore`, or moving the file aside); pier never
-  starts over with an empty database in its place. A new file is made whole before it takes the name.
+- every change is in a transaction (`State.transaction()`; a Table's writes open one of their own, and a caller
+  may group several writes in one), so a crash leaves each change whole or not at all.
 - One row whose JSON no longer reads as its record (a schema change, a hand edit) makes only that resource
   unreadable: `Table.all()` leaves it out, `Table.unreadable()` lists it with why, `Table.get()` raises
   `UnreadableRecord` for it, and `Table.delete()` still removes it.
-- The folder is private (0700) and the files 0600: models' Environment blocks carry tokens.
 
 Backups, restore and the checks behind `pier state` are in `backups.py`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
-import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, Generic, TypeVar
 
 import pydantic
 
 from pier.control.errors import ControlError
 from pier.control.records import ComponentRecord, ConfigRecord, EndpointRecord, ModelRecord, Record
-from pier.errors import PierError
-
-log = logging.getLogger("pier.control")
+from pier.state_folder.database import BadRow, RowsRead, Schema, open_database
 
 R = TypeVar("R", bound=Record)
 
 SCHEMA_VERSION = 1
 STATE_FILE = "state.sqlite3"
-BACKUPS = "backups"
-SIDE_FILES = ("-wal", "-shm")  # SQLite's write-ahead log and its index, beside the database
-DIR_MODE = 0o700
-FILE_MODE = 0o600
 
 # table name -> (record class, the resource as SageMaker's messages name it)
 TABLES: dict[str, tuple[type[Record], str]] = {
@@ -57,69 +44,6 @@ TABLES: dict[str, tuple[type[Record], str]] = {
 }
 
 
-class StateError(PierError):
-    """The state file cannot be used as it is; the message says why and what to do."""
-
-    code = "state_unusable"
-
-
-class StateDamaged(StateError):
-    """A file of the state folder pier cannot read: it is refused, never replaced by an empty one."""
-
-    code = "state_damaged"
-
-    def __init__(self, path: Path, problem: str, without: str = "no resources") -> None:
-        self.path = path
-        self.problem = problem
-        super().__init__(f"pier cannot use its state file {path}: {problem}.\n{damage_advice(path, without)}")
-
-
-class StateTooNew(StateError, RuntimeError):
-    code = "state_too_new"
-
-
-@dataclass(frozen=True)
-class BadRow:
-    """A stored row that does not read as its record: what is still known about it, and why."""
-
-    kind: str  # "model", "endpoint", ... as messages name it
-    name: str
-    created: float
-    reason: str
-    fields: dict[str, Any] = field(default_factory=dict)  # its JSON's top-level members, when it parsed at all
-
-    def text(self, key: str, default: str = "") -> str:
-        value = self.fields.get(key)
-        return value if isinstance(value, str) else default
-
-    def number(self, key: str, default: float) -> float:
-        value = self.fields.get(key)
-        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
-
-    @property
-    def failure_reason(self) -> str:
-        return (f"pier cannot read its stored record of this {self.kind}: {self.reason}. Delete the {self.kind} and "
-                "create it again, or restore a backup of the state (pier state restore).")
-
-
-@dataclass(frozen=True)
-class Schema:
-    """What one SQLite file of the state folder holds, for `open_database`, backups and `pier state check`."""
-
-    version: int  # kept in PRAGMA user_version; a newer file is refused
-    statements: tuple[str, ...]  # CREATE ... IF NOT EXISTS: run on a new file, and on one of an older version
-    tables: tuple[str, ...]  # the tables a file of this version must have
-    without: str  # what starting without the file means, for the advice on a damaged one
-    rows: Callable[[sqlite3.Connection], RowsRead]  # every row read as pier reads it (the check behind restore)
-
-
-@dataclass
-class RowsRead:
-    counts: dict[str, int] = field(default_factory=dict)  # table (or kind) -> rows that read
-    bad: list[BadRow] = field(default_factory=list)
-    names: set[str] = field(default_factory=set)  # "<kind> <name>" of every row, read or not (what a backup lacks)
-
-
 class UnreadableRecord(ControlError):
     """The resource exists but its stored record cannot be read (see `BadRow`)."""
 
@@ -128,28 +52,6 @@ class UnreadableRecord(ControlError):
     def __init__(self, row: BadRow) -> None:
         super().__init__(f'{row.kind.capitalize()} "{row.name}": {row.failure_reason}')
         self.row = row
-
-
-def backup_pattern(name: str) -> str:
-    """The glob of the backups of the state file called `name`: state.sqlite3's are state-<UTC time>.sqlite3."""
-    stem, dot, suffix = name.partition(".")
-    return f"{stem}-*{dot}{suffix}"
-
-
-def damage_advice(path: Path, without: str = "no resources") -> str:
-    """The ways out of a damaged state file, with the commands to type; `without` is what starting without the
-    file means."""
-    folder = path.parent
-    backups = sorted((folder / BACKUPS).glob(backup_pattern(path.name)), reverse=True)
-    newest = f" (the newest is {backups[0].name})" if backups else ""
-    restore = (f"  - restore the newest backup{newest}:  pier state restore --state-dir {folder}\n" if backups
-               else f"  - (there is no backup of it under {folder / BACKUPS} to restore)\n")
-    return (
-        "pier does not start on it, and never replaces it with an empty one. Either\n"
-        f"{restore}"
-        f"  - or move the file aside and start with {without}:  mv {path} {path}.damaged\n"
-        f"`pier state check --state-dir {folder}` shows what is wrong with it."
-    )
 
 
 def read_row(table: str, name: Any, created: Any, body: Any) -> Record | BadRow:
@@ -330,126 +232,3 @@ class State:
     def close(self) -> None:
         with self._lock:
             self._db.close()
-
-
-def open_database(path: Path, schema: Schema) -> sqlite3.Connection:
-    """The database at `path`, checked, versioned and with every table; a new one when there is no file.
-    Raises StateDamaged or StateTooNew instead of touching a file it cannot read."""
-    private_dir(path.parent)
-    if not path.exists():
-        orphans = [s for s in SIDE_FILES if Path(f"{path}{s}").is_file() and Path(f"{path}{s}").stat().st_size]
-        if "-wal" in orphans:
-            raise StateDamaged(path, f"the file is missing but its write-ahead log {path}-wal is there",
-                               schema.without)
-        _create(path, schema)
-    elif path.stat().st_size == 0:
-        raise StateDamaged(path, "the file is empty (0 bytes): it was truncated", schema.without)
-    for suffix in ("", *SIDE_FILES):
-        with contextlib.suppress(FileNotFoundError):
-            os.chmod(f"{path}{suffix}", FILE_MODE)
-    db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=10.0)
-    try:
-        _prepare(db, path, schema)
-    except sqlite3.DatabaseError as error:
-        db.close()
-        raise StateDamaged(path, f"SQLite says {error}", schema.without) from None
-    except BaseException:
-        db.close()
-        raise
-    return db
-
-
-def _prepare(db: sqlite3.Connection, path: Path, schema: Schema) -> None:
-    version = db.execute("PRAGMA user_version").fetchone()[0]
-    if version > schema.version:
-        raise StateTooNew(
-            f"{path} was written by a newer pier (state schema {version}; this pier reads up to {schema.version}) "
-            "and is left as it is: run that pier (or a newer one), or use another --state-dir."
-        )
-    problems = [row[0] for row in db.execute("PRAGMA quick_check(5)").fetchall()]
-    if problems != ["ok"]:
-        raise StateDamaged(path, "SQLite's quick check found " + "; ".join(str(p) for p in problems), schema.without)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=NORMAL")
-    if version < schema.version:  # 0: a file from before versions were kept; there are no older schemas yet
-        _make_tables(db, schema)
-        return
-    missing = missing_tables(db, schema)
-    if missing:
-        raise StateDamaged(path, f"its table(s) {', '.join(missing)} are gone", schema.without)
-
-
-def missing_tables(db: sqlite3.Connection, schema: Schema) -> list[str]:
-    present = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    return sorted(set(schema.tables) - present)
-
-
-def _make_tables(db: sqlite3.Connection, schema: Schema) -> None:
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        for statement in schema.statements:
-            db.execute(statement)
-        db.execute(f"PRAGMA user_version = {schema.version}")
-        db.execute("COMMIT")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-
-
-def _create(path: Path, schema: Schema) -> None:
-    """A new, empty file, made whole under a temporary name first: a crash while it is made leaves no
-    half-made file under the real name (an empty or partial file there is damage, and is refused)."""
-    fresh = path.with_name(f".{path.name}.new")
-    for suffix in ("", *SIDE_FILES):
-        Path(f"{fresh}{suffix}").unlink(missing_ok=True)
-    os.close(os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))
-    db = sqlite3.connect(fresh, isolation_level=None)
-    try:
-        db.execute("PRAGMA journal_mode=WAL")
-        _make_tables(db, schema)
-    finally:
-        db.close()  # the last connection checkpoints the log into the file and removes it
-    os.replace(fresh, path)
-    _sync_dir(path.parent)
-
-
-def private_dir(folder: Path) -> None:
-    """Make `folder` (and its missing parents) and keep it to this user: it holds tokens."""
-    folder.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
-    try:
-        if folder.stat().st_mode & 0o077:
-            os.chmod(folder, DIR_MODE)
-    except OSError as error:
-        log.warning("could not make %s private (mode 0700): %s; it holds models' Environment blocks", folder, error)
-
-
-def _sync_dir(folder: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-class StoreFile:
-    """A state-folder SQLite file of one store (`FILE`, `SCHEMA`, set by each subclass) behind one lock: opened and
-    checked by open_database (StateDamaged when unreadable, never replaced); `changes` tells the backups whether
-    it changed since they last copied it."""
-
-    FILE: str
-    SCHEMA: Schema
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-        self._db = open_database(path, self.SCHEMA)
-
-    @classmethod
-    def open(cls, state_dir: Path) -> Self:
-        return cls(state_dir / cls.FILE)
-
-    @property
-    def changes(self) -> int:
-        with self._lock:
-            return self._db.total_changes

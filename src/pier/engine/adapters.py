@@ -16,7 +16,7 @@ from pathlib import Path
 
 import llama_cpp
 
-from pier.model.lora_file import adapter_problem, tensor_bytes
+from pier.lora_file import adapter_problem, tensor_bytes
 
 BASE = ""  # the name of "no adapter": the base model
 

@@ -17,7 +17,7 @@ from pier.control import adapters
 from pier.control.workload import Workload
 from pier.gateway.copy_metrics import COPY_SECRET_HEADER, SCRAPE_TIMEOUT_S
 from pier.gateway.parts import gateway_of
-from pier.model.lora_file import tensor_bytes
+from pier.lora_file import tensor_bytes
 
 
 async def adapter_list(request: Request) -> Response:

@@ -30,17 +30,15 @@ from pier.autoscaling.store import Store as AutoscalingStore
 from pier.backends.base import Backend
 from pier.capture.writer import CaptureSettings, CaptureWriter
 from pier.console.assets import console_router
-from pier.control import state_files
 from pier.control.api import ControlPlane
 from pier.control.backups import BackupPolicy, Backups, Watched, file_mark
 from pier.control.capacity import COPY_CAP_SETTING, CopyCap, host_copy_cap
 from pier.control.devices import GpuPool
 from pier.control.fetch.fetches import Fetches
-from pier.control.fetch.s3 import s3_client
 from pier.control.fetch.store import ModelStore
 from pier.control.reconciler import Reconciler
 from pier.control.state import State
-from pier.gateway import autoscaling_route, pier_routes, transform_route
+from pier.gateway import autoscaling_route, pier_routes, state_files, transform_route
 from pier.gateway.adapter_routes import adapter_list
 from pier.gateway.async_inference import AsyncInference
 from pier.gateway.async_route import invoke_endpoint_async
@@ -62,6 +60,7 @@ from pier.runtime.settings import RuntimeSettings
 from pier.security.install import install_security
 from pier.security.scope import endpoint_of_state
 from pier.security.settings import SecuritySettings
+from pier.storage import s3_client
 from pier.transform.service import Transforms
 from pier.transform.store import TransformStore
 

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 import uvicorn
 
-from pier.control import state_files
 from pier.control.backups import GatewayLock
 from pier.errors import PierError
+from pier.gateway import state_files
 from pier.gateway.app import create_gateway
 from pier.gateway.drain import DrainingServer, grace_period
 from pier.gpus import discover, gpu_build_advice

@@ -4,7 +4,7 @@ and has not finished, so a restarted gateway runs what was waiting or running wh
 A request is written before its 202 is sent, and removed once its answer (or its failure) is written where the caller
 looks for it. A request that was running when the gateway stopped runs again after the restart, unless its answer is
 already at its OutputLocation (the name is fixed when it is accepted, so a rerun finds it: each answer is written
-once). Opened, checked, backed up and restored as every file of the state folder is (`pier.control.state_files`).
+once). Opened, checked, backed up and restored as every file of the state folder is (`pier.gateway.state_files`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sqlite3
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from pier.control.state import BadRow, RowsRead, Schema, StoreFile
+from pier.state_folder.database import BadRow, RowsRead, Schema, StoreFile
 
 FILE = "async.sqlite3"
 QUEUED, RUNNING = "queued", "running"

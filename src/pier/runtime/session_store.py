@@ -3,7 +3,7 @@ its copy (copy ids follow from what a copy is, so the restarted copy has the sam
 
 One row per session, written when it opens, moves to another copy or ends; a use does not write (the order of
 least recent use is the gateway's memory's; after a restart, the order sessions were opened in). Opened, checked,
-backed up and restored as every file of the state folder is (`pier.control.state_files`).
+backed up and restored as every file of the state folder is (`pier.gateway.state_files`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
-from pier.control.state import BadRow, RowsRead, Schema, StoreFile
+from pier.state_folder.database import BadRow, RowsRead, Schema, StoreFile
 
 FILE = "sessions.sqlite3"
 COLUMNS = "id, endpoint, component, copy_id, expires"

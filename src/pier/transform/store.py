@@ -9,7 +9,7 @@ gateway killed mid-job goes on where it was after a restart.
 A unit is answered once (its row is the proof; a restart skips it), and an object's output is written whole from
 its rows, then marked done and its rows dropped in one transaction. A kill between the write and the mark writes
 the same bytes again on restart, so every record appears in the output exactly once. Opened, checked, backed up
-and restored as every file of the state folder is (`pier.control.state_files`)."""
+and restored as every file of the state folder is (`pier.gateway.state_files`)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from typing import Any
 
 import pydantic
 
-from pier.control.state import BadRow, RowsRead, Schema, StoreFile
+from pier.state_folder.database import BadRow, RowsRead, Schema, StoreFile
 from pier.transform.job import JobRecord
 
 FILE = "transforms.sqlite3"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -19,18 +18,6 @@ class S3Object:
     key: str
     etag: str
     size: int
-
-
-def s3_client() -> Any:
-    """An S3 client that ignores AWS_ENDPOINT_URL: users point that at pier itself (for the SageMaker clients),
-    and pier serves no S3. AWS_ENDPOINT_URL_S3 still picks an S3-compatible store (MinIO, moto)."""
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client(
-        "s3", endpoint_url=os.environ.get("AWS_ENDPOINT_URL_S3") or None,
-        config=Config(ignore_configured_endpoint_urls=True, retries={"max_attempts": 5, "mode": "standard"}),
-    )
 
 
 def split(url: str) -> tuple[str, str]:

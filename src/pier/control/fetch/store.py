@@ -26,6 +26,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from pier.control.fetch import archives, folders, hf, s3
 from pier.control.fetch.source import ModelSource
 from pier.errors import PierError
+from pier.storage import s3_client
 
 log = logging.getLogger("pier.control")
 
@@ -37,7 +38,7 @@ class ModelDataError(PierError):
 
 
 class ModelStore:
-    def __init__(self, root: Path, *, s3: Callable[[], Any] = s3.s3_client,
+    def __init__(self, root: Path, *, s3: Callable[[], Any] = s3_client,
                  hub: Callable[[], hf.Hub] = hf.default_hub, console: Console | None = None) -> None:
         self.root = root
         self._s3 = s3

@@ -1,13 +1,7 @@
-"""The files of a state folder, each checked, copied and read through one interface, so every file gets the same
-care: refused with its name and the fix when damaged, listed by `pier state check`, backed up on the gateway's
-schedule and put back by `pier state restore` (backups.py does those over `FILES`).
-
-    state.sqlite3        the control plane's resources (state.py)
-    autoscaling.sqlite3  scalable targets, policies, alarms, activities, metric history (pier.autoscaling.store)
-    keys.json            the gateway's keys (pier.security.keystore)
-    sessions.sqlite3     the open stateful sessions, each with its copy (pier.runtime.session_store)
-    async.sqlite3        asynchronous inference requests accepted and not yet answered (pier.runtime.async_queue)
-    transforms.sqlite3   transform jobs and the progress of running ones (pier.transform.store)
+"""A file of the state folder behind one interface (`StateFile`: checked as the gateway reads it, copied whole),
+so every file gets the same care: refused with its name and the fix when damaged, listed by `pier state check`,
+backed up on the gateway's schedule and put back by `pier state restore` (pier.control.backups). Which files the
+folder holds is the gateway's list (`pier.gateway.state_files.FILES`), passed to whatever goes over all of them.
 
 Each file is read as the gateway reads it: a file that cannot be read at all is a *problem*; a row (a record, a
 key) that does not read is *unreadable*, with its name and why. A backup counts as good only when it has neither.
@@ -19,25 +13,13 @@ import contextlib
 import os
 import sqlite3
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pier.autoscaling import store as autoscaling
-from pier.control.state import (
-    FILE_MODE,
-    SIDE_FILES,
-    STATE_FILE,
-    STATE_SCHEMA,
-    BadRow,
-    Schema,
-    StateError,
-    backup_pattern,
-    damage_advice,
-    missing_tables,
-)
-from pier.runtime import async_queue, session_store
-from pier.security import keystore
-from pier.transform import store as transform_store
+from pier.state_folder.database import BadRow, Schema, missing_tables
+from pier.state_folder.errors import StateError, damage_advice
+from pier.state_folder.layout import FILE_MODE, SIDE_FILES, backup_pattern
 
 
 @dataclass
@@ -152,84 +134,21 @@ class Database(StateFile):
             raise
 
 
-class KeyFile(StateFile):
-    """keys.json: a JSON document, copied byte for byte once it reads whole (a damaged key file is never backed
-    up, so it never pushes a good backup out)."""
-
-    def _read(self, path: Path, report: Report) -> None:
-        try:
-            keys, bad = keystore.read_document(path.read_bytes())
-        except ValueError as error:
-            report.problems.append(str(error))
-            return
-        report.records = {"keys": len(keys)}
-        report.unreadable = [BadRow("key", name, 0.0, why) for name, why in bad]
-        report.names = {f"key {k.principal.name}" for k in keys} | {f"key {name}" for name, _ in bad}
-
-    def copy(self, source: Path, dest: Path) -> None:
-        if not source.is_file():
-            raise StateError(f"There is no file at {source}.")
-        data = source.read_bytes()
-        try:
-            _, bad = keystore.read_document(data)
-        except ValueError as error:
-            raise StateError(keystore.damaged(source, str(error))) from None
-        if bad:
-            raise StateError(keystore.damaged(source, "; ".join(f"key {name}: {why}" for name, why in bad)))
-        dest.unlink(missing_ok=True)
-        descriptor = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-        try:
-            with os.fdopen(descriptor, "wb") as out:
-                out.write(data)
-                out.flush()
-                os.fsync(out.fileno())
-        except BaseException:
-            dest.unlink(missing_ok=True)
-            raise
-
-
-STATE = Database(STATE_FILE, STATE_SCHEMA, required=True,
-                 mend="Delete each (pier delete, or the SageMaker Delete* call) and create it again")
-AUTOSCALING = Database(autoscaling.FILE, autoscaling.SCHEMA, required=False,
-                       mend="Register (put) each again, or deregister (delete) it")
-KEYS = KeyFile(keystore.FILE_NAME, required=False,
-               without="no keys (create them again: pier keys create)",
-               mend="Mend or remove each entry")
-SESSIONS = Database(session_store.FILE, session_store.SCHEMA, required=False,
-                    mend="Clients open new sessions; the row goes once its session expires or is closed")
-ASYNC = Database(async_queue.FILE, async_queue.SCHEMA, required=False,
-                 mend="Delete the row (its caller resends the request), or let it fail")
-TRANSFORMS = Database(transform_store.FILE, transform_store.SCHEMA, required=False,
-                      mend="Create the job again under another name")
-FILES: tuple[StateFile, ...] = (STATE, AUTOSCALING, KEYS, SESSIONS, ASYNC, TRANSFORMS)
-
-
-def by_name(name: str) -> StateFile:
-    found = next((f for f in FILES if f.name == name), None)
+def by_name(files: Sequence[StateFile], name: str) -> StateFile:
+    found = next((f for f in files if f.name == name), None)
     if found is None:
         raise StateError(f"pier keeps no state file called {name}: its files are "
-                         f"{', '.join(f.name for f in FILES)}.")
+                         f"{', '.join(f.name for f in files)}.")
     return found
 
 
-def of_backup(path: Path) -> StateFile:
+def of_backup(files: Sequence[StateFile], path: Path) -> StateFile:
     """The state file a backup is a generation of, by its name."""
-    found = next((f for f in FILES if path.match(f.pattern)), None)
+    found = next((f for f in files if path.match(f.pattern)), None)
     if found is None:
         raise StateError(f"{path.name} is not a backup pier made (their names are "
-                         f"{', '.join(f.pattern for f in FILES)}).")
+                         f"{', '.join(f.pattern for f in files)}).")
     return found
-
-
-def refuse_damaged(state_dir: Path) -> None:
-    """At start, for the files the gateway does not open as databases itself (keys.json): StateDamaged with the
-    file's name and the fix when one cannot be read whole."""
-    from pier.control.state import StateDamaged
-
-    report = KEYS.check(state_dir / KEYS.name)
-    if not report.ok:
-        problems = report.problems + [f"key {row.name}: {row.reason}" for row in report.unreadable]
-        raise StateDamaged(report.path, "; ".join(problems), KEYS.without)
 
 
 def read_only(path: Path) -> sqlite3.Connection:

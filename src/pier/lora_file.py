@@ -1,6 +1,6 @@
 """A LoRA adapter GGUF file, read without llama.cpp: whether it is one, and what its tensors weigh. The gateway's
 control plane checks adapters with it (importing nothing of llama.cpp there); the engine too, before llama.cpp
-reads the file."""
+reads the file. Imports nothing of pier, so both share it without the gateway importing the engine."""
 
 from __future__ import annotations
 

@@ -1,0 +1,87 @@
+"""The files of pier's state folder, each owned by the store that writes it; the gateway, which joins those stores,
+is where they are listed, so backups, restore and `pier state check` go over all of them and no store knows the
+others (each file behind pier.state_folder's `StateFile`: checked, copied whole).
+
+    state.sqlite3        the control plane's resources (pier.control.state)
+    autoscaling.sqlite3  scalable targets, policies, alarms, activities, metric history (pier.autoscaling.store)
+    keys.json            the gateway's keys (pier.security.keystore)
+    sessions.sqlite3     the open stateful sessions, each with its copy (pier.runtime.session_store)
+    async.sqlite3        asynchronous inference requests accepted and not yet answered (pier.runtime.async_queue)
+    transforms.sqlite3   transform jobs and the progress of running ones (pier.transform.store)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pier.autoscaling import store as autoscaling
+from pier.control.state import STATE_FILE, STATE_SCHEMA
+from pier.runtime import async_queue, session_store
+from pier.security import keystore
+from pier.state_folder.database import BadRow
+from pier.state_folder.errors import StateDamaged, StateError
+from pier.state_folder.files import Database, Report, StateFile
+from pier.state_folder.layout import FILE_MODE
+from pier.transform import store as transform_store
+
+
+class KeyFile(StateFile):
+    """keys.json: a JSON document, copied byte for byte once it reads whole (a damaged key file is never backed
+    up, so it never pushes a good backup out)."""
+
+    def _read(self, path: Path, report: Report) -> None:
+        try:
+            keys, bad = keystore.read_document(path.read_bytes())
+        except ValueError as error:
+            report.problems.append(str(error))
+            return
+        report.records = {"keys": len(keys)}
+        report.unreadable = [BadRow("key", name, 0.0, why) for name, why in bad]
+        report.names = {f"key {k.principal.name}" for k in keys} | {f"key {name}" for name, _ in bad}
+
+    def copy(self, source: Path, dest: Path) -> None:
+        if not source.is_file():
+            raise StateError(f"There is no file at {source}.")
+        data = source.read_bytes()
+        try:
+            _, bad = keystore.read_document(data)
+        except ValueError as error:
+            raise StateError(keystore.damaged(source, str(error))) from None
+        if bad:
+            raise StateError(keystore.damaged(source, "; ".join(f"key {name}: {why}" for name, why in bad)))
+        dest.unlink(missing_ok=True)
+        descriptor = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        try:
+            with os.fdopen(descriptor, "wb") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+        except BaseException:
+            dest.unlink(missing_ok=True)
+            raise
+
+
+STATE = Database(STATE_FILE, STATE_SCHEMA, required=True,
+                 mend="Delete each (pier delete, or the SageMaker Delete* call) and create it again")
+AUTOSCALING = Database(autoscaling.FILE, autoscaling.SCHEMA, required=False,
+                       mend="Register (put) each again, or deregister (delete) it")
+KEYS = KeyFile(keystore.FILE_NAME, required=False,
+               without="no keys (create them again: pier keys create)",
+               mend="Mend or remove each entry")
+SESSIONS = Database(session_store.FILE, session_store.SCHEMA, required=False,
+                    mend="Clients open new sessions; the row goes once its session expires or is closed")
+ASYNC = Database(async_queue.FILE, async_queue.SCHEMA, required=False,
+                 mend="Delete the row (its caller resends the request), or let it fail")
+TRANSFORMS = Database(transform_store.FILE, transform_store.SCHEMA, required=False,
+                      mend="Create the job again under another name")
+FILES: tuple[StateFile, ...] = (STATE, AUTOSCALING, KEYS, SESSIONS, ASYNC, TRANSFORMS)
+
+
+def refuse_damaged(state_dir: Path) -> None:
+    """At start, for the files the gateway does not open as databases itself (keys.json): StateDamaged with the
+    file's name and the fix when one cannot be read whole."""
+    report = KEYS.check(state_dir / KEYS.name)
+    if not report.ok:
+        problems = report.problems + [f"key {row.name}: {row.reason}" for row in report.unreadable]
+        raise StateDamaged(report.path, "; ".join(problems), KEYS.without)
