@@ -1,0 +1,267 @@
+"""The layering is a contract: every import in src/pier, read with `ast`, follows the drawing below, and the
+packages import each other without a cycle.
+
+A node is a package of pier (`control`, `gateway`, ...) or one of its top-level modules (`errors`, `storage`, ...;
+`pier` is `pier/__init__.py`, the version). An entry of what a node may import is another node, or a module of one
+(`runtime.observer`) when only that module may be imported. Every import counts: at module level, inside a
+function, and under `if TYPE_CHECKING:`, since a type named from another layer is as much a dependency of whoever
+reads (and type-checks) the code as a call is, and a cycle through annotations is still a cycle in its meaning.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PIER = SRC / "pier"
+
+
+def _(*targets: str) -> frozenset[str]:
+    return frozenset(targets)
+
+
+# Who may import whom (docs/architecture.md, "Layers and who may import whom"). Lower layers first.
+MAY_IMPORT: dict[str, frozenset[str]] = {
+    # The bottom: shared by several processes, importing nothing of pier (or only errors).
+    "pier": _(),  # pier/__init__.py: the version
+    "errors": _(),  # the one error tree and its wire fields
+    "resumable": _(),  # the gateway <-> copy channel: header names, frames
+    "deadline": _(),
+    "concurrency": _(),  # a copy's concurrency, as the server, the backends and the runtime read it
+    "multi_model": _(),  # what a multi-model copy and the gateway tell each other
+    "served_name": _(),
+    "lora_file": _(),  # a LoRA GGUF read without llama.cpp: the control plane's check and the engine's
+    "storage": _(),  # users' objects (s3://, file://) and the one S3 client
+    "synthetic": _(),
+    "console": _(),
+    "capture": _(),
+    "state_folder": _("errors"),  # the state folder's files: opened, checked, copied; the stores build on it
+    # The model server's process.
+    "engine": _("errors", "lora_file"),
+    "gpus": _("errors", "engine.devices"),  # lazily, only on a host with real GPUs: can its llama.cpp use them
+    "model": _("errors", "engine"),  # chat templates and tool formats, on the engine's ModelInfo and grammars
+    "server": _("pier", "errors", "deadline", "concurrency", "multi_model", "resumable", "served_name", "engine",
+                "model"),
+    # The gateway's process: the gateway joins the rest; control and runtime never import each other.
+    "backends": _("pier", "errors", "concurrency"),
+    "runtime": _("errors", "deadline", "concurrency", "multi_model", "resumable", "served_name", "state_folder",
+                 "backends"),
+    "autoscaling": _("errors", "multi_model", "state_folder", "runtime.observer"),
+    "control": _("errors", "gpus", "lora_file", "multi_model", "state_folder", "storage", "backends"),
+    "transform": _("pier", "storage", "concurrency", "state_folder", "backends", "control"),
+    "security": _("errors"),
+    "gateway": _("pier", "errors", "gpus", "lora_file", "storage", "state_folder", "capture", "console", "backends",
+                 "runtime", "autoscaling", "control", "transform", "security", "client.deploy_file"),
+    # Clients and tools.
+    "client": _("control.names", "control.records", "security"),
+    "bench": _("pier", "errors", "gpus", "synthetic", "security.client_trust"),
+    "tune": _("bench", "client", "control.instance_types", "engine.kv_type", "server.kv_budget"),
+    "cli": _("backends", "bench", "client", "control", "engine.kv_type", "gateway", "security", "server.container",
+             "state_folder", "synthetic", "tune"),
+    "__main__": _("cli"),
+}
+
+# TEMPORARY: the edges the split of security/ by process removes (issue 24). Delete this set once it is merged;
+# then any of these still there fails below.
+_BEING_SPLIT: frozenset[tuple[str, str]] = frozenset({
+    ("security", "autoscaling"),  # security/routes.py: the route families' wire names
+    ("security", "control"),  # scope.py (control.state), guard.py (control.limits), listening.py (control.backups)
+    ("security", "server"),  # model_server_guard.py: the copy's guard belongs to server/
+    ("server", "security"),  # the copy secret, the copy's guard
+    ("backends", "security"),  # the copy secret, given to each copy
+    ("runtime", "security"),  # the copy secret, sent with each call (runtime/upstream.py)
+    ("transform", "security"),  # the copy secret (transform/runner.py)
+    ("gateway", "server"),  # X-Pier-Timeout-Seconds (server.request_timeout), an X-Pier-* header without its home
+})
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str  # the importing module, dotted
+    target: str  # the imported module (or package), dotted
+    where: str  # path:line
+    line: str  # the import statement's first line, as written
+
+    @property
+    def edge(self) -> tuple[str, str]:
+        return node_of(self.source), node_of(self.target)
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.line}"
+
+
+def node_of(module: str) -> str:
+    """The node a dotted module of pier belongs to: its package, or the top-level module itself."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "pier"
+
+
+def module_name(path: Path, src: Path) -> str:
+    parts = list(path.relative_to(src).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def is_module(module: str, src: Path) -> bool:
+    path = src.joinpath(*module.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def imports_of(text: str, module: str, *, package: bool, src: Path, where: str = "") -> Iterator[Import]:
+    """Every import of pier in one module's source, wherever it stands (module level, functions, TYPE_CHECKING)."""
+    lines = text.splitlines()
+    for node in ast.walk(ast.parse(text)):
+        for target in _targets(node, module, package=package, src=src):
+            if target == "pier" or target.startswith("pier."):
+                yield Import(module, target, f"{where}:{node.lineno}", lines[node.lineno - 1].strip())
+
+
+def _targets(node: ast.AST, module: str, *, package: bool, src: Path) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    base = node.module or ""
+    if node.level:
+        here = module.split(".") if package else module.split(".")[:-1]
+        base = ".".join(here[: len(here) - node.level + 1] + ([node.module] if node.module else []))
+    # `from pier import storage` imports the module pier.storage; `from pier import __version__`, pier itself.
+    return [f"{base}.{a.name}" if is_module(f"{base}.{a.name}", src) else base for a in node.names]
+
+
+def all_imports(src: Path = SRC) -> list[Import]:
+    found = []
+    for path in sorted((src / "pier").rglob("*.py")):
+        found += imports_of(path.read_text(), module_name(path, src), package=path.name == "__init__.py", src=src,
+                            where=str(path.relative_to(src.parent)))
+    return found
+
+
+def nodes(src: Path = SRC) -> set[str]:
+    """Every package and top-level module of pier."""
+    root = src / "pier"
+    modules = {p.stem for p in root.glob("*.py") if p.name != "__init__.py"}
+    packages = {p.parent.name for p in root.glob("*/__init__.py")}
+    return modules | packages | {"pier"}
+
+
+def allowed(item: Import) -> bool:
+    source, target = item.edge
+    if source == target or item.edge in _BEING_SPLIT:
+        return True
+    rel = item.target.removeprefix("pier.")
+    return any(rel == entry or rel.startswith(entry + ".") for entry in MAY_IMPORT.get(source, ()))
+
+
+def cycle(edges: dict[str, set[str]]) -> list[str]:
+    """One cycle of the graph, as its nodes with the first repeated at the end; [] when there is none."""
+    state: dict[str, str] = {}  # node -> "open" while on the path, "done" after
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = "open"
+        path.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == "open":
+                return [*path[path.index(nxt):], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = "done"
+        return []
+
+    for start in sorted(edges):
+        if start not in state and (found := visit(start)):
+            return found
+    return []
+
+
+def drawing() -> str:
+    """The contract, for whoever reads a failure."""
+    rows = [f"  {node:>13} ──► {', '.join(sorted(targets)) or '(nothing of pier)'}"
+            for node, targets in MAY_IMPORT.items()]
+    tolerated = [f"  {a} ──► {b}" for a, b in sorted(_BEING_SPLIT)]
+    return ("Who may import whom (MAY_IMPORT in tests/test_layers.py):\n" + "\n".join(rows)
+            + "\nTolerated until security/ is split (_BEING_SPLIT):\n" + "\n".join(tolerated))
+
+
+# ---- the contract itself
+
+
+def test_the_drawing_names_every_package_and_top_level_module() -> None:
+    missing = sorted(nodes() - set(MAY_IMPORT))
+    gone = sorted(set(MAY_IMPORT) - nodes())
+    assert not missing, f"Add {missing} to MAY_IMPORT in tests/test_layers.py, with what each may import.\n{drawing()}"
+    assert not gone, f"{gone} no longer exist in src/pier: take them out of MAY_IMPORT.\n{drawing()}"
+
+
+def test_each_entry_of_the_drawing_names_a_module_that_exists() -> None:
+    unknown = sorted(f"{node} ──► {entry}" for node, targets in MAY_IMPORT.items() for entry in targets
+                     if not is_module(f"pier.{entry}" if entry != "pier" else "pier", SRC))
+    assert not unknown, f"These entries name no module of pier (moved or renamed?): {unknown}\n{drawing()}"
+
+
+def test_the_drawing_has_no_cycle() -> None:
+    edges = {node: {entry.split(".")[0] for entry in targets} for node, targets in MAY_IMPORT.items()}
+    found = cycle(edges)
+    assert not found, f"MAY_IMPORT allows a cycle: {' ──► '.join(found)}\n{drawing()}"
+
+
+# ---- the code against it
+
+
+def test_every_import_follows_the_drawing() -> None:
+    offending = [item for item in all_imports() if not allowed(item)]
+    listed = "\n".join(f"  {item.edge[0]} may not import {item.target}: {item}" for item in offending)
+    assert not offending, (f"{len(offending)} import(s) outside the layer drawing:\n{listed}\nMove the code to the "
+                           f"layer it belongs to, or, if the drawing is wrong, change MAY_IMPORT (and "
+                           f"docs/architecture.md) on purpose.\n{drawing()}")
+
+
+def test_no_package_cycle() -> None:
+    edges: dict[str, set[str]] = {}
+    examples: dict[tuple[str, str], Import] = {}
+    for item in all_imports():
+        source, target = item.edge
+        if source != target and item.edge not in _BEING_SPLIT:
+            edges.setdefault(source, set()).add(target)
+            examples.setdefault(item.edge, item)
+    found = cycle(edges)
+    steps = "\n".join(f"  {a} ──► {b}: {examples[(a, b)]}" for a, b in itertools.pairwise(found))
+    assert not found, f"The packages import each other in a cycle:\n{steps}\n{drawing()}"
+
+
+# ---- the reader of imports
+
+
+@pytest.mark.parametrize(("text", "module", "package", "targets"), [
+    ("import pier.control.state", "pier.gateway.app", False, ["pier.control.state"]),
+    ("from pier.control.state import State", "pier.gateway.app", False, ["pier.control.state"]),
+    ("from pier.control import state", "pier.gateway.app", False, ["pier.control.state"]),
+    ("from pier import storage, __version__", "pier.gateway.app", False, ["pier.storage", "pier"]),
+    ("from . import limits", "pier.control.api", False, ["pier.control.limits"]),
+    ("from .state import State", "pier.control.api", False, ["pier.control.state"]),
+    ("from ..errors import ControlError", "pier.control.fetch.store", False, ["pier.control.errors"]),
+    ("from .fetch import s3", "pier.control", True, ["pier.control.fetch.s3"]),
+    ("def f():\n    from pier.engine.devices import gpus", "pier.gpus", False, ["pier.engine.devices"]),
+    ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pier.backends.base import Backend",
+     "pier.gateway.run", False, ["pier.backends.base"]),
+    ("import json\nfrom fastapi import FastAPI", "pier.gateway.app", False, []),
+])
+def test_imports_are_read_wherever_they_stand(text: str, module: str, package: bool, targets: list[str]) -> None:
+    assert [i.target for i in imports_of(text, module, package=package, src=SRC)] == targets
+
+
+@pytest.mark.parametrize(("edges", "found"), [
+    ({"a": {"b"}, "b": {"c"}}, []),
+    ({"a": {"b"}, "b": {"a"}}, ["a", "b", "a"]),
+    ({"a": {"b"}, "b": {"c"}, "c": {"b"}}, ["b", "c", "b"]),
+    ({"x": set(), "a": {"b", "x"}, "b": {"x"}}, []),
+])
+def test_a_cycle_is_found_with_its_nodes(edges: dict[str, set[str]], found: list[str]) -> None:
+    assert cycle(edges) == found
