@@ -11,8 +11,8 @@ from pier.control.shapes import (
     CreateModelInput,
     EndpointNameInput,
     ModelNameInput,
-    parse,
 )
+from pier.control.validation_message import parse
 
 
 @pytest.mark.parametrize(("name", "ok"), [

@@ -28,9 +28,10 @@ from pier.control.fetch.fetches import Fetches
 from pier.control.fetch.source import ModelSource, source_of
 from pier.control.instance_types import InstanceType, host_cores, lookup
 from pier.control.records import ComponentRecord, EndpointRecord
-from pier.control.state import BadRow, State
+from pier.control.state import State
 from pier.control.workload import Workload
 from pier.gpus import discover
+from pier.state_folder.database import BadRow
 
 log = logging.getLogger("pier.control")
 

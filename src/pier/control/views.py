@@ -19,8 +19,8 @@ from pier.control.records import (
     ModelRecord,
     VariantRecord,
 )
-from pier.control.state import BadRow
 from pier.control.workload import Workload
+from pier.state_folder.database import BadRow
 
 Copies = Callable[[Workload], list[CopyStatus]]
 

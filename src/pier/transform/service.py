@@ -23,8 +23,9 @@ from pier.control.instance_types import lookup
 from pier.control.listing import Row, page
 from pier.control.names import ACCOUNT
 from pier.control.records import EndpointRecord, VariantRecord
-from pier.control.shapes import ListInput, parse
+from pier.control.shapes import ListInput
 from pier.control.state import State
+from pier.control.validation_message import parse
 from pier.control.workload import Workload
 from pier.transform import job as jobs
 from pier.transform.job import RUNNING, VARIANT, JobRecord, Settings
