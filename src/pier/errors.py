@@ -25,6 +25,8 @@ The tree (classes outside this module are named by their package)::
     ├── server.HttpError                   its own status (the router's 404, 405; the payload limit's 413)
     ├── server.byoc.HandlerError           its own status (a bring-your-own-code handler's answer)
     └── bench.BenchError                   a benchmark that cannot run
+
+    ClientGone                             not a PierError: the client hung up, nobody is left to answer
 """
 
 from __future__ import annotations
@@ -137,6 +139,14 @@ class GenerationFailed(PierError):
 
     code = "generation_failed"
     wire = Wire(500, "server_error", 424, "generation", 424, "ModelError")
+
+
+class ClientGone(Exception):
+    """The client hung up before its answer was ready (while its body was read, or while it waited): nothing is
+    sent back."""
+
+
+CLIENT_CLOSED_REQUEST = 499  # nginx's status for a client that hung up; only logs and metrics see it
 
 
 def message_of(error: BaseException) -> str:

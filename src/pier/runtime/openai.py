@@ -33,8 +33,9 @@ from starlette.responses import Response
 from starlette.types import Receive
 
 from pier.deadline import StreamClock
+from pier.errors import CLIENT_CLOSED_REQUEST, ClientGone
 from pier.runtime.call import Call, StreamEnded
-from pier.runtime.disconnect import CLIENT_CLOSED_REQUEST, ClientGone, unless_disconnected
+from pier.runtime.disconnect import unless_disconnected
 from pier.runtime.errors import (
     ComponentRequired,
     InvalidInvocation,

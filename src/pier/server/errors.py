@@ -79,13 +79,6 @@ class TooDeeplyNested(InvalidRequest):
                          "at most); send a flatter body.")
 
 
-class ClientDisconnected(Exception):
-    """The client went away before its answer was ready; nothing is sent back."""
-
-
-CLIENT_CLOSED_REQUEST = 499  # nginx's status for a client that hung up; it only shows in metrics and logs
-
-
 def _tgi_message(error: BaseException) -> str:
     """TGI words its validation errors in terms of `inputs` and `max_new_tokens`; clients match on them."""
     if isinstance(error, InputTooLong):
