@@ -1,12 +1,12 @@
 """One error hierarchy for pier. Every error carries its wire fields (`Wire`) the same way, and each API's edge
-reads them; nothing else maps errors to statuses.
+renders them in its dialect (pier.error_bodies); nothing else maps errors to statuses.
 
 The tree (classes outside this module are named by their package)::
 
     PierError                              500 · InternalFailure · server_error · tgi 500 internal
     ├── InvalidRequest                     400 · ValidationError · invalid_request_error · tgi 422 validation
     │   ├── ContextLengthExceeded          prompt + max_tokens over the context window
-    │   │   └── server.InputTooLong        the prompt alone over MAX_INPUT_TOKENS
+    │   │   └── InputTooLong               the prompt alone over MAX_INPUT_TOKENS
     │   ├── model.chat.TemplateError       the chat template could not render the messages
     │   └── runtime.InvalidInvocation      the gateway's ValidationError (PayloadTooLarge 413, EndpointNotFound 404)
     ├── Overloaded                         429 · ThrottlingException (boto3 retries it by status and by code)
@@ -25,6 +25,8 @@ The tree (classes outside this module are named by their package)::
     ├── server.HttpError                   its own status (the router's 404, 405; the payload limit's 413)
     ├── server.byoc.HandlerError           its own status (a bring-your-own-code handler's answer)
     └── bench.BenchError                   a benchmark that cannot run
+
+    ClientGone                             not a PierError: the client hung up, nobody is left to answer
 """
 
 from __future__ import annotations
@@ -80,6 +82,10 @@ class PierError(Exception):
         self.message = message
         self.param = param
 
+    def members(self) -> dict[str, Any]:
+        """Modelled members of the SageMaker runtime's error shape besides the message."""
+        return {}
+
 
 class InvalidRequest(PierError):
     """The request itself is wrong (a value out of range, a missing field); retrying it unchanged fails again."""
@@ -111,6 +117,10 @@ class ContextLengthExceeded(InvalidRequest):
         )
 
 
+class InputTooLong(ContextLengthExceeded):
+    """The prompt alone is over MAX_INPUT_TOKENS (TGI's max_input_tokens)."""
+
+
 class Overloaded(PierError):
     """Too much work in flight right now; retrying later succeeds."""
 
@@ -139,6 +149,14 @@ class GenerationFailed(PierError):
     wire = Wire(500, "server_error", 424, "generation", 424, "ModelError")
 
 
+class ClientGone(Exception):
+    """The client hung up before its answer was ready (while its body was read, or while it waited): nothing is
+    sent back."""
+
+
+CLIENT_CLOSED_REQUEST = 499  # nginx's status for a client that hung up; only logs and metrics see it
+
+
 def message_of(error: BaseException) -> str:
     """What the user reads: a pier error's own message, or, for anything else, that it is a bug."""
     if isinstance(error, PierError):
@@ -148,13 +166,4 @@ def message_of(error: BaseException) -> str:
 
 def wire_of(error: BaseException) -> Wire:
     return error.wire if isinstance(error, PierError) else INTERNAL
-
-
-def openai_error_body(error: BaseException) -> dict[str, Any]:
-    """OpenAI's error shape, `{"error": {"message", "type", "param", "code"}}`, for any error."""
-    pier = error if isinstance(error, PierError) else None
-    return {"error": {
-        "message": message_of(error), "type": wire_of(error).openai_type,
-        "param": pier.param if pier else None, "code": pier.code if pier else None,
-    }}
 

@@ -6,12 +6,19 @@ import json
 
 import pytest
 
-from pier.errors import ContextLengthExceeded, EngineStopped, GenerationFailed, InvalidRequest, NotReady, Overloaded
+from pier.errors import (
+    ContextLengthExceeded,
+    EngineStopped,
+    GenerationFailed,
+    InputTooLong,
+    InvalidRequest,
+    NotReady,
+    Overloaded,
+)
 from pier.server.errors import (
     DeadlineExceeded,
     Flavor,
     HttpError,
-    InputTooLong,
     error_body,
     error_event,
     error_response,

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pier.errors import ContextLengthExceeded
-from pier.server.errors import InputTooLong
+from pier.errors import ContextLengthExceeded, InputTooLong
 from pier.server.limits import Limits
 from pier.server.settings import ServerSettings, SettingsError
 

@@ -21,6 +21,7 @@ import cbor2
 from botocore.validate import ParamValidator
 
 from pier.autoscaling.errors import ScalingError, ScalingValidation, UnknownOperation
+from pier.error_bodies import Dialect, render
 
 AUTOSCALING_TARGET = "AnyScaleFrontendService"
 CLOUDWATCH_TARGET = "GraniteServiceVersion20100801"
@@ -54,7 +55,7 @@ class Protocol:
         return json.dumps(body).encode()
 
     def error(self, error: ScalingError) -> tuple[bytes, dict[str, str]]:
-        body = {"__type": error.wire.sagemaker_code, "message": error.message}
+        body = render(error, Dialect.AWS_JSON).body
         headers = {"x-amzn-query-error": f"{error.query_code};Sender"} if error.query_code else {}
         return self.encode(body), headers
 

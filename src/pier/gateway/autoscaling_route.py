@@ -25,6 +25,8 @@ from pier.autoscaling.scaler import Scaler
 from pier.autoscaling.store import Store
 from pier.control.errors import ControlError
 from pier.control.names import region_of
+from pier.error_bodies import Dialect, render
+from pier.errors import PierError
 from pier.gateway.body import decoded, read_body
 
 if TYPE_CHECKING:
@@ -70,9 +72,9 @@ async def answer(request: Request, service: str, operation: str, protocol: wire.
                         media_type=protocol.media_type)
     except Exception as error:
         log.exception("%s.%s failed", service, operation)
-        body = {"__type": "InternalFailure",
-                "message": f"Internal error in pier ({type(error).__name__}: {error}); please report it."}
-        return Response(protocol.encode(body), 500, headers=headers, media_type=protocol.media_type)
+        failure = PierError(f"Internal error in pier ({type(error).__name__}: {error}); please report it.")
+        answer = render(failure, Dialect.AWS_JSON)
+        return Response(protocol.encode(answer.body), answer.status, headers=headers, media_type=protocol.media_type)
 
 
 def is_query(request: Request) -> bool:

@@ -15,15 +15,14 @@ from pier.autoscaling import wire
 from pier.control.errors import ControlError, UnknownOperation
 from pier.control.limits import check_request, parse_body
 from pier.control.names import region_of
+from pier.error_bodies import AMZ_JSON, AMZ_REQUEST_ID, Dialect, render
+from pier.errors import PierError
 from pier.gateway import autoscaling_route
 from pier.gateway.body import decoded, read_body
 from pier.gateway.parts import gateway_of
 from pier.transform.service import OPERATIONS as TRANSFORM_OPERATIONS
 
 log = logging.getLogger("pier.gateway")
-
-AMZ_JSON = "application/x-amz-json-1.1"
-REQUEST_ID = "x-amzn-RequestId"
 
 
 async def control_route(request: Request) -> Response:
@@ -48,13 +47,13 @@ async def control_route(request: Request) -> Response:
             return gateway.control.call(operation, body, region)
 
         reply = await gateway.writer.run(call)
-        return JSONResponse(reply, headers={REQUEST_ID: request_id}, media_type=AMZ_JSON)
+        return JSONResponse(reply, headers={AMZ_REQUEST_ID: request_id}, media_type=AMZ_JSON)
     except ControlError as error:
-        return _control_error(error.wire.sagemaker_code, error.message, error.wire.sagemaker_status, request_id)
+        return render(error, Dialect.AWS_JSON, request_id).response()
     except Exception as error:
         log.exception("control plane request failed")
         message = f"Internal error in pier ({type(error).__name__}: {error}); please report it. Retrying may work."
-        return _control_error("InternalFailure", message, 500, request_id)
+        return render(PierError(message), Dialect.AWS_JSON, request_id).response()
 
 
 def _operation(target: str) -> str:
@@ -65,8 +64,3 @@ def _operation(target: str) -> str:
             f"{wire.AUTOSCALING_TARGET}.<Operation>, {wire.CLOUDWATCH_TARGET}.<Operation>); got {target!r}."
         )
     return operation
-
-
-def _control_error(kind: str, message: str, status: int, request_id: str) -> JSONResponse:
-    return JSONResponse({"__type": kind, "message": message}, status, headers={REQUEST_ID: request_id},
-                        media_type=AMZ_JSON)

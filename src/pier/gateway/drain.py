@@ -20,9 +20,10 @@ from collections.abc import Callable
 from types import FrameType
 
 import uvicorn
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from pier.error_bodies import Dialect, render
 from pier.runtime.errors import ServiceUnavailable, openai_error, sagemaker_error
 
 log = logging.getLogger("pier.gateway")
@@ -70,10 +71,8 @@ class Drain:
         if path.endswith(OPENAI_PATHS):
             return openai_error(error, request_id)
         if path == "/":
-            return JSONResponse({"__type": "ServiceUnavailable", "message": error.message}, 503,
-                                headers={"x-amzn-RequestId": request_id, "Retry-After": "1"},
-                                media_type="application/x-amz-json-1.1")
-        return JSONResponse({"message": error.message}, 503, headers={"Retry-After": "1"})
+            return render(error, Dialect.AWS_JSON, request_id).response()
+        return render(error, Dialect.PIER).response()
 
 
 class Draining:

@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import generate_latest
 
 from pier.backends.base import CopySpec
+from pier.error_bodies import pier_answer
 from pier.gateway import copy_metrics, metrics_summary
 from pier.gateway.parts import gateway_of
 from pier.gpus import gpu_build_advice
@@ -92,7 +93,7 @@ async def copy_logs(copy_id: str, request: Request, lines: int = 200) -> Respons
         return PlainTextResponse(gateway_of(request).backend.logs(copy_id, lines))
     except (KeyError, ValueError) as error:
         message = error.args[0] if error.args else str(error)
-        return JSONResponse({"message": f"{message} GET /pier/copies lists the copies."}, 404)
+        return pier_answer(404, f"{message} GET /pier/copies lists the copies.").response()
 
 
 async def metrics(request: Request) -> Response:

@@ -8,14 +8,9 @@ from typing import Any, TypeVar
 
 from starlette.types import Receive
 
+from pier.errors import ClientGone
+
 T = TypeVar("T")
-
-
-class ClientGone(Exception):
-    """The client closed the connection before its answer was ready; nothing is sent back."""
-
-
-CLIENT_CLOSED_REQUEST = 499  # nginx's status for a client that hung up; only logs and metrics see it
 
 
 async def unless_disconnected(work: Coroutine[Any, Any, T], receive: Receive) -> T:

@@ -1,8 +1,5 @@
-"""The errors an invocation can end with, and their wire shapes: SageMaker runtime and OpenAI.
-
-SageMaker clients (botocore's rest-json parser) read the code from the `x-amzn-ErrorType` header and the
-message from `message` in the JSON body; ModelError's extra members ride in the body under their
-modelled names. OpenAI clients read `{"error": {"message", "type", "param", "code"}}`.
+"""The errors an invocation can end with, answered in the SageMaker runtime's dialect or OpenAI's
+(pier.error_bodies). ModelError's extra members ride in the SageMaker body under their modelled names.
 """
 
 from __future__ import annotations
@@ -10,31 +7,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi.responses import JSONResponse
+from starlette.responses import Response
 
 from pier.deadline import Limit, StreamClock
+from pier.error_bodies import AMZ_REQUEST_ID, Dialect, render
 from pier.errors import (
-    RETRY_AFTER_S,
-    RETRY_STATUSES,
     GenerationFailed,
     InvalidRequest,
     NotReady,
     Overloaded,
     PierError,
     Wire,
-    openai_error_body,
 )
 
-REQUEST_ID = "x-amzn-RequestId"
-ERROR_TYPE = "x-amzn-ErrorType"
+REQUEST_ID = AMZ_REQUEST_ID
 
 
 class InvocationError(PierError):
     """An invocation that ends before (or instead of) the model's answer."""
-
-    def members(self) -> dict[str, Any]:
-        """Modelled members of the SageMaker error shape besides the message."""
-        return {}
 
 
 class InternalFailure(InvocationError):
@@ -182,18 +172,9 @@ def as_invocation_error(error: BaseException) -> InvocationError:
     )
 
 
-def sagemaker_error(error: BaseException, request_id: str) -> JSONResponse:
-    failure = as_invocation_error(error)
-    wire = failure.wire
-    headers = {ERROR_TYPE: wire.sagemaker_code, REQUEST_ID: request_id}
-    if wire.sagemaker_status in RETRY_STATUSES:
-        headers["Retry-After"] = str(RETRY_AFTER_S)
-    return JSONResponse({"message": failure.message, **failure.members()}, wire.sagemaker_status, headers)
+def sagemaker_error(error: BaseException, request_id: str) -> Response:
+    return render(as_invocation_error(error), Dialect.SAGEMAKER, request_id).response()
 
 
-def openai_error(error: BaseException, request_id: str) -> JSONResponse:
-    failure = as_invocation_error(error)
-    headers = {"x-request-id": request_id}
-    if failure.wire.status in RETRY_STATUSES:
-        headers["Retry-After"] = str(RETRY_AFTER_S)
-    return JSONResponse(openai_error_body(failure), failure.wire.status, headers)
+def openai_error(error: BaseException, request_id: str) -> Response:
+    return render(as_invocation_error(error), Dialect.OPENAI, request_id).response()

@@ -20,9 +20,10 @@ from starlette.responses import Response
 from starlette.types import Receive
 
 from pier.deadline import StreamClock
+from pier.errors import CLIENT_CLOSED_REQUEST, ClientGone
 from pier.runtime import eventstream, openai
 from pier.runtime.call import Call, StreamEnded
-from pier.runtime.disconnect import CLIENT_CLOSED_REQUEST, ClientGone, unless_disconnected
+from pier.runtime.disconnect import unless_disconnected
 from pier.runtime.errors import REQUEST_ID, InvalidInvocation, as_invocation_error, sagemaker_error
 from pier.runtime.forward import Exchange, Forwarder
 from pier.runtime.invocation import CUSTOM_ATTRIBUTES, INVOKED_VARIANT, STREAM_CONTENT_TYPE, Invocation

@@ -33,14 +33,15 @@ from starlette.responses import Response
 from starlette.types import Receive
 
 from pier.deadline import StreamClock
+from pier.error_bodies import Dialect, render
+from pier.errors import CLIENT_CLOSED_REQUEST, ClientGone
 from pier.runtime.call import Call, StreamEnded
-from pier.runtime.disconnect import CLIENT_CLOSED_REQUEST, ClientGone, unless_disconnected
+from pier.runtime.disconnect import unless_disconnected
 from pier.runtime.errors import (
     ComponentRequired,
     InvalidInvocation,
     as_invocation_error,
     openai_error,
-    openai_error_body,
 )
 from pier.runtime.forward import Exchange, Forwarder
 from pier.runtime.invocation import (
@@ -188,7 +189,8 @@ async def _events(forwarder: Forwarder, exchange: Exchange, call: Call) -> Async
     except Exception as error:
         failure = error.error if isinstance(error, StreamEnded) else as_invocation_error(error)
         separator = b"" if tail == b"\n\n" else b"\n\n"  # never glue the error onto a cut-off event
-        yield separator + b"data: " + json.dumps(openai_error_body(failure)).encode() + b"\n\ndata: [DONE]\n\n"
+        body = render(failure, Dialect.OPENAI).body
+        yield separator + b"data: " + json.dumps(body).encode() + b"\n\ndata: [DONE]\n\n"
 
 
 def _headers(exchange: Exchange, request_id: str) -> dict[str, str]:

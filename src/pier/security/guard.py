@@ -22,6 +22,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pier.control.limits import MAX_BODY_BYTES as CONTROL_MAX_BODY_BYTES
+from pier.errors import ClientGone
 from pier.security.access import EndpointOf, authorize, needs_body
 from pier.security.audit import audit, resource_of
 from pier.security.authenticate import presented, principal_of
@@ -31,7 +32,7 @@ from pier.security.hosts import HostPolicy, check_request
 from pier.security.keystore import KeyStore, KeyStoreError
 from pier.security.principal import ANONYMOUS, STATE_NAME, Principal
 from pier.security.refusal import refusal_response
-from pier.security.request_body import ClientGone, RequestBody
+from pier.security.request_body import RequestBody
 from pier.security.routes import Family, Route, operation_of, route_of, signing_service
 from pier.security.sigv4 import HttpRequest
 

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
 
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse
 from starlette.datastructures import Headers
 from starlette.requests import HTTPConnection
+from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from pier.error_bodies import ErrorAnswer, openai_answer, tgi_answer, toolkit_answer
 from pier.security.bearer import bearer_token
 from pier.security.copy_secret import COPY_SECRET_ENV, COPY_SECRET_HEADER
 from pier.security.credentials import same_secret
@@ -62,20 +62,20 @@ class ModelServerGuard:
         given = bearer_token(headers.get("authorization")) if self.bearer else headers.get(COPY_SECRET_HEADER)
         return given is not None and same_secret(given, self.secret)
 
-    def _refusal(self, scope: Scope) -> JSONResponse:
+    def _refusal(self, scope: Scope) -> Response:
         flavor = flavor_of(HTTPConnection(scope))
         if self.bearer:
             message = "Unauthorized: send `Authorization: Bearer <key>` with the key this server was given in API_KEY."
-            return JSONResponse(_body(flavor, 401, message, "invalid_api_key"), 401,
-                                headers={"WWW-Authenticate": "Bearer"})
+            answer = _answer(flavor, 401, message, "invalid_api_key")
+            return answer.with_headers({"WWW-Authenticate": "Bearer"}).response()
         message = "Forbidden: this copy answers only the pier gateway that started it; call the gateway's endpoint."
-        return JSONResponse(_body(flavor, 403, message, "forbidden"), 403)
+        return _answer(flavor, 403, message, "forbidden").response()
 
 
-def _body(flavor: Flavor, status: int, message: str, code: str) -> dict[str, Any]:
+def _answer(flavor: Flavor, status: int, message: str, code: str) -> ErrorAnswer:
     kind = "Unauthorized" if status == 401 else "Forbidden"
     if flavor is Flavor.OPENAI:
-        return {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}}
+        return openai_answer(status, message, code=code)
     if flavor is Flavor.TGI:
-        return {"error": message, "error_type": kind.lower()}
-    return {"code": status, "type": kind, "message": message}
+        return tgi_answer(status, message, kind.lower())
+    return toolkit_answer(status, kind, message)

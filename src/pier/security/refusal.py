@@ -3,31 +3,21 @@ rest-json parser (`x-amzn-ErrorType`), or the openai client (`{"error": {...}}`)
 
 from __future__ import annotations
 
-from fastapi.responses import JSONResponse
+from starlette.responses import Response
 
+from pier.error_bodies import AMZ_ERROR_TYPE, aws_json_answer, openai_answer, sagemaker_answer
 from pier.security.errors import AuthFailure
 from pier.security.routes import Family
 
-AMZ_JSON = "application/x-amz-json-1.1"
-REQUEST_ID = "x-amzn-RequestId"
-ERROR_TYPE = "x-amzn-ErrorType"
 
-
-def refusal_response(family: Family, failure: AuthFailure, request_id: str) -> JSONResponse:
+def refusal_response(family: Family, failure: AuthFailure, request_id: str) -> Response:
     if family is Family.CONTROL:
         code = failure.json_code or failure.code
-        return JSONResponse({"__type": code, "message": failure.message}, failure.json_status,
-                            headers={REQUEST_ID: request_id, ERROR_TYPE: code}, media_type=AMZ_JSON)
+        answer = aws_json_answer(failure.json_status, code, failure.message, request_id=request_id)
+        return answer.with_headers({AMZ_ERROR_TYPE: code}).response()
     if family is Family.OPENAI:
-        error = {"message": failure.message, "type": _openai_type(failure.openai_status), "param": None,
-                 "code": failure.openai_code}
-        headers = {"x-request-id": request_id}
+        answer = openai_answer(failure.openai_status, failure.message, code=failure.openai_code, request_id=request_id)
         if failure.openai_status == 401:
-            headers["WWW-Authenticate"] = 'Bearer realm="pier"'
-        return JSONResponse({"error": error}, failure.openai_status, headers=headers)
-    return JSONResponse({"message": failure.message}, failure.rest_status,
-                        headers={REQUEST_ID: request_id, ERROR_TYPE: failure.code})
-
-
-def _openai_type(status: int) -> str:
-    return "server_error" if status >= 500 else "invalid_request_error"
+            answer = answer.with_headers({"WWW-Authenticate": 'Bearer realm="pier"'})
+        return answer.response()
+    return sagemaker_answer(failure.rest_status, failure.code, failure.message, request_id=request_id).response()

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 from starlette.types import Message, Receive
 
+from pier.errors import ClientGone
 from pier.security.errors import BodyTooLarge
-
-
-class ClientGone(Exception):
-    """The client hung up while its body was being read: there is no one to answer."""
 
 
 class RequestBody:

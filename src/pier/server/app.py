@@ -14,15 +14,13 @@ from starlette.exceptions import HTTPException
 
 from pier import __version__
 from pier.engine.engine import Engine
-from pier.errors import PierError
+from pier.errors import CLIENT_CLOSED_REQUEST, ClientGone, PierError
 from pier.model.chat import ChatTemplate
 from pier.server import adapters
 from pier.server.adapters import AdapterRequests
 from pier.server.body_limit import BodyLimit
 from pier.server.continuation import ResumableAnswers
 from pier.server.errors import (
-    CLIENT_CLOSED_REQUEST,
-    ClientDisconnected,
     Flavor,
     TooDeeplyNested,
     error_response,
@@ -141,5 +139,5 @@ def install_error_handlers(app: FastAPI, *, hint: str) -> None:
     app.add_exception_handler(PierError, pier_error)
     app.add_exception_handler(RequestValidationError, bad_body)
     app.add_exception_handler(HTTPException, http_exception)
-    app.add_exception_handler(ClientDisconnected, client_gone)
+    app.add_exception_handler(ClientGone, client_gone)
     app.add_exception_handler(Exception, unexpected)

@@ -1,4 +1,4 @@
-"""How a copy answers errors: each flavor renders an error's wire fields (`pier.errors.Wire`) in its shape.
+"""How a copy answers errors: each flavor's dialect (pier.error_bodies) renders an error's wire fields.
 
 OpenAI clients read `{"error": {"message", "type", "param", "code"}}`, TGI clients `{"error", "error_type"}`,
 and SageMaker's inference toolkit (bring-your-own-code mode) `{"code", "type", "message"}`. A request keeps
@@ -13,14 +13,12 @@ from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from fastapi.responses import JSONResponse
 from starlette.requests import HTTPConnection
+from starlette.responses import Response
 
+from pier.error_bodies import Dialect, render
 from pier.errors import (
     REFUSED_HEADER,
-    RETRY_AFTER_S,
-    RETRY_STATUSES,
-    ContextLengthExceeded,
     EngineStopped,
     GenerationFailed,
     InvalidRequest,
@@ -28,9 +26,6 @@ from pier.errors import (
     Overloaded,
     PierError,
     Wire,
-    message_of,
-    openai_error_body,
-    wire_of,
 )
 
 LLAMA_SERVER_PATHS = frozenset({"/tokenize", "/detokenize", "/apply-template"})  # flavors/tokenizer.py
@@ -54,10 +49,6 @@ class HttpError(PierError):
         self.code = self._CODES.get(status, "http_error")
 
 
-class InputTooLong(ContextLengthExceeded):
-    """The prompt alone is over MAX_INPUT_TOKENS (TGI's max_input_tokens)."""
-
-
 class ShuttingDown(EngineStopped):
     code = "shutting_down"
 
@@ -79,50 +70,19 @@ class TooDeeplyNested(InvalidRequest):
                          "at most); send a flatter body.")
 
 
-class ClientDisconnected(Exception):
-    """The client went away before its answer was ready; nothing is sent back."""
-
-
-CLIENT_CLOSED_REQUEST = 499  # nginx's status for a client that hung up; it only shows in metrics and logs
-
-
-def _tgi_message(error: BaseException) -> str:
-    """TGI words its validation errors in terms of `inputs` and `max_new_tokens`; clients match on them."""
-    if isinstance(error, InputTooLong):
-        return (
-            f"Input validation error: `inputs` must have less than {error.limit} tokens. "
-            f"Given: {error.prompt_tokens}"
-        )
-    if isinstance(error, ContextLengthExceeded):
-        return (
-            f"Input validation error: `inputs` tokens + `max_new_tokens` must be <= {error.limit}. "
-            f"Given: {error.prompt_tokens} `inputs` tokens and {error.max_tokens} `max_new_tokens`"
-        )
-    if isinstance(error, InvalidRequest):
-        return f"Input validation error: {message_of(error)}"
-    return message_of(error)
+_DIALECTS = {Flavor.OPENAI: Dialect.OPENAI, Flavor.TGI: Dialect.TGI, Flavor.SAGEMAKER: Dialect.TOOLKIT}
 
 
 def error_body(error: BaseException, flavor: Flavor) -> tuple[int, dict[str, Any]]:
-    wire = wire_of(error)
-    if flavor is Flavor.OPENAI:
-        return wire.status, openai_error_body(error)
-    if flavor is Flavor.TGI:
-        return wire.tgi_status, {"error": _tgi_message(error), "error_type": wire.tgi_type}
-    # The inference toolkit's shape, for bring-your-own-code copies.
-    return wire.status, {"code": wire.status, "type": type(error).__name__, "message": message_of(error)}
+    answer = render(error, _DIALECTS[flavor])
+    return answer.status, answer.body
 
 
-def _headers(status: int, error: BaseException) -> dict[str, str]:
-    headers = {"Retry-After": str(RETRY_AFTER_S)} if status in RETRY_STATUSES else {}
+def error_response(error: BaseException, flavor: Flavor) -> Response:
+    answer = render(error, _DIALECTS[flavor])
     if isinstance(error, NotReady | ShuttingDown | Overloaded):  # raised before any work on the request
-        headers[REFUSED_HEADER] = error.code
-    return headers
-
-
-def error_response(error: BaseException, flavor: Flavor) -> JSONResponse:
-    status, body = error_body(error, flavor)
-    return JSONResponse(body, status_code=status, headers=_headers(status, error))
+        answer = answer.with_headers({REFUSED_HEADER: error.code})
+    return answer.response()
 
 
 def error_event(error: BaseException, flavor: Flavor) -> bytes:
@@ -132,12 +92,12 @@ def error_event(error: BaseException, flavor: Flavor) -> bytes:
     return f"data{separator}{json.dumps(body)}\n\n".encode()
 
 
-def http_error(status: int, detail: str, flavor: Flavor) -> JSONResponse:
+def http_error(status: int, detail: str, flavor: Flavor) -> Response:
     """Errors the router raises itself (404, 405, 413) in the flavor's shape."""
     return error_response(HttpError(status, detail), flavor)
 
 
-def validation_error(errors: Sequence[Any], flavor: Flavor) -> JSONResponse:
+def validation_error(errors: Sequence[Any], flavor: Flavor) -> Response:
     """A body that is not JSON or has the wrong types: 400 (OpenAI) or 422 (TGI), naming the field."""
     message, param = describe_validation(errors)
     return error_response(InvalidRequest(message, param=param), flavor)

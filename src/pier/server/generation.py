@@ -17,9 +17,9 @@ from pier.engine.engine import Engine
 from pier.engine.logprobs import TokenLogprob
 from pier.engine.request import FinishReason, GenerationChunk, RequestTimings
 from pier.engine.validate import CheckedRequest
-from pier.errors import EngineStopped, GenerationFailed, PierError
+from pier.errors import ClientGone, EngineStopped, GenerationFailed, PierError
 from pier.server import continuation
-from pier.server.errors import ClientDisconnected, DeadlineExceeded
+from pier.server.errors import DeadlineExceeded
 from pier.server.metrics import GenerationTrace
 
 
@@ -116,7 +116,7 @@ async def complete(
     engine: Engine, request: CheckedRequest, deadline_s: float, trace: GenerationTrace,
     disconnected: Awaitable[None],
 ) -> Completion:
-    """Run the request to its end; raises ClientDisconnected (after aborting it) if the client leaves first."""
+    """Run the request to its end; raises ClientGone (after aborting it) if the client leaves first."""
 
     async def collect() -> Completion:
         return Completion.of([chunk async for chunk in stream(engine, request, deadline_s, trace)])
@@ -133,7 +133,7 @@ async def complete(
             work.cancel()
             await asyncio.gather(work, return_exceptions=True)  # let the abort reach the engine now
     if work.cancelled():
-        raise ClientDisconnected()
+        raise ClientGone()
     return work.result()
 
 

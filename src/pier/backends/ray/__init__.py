@@ -8,11 +8,15 @@
 | `models.py` | the model's files on a node: the gateway's folder when the node sees it, else a copy into its cache |
 | `actor.py` | `CopyActor`, on the node: the model, then the local backend's supervised process, its status and log |
 | `backend.py` | `RayBackend`: the Backend protocol; keeps each copy alive, mirrors its log, takes over survivors |
+| `remote_copy.py` | `RemoteCopy`: what the gateway knows of one copy on the cluster (state, actor, instance) |
+| `log_mirror.py` | `LogMirror`: the gateway's copy of a remote copy's log, which outlives its node |
+| `ray_calls.py` | Ray at arm's length: imported on connect, blocking calls on threads of their own, why an actor died |
 
 Ray itself is imported only when the backend connects, so pier runs without it on the local backend.
 """
 
-from pier.backends.ray.backend import RayBackend, RayUnavailable
+from pier.backends.ray.backend import RayBackend
 from pier.backends.ray.config import ConfigError, RayConfig
+from pier.backends.ray.ray_calls import RayUnavailable
 
 __all__ = ["ConfigError", "RayBackend", "RayConfig", "RayUnavailable"]

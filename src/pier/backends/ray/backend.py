@@ -21,17 +21,17 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from pier.backends.base import CopySpec, CopyState, CopyStatus
-from pier.backends.logfile import note, rotate, tail
-from pier.backends.ray.actor import ActorSetup, CopyActor, Identity, Report, seen
+from pier.backends.logfile import tail
+from pier.backends.ray.actor import ActorSetup, Identity, Report, seen
 from pier.backends.ray.config import RayConfig
 from pier.backends.ray.groups import Groups, live_nodes
+from pier.backends.ray.log_mirror import LogMirror
 from pier.backends.ray.models import Manifest, chunks, manifest_of
 from pier.backends.ray.placement import (
     ACTOR_PREFIX,
@@ -42,12 +42,23 @@ from pier.backends.ray.placement import (
     node_slot,
     reservation,
 )
+from pier.backends.ray.ray_calls import (
+    RayUnavailable,
+    _actor_class,
+    _awaitable,
+    _blocking,
+    _cancel,
+    _death,
+    _exists,
+    _import_ray,
+    _kill,
+)
+from pier.backends.ray.remote_copy import RemoteCopy
 from pier.backends.supervisor import SupervisionSettings
 from pier.concurrency import copy_concurrency
 from pier.security.copy_secret import new_copy_secret
 
 log = logging.getLogger("pier.backends.ray")
-T = TypeVar("T")
 
 MIB = 2**20
 TAKE_OVER_S = 30.0  # how long a new gateway waits for the actors it finds to say who they are
@@ -56,78 +67,8 @@ CALL_S = 15.0  # a call into the cluster's control store that takes longer is gi
 SHUTDOWN_S = 15.0  # how long leaving a Ray the gateway started may take on the way out
 
 
-class RayUnavailable(RuntimeError):
-    """Ray is not installed, or the cluster cannot be reached; the message says what to do."""
-
-
 class _Gone(Exception):
     """The copy's actor is gone (or never came up); the message says why, in words."""
-
-
-class LogMirror:
-    """The gateway's copy of a remote copy's log: the lines its actor sends, and the gateway's own notes."""
-
-    def __init__(self, folder: Path) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        self.path = folder / "copy.log"
-        self._offset_path = folder / "node-offset"
-        try:
-            self.offset = int(self._offset_path.read_text())  # how far the node's log has been mirrored
-        except (OSError, ValueError):
-            self.offset = 0
-
-    def append(self, data: bytes, offset: int) -> None:
-        if data:
-            rotate(self.path)
-            with self.path.open("ab") as out:
-                out.write(data)
-        if offset != self.offset:
-            self.offset = offset
-            self._offset_path.write_text(str(offset))
-
-    def note(self, line: str) -> None:
-        note(self.path, line)
-
-
-@dataclass
-class RemoteCopy:
-    spec: CopySpec
-    secret: str
-    mirror: LogMirror
-    state: CopyState = CopyState.STARTING
-    message: str = "waiting for its instance"
-    url: str | None = None
-    pid: int | None = None
-    concurrency: int | None = None  # requests the copy takes at once, as its process reports it
-    restarts: int = 0  # actors that had to be replaced
-    process_restarts: int = 0  # restarts of the model server by its current actor
-    actor: Any = None
-    group: str | None = None
-    node_id: str | None = None
-    adopted: bool = False
-    ready_since: float | None = None
-    was_ready: bool = False  # the current actor's copy has been ready at least once
-    task: asyncio.Task[None] | None = None
-
-    def status(self) -> CopyStatus:
-        alive = self.actor is not None and self.state in (CopyState.STARTING, CopyState.READY)
-        return CopyStatus(self.spec.copy_id, self.spec.component, self.state, self.url if alive else None,
-                          self.message, self.restarts + self.process_restarts, self.pid if alive else None,
-                          secret=self.secret, concurrency=self.concurrency)
-
-    def set(self, state: CopyState, message: str = "") -> None:
-        if state is CopyState.READY and self.state is not CopyState.READY:
-            self.ready_since, self.was_ready = time.monotonic(), True
-        elif state is not CopyState.READY:
-            self.ready_since = None
-        self.state, self.message = state, message
-
-    def take(self, report: Report) -> None:
-        status = report.status
-        self.url, self.pid, self.process_restarts = status.url, status.pid, status.restarts
-        self.concurrency = status.concurrency if status.concurrency is not None else self.concurrency
-        self.set(status.state, status.message)
-        self.mirror.append(report.log, report.log_offset)
 
 
 class RayBackend:
@@ -479,97 +420,3 @@ class RayBackend:
         if not copy_id or "/" in copy_id or copy_id.startswith("."):
             raise ValueError(f"Copy id {copy_id!r} cannot name a folder; use letters, digits and dashes.")
         return self.state_dir / "copies" / copy_id
-
-
-# ---- Ray, kept at arm's length
-
-
-def _import_ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise RayUnavailable("The ray backend needs Ray: pip install 'pier[ray]' (on the gateway and on every node "
-                             "of the cluster, the same version).") from None
-    return ray
-
-
-_ACTOR_CLASS: Any = None
-
-
-def _actor_class() -> Any:
-    global _ACTOR_CLASS
-    if _ACTOR_CLASS is None:
-        import ray
-
-        _ACTOR_CLASS = ray.remote(CopyActor)
-    return _ACTOR_CLASS
-
-
-def _awaitable(ref: Any) -> Any:
-    """An ObjectRef as an asyncio future (Ray's refs are awaitable, but wait_for wants a future or coroutine)."""
-    return asyncio.wrap_future(ref.future())
-
-
-def _exists(name: str) -> bool:
-    import ray
-
-    try:
-        ray.get_actor(name)
-    except ValueError:
-        return False
-    return True
-
-
-def _kill(actor: Any) -> None:
-    import ray
-
-    if actor is not None:
-        with contextlib.suppress(Exception):  # already dead, or its node is gone: nothing left to kill
-            ray.kill(actor, no_restart=True)
-
-
-def _death(error: BaseException) -> str:
-    """Why an actor died, in a few words (Ray's own message runs to many lines)."""
-    if isinstance(error, TimeoutError):
-        return "its Ray actor did not answer in time"
-    text = str(error)
-    if "node has died" in text or "node was" in text:
-        return "its Ray node died"
-    if "worker process has died" in text or ("exit" in text.lower() and "worker" in text.lower()):
-        return "its Ray actor's process died"
-    if "ray.kill" in text:
-        return "its Ray actor was killed"
-    if "placement group" in text.lower():
-        return "its instance's placement group was removed"
-    first = next((line.strip() for line in text.splitlines() if line.strip()), type(error).__name__)
-    return f"its Ray actor failed ({first[:200]})"
-
-
-async def _blocking(work: Callable[[], T], timeout_s: float | None = None) -> T:
-    """A blocking call into Ray on a daemon thread of its own: a call into a cluster that is going away may never
-    return, and must neither hold up the event loop nor keep the gateway from exiting."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[T] = loop.create_future()
-
-    def settle(outcome: Callable[[], None]) -> None:
-        if not future.done():
-            outcome()
-
-    def run() -> None:
-        try:
-            result = work()
-        except BaseException as error:
-            done = partial(future.set_exception, error)
-        else:
-            done = partial(future.set_result, result)
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-            loop.call_soon_threadsafe(settle, done)
-
-    threading.Thread(target=run, name="pier-ray-call", daemon=True).start()
-    return await (asyncio.wait_for(future, timeout_s) if timeout_s is not None else future)
-
-
-async def _cancel(task: asyncio.Task[None] | None) -> None:
-    if task is not None and not task.done():
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)

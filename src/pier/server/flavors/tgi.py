@@ -32,6 +32,7 @@ from pier.engine.logprobs import TokenLogprob
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk, SamplingParams
 from pier.engine.schema_check import SchemaCheck
 from pier.engine.validate import CheckedRequest
+from pier.error_bodies import tgi_answer
 from pier.errors import InvalidRequest
 from pier.model.tools.reader import ToolReader
 from pier.model.tools.spec import ToolSet
@@ -183,7 +184,7 @@ async def info(state: State) -> dict[str, Any]:
 async def health(state: State) -> Response:
     if state.status is Status.READY:
         return Response(status_code=200)
-    return JSONResponse({"error": state.not_ready_message(), "error_type": "healthcheck"}, status_code=503)
+    return tgi_answer(503, state.not_ready_message(), "healthcheck").response()
 
 
 async def respond(
