@@ -1,6 +1,6 @@
-// The gateway's APIs as the console calls them: the SageMaker control plane (JSON 1.1 with X-Amz-Target), pier's
-// own /pier routes, and the invocation routes. The user's key (if the gateway has keys) rides on every call as a
-// bearer token; it is kept for this tab only.
+// The gateway's APIs as the console calls them: the SageMaker control plane (JSON 1.1 with X-Amz-Target), its
+// CloudWatch metrics (JSON 1.0), pier's own /pier routes, and the invocation routes. The user's key (if the
+// gateway has keys) rides on every call as a bearer token; it is kept for this tab only.
 
 const KEY = 'pier.console.key';
 
@@ -47,6 +47,18 @@ export async function sagemaker(operation, body = {}) {
   const response = await fetch('/', {
     method: 'POST',
     headers: authHeaders({ 'X-Amz-Target': `SageMaker.${operation}`, 'Content-Type': 'application/x-amz-json-1.1' }),
+    body: JSON.stringify(body),
+  });
+  if (!response.ok) throw await failure(response);
+  return response.json();
+}
+
+// CloudWatch (JSON 1.0, X-Amz-Target GraniteServiceVersion20100801.*, as boto3 sends it) over the gateway's own
+// AWS/SageMaker metrics.
+export async function cloudwatch(operation, body = {}) {
+  const response = await fetch('/', {
+    method: 'POST',
+    headers: authHeaders({ 'X-Amz-Target': `GraniteServiceVersion20100801.${operation}`, 'Content-Type': 'application/x-amz-json-1.0' }),
     body: JSON.stringify(body),
   });
   if (!response.ok) throw await failure(response);

@@ -248,3 +248,80 @@ def test_the_device_a_copy_runs_on(page: Any, copy: dict[str, Any], shown: str) 
 ])
 def test_the_hosts_gpus(page: Any, gpus: dict[str, Any], shown: str) -> None:
     assert call(page, "devices.js", "hostGpus", gpus) == shown
+
+
+# ---- an endpoint's update and its variants (update.js, variants.js)
+
+
+def pending(status: str, current: float, message: str = "baking at 50% of traffic on the new fleet") -> dict[str, Any]:
+    return {"EndpointConfigName": "new", "ProductionVariants": [{
+        "VariantName": "Green", "CurrentWeight": current, "DesiredWeight": 1.0,
+        "VariantStatus": [{"Status": status, "StatusMessage": message}]}]}
+
+
+def routed(kind: str) -> dict[str, Any]:
+    return {"BlueGreenUpdatePolicy": {"TrafficRoutingConfiguration": {"Type": kind}}}
+
+
+@pytest.mark.parametrize(("described", "expected"), [
+    ({"EndpointStatus": "InService"}, None),  # no update
+    ({"EndpointStatus": "Failed", "FailureReason": "no room"}, None),  # a failed create is no update
+    ({"EndpointStatus": "InService", "FailureReason": "alarm a went into ALARM"},
+     {"phase": "rolled back", "config": None, "moved": 0, "detail": "", "reason": "alarm a went into ALARM"}),
+    ({"EndpointStatus": "UpdateRollbackFailed", "FailureReason": "x"},
+     {"phase": "rollback failed", "config": None, "moved": 0, "detail": "", "reason": "x"}),
+    ({"EndpointStatus": "Updating", "PendingDeploymentSummary": pending("Creating", 0.0, "provisioning the new fleet"),
+      "LastDeploymentConfig": routed("CANARY")},
+     {"phase": "provisioning", "config": "new", "moved": 0, "detail": "provisioning the new fleet", "reason": ""}),
+    ({"EndpointStatus": "Updating", "PendingDeploymentSummary": pending("Baking", 0.5),
+      "LastDeploymentConfig": routed("CANARY")},
+     {"phase": "canary", "config": "new", "moved": 0.5, "detail": "baking at 50% of traffic on the new fleet",
+      "reason": ""}),
+    ({"EndpointStatus": "Updating", "PendingDeploymentSummary": pending("Baking", 0.25, "baking at 25%"),
+      "LastDeploymentConfig": routed("LINEAR")},
+     {"phase": "linear", "config": "new", "moved": 0.25, "detail": "baking at 25%", "reason": ""}),
+    ({"EndpointStatus": "Updating", "PendingDeploymentSummary": pending("Baking", 1.0, "baking at 100%")},
+     {"phase": "shifted", "config": "new", "moved": 1, "detail": "baking at 100%", "reason": ""}),
+])
+def test_update_progress(page: Any, described: dict[str, Any], expected: dict[str, Any] | None) -> None:
+    assert call(page, "update.js", "updateProgress", described) == expected
+
+
+@pytest.mark.parametrize(("policy", "expected"), [
+    ({}, {"EndpointName": "e", "EndpointConfigName": "c"}),  # SageMaker's default: all at once once healthy
+    ({"type": "CANARY", "percent": "20", "waitS": "30", "alarms": "a, b"}, {
+        "EndpointName": "e", "EndpointConfigName": "c", "DeploymentConfig": {
+            "BlueGreenUpdatePolicy": {"TrafficRoutingConfiguration": {
+                "Type": "CANARY", "WaitIntervalInSeconds": 30,
+                "CanarySize": {"Type": "CAPACITY_PERCENT", "Value": 20}}},
+            "AutoRollbackConfiguration": {"Alarms": [{"AlarmName": "a"}, {"AlarmName": "b"}]}}}),
+    ({"type": "LINEAR", "percent": "25", "waitS": "10"}, {
+        "EndpointName": "e", "EndpointConfigName": "c", "DeploymentConfig": {
+            "BlueGreenUpdatePolicy": {"TrafficRoutingConfiguration": {
+                "Type": "LINEAR", "WaitIntervalInSeconds": 10,
+                "LinearStepSize": {"Type": "CAPACITY_PERCENT", "Value": 25}}}}}),
+    ({"type": "ALL_AT_ONCE", "waitS": "5", "alarms": "a"}, {
+        "EndpointName": "e", "EndpointConfigName": "c", "DeploymentConfig": {
+            "BlueGreenUpdatePolicy": {"TrafficRoutingConfiguration": {"Type": "ALL_AT_ONCE",
+                                                                      "WaitIntervalInSeconds": 5}},
+            "AutoRollbackConfiguration": {"Alarms": [{"AlarmName": "a"}]}}}),
+])
+def test_update_request(page: Any, policy: dict[str, Any], expected: dict[str, Any]) -> None:
+    assert call(page, "update.js", "updateRequest", "e", "c", policy) == expected
+
+
+def test_each_variant_has_its_own_metrics_from_get_metric_data(page: Any) -> None:
+    described = {"ProductionVariants": [{"VariantName": "Main"}], "ShadowProductionVariants": [{"VariantName": "Sh"}]}
+    variants = call(page, "variants.js", "variantsOf", described)
+    assert variants == [{"name": "Main", "role": "production"}, {"name": "Sh", "role": "shadow"}]
+    queries = call(page, "variants.js", "variantQueries", "e", variants, 300)
+    assert len(queries) == 10 and queries[5]["Id"] == "v1_inv"
+    assert queries[5]["MetricStat"] == {"Metric": {"Namespace": "AWS/SageMaker", "MetricName": "Invocations",
+                                                   "Dimensions": [{"Name": "EndpointName", "Value": "e"},
+                                                                  {"Name": "VariantName", "Value": "Sh"}]},
+                                        "Period": 300, "Stat": "Sum"}
+    results = [{"Id": "v0_inv", "Values": [3, 1]}, {"Id": "v0_e5", "Values": [0]}, {"Id": "v0_lat", "Values": [8000]},
+               {"Id": "v0_n", "Values": [4]}, {"Id": "v1_inv", "Values": [2]}, {"Id": "v1_e5", "Values": [2]}]
+    assert call(page, "variants.js", "variantMetrics", variants, results) == [
+        {"name": "Main", "role": "production", "invocations": 4, "errors4xx": 0, "errors5xx": 0, "latencyMs": 2},
+        {"name": "Sh", "role": "shadow", "invocations": 2, "errors4xx": 0, "errors5xx": 2, "latencyMs": None}]

@@ -19,12 +19,20 @@ from botocore.config import Config
 
 from tests.e2e.gateway_process import GatewayProcess
 from tests.e2e.test_gateway_e2e import WAIT, clients
+from tests.server.byoc.test_pool import make_model
 from tests.sockets import free_port
 from tests.waiting import until
 
 pytestmark = pytest.mark.e2e
 
 ENDPOINT = "live"
+FAULTY = """
+    def model_fn(model_dir):
+        return None
+
+    def predict_fn(data, model):
+        raise RuntimeError("this model is broken: every answer is a 500")
+"""
 BODY = json.dumps({"inputs": "the quick brown fox", "parameters": {"max_new_tokens": 2}})
 
 
@@ -151,15 +159,18 @@ def test_a_canary_update_shifts_traffic_in_steps_and_completes(gateway: GatewayP
     assert load.failures == []
 
 
-def test_an_alarm_firing_while_the_canary_bakes_rolls_back(gateway: GatewayProcess) -> None:
+def test_an_update_whose_model_answers_5xx_trips_an_alarm_and_rolls_back(gateway: GatewayProcess,
+                                                                         tmp_path: Path) -> None:
     sagemaker, _ = clients(gateway.url)
     cloudwatch = boto3.client("cloudwatch", endpoint_url=gateway.url, region_name="us-east-1",
                               aws_access_key_id="x", aws_secret_access_key="x")
-    current = sagemaker.describe_endpoint(EndpointName=ENDPOINT)["EndpointConfigName"]
-    config(sagemaker, "alarmed", "good-3", "Canary")
-    # Any answer from the new fleet's variant breaches: the alarm stands for "the new model misbehaves".
+    before = sagemaker.describe_endpoint(EndpointName=ENDPOINT)
+    current, old_variant = before["EndpointConfigName"], before["ProductionVariants"][0]["VariantName"]
+    sagemaker.create_model(ModelName="faulty", ExecutionRoleArn="arn:aws:iam::1:role/r", PrimaryContainer={
+        "Image": "byoc", "ModelDataUrl": f"file://{make_model(tmp_path, FAULTY)}"})
+    config(sagemaker, "alarmed", "faulty", "Canary")
     cloudwatch.put_metric_alarm(
-        AlarmName="canary-answers", Namespace="AWS/SageMaker", MetricName="Invocations", Statistic="Sum",
+        AlarmName="canary-5xx", Namespace="AWS/SageMaker", MetricName="Invocation5XXErrors", Statistic="Sum",
         Dimensions=[{"Name": "EndpointName", "Value": ENDPOINT}, {"Name": "VariantName", "Value": "Canary"}],
         Period=10, EvaluationPeriods=1, Threshold=0, ComparisonOperator="GreaterThanThreshold")
     with Load(gateway.url) as load:
@@ -168,14 +179,19 @@ def test_an_alarm_firing_while_the_canary_bakes_rolls_back(gateway: GatewayProce
             "BlueGreenUpdatePolicy": {
                 "TrafficRoutingConfiguration": {"Type": "CANARY", "WaitIntervalInSeconds": 120,
                                                 "CanarySize": {"Type": "CAPACITY_PERCENT", "Value": 50}}},
-            "AutoRollbackConfiguration": {"Alarms": [{"AlarmName": "canary-answers"}]}})
+            "AutoRollbackConfiguration": {"Alarms": [{"AlarmName": "canary-5xx"}]}})
         described = settled(sagemaker)
+        failed, served = len(load.failures), sum(load.served.values())
+        until(lambda: sum(load.served.values()) > served + 3, timeout=60, what="load after the rollback")
     assert described["EndpointStatus"] == "InService"
     assert described["EndpointConfigName"] == current
-    assert "canary-answers went into ALARM" in described["FailureReason"]
-    assert load.served["Canary"] > 0  # the canary took traffic before the alarm fired
-    assert load.failures == []
-    alarm = cloudwatch.describe_alarms(AlarmNames=["canary-answers"])["MetricAlarms"][0]
+    assert "canary-5xx went into ALARM" in described["FailureReason"]
+    # The canary's model failed the requests it took, each a ModelError carrying the model's 500 (the metric
+    # counts that 500, not the client's 424); none failed once traffic was back on the old fleet.
+    assert failed > 0 and all("ModelError" in f and "(500)" in f for f in load.failures)
+    assert len(load.failures) == failed
+    assert set(load.served) == {old_variant}  # no answer of the canary's reached a client
+    alarm = cloudwatch.describe_alarms(AlarmNames=["canary-5xx"])["MetricAlarms"][0]
     assert alarm["StateValue"] == "ALARM"
 
 

@@ -1,6 +1,9 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { listAll, sagemaker } from '../api.js';
 import { usePoll } from '../poll.js';
+import { updateProgress } from '../update.js';
+import { UpdateForm, UpdateProgress } from './Update.jsx';
+import { VariantMetrics } from './VariantMetrics.jsx';
 
 async function load() {
   const listed = await listAll('ListEndpoints', 'Endpoints', { SortBy: 'Name', SortOrder: 'Ascending' });
@@ -13,7 +16,7 @@ async function load() {
 }
 
 export function Status({ value }) {
-  const kind = { InService: 'good', Ready: 'good', Failed: 'bad', Restarting: 'warn', Deleting: 'warn' }[value] || 'busy';
+  const kind = { InService: 'good', Ready: 'good', Failed: 'bad', UpdateRollbackFailed: 'bad', Restarting: 'warn', Deleting: 'warn' }[value] || 'busy';
   return <span class={`status ${kind}`}>{value}</span>;
 }
 
@@ -38,8 +41,9 @@ function Endpoint({ endpoint, components, admin, onChange }) {
   return (
     <article class="card" aria-labelledby={`ep-${endpoint.EndpointName}`}>
       <h3 id={`ep-${endpoint.EndpointName}`}>{endpoint.EndpointName} <Status value={endpoint.EndpointStatus} /></h3>
-      {endpoint.FailureReason && <p class="reason">Reason: {endpoint.FailureReason}</p>}
+      {endpoint.FailureReason && !updateProgress(endpoint) && <p class="reason">Reason: {endpoint.FailureReason}</p>}
       <p class="muted">Config {endpoint.EndpointConfigName || '–'}</p>
+      <UpdateProgress endpoint={endpoint} />
       {variants.length > 0 && (
         <div class="scroll">
           <table>
@@ -53,6 +57,7 @@ function Endpoint({ endpoint, components, admin, onChange }) {
           </table>
         </div>
       )}
+      {endpoint.ShadowProductionVariants?.length > 0 && <VariantMetrics endpoint={endpoint} />}
       {components.length > 0 && (
         <div class="scroll">
           <table class="stack">
@@ -74,6 +79,7 @@ function Endpoint({ endpoint, components, admin, onChange }) {
           </table>
         </div>
       )}
+      {admin && <UpdateForm endpoint={endpoint} onChange={onChange} />}
     </article>
   );
 }

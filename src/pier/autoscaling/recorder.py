@@ -3,13 +3,13 @@ history and as Prometheus series for the gateway's `/metrics`.
 
 Per request (the runtime's `InvocationObserver`): Invocations, InvocationsPerCopy (1/copies, per component) or
 InvocationsPerInstance (1/instances, per variant), ModelLatency and OverheadLatency (microseconds),
-Invocation4XXErrors and Invocation5XXErrors (0 or 1). NoCapacityInvocationFailures when a request finds its
-component at zero copies. Sampled by the scaler each tick: ConcurrentRequestsPerCopy (per component) or
-ConcurrentRequestsPerModel (per variant), requests in flight or waiting per desired copy (the larger of those at
-the instant and the average since the last sample, from the requests that ended), and the copy counts
-DesiredCopyCount and CurrentCopyCount (ready copies; pier's names, per component or variant); and, for copies on
-this host, CPUUtilizationNormalized and MemoryUtilizationNormalized (/aws/sagemaker/InferenceComponents) or
-CPUUtilization and MemoryUtilization (/aws/sagemaker/Endpoints).
+Invocation4XXErrors and Invocation5XXErrors (0 or 1, by the model's own status: `error_kind`).
+NoCapacityInvocationFailures when a request finds its component at zero copies. Sampled by the scaler each tick:
+ConcurrentRequestsPerCopy (per component) or ConcurrentRequestsPerModel (per variant), requests in flight or waiting
+per desired copy (the larger of those at the instant and the average since the last sample, from the requests that
+ended), and the copy counts DesiredCopyCount and CurrentCopyCount (ready copies; pier's names, per component or
+variant); and, for copies on this host, CPUUtilizationNormalized and MemoryUtilizationNormalized
+(/aws/sagemaker/InferenceComponents) or CPUUtilization and MemoryUtilization (/aws/sagemaker/Endpoints).
 
 A multi-model endpoint's requests add ModelCacheHit, LoadedModelCount, and for those that waited for their model
 ModelLoadingWaitTime, ModelUnloadingTime and ModelDownloadingTime (pier.multi_model's CacheReport from the copy).
@@ -35,6 +35,19 @@ COMPONENTS_NAMESPACE = "/aws/sagemaker/InferenceComponents"
 ENDPOINTS_NAMESPACE = "/aws/sagemaker/Endpoints"
 MICROSECONDS = 1_000_000
 LABELS = ("endpoint", "variant", "component")
+
+
+def error_kind(done: Invoked) -> str | None:
+    """Which of Invocation4XXErrors and Invocation5XXErrors a request counts in, if either. AWS documents them
+    as the InvokeEndpoint requests "where the model returned a 4xx [5xx] HTTP response code"
+    (docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html), so a model's error counts by the
+    model's own status, not by the 424 (ModelError) its client gets: a container answering 500 is a 5XX. A
+    model that ran out of time or dropped the connection (status 0) answered nothing a client could fix: a 5XX.
+    An error of the gateway's own (throttled, no copy could take it) counts by the status the client got."""
+    status = done.status if done.model_status is None else (done.model_status or 500)
+    if 400 <= status < 500:
+        return "4XX"
+    return "5XX" if status >= 500 else None
 
 
 class Recorder:
@@ -75,10 +88,11 @@ class Recorder:
             self._busy[done.workload] = self._busy.get(done.workload, 0.0) + done.model_s + done.overhead_s
         component = "" if "/" in done.workload else done.workload
         labels = (done.endpoint, done.variant, component)
-        client_error, server_error = 400 <= done.status < 500, done.status >= 500
+        kind = error_kind(done)
+        client_error, server_error = kind == "4XX", kind == "5XX"
         self.invocations.labels(*labels).inc()
-        if client_error or server_error:
-            self.errors.labels(*labels, "4XX" if client_error else "5XX").inc()
+        if kind is not None:
+            self.errors.labels(*labels, kind).inc()
         self.model_latency.labels(*labels).observe(done.model_s)
         self.overhead_latency.labels(*labels).observe(done.overhead_s)
         scopes = [{"EndpointName": done.endpoint, "VariantName": done.variant}]

@@ -74,25 +74,27 @@ class Forwarder:
                 yield exchange
             return
         timing = _Timing(asyncio.get_running_loop().time())
-        status = 500
+        status, model_status = 500, None
         try:
             async with self._exchange(call, timing) as exchange:
                 status = exchange.response.status_code
                 yield exchange
         except PierError as error:
             status = error.wire.sagemaker_status
+            if isinstance(error, ModelError):  # the metrics count what the model answered, not the 424
+                model_status = error.original_status
             raise
         finally:
-            self._observe(call, timing, status)
+            self._observe(call, timing, status, model_status)
 
-    def _observe(self, call: Call, timing: _Timing, status: int) -> None:
+    def _observe(self, call: Call, timing: _Timing, status: int, model_status: int | None) -> None:
         assert self.observer is not None
         ended = asyncio.get_running_loop().time()
         sent = ended if timing.sent is None else timing.sent
         try:
             self.observer.invoked(Invoked(call.endpoint, call.target.variant, call.target.component, status,
                                           ended - sent, sent - timing.started, len(call.target.ready()),
-                                          timing.model_cache))
+                                          timing.model_cache, model_status))
         except Exception:  # metrics must never fail a request
             log.exception("recording an invocation's metrics failed")
 

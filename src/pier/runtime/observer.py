@@ -19,6 +19,9 @@ class Invoked:
     overhead_s: float  # the rest: resolving, waiting for a copy with room
     copies: int  # ready copies when it was resolved
     model_cache: CacheReport | None = None  # a multi-model endpoint's: how the copy found the TargetModel
+    # The model's own status when the client got a ModelError (424): what the copy answered, or 0 when it ran out
+    # of time or dropped the connection. None when the client got the copy's answer or the gateway's own error.
+    model_status: int | None = None
 
 
 class InvocationObserver(Protocol):
