@@ -41,23 +41,24 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "synthetic": _(),
     "console": _(),
     "capture": _(),
+    "error_bodies": _("errors"),  # one renderer per dialect: every error body pier writes
     "state_folder": _("errors"),  # the state folder's files: opened, checked, copied; the stores build on it
     # The model server's process.
     "engine": _("errors", "lora_file"),
     "gpus": _("errors", "engine.devices"),  # lazily, only on a host with real GPUs: can its llama.cpp use them
     "model": _("errors", "engine"),  # chat templates and tool formats, on the engine's ModelInfo and grammars
-    "server": _("pier", "errors", "deadline", "concurrency", "multi_model", "resumable", "served_name", "engine",
-                "model"),
+    "server": _("pier", "errors", "error_bodies", "deadline", "concurrency", "multi_model", "resumable", "served_name",
+                "engine", "model"),
     # The gateway's process: the gateway joins the rest; control and runtime never import each other.
     "backends": _("pier", "errors", "concurrency"),
-    "runtime": _("errors", "deadline", "concurrency", "multi_model", "resumable", "served_name", "state_folder",
-                 "backends"),
-    "autoscaling": _("errors", "multi_model", "state_folder", "runtime.observer"),
+    "runtime": _("errors", "error_bodies", "deadline", "concurrency", "multi_model", "resumable", "served_name",
+                 "state_folder", "backends"),
+    "autoscaling": _("errors", "error_bodies", "multi_model", "state_folder", "runtime.observer"),
     "control": _("errors", "gpus", "lora_file", "multi_model", "state_folder", "storage", "backends"),
     "transform": _("pier", "storage", "concurrency", "state_folder", "backends", "control"),
-    "security": _("errors"),
-    "gateway": _("pier", "errors", "gpus", "lora_file", "storage", "state_folder", "capture", "console", "backends",
-                 "runtime", "autoscaling", "control", "transform", "security", "client.deploy_file"),
+    "security": _("errors", "error_bodies"),
+    "gateway": _("pier", "errors", "error_bodies", "gpus", "lora_file", "storage", "state_folder", "capture", "console",
+                 "backends", "runtime", "autoscaling", "control", "transform", "security", "client.deploy_file"),
     # Clients and tools.
     "client": _("control.names", "control.records", "security"),
     "bench": _("pier", "errors", "gpus", "synthetic", "security.client_trust"),
