@@ -32,7 +32,8 @@ log = logging.getLogger(__name__)
 
 
 class View(Protocol):
-    """How one choice's output is shaped in a flavor's API, whole or in events."""
+    """How one choice's output is shaped in a flavor's stream (the whole answer is the flavor's `Spec.answer`,
+    from its own kind of view)."""
 
     flavor: Flavor  # the shape of an error event after the stream began
     head: dict[str, Any]  # the fields every event carries; those in continuation.KEPT read the same on every copy
@@ -67,7 +68,8 @@ class Spec(Protocol[V]):
         ...
 
     def views(self, model: ServedModel, checked: Sequence[CheckedRequest]) -> list[V]:
-        """One view per choice, for the requests as checked (and so as run)."""
+        """One view per choice, for the requests as checked (and so as run); a whole answer that shows only the
+        best choice (TGI's best_of) may have one for all."""
         ...
 
     def answer(self, views: Sequence[V], checked: Sequence[CheckedRequest], done: Sequence[Completion]) -> Response:
