@@ -12,6 +12,7 @@ import pytest
 
 from pier.resumable import CONTINUE, RESUMABLE, Continuation, Frame, FrameReader
 from pier.server.app import create_app
+from pier.server.continuation import PROGRESS, Progress, progress_of
 from pier.server.settings import ServerSettings
 from tests.server.conftest import SlowRunner, app_client, start_engine
 
@@ -166,3 +167,31 @@ async def test_an_engine_that_stops_abandons_the_request_for_another_copy() -> N
         parsed = frames((await request).content)
     assert parsed[-1].kind == b"X" and "stopped" in parsed[-1].data.decode()
     assert not any(f.kind == b"L" for f in parsed)
+
+
+async def _unsent(message: Any) -> None:
+    raise AssertionError("keep sends nothing")
+
+
+@pytest.mark.parametrize(("continuation", "head", "kept", "recorded"), [
+    # a first copy records the head's id and creation time, and only those
+    (None, {"id": "a", "created": 1, "model": "m"}, {"id": "a", "created": 1, "model": "m"},
+     {"id": "a", "created": 1}),
+    # a continuation takes them from the copy that began the request
+    (Continuation(state={"id": "b", "created": 2, "seed": 5}), {"id": "a", "created": 1, "model": "m"},
+     {"id": "b", "created": 2, "model": "m"}, {"id": "b", "created": 2, "seed": 5}),
+    # a head without them (TGI's generate) keeps nothing
+    (None, {}, {}, {}),
+])
+def test_keep_makes_a_heads_id_and_time_read_the_same_on_every_copy(
+    continuation: Continuation | None, head: dict[str, Any], kept: dict[str, Any], recorded: dict[str, Any],
+) -> None:
+    progress = Progress(continuation, _unsent)
+    progress.keep(head)
+    assert (head, progress.state) == (kept, recorded)
+
+
+def test_the_progress_of_a_request_is_in_its_scope_only_when_it_is_resumable() -> None:
+    progress = Progress(None, _unsent)
+    assert progress_of({PROGRESS: progress}) is progress
+    assert progress_of({"type": "http"}) is None

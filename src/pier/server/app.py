@@ -28,7 +28,9 @@ from pier.server.errors import (
     http_error,
     validation_error,
 )
-from pier.server.flavors import embeddings, openai, sagemaker, tgi, tokenizer
+from pier.server.flavors import embeddings, sagemaker, tokenizer
+from pier.server.flavors.openai import routes as openai
+from pier.server.flavors.tgi import routes as tgi
 from pier.server.metrics import RequestMetrics
 from pier.server.request_timeout import RequestTimeout
 from pier.server.served_model import ServedModel

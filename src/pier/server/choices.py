@@ -5,7 +5,7 @@ for it (the engine never computes a prefix twice at once) and fork its KV, so th
 Choice i samples with seed + i when the request has a seed. Each choice counts as one request against the copy's
 concurrency (the flavor admits `n` turns), so a copy never runs more sequences than it said it takes.
 
-Several choices are not resumable on another copy (the channel carries one token stream): they run outside the
+Several choices are not resumable on another copy (the channel carries one token stream): they run without the
 request's resumable progress, so a copy that dies under them leaves nothing to continue from: a whole answer is
 computed again from the start elsewhere, and a stream the client already reads ends with an error event there.
 """
@@ -13,7 +13,6 @@ computed again from the start elsewhere, and a stream the client already reads e
 from __future__ import annotations
 
 import asyncio
-import contextvars
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 
@@ -21,7 +20,7 @@ from starlette.types import Receive
 
 from pier.engine.request import GenerateRequest, GenerationChunk
 from pier.engine.validate import CheckedRequest
-from pier.server import continuation
+from pier.server.continuation import Progress
 from pier.server.generation import Completion, wait_for_disconnect
 from pier.server.served_model import SEED_MODULUS, ServedModel
 
@@ -39,17 +38,20 @@ def choice_requests(request: GenerateRequest, n: int) -> list[GenerateRequest]:
     return out
 
 
-def check_all(model: ServedModel, requests: Sequence[GenerateRequest]) -> list[CheckedRequest]:
+def check_all(
+    model: ServedModel, requests: Sequence[GenerateRequest], progress: Progress | None = None,
+) -> list[CheckedRequest]:
+    """The requests checked; only a lone one runs under the request's resumable `progress`."""
     if len(requests) == 1:
-        return [model.check(requests[0])]
-    return [_detached().run(model.check, r) for r in requests]
+        return [model.check(requests[0], progress)]
+    return [model.check(r) for r in requests]
 
 
 async def complete_all(model: ServedModel, checked: Sequence[CheckedRequest], receive: Receive) -> list[Completion]:
     """Every choice to its end, at once; a client that leaves cancels them all."""
     gone = asyncio.ensure_future(wait_for_disconnect(receive))
     try:
-        work = [asyncio.create_task(model.complete(c, asyncio.shield(gone)), context=_detached()) for c in checked]
+        work = [asyncio.create_task(model.complete(c, asyncio.shield(gone))) for c in checked]
         try:
             return list(await asyncio.gather(*work))
         finally:
@@ -77,7 +79,7 @@ async def stream_all(model: ServedModel, checked: Sequence[CheckedRequest]) -> A
         finally:
             await queue.put((index, None, _DONE))
 
-    tasks = [asyncio.create_task(pump(i, c), context=_detached()) for i, c in enumerate(checked)]
+    tasks = [asyncio.create_task(pump(i, c)) for i, c in enumerate(checked)]
     try:
         left = len(tasks)
         while left:
@@ -100,9 +102,3 @@ def ranked(done: Sequence[Completion]) -> list[int]:
         return sum(lp.logprob for lp in done[i].logprobs if lp is not None)
     return sorted(range(len(done)), key=score, reverse=True)
 
-
-def _detached() -> contextvars.Context:
-    """A context in which the request's resumable progress is not seen (several choices are not resumable)."""
-    context = contextvars.copy_context()
-    context.run(continuation.detach)
-    return context

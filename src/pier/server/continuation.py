@@ -10,17 +10,17 @@ answer is being computed, T frames report the tokens as they come, the last chun
 A continuation (`X-Pier-Continue`) is given to the engine as the request's `continuation`; the engine's first
 chunk is then the replayed one. Views take it like any chunk (so their counts and indexes go on), and what they
 write for it is dropped here, as is what a continued stream writes before its first chunk (the client has that
-beginning already). So the flavors stay unaware of the framing but in three places: `ServedModel.check` pins a
-seed for sampled requests (so a continuation draws the same numbers), `generation.stream` reports each chunk,
-and a view keeps the fields that must read the same from every copy, like an OpenAI stream's id (`keep`).
+beginning already). The middleware puts the request's `Progress` in the ASGI scope (`progress_of`), and the
+flavor pipeline (server/pipeline.py) passes it on explicitly: `ServedModel.check` pins a seed for sampled
+requests (so a continuation draws the same numbers), `generation.stream` reports each chunk, and the pipeline
+keeps the fields of a view's head that must read the same from every copy, like an OpenAI stream's id (`keep`).
 """
 
 from __future__ import annotations
 
 import logging
 import random
-from collections.abc import MutableMapping
-from contextvars import ContextVar
+from collections.abc import Mapping, MutableMapping
 from dataclasses import replace
 from typing import Any
 
@@ -45,28 +45,14 @@ log = logging.getLogger(__name__)
 
 SEEDS = 2**32 - 1  # llama.cpp's samplers take seeds below this (SamplingParams checks it)
 
-_current: ContextVar[Progress | None] = ContextVar("pier_resumable", default=None)
+PROGRESS = "pier.progress"  # the ASGI scope key of a resumable request's Progress
+KEPT = ("id", "created")  # the fields of an answer's head that read the same on every copy that continues it
 
 
-def current() -> Progress | None:
-    """The resumable request this code runs for, if the gateway asked for one."""
-    return _current.get()
-
-
-def detach() -> None:
-    """From here on in this context, the request is not resumable (server/choices.py: several choices)."""
-    _current.set(None)
-
-
-def keep(fields: MutableMapping[str, Any], *names: str) -> None:
-    """Fields of an answer that must read the same from every copy (an OpenAI stream's id and creation
-    time): a continuation takes them from the copy that began the request; a first copy records them."""
-    progress = current()
-    if progress is None:
-        return
-    if progress.continuation is not None:
-        fields.update({n: progress.state[n] for n in names if n in progress.state})
-    progress.state.update({n: fields[n] for n in names})
+def progress_of(scope: Mapping[str, Any]) -> Progress | None:
+    """The resumable request `scope` is, if the gateway asked for one (ResumableAnswers put it there)."""
+    progress = scope.get(PROGRESS)
+    return progress if isinstance(progress, Progress) else None
 
 
 class Progress:
@@ -88,6 +74,15 @@ class Progress:
         self.ended = False  # the L (or X) frame is out
 
     # -- the request ---------------------------------------------------------------------------------
+
+    def keep(self, fields: MutableMapping[str, Any]) -> None:
+        """The fields of an answer's head that must read the same from every copy (an OpenAI stream's id and
+        creation time, `KEPT`): a continuation takes them from the copy that began the request; a first copy
+        records them."""
+        names = [n for n in KEPT if n in fields]
+        if self.continuation is not None:
+            fields.update({n: self.state[n] for n in names if n in self.state})
+        self.state.update({n: fields[n] for n in names})
 
     def prepare(self, request: GenerateRequest) -> GenerateRequest:
         """The request as this copy runs it: a continuation's tokens and seed, or a pinned seed for a sampled
@@ -198,15 +193,13 @@ class ResumableAnswers:
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", FRAMES_MEDIA_TYPE.encode()), (FRAMED.lower().encode(), b"1")]})
         progress = Progress(continuation, send)
-        token = _current.set(progress)
+        scope = {**scope, PROGRESS: progress}
         try:
             await self.app(scope, receive, progress.send)
         except Exception as error:  # after our 200 nobody else can answer it: end it in the protocol
             log.exception("resumable request %s failed", scope.get("path"))
             if not progress.head_sent:
                 await error_response(error, flavor_of(scope))(scope, receive, progress.send)
-        finally:
-            _current.reset(token)
         await progress.finish()  # a no-op unless the app ended without a last body message
         await progress.close()
 

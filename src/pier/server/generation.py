@@ -18,7 +18,7 @@ from pier.engine.logprobs import TokenLogprob
 from pier.engine.request import FinishReason, GenerationChunk, RequestTimings
 from pier.engine.validate import CheckedRequest
 from pier.errors import ClientGone, EngineStopped, GenerationFailed, PierError
-from pier.server import continuation
+from pier.server.continuation import Progress
 from pier.server.errors import DeadlineExceeded
 from pier.server.metrics import GenerationTrace
 
@@ -57,14 +57,15 @@ def chunk_logprobs(chunks: list[GenerationChunk]) -> tuple[TokenLogprob | None, 
 
 
 async def stream(
-    engine: Engine, request: CheckedRequest, deadline_s: float, trace: GenerationTrace, *, flowing: bool = False
+    engine: Engine, request: CheckedRequest, deadline_s: float, trace: GenerationTrace, *, flowing: bool = False,
+    progress: Progress | None = None,
 ) -> AsyncIterator[GenerationChunk]:
     """The request's chunks, up to and including the finished one. Raises DeadlineExceeded when the
     deadline passes and GenerationFailed when the engine fails; leaving early aborts the request. `flowing` (a
-    streaming route): the deadline bounds the first chunk and each silence after one, not a stream that flows."""
+    streaming route): the deadline bounds the first chunk and each silence after one, not a stream that flows.
+    `progress` (a request the gateway can resume elsewhere) is told of each chunk and of the end."""
     loop = asyncio.get_running_loop()
     clock = StreamClock(loop.time(), deadline_s, None if flowing else deadline_s)
-    progress = continuation.current()  # the gateway can resume this request elsewhere
     try:
         chunks = engine.generate(request)
     except EngineStopped as error:
@@ -114,12 +115,13 @@ async def stream(
 
 async def complete(
     engine: Engine, request: CheckedRequest, deadline_s: float, trace: GenerationTrace,
-    disconnected: Awaitable[None],
+    disconnected: Awaitable[None], progress: Progress | None = None,
 ) -> Completion:
     """Run the request to its end; raises ClientGone (after aborting it) if the client leaves first."""
 
     async def collect() -> Completion:
-        return Completion.of([chunk async for chunk in stream(engine, request, deadline_s, trace)])
+        chunks = stream(engine, request, deadline_s, trace, progress=progress)
+        return Completion.of([chunk async for chunk in chunks])
 
     work = asyncio.ensure_future(collect())
     watcher = asyncio.ensure_future(disconnected)

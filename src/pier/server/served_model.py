@@ -14,7 +14,8 @@ from pier.engine.validate import CheckedRequest
 from pier.model.chat import ChatTemplate, template_kwargs
 from pier.model.tools.families import FORMATS
 from pier.model.tools.tool_format import ToolFormat
-from pier.server import adapters, continuation, generation, request_timeout
+from pier.server import adapters, generation, request_timeout
+from pier.server.continuation import Progress
 from pier.server.generation import Completion
 from pier.server.limits import Limits
 from pier.server.metrics import ServerMetrics
@@ -106,21 +107,23 @@ class ServedModel:
         self.limits.check(n_prompt, max_new)
         return max_new
 
-    def check(self, request: GenerateRequest) -> CheckedRequest:
+    def check(self, request: GenerateRequest, progress: Progress | None = None) -> CheckedRequest:
         """Validate now, so a bad request is answered with a status code rather than inside a 200 stream;
         the engine takes the checked request as it is."""
-        progress = continuation.current()
         if progress is not None:  # resumable: a pinned seed, or a continuation of another copy's work
             request = progress.prepare(request)
         if adapter := adapters.current():  # the LoRA adapter the gateway named (server/adapters.py)
             request = dataclasses.replace(request, adapter=adapter)
         return self.engine.check(request)
 
-    def stream(self, request: CheckedRequest) -> AsyncIterator[GenerationChunk]:
+    def stream(self, request: CheckedRequest, progress: Progress | None = None) -> AsyncIterator[GenerationChunk]:
         deadline_s = request_timeout.deadline_s(self.deadline_s)
-        return generation.stream(self.engine, request, deadline_s, self._metrics.trace(), flowing=True)
+        return generation.stream(self.engine, request, deadline_s, self._metrics.trace(), flowing=True,
+                                 progress=progress)
 
-    async def complete(self, request: CheckedRequest, disconnected: Awaitable[None]) -> Completion:
+    async def complete(
+        self, request: CheckedRequest, disconnected: Awaitable[None], progress: Progress | None = None,
+    ) -> Completion:
         trace = self._metrics.trace()
         deadline_s = request_timeout.deadline_s(self.deadline_s)
-        return await generation.complete(self.engine, request, deadline_s, trace, disconnected)
+        return await generation.complete(self.engine, request, deadline_s, trace, disconnected, progress)

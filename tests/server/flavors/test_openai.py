@@ -219,6 +219,8 @@ async def test_models_lists_the_served_model(client: httpx.AsyncClient) -> None:
         ("/v1/completions", {"prompt": "hi", "logit_bias": {"x": 1}}, "logit_bias", "token ids"),
         ("/v1/completions", {"prompt": "hi", "logit_bias": {"99999": 1}}, "logit_bias", "outside the vocabulary"),
         ("/v1/completions", {"prompt": [1, 99999]}, "prompt", "outside the vocabulary"),
+        # echoing the ids reads them only after the check (llama.cpp has no text for an id outside its vocabulary)
+        ("/v1/completions", {"prompt": [1, 99999], "echo": True}, "prompt", "outside the vocabulary"),
         ("/v1/completions", {"prompt": "hi", "max_tokens": 0}, "max_tokens", "at least 1"),
         ("/v1/completions", {"prompt": "hi", "max_tokens": "many"}, "max_tokens", "valid integer"),
     ],

@@ -21,7 +21,13 @@ from pydantic import BaseModel, ValidationError
 from pier.concurrency import CONCURRENCY_HEADER
 from pier.errors import InvalidRequest
 from pier.server.errors import Flavor, TooDeeplyNested
-from pier.server.flavors import embeddings, openai, tgi
+from pier.server.flavors import embeddings
+from pier.server.flavors.openai.requests import ChatCompletionRequest, CompletionRequest
+from pier.server.flavors.openai.spec import CompletionSpec
+from pier.server.flavors.tgi.messages import messages_spec
+from pier.server.flavors.tgi.requests import GenerateRequestBody
+from pier.server.flavors.tgi.spec import GenerateSpec
+from pier.server.pipeline import respond
 from pier.server.state import State, Status
 
 router = APIRouter(tags=["SageMaker"])  # both modes
@@ -39,8 +45,7 @@ INVOCATIONS_BODY = {
     "requestBody": {
         "required": True,
         "content": {"application/json": {"schema": {"anyOf": [
-            _schema_ref(tgi.GenerateRequestBody), _schema_ref(openai.ChatCompletionRequest),
-            _schema_ref(openai.CompletionRequest),
+            _schema_ref(GenerateRequestBody), _schema_ref(ChatCompletionRequest), _schema_ref(CompletionRequest),
         ]}}},
     }
 }
@@ -71,15 +76,15 @@ async def invocations(http: Request, state: State) -> Response:
         embed = _parse(embeddings.EmbedRequest, payload, http, embeddings.EMBED_FLAVOR)
         return JSONResponse(await embeddings.respond_embed(embed, state))
     if "inputs" in payload:
-        body = _parse(tgi.GenerateRequestBody, payload, http, Flavor.TGI)
-        return await tgi.respond(body, http, state, streaming=body.stream, full_text_default=True,
-                                 as_list=not body.stream)
+        body = _parse(GenerateRequestBody, payload, http, Flavor.TGI)
+        spec = GenerateSpec(body, stream=body.stream, full_text_default=True, as_list=not body.stream)
+        return await respond(spec, http, state)
     if "messages" in payload:  # TGI's Messages API, in TGI's shapes (errors included)
-        chat = _parse(openai.ChatCompletionRequest, payload, http, Flavor.TGI)
-        return await tgi.respond_messages(chat, http, state)
+        chat = _parse(ChatCompletionRequest, payload, http, Flavor.TGI)
+        return await respond(messages_spec(chat), http, state)
     if "prompt" in payload:
-        completion = _parse(openai.CompletionRequest, payload, http, Flavor.OPENAI)
-        return await openai.respond_completion(completion, http, state)
+        completion = _parse(CompletionRequest, payload, http, Flavor.OPENAI)
+        return await respond(CompletionSpec(completion), http, state)
     raise InvalidRequest(
         "Unrecognized /invocations payload: send a TGI request {\"inputs\": \"...\", \"parameters\": {...}}, "
         "a chat request {\"messages\": [...]} or a completion request {\"prompt\": \"...\"}.",

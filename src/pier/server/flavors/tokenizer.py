@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pier.errors import InvalidRequest
 from pier.model.tools.spec import tool_set
-from pier.server.flavors.openai import ChatMessage, message_problem
+from pier.server.flavors.openai.requests import ChatMessage, message_problem
 from pier.server.served_model import INLINE_TOKENIZE_CHARS, ServedModel
 from pier.server.state import State
 

@@ -1,0 +1,37 @@
+"""The OpenAI API's routes: /v1/chat/completions and /v1/completions (with SSE streaming) and /v1/models."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from pier.served_name import MODEL_NAME_HEADER, listed_name
+from pier.server.flavors.openai.requests import ChatCompletionRequest, CompletionRequest
+from pier.server.flavors.openai.spec import ChatSpec, CompletionSpec
+from pier.server.pipeline import respond
+from pier.server.state import State
+
+router = APIRouter(tags=["OpenAI"])
+
+
+@router.post("/v1/chat/completions", response_model=None)
+async def chat_completions(body: ChatCompletionRequest, http: Request, state: State) -> Response:
+    body.model = body.model or http.headers.get(MODEL_NAME_HEADER)  # the name answers carry (pier.served_name)
+    return await respond(ChatSpec(body), http, state)
+
+
+@router.post("/v1/completions", response_model=None)
+async def completions(body: CompletionRequest, http: Request, state: State) -> Response:
+    body.model = body.model or http.headers.get(MODEL_NAME_HEADER)
+    return await respond(CompletionSpec(body), http, state)
+
+
+@router.get("/v1/models")
+async def models(http: Request, state: State) -> dict[str, Any]:
+    name, created, max_len = state.listed()
+    return {"object": "list", "data": [{
+        "id": listed_name(http.headers, name), "object": "model", "created": created, "owned_by": "pier",
+        "max_model_len": max_len,
+    }]}

@@ -1,0 +1,195 @@
+"""The OpenAI API's answers: a chat completion or a text completion, whole or in chunks, with logprobs, tool
+calls and the schema check; llama.cpp-style `timings` ride along in every final response."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from pier import __version__
+from pier.engine.logprobs import TokenLogprob
+from pier.engine.request import FinishReason, GenerationChunk
+from pier.engine.schema_check import SchemaCheck
+from pier.model.tools.reader import ToolReader
+from pier.model.tools.spec import ToolSet
+from pier.model.tools.stream import CallStart, Event
+from pier.server import sse
+from pier.server.errors import Flavor
+from pier.server.flavors.logprobs import CompletionLogprobs, Piece, chat_logprobs, merged
+from pier.server.flavors.openai.requests import ChatCompletionRequest
+from pier.server.generation import Completion
+from pier.server.pipeline import View
+from pier.server.served_model import ServedModel
+
+_FINISH = {FinishReason.STOP: "stop", FinishReason.LENGTH: "length"}
+
+
+class OpenAIView:
+    """Shapes one request's output as a chat completion or a text completion, whole or in chunks. With `piece`
+    (the runner's token bytes) it writes the log-probabilities too; with `check` (a response_format schema) the
+    last choice carries `schema_check` when the schema was checked after generation or the output breaks it."""
+
+    flavor = Flavor.OPENAI
+
+    def __init__(
+        self, model: str, *, chat: bool, include_usage: bool, echo: str = "", piece: Piece | None = None,
+        prompt: Sequence[int] = (), tools: ToolReader | None = None, check: SchemaCheck | None = None,
+    ) -> None:
+        self.chat = chat
+        self.check = check
+        self.text = ""  # a stream's output so far, for the check at its end
+        self.tools = tools
+        self.include_usage = include_usage
+        self.echo = echo
+        self.piece = piece
+        self.prompt = prompt
+        self.head = {
+            "id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", "object": "",
+            "created": int(time.time()),
+            "model": model, "system_fingerprint": f"pier-{__version__}",
+        }
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self._offsets: CompletionLogprobs | None = None  # a completion stream's running text offsets
+
+    def response(self, done: Completion) -> dict[str, Any]:
+        text = self.echo + done.text
+        choice: dict[str, Any] = {"index": 0, "text": text}
+        if self.chat:
+            choice = {"index": 0, "message": self._message(text)}
+        logprobs = self._logprobs(done.token_ids, done.logprobs, done.prompt_logprobs, first=True)
+        finish = _FINISH.get(done.finish_reason, "stop")
+        if self.chat and choice["message"].get("tool_calls"):
+            finish = "tool_calls"
+        choice |= {"logprobs": logprobs, "finish_reason": finish}
+        report = self.check.report(done.text) if self.check is not None else None
+        if report is not None:
+            choice["schema_check"] = report
+        return {
+            **self.head, "object": "chat.completion" if self.chat else "text_completion", "choices": [choice],
+            "usage": usage(done.prompt_tokens, len(done.token_ids)),
+            "timings": done.timings.as_dict() if done.timings else None,
+        }
+
+    def _logprobs(
+        self, tokens: Sequence[int], lps: Sequence[TokenLogprob | None],
+        prompt_lps: Sequence[TokenLogprob | None] | None, *, first: bool,
+    ) -> dict[str, Any] | None:
+        if self.piece is None:
+            return None
+        lps = lps or (None,) * len(tokens)
+        if self.chat:
+            return chat_logprobs(self.piece, tokens, lps)
+        if first:  # the echoed prompt's own tokens come first when it has their log-probabilities
+            with_prompt = bool(self.echo) and prompt_lps is not None
+            self._offsets = CompletionLogprobs(self.piece, 0 if with_prompt else len(self.echo))
+            if with_prompt and prompt_lps is not None:
+                return merged([self._offsets.add(self.prompt, prompt_lps), self._offsets.add(tokens, lps)])
+        assert self._offsets is not None
+        return self._offsets.add(tokens, lps)
+
+    def _message(self, text: str) -> dict[str, Any]:
+        if self.tools is None:
+            return {"role": "assistant", "content": text}
+        parsed = self.tools.whole(text)
+        message: dict[str, Any] = {"role": "assistant", "content": parsed.content}
+        if parsed.calls:
+            message["tool_calls"] = [
+                {"id": self.tools.call_id(str(self.head["id"]), i), "type": "function",
+                 "function": {"name": call.name, "arguments": call.arguments}}
+                for i, call in enumerate(parsed.calls)
+            ]
+        return message
+
+    def opening(self) -> list[dict[str, Any]]:
+        if self.chat:
+            return [self._chunk({"role": "assistant", "content": ""}, None)]
+        return [self._chunk(self.echo, None)] if self.echo else []
+
+    def chunk(self, chunk: GenerationChunk) -> list[dict[str, Any]]:
+        first = self.completion_tokens == 0 and self._offsets is None
+        self.prompt_tokens = chunk.prompt_tokens
+        self.completion_tokens += len(chunk.token_ids)
+        if self.check is not None:
+            self.text += chunk.text
+        events = []
+        if self.tools is not None:
+            events += self._tool_chunks(chunk)
+        elif chunk.text or (self.piece is not None and chunk.token_ids):
+            logprobs = self._logprobs(chunk.token_ids, chunk.logprobs, chunk.prompt_logprobs, first=first)
+            events.append(self._chunk({"content": chunk.text} if self.chat else chunk.text, None, logprobs))
+        if chunk.finish_reason is not None:
+            finish = _FINISH.get(chunk.finish_reason, "stop")
+            if self.tools is not None and self.tools.called:
+                finish = "tool_calls"
+            last = self._chunk({} if self.chat else "", finish)
+            report = self.check.report(self.text) if self.check is not None else None
+            if report is not None:
+                last["choices"][0]["schema_check"] = report
+            last["timings"] = chunk.timings.as_dict() if chunk.timings else None
+            events.append(last)
+            if self.include_usage:
+                events.append({**self.head, "object": self._object, "choices": [],
+                               "usage": usage(self.prompt_tokens, self.completion_tokens)})
+        return events
+
+    def _tool_chunks(self, chunk: GenerationChunk) -> list[dict[str, Any]]:
+        """A chunk's text read for calls (text that may open a call is held back); its log-probabilities ride on
+        the first event it releases, or on an empty delta when it releases none."""
+        assert self.tools is not None
+        read = self.tools.push(chunk.text) + (self.tools.finish() if chunk.finished else [])
+        logprobs = None
+        if self.piece is not None and chunk.token_ids:
+            logprobs = self._logprobs(chunk.token_ids, chunk.logprobs, chunk.prompt_logprobs, first=False)
+        deltas = [self._delta(event) for event in read] or ([{}] if logprobs is not None else [])
+        return [self._chunk(delta, None, logprobs if i == 0 else None) for i, delta in enumerate(deltas)]
+
+    def _delta(self, event: Event) -> dict[str, Any]:
+        if isinstance(event, str):
+            return {"content": event}
+        if isinstance(event, CallStart):
+            assert self.tools is not None
+            return {"tool_calls": [{"index": event.index, "id": self.tools.call_id(str(self.head["id"]), event.index),
+                                    "type": "function", "function": {"name": event.name, "arguments": ""}}]}
+        return {"tool_calls": [{"index": event.index, "function": {"arguments": event.fragment}}]}
+
+    @property
+    def _object(self) -> str:
+        return "chat.completion.chunk" if self.chat else "text_completion"
+
+    def totals(self, views: Sequence[View]) -> list[dict[str, Any]]:
+        """With include_usage, one usage chunk for all the choices of a stream."""
+        if not self.include_usage:
+            return []
+        generated = sum(v.completion_tokens for v in views if isinstance(v, OpenAIView))
+        return [{**self.head, "object": self._object, "choices": [], "usage": usage(self.prompt_tokens, generated)}]
+
+    def frame(self, event: dict[str, Any]) -> bytes:
+        return sse.event(event)
+
+    def closing(self) -> list[bytes]:
+        return [sse.event("[DONE]")]
+
+    def _chunk(
+        self, delta: dict[str, Any] | str, finish_reason: str | None, logprobs: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        choice: dict[str, Any] = {"index": 0, "delta": delta} if self.chat else {"index": 0, "text": delta}
+        choice |= {"logprobs": logprobs, "finish_reason": finish_reason}
+        event = {**self.head, "object": self._object, "choices": [choice]}
+        if self.include_usage:
+            event["usage"] = None  # OpenAI sends null usage on every chunk but the last when asked for it
+        return event
+
+
+def usage(prompt: int, completion: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def chat_view(model: ServedModel, body: ChatCompletionRequest, tools: ToolSet) -> OpenAIView:
+    """An OpenAI chat completion's view (pier's /v1 routes)."""
+    piece = model.engine.runner.piece if body.logprobs else None
+    return OpenAIView(body.model or model.name, chat=True, include_usage=body.include_usage, piece=piece,
+                      tools=ToolReader(model.tool_format.family, tools) if tools.active else None,
+                      check=body.schema_check())
