@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import signal
 import threading
 import time
@@ -27,6 +26,7 @@ from fastapi import FastAPI
 from pier.engine.core import EngineConfig
 from pier.engine.engine import Engine
 from pier.engine.prefix_cache import sequence_ids
+from pier.env import Env, SettingsError
 from pier.errors import PierError
 from pier.model.chat import ChatTemplate
 from pier.model.gguf_meta import read_metadata
@@ -37,7 +37,7 @@ from pier.server.kv_budget import kv_cells
 from pier.server.model_location import ModelLocation, ModelNotFound, locate_model
 from pier.server.multi_model import create_multi_model_app
 from pier.server.served_embedder import ServedEmbedder
-from pier.server.settings import ServerSettings, SettingsError
+from pier.server.settings import ServerSettings
 from pier.server.state import ServerState
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ def serve_container(
         settings = ServerSettings.from_env(
             env, model=model, port=port, host=host, threads=threads, parallel=parallel)
         logging.getLogger().setLevel(settings.log_level.upper())
-        environment = os.environ if env is None else env
+        environment = Env(env).values  # the multi-model settings and the guard's (pier.security) read it too
         if is_multi_model(environment):
             app = create_multi_model_app(settings, Path(settings.model), environment)
             served: object = f"every model under {settings.model} (multi-model)"
@@ -81,7 +81,7 @@ def serve_container(
             location = locate_model(settings.model)
             app = build_app(settings, location)
             served = location.handler.path if location.handler else location.gguf
-        guard_model_server(app, os.environ if env is None else env)  # API_KEY, PIER_COPY_SECRET (pier.security)
+        guard_model_server(app, environment)  # API_KEY, PIER_COPY_SECRET (pier.security)
     except (SettingsError, ModelNotFound, PierError) as error:
         log.error("cannot serve: %s", error)
         return 1

@@ -27,13 +27,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pier.concurrency import CONCURRENCY_HEADER
+from pier.env import SettingsError
 from pier.errors import InvalidRequest, PierError
 from pier.multi_model import CACHE_ENV, MEMORY_ENV, TARGET_MODEL_HEADER, model_path
 from pier.server.errors import Flavor, ShuttingDown, error_response
 from pier.server.kv_budget import kv_cells, kv_shape
 from pier.server.model_cache import Loaded, ModelCache, Prepared
 from pier.server.model_location import ModelNotFound, find_gguf
-from pier.server.settings import ServerSettings, SettingsError
+from pier.server.settings import ServerSettings
 from pier.server.state import ServerState
 
 log = logging.getLogger("pier.server")

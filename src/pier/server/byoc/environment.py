@@ -8,23 +8,23 @@ import contextlib
 import fcntl
 import hashlib
 import logging
-import os
 import re
 import shutil
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from pier.env import Env
 from pier.server.byoc.errors import HandlerError
 
 log = logging.getLogger("pier.server.byoc")
 
 
 def cache_root() -> Path:
-    explicit = os.environ.get("PIER_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pier"
+    """PIER_CACHE_DIR, else pier's folder in the XDG cache (~/.cache/pier)."""
+    read = Env()
+    return read.get("PIER_CACHE_DIR", cast=Path) or (read.get("XDG_CACHE_HOME", cast=Path)
+                                                     or Path.home() / ".cache") / "pier"
 
 
 async def prepare_python(requirements: Path, env_dir: Path) -> str:

@@ -25,6 +25,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import urlparse
 
+from pier.env import Env
 from pier.server.byoc.environment import cache_root
 from pier.server.byoc.errors import HandlerError
 
@@ -62,7 +63,7 @@ class HandlerSearch:
 
 def program_name() -> tuple[str, bool]:
     """SAGEMAKER_PROGRAM as a file name (`serve` and `serve.py` alike), and whether it was set."""
-    named = (os.environ.get("SAGEMAKER_PROGRAM") or "").strip()
+    named = Env().text("SAGEMAKER_PROGRAM") or ""
     program = named or DEFAULT_PROGRAM
     if not program.endswith(".py"):
         program += ".py"
@@ -75,7 +76,7 @@ def search_handler(model_dir: Path) -> HandlerSearch:
     model_dir = Path(model_dir)
     program, named = program_name()
     looked_in: list[str] = []
-    submitted = (os.environ.get("SAGEMAKER_SUBMIT_DIRECTORY") or "").strip()
+    submitted = Env().text("SAGEMAKER_SUBMIT_DIRECTORY") or ""
     code = model_dir / "code"
     if submitted:
         folder = submit_directory(submitted, model_dir)
@@ -182,9 +183,9 @@ def _s3_client() -> Any:
     import boto3
     from botocore.config import Config
 
-    region = (os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-              or os.environ.get("SAGEMAKER_REGION") or "us-east-1")
+    read = Env()
+    region = read.get("AWS_REGION", "AWS_DEFAULT_REGION", "SAGEMAKER_REGION", cast=str, default="us-east-1")
     return boto3.client(
-        "s3", region_name=region, endpoint_url=os.environ.get("AWS_ENDPOINT_URL_S3") or None,
+        "s3", region_name=region, endpoint_url=read.text("AWS_ENDPOINT_URL_S3"),
         config=Config(ignore_configured_endpoint_urls=True, retries={"max_attempts": 5, "mode": "standard"}),
     )
