@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -12,6 +11,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from pier.control.fetch.archives import UnsafeArchive
+from pier.env import Env
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ def s3_client() -> Any:
     from botocore.config import Config
 
     return boto3.client(
-        "s3", endpoint_url=os.environ.get("AWS_ENDPOINT_URL_S3") or None,
+        "s3", endpoint_url=Env().text("AWS_ENDPOINT_URL_S3"),
         config=Config(ignore_configured_endpoint_urls=True, retries={"max_attempts": 5, "mode": "standard"}),
     )
 
