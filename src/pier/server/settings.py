@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pier.concurrency import DEFAULT_PARALLEL, PARALLEL
+from pier.concurrency import DEFAULT_MAX_CONCURRENT_REQUESTS, DEFAULT_PARALLEL, MAX_CONCURRENT_REQUESTS, PARALLEL
 from pier.deadline import before_client_gives_up
 from pier.engine.kv_type import DEFAULT_KV_TYPE, KV_TYPE_NAMES
 from pier.engine.offload import SPLIT_MODES, GpuSettings
@@ -72,7 +72,8 @@ class ServerSettings:
             max_input_tokens=read.get("MAX_INPUT_TOKENS", "MAX_INPUT_LENGTH", cast=integer()),
             max_total_tokens=read.get("MAX_TOTAL_TOKENS", cast=integer()),
             max_batch_total_tokens=read.get("MAX_BATCH_TOTAL_TOKENS", cast=integer()),
-            max_concurrent_requests=read.get("MAX_CONCURRENT_REQUESTS", cast=integer(), default=128),
+            max_concurrent_requests=read.get(*MAX_CONCURRENT_REQUESTS, cast=integer(),
+                                             default=DEFAULT_MAX_CONCURRENT_REQUESTS),
             max_stop_sequences=read.get("MAX_STOP_SEQUENCES", cast=integer(low=0), default=4),
             messages_api_enabled=read.get("MESSAGES_API_ENABLED", cast=boolean, default=True),
             chat_template=_chat_template(read.values),
