@@ -78,7 +78,7 @@ def serve_container(
             app = create_multi_model_app(settings, Path(settings.model), environment)
             served: object = f"every model under {settings.model} (multi-model)"
         else:
-            location = locate_model(settings.model)
+            location = locate_model(settings.model, settings.handler)
             app = build_app(settings, location)
             served = location.handler.path if location.handler else location.gguf
         guard_model_server(app, environment)  # API_KEY, PIER_COPY_SECRET (pier.security)
@@ -101,7 +101,7 @@ def build_app(settings: ServerSettings, location: ModelLocation) -> FastAPI:
         from pier.server.byoc.pool import HandlerService  # bring-your-own-code mode only
 
         service = HandlerService(location.model_dir, workers=settings.workers, timeout_s=settings.request_deadline_s,
-                                 script=location.handler)
+                                 script=location.handler, settings=settings.handler)
         return create_handler_app(settings, handler=service, lifespan=_handler_lifespan(service))
     assert location.gguf is not None
     return create_app(settings, lifespan=_engine_lifespan(settings, location.gguf))

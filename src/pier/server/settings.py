@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from pier.concurrency import DEFAULT_MAX_CONCURRENT_REQUESTS, DEFAULT_PARALLEL, MAX_CONCURRENT_REQUESTS, PARALLEL
@@ -20,6 +21,27 @@ from pier.env import Env, SettingsError, boolean, boolean_or_auto, choice, integ
 DEFAULT_MODEL_DIR = "/opt/ml/model"
 DEFAULT_CONTEXT = 4096
 DEFAULT_HOST_CACHE_MB = 8192  # llama-server's --cache-ram default
+
+
+@dataclass(frozen=True)
+class HandlerSettings:
+    """Where a model's own inference.py is looked for and kept (pier.server.byoc), in SageMaker's names."""
+
+    program: str | None = None  # SAGEMAKER_PROGRAM: the script's name (default inference.py)
+    submit_directory: str | None = None  # SAGEMAKER_SUBMIT_DIRECTORY: a folder, file://, or a sourcedir.tar.gz
+    cache_dir: Path = field(default_factory=lambda: Path.home() / ".cache" / "pier")  # unpacked code, environments
+    s3_region: str = "us-east-1"  # for an s3:// SAGEMAKER_SUBMIT_DIRECTORY
+    s3_endpoint: str | None = None  # AWS_ENDPOINT_URL_S3: an S3-compatible store (AWS_ENDPOINT_URL is pier's own)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> HandlerSettings:
+        read = Env(env)
+        cache = read.get("PIER_CACHE_DIR", cast=Path) or (
+            read.get("XDG_CACHE_HOME", cast=Path) or Path.home() / ".cache") / "pier"
+        return cls(program=read.text("SAGEMAKER_PROGRAM"), submit_directory=read.text("SAGEMAKER_SUBMIT_DIRECTORY"),
+                   cache_dir=cache, s3_endpoint=read.text("AWS_ENDPOINT_URL_S3"),
+                   s3_region=read.get("AWS_REGION", "AWS_DEFAULT_REGION", "SAGEMAKER_REGION", cast=str,
+                                      default="us-east-1"))
 
 
 @dataclass(frozen=True)
@@ -54,6 +76,7 @@ class ServerSettings:
     kv_cache_mb: int | None = None  # the KV cache's memory, sized in cells of kv_cache_type; None = context_size
     # GPUs (pier.engine.offload): how many the copy holds (None = every one it sees), and llama-server's knobs
     gpu: GpuSettings = field(default_factory=GpuSettings)
+    handler: HandlerSettings = field(default_factory=HandlerSettings)  # a model's own inference.py
     # SageMaker's container contract
     timeout_s: float = 60.0
     workers: int = 1
@@ -88,6 +111,7 @@ class ServerSettings:
             kv_cache_type=read.get("PIER_KV_CACHE_TYPE", cast=choice(*KV_TYPE_NAMES), default=DEFAULT_KV_TYPE),
             kv_cache_mb=read.get("PIER_KV_CACHE_MB", cast=integer()),
             gpu=_gpu_settings(read),
+            handler=HandlerSettings.from_env(env),
             timeout_s=read.get("SAGEMAKER_MODEL_SERVER_TIMEOUT", cast=number(low=0.001), default=60.0),
             workers=read.get("SAGEMAKER_MODEL_SERVER_WORKERS", cast=integer(), default=1),
             drain_s=read.get("PIER_DRAIN_SECONDS", cast=number(low=0.0), default=25.0),

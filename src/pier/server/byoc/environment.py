@@ -14,17 +14,9 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from pier.env import Env
 from pier.server.byoc.errors import HandlerError
 
 log = logging.getLogger("pier.server.byoc")
-
-
-def cache_root() -> Path:
-    """PIER_CACHE_DIR, else pier's folder in the XDG cache (~/.cache/pier)."""
-    read = Env()
-    return read.get("PIER_CACHE_DIR", cast=Path) or (read.get("XDG_CACHE_HOME", cast=Path)
-                                                     or Path.home() / ".cache") / "pier"
 
 
 async def prepare_python(requirements: Path, env_dir: Path) -> str:
