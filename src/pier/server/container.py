@@ -30,7 +30,6 @@ from pier.env import Env, SettingsError
 from pier.errors import PierError
 from pier.model.chat import ChatTemplate
 from pier.model.gguf_meta import read_metadata
-from pier.multi_model import is_multi_model
 from pier.security.model_server_guard import guard_model_server
 from pier.server.app import Lifespan, attach_model, create_app, create_handler_app
 from pier.server.kv_budget import kv_cells
@@ -73,15 +72,14 @@ def serve_container(
         settings = ServerSettings.from_env(
             env, model=model, port=port, host=host, threads=threads, parallel=parallel)
         logging.getLogger().setLevel(settings.log_level.upper())
-        environment = Env(env).values  # the multi-model settings and the guard's (pier.security) read it too
-        if is_multi_model(environment):
-            app = create_multi_model_app(settings, Path(settings.model), environment)
+        if settings.multi_model is not None:
+            app = create_multi_model_app(settings, Path(settings.model), settings.multi_model)
             served: object = f"every model under {settings.model} (multi-model)"
         else:
             location = locate_model(settings.model, settings.handler)
             app = build_app(settings, location)
             served = location.handler.path if location.handler else location.gguf
-        guard_model_server(app, environment)  # API_KEY, PIER_COPY_SECRET (pier.security)
+        guard_model_server(app, Env(env).values)  # API_KEY, PIER_COPY_SECRET (pier.security)
     except (SettingsError, ModelNotFound, PierError) as error:
         log.error("cannot serve: %s", error)
         return 1

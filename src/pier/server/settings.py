@@ -17,6 +17,7 @@ from pier.deadline import before_client_gives_up
 from pier.engine.kv_type import DEFAULT_KV_TYPE, KV_TYPE_NAMES
 from pier.engine.offload import SPLIT_MODES, GpuSettings
 from pier.env import Env, SettingsError, boolean, boolean_or_auto, choice, integer, number
+from pier.multi_model import CACHE_ENV, MEMORY_ENV, is_multi_model
 
 DEFAULT_MODEL_DIR = "/opt/ml/model"
 DEFAULT_CONTEXT = 4096
@@ -42,6 +43,31 @@ class HandlerSettings:
                    cache_dir=cache, s3_endpoint=read.text("AWS_ENDPOINT_URL_S3"),
                    s3_region=read.get("AWS_REGION", "AWS_DEFAULT_REGION", "SAGEMAKER_REGION", cast=str,
                                       default="us-east-1"))
+
+
+@dataclass(frozen=True)
+class MultiModelSettings:
+    """A multi-model copy's settings (SAGEMAKER_MULTI_MODEL=true: it serves every model under its folder, by name;
+    pier.server.multi_model)."""
+
+    memory_mb: float = 4096.0  # PIER_MULTI_MODEL_MEMORY_MB: what its loaded models may take together
+    keep_models: bool = True  # PIER_MODEL_CACHE (MultiModelConfig.ModelCacheSetting): Enabled keeps them loaded
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> MultiModelSettings | None:
+        """None: not a multi-model copy."""
+        read = Env(env)
+        if not is_multi_model(read.values):
+            return None
+        return cls(memory_mb=read.get(MEMORY_ENV, cast=number(
+            "a number of MB above 0 (the memory the copy's models may take, e.g. 4096)", above=0), default=4096.0),
+            keep_models=read.get(CACHE_ENV, cast=_model_cache, default=True))
+
+
+def _model_cache(raw: str) -> bool:
+    if raw not in ("Enabled", "Disabled"):
+        raise ValueError("Enabled or Disabled (MultiModelConfig.ModelCacheSetting)")
+    return raw == "Enabled"
 
 
 @dataclass(frozen=True)
@@ -77,6 +103,7 @@ class ServerSettings:
     # GPUs (pier.engine.offload): how many the copy holds (None = every one it sees), and llama-server's knobs
     gpu: GpuSettings = field(default_factory=GpuSettings)
     handler: HandlerSettings = field(default_factory=HandlerSettings)  # a model's own inference.py
+    multi_model: MultiModelSettings | None = None  # None: one model (the usual copy)
     # SageMaker's container contract
     timeout_s: float = 60.0
     workers: int = 1
@@ -112,6 +139,7 @@ class ServerSettings:
             kv_cache_mb=read.get("PIER_KV_CACHE_MB", cast=integer()),
             gpu=_gpu_settings(read),
             handler=HandlerSettings.from_env(env),
+            multi_model=MultiModelSettings.from_env(env),
             timeout_s=read.get("SAGEMAKER_MODEL_SERVER_TIMEOUT", cast=number(low=0.001), default=60.0),
             workers=read.get("SAGEMAKER_MODEL_SERVER_WORKERS", cast=integer(), default=1),
             drain_s=read.get("PIER_DRAIN_SECONDS", cast=number(low=0.0), default=25.0),
