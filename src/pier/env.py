@@ -72,7 +72,7 @@ class Env:
             raise SettingsError(f"{name} must be {error}; got {raw!r}. Fix it in {self.where}.") from None
 
     def text(self, *names: str) -> str | None:
-        """The first of `names` that is set, as it is (None: none is)."""
+        """The first of `names` that is set, without surrounding blanks (None: none is)."""
         return self.get(*names, cast=str)
 
 
