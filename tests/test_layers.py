@@ -33,35 +33,37 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "errors": _(),  # the one error tree and its wire fields
     "resumable": _(),  # the gateway <-> copy channel: header names, frames
     "deadline": _(),
-    "concurrency": _(),  # a copy's concurrency, as the server, the backends and the runtime read it
+    "concurrency": _("env"),  # a copy's concurrency, as the server, the backends and the runtime read it
     "multi_model": _(),  # what a multi-model copy and the gateway tell each other
     "served_name": _(),
     "lora_file": _(),  # a LoRA GGUF read without llama.cpp: the control plane's check and the engine's
-    "storage": _(),  # users' objects (s3://, file://) and the one S3 client
+    "storage": _("env"),  # users' objects (s3://, file://) and the one S3 client
     "synthetic": _(),
     "console": _(),
-    "capture": _(),
+    "capture": _("env"),
+    "env": _("errors"),  # the one reader of settings from a process's environment
     "error_bodies": _("errors"),  # one renderer per dialect: every error body pier writes
     "state_folder": _("errors"),  # the state folder's files: opened, checked, copied; the stores build on it
     # The model server's process.
     "engine": _("errors", "lora_file"),
-    "gpus": _("errors", "engine.devices"),  # lazily, only on a host with real GPUs: can its llama.cpp use them
+    # gpus reaches engine.devices lazily, only on a host with real GPUs: can its llama.cpp use them
+    "gpus": _("env", "errors", "engine.devices"),
     "model": _("errors", "engine"),  # chat templates and tool formats, on the engine's ModelInfo and grammars
-    "server": _("pier", "errors", "error_bodies", "deadline", "concurrency", "multi_model", "resumable", "served_name",
-                "engine", "model"),
+    "server": _("env", "pier", "errors", "error_bodies", "deadline", "concurrency", "multi_model", "resumable",
+                "served_name", "engine", "model"),
     # The gateway's process: the gateway joins the rest; control and runtime never import each other.
     "backends": _("pier", "errors", "concurrency"),
-    "runtime": _("errors", "error_bodies", "deadline", "concurrency", "multi_model", "resumable", "served_name",
+    "runtime": _("env", "errors", "error_bodies", "deadline", "concurrency", "multi_model", "resumable", "served_name",
                  "state_folder", "backends"),
-    "autoscaling": _("errors", "error_bodies", "multi_model", "state_folder", "runtime.observer"),
-    "control": _("errors", "gpus", "lora_file", "multi_model", "state_folder", "storage", "backends"),
+    "autoscaling": _("env", "errors", "error_bodies", "multi_model", "state_folder", "runtime.observer"),
+    "control": _("env", "errors", "gpus", "lora_file", "multi_model", "state_folder", "storage", "backends"),
     "transform": _("pier", "storage", "concurrency", "state_folder", "backends", "control"),
-    "security": _("errors", "error_bodies"),
-    "gateway": _("pier", "errors", "error_bodies", "gpus", "lora_file", "storage", "state_folder", "capture", "console",
-                 "backends", "runtime", "autoscaling", "control", "transform", "security", "client.deploy_file"),
+    "security": _("env", "errors", "error_bodies"),
+    "gateway": _("env", "pier", "errors", "error_bodies", "gpus", "lora_file", "storage", "state_folder", "capture",
+                 "console", "backends", "runtime", "autoscaling", "control", "transform", "security", "client.deploy_file"),
     # Clients and tools.
     "client": _("control.names", "control.records", "security"),
-    "bench": _("pier", "errors", "gpus", "synthetic", "security.client_trust"),
+    "bench": _("env", "pier", "errors", "gpus", "synthetic", "security.client_trust"),
     "tune": _("bench", "client", "control.instance_types", "engine.kv_type", "server.kv_budget"),
     "cli": _("backends", "bench", "client", "control", "engine.kv_type", "gateway", "security", "server.container",
              "state_folder", "synthetic", "tune"),

@@ -10,12 +10,15 @@ The copy itself knows best: a copy serving its own inference.py takes as many as
 its environment alone does not tell before it has loaded. A ready copy says so on `/ping` (`CONCURRENCY_HEADER`),
 and its supervisor takes that word over the estimate from the environment.
 
-Pure, and imports nothing of pier, so the server, the backends and the runtime may all use it.
+Pure, and imports nothing of pier but its settings reader (pier.env), so the server, the backends and the
+runtime may all use it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+
+from pier.env import Env, SettingsError, integer
 
 CONCURRENCY_HEADER = "X-Pier-Concurrency"  # on a ready copy's /ping: what it takes at once, as it knows it best
 DEFAULT_MAX_CONCURRENT_REQUESTS = 128  # TGI's default
@@ -43,15 +46,9 @@ def reported_concurrency(value: str | None) -> int | None:
 
 
 def _integer(environment: Mapping[str, str], names: tuple[str, ...], default: int) -> int:
-    """The first of `names` set to something other than blanks, read as the server reads it (surrounding
-    blanks and JSON quotes ignored, at least 1)."""
-    for name in names:
-        value = environment.get(name)
-        if value is None or not value.strip():
-            continue
-        try:
-            number = int(value.strip().strip('"'))
-        except ValueError:
-            return default
-        return number if number >= 1 else default
-    return default
+    """The first of `names` that is set, read as the server reads it (pier.env: surrounding blanks and JSON quotes
+    ignored, at least 1); a value the copy would refuse counts as unset."""
+    try:
+        return Env(environment).get(*names, cast=integer(), default=default)
+    except SettingsError:
+        return default

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from pier.errors import PierError
+from pier.env import Env, integer
 
 log = logging.getLogger("pier.gpus")
 
@@ -127,14 +126,13 @@ def visible(inventory: GpuInventory, setting: str | None) -> GpuInventory:
 
 def discover(env: Mapping[str, str] | None = None) -> GpuInventory:
     """This host's GPUs: PIER_FAKE_GPUS when set, else what the driver reports (looked up once per process)."""
-    env = os.environ if env is None else env
-    text = env.get(FAKE_SETTING, "").strip()
-    if text:
-        if not text.isdigit():
-            raise PierError(f"{FAKE_SETTING}={text!r} is not a whole number of GPUs; set it to e.g. 4 (fake GPUs for "
-                            "tests and demos) or 0 (none), or unset it to use the host's real GPUs.")
-        return fake(int(text))
-    return visible(_driver(), env.get("CUDA_VISIBLE_DEVICES"))
+    read = Env(env)
+    count = read.get(FAKE_SETTING, cast=integer(low=0), problem=(
+        "{name}={raw!r} is not a whole number of GPUs; set it to e.g. 4 (fake GPUs for tests and demos) or 0 (none), "
+        "or unset it to use the host's real GPUs."))
+    if count is not None:
+        return fake(count)
+    return visible(_driver(), read.values.get("CUDA_VISIBLE_DEVICES"))  # set but empty: no GPU, as CUDA reads it
 
 
 @cache

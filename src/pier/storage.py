@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from pier.env import Env
+
 SCHEMES = ("s3", "file")
 _client: Any = None
 _client_lock = threading.Lock()
@@ -105,7 +107,7 @@ def s3_client() -> Any:
     from botocore.config import Config
 
     return boto3.client(
-        "s3", endpoint_url=os.environ.get("AWS_ENDPOINT_URL_S3") or None,
+        "s3", endpoint_url=Env().text("AWS_ENDPOINT_URL_S3"),
         config=Config(ignore_configured_endpoint_urls=True, retries={"max_attempts": 5, "mode": "standard"}),
     )
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from pier.backends.base import CopySpec, CopyState, CopyStatus
+from pier.backends.base import Capabilities, CopySpec, CopyState, CopyStatus
 
 
 class FakeBackend:
     name = "fake"
+    capabilities = Capabilities()  # copies on this host's cores, no processes of their own
 
     def __init__(self, *, auto_ready: bool = True) -> None:
         self.auto_ready = auto_ready

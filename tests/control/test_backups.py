@@ -24,6 +24,7 @@ from pier.control.backups import (
     restore,
 )
 from pier.control.state import STATE_FILE, State
+from pier.env import SettingsError
 from pier.gateway.state_files import FILES, STATE
 from pier.state_folder.errors import StateError
 from tests.control.test_state import model
@@ -181,7 +182,7 @@ def test_the_policy_from_the_environment(env: dict[str, str], policy: BackupPoli
 
 
 def test_a_wrong_policy_setting_is_refused() -> None:
-    with pytest.raises(StateError, match="PIER_STATE_BACKUPS='0' is not a positive number"):
+    with pytest.raises(SettingsError, match="PIER_STATE_BACKUPS='0' is not a positive number"):
         BackupPolicy.from_env({"PIER_STATE_BACKUPS": "0"})
 
 

@@ -30,6 +30,7 @@ from starlette.responses import Response
 from pier.autoscaling.settings import ScalingSettings
 from pier.backends.base import CopySpec
 from pier.gateway.app import create_gateway
+from pier.gateway.settings import GatewaySettings
 from tests.control.fakes import FakeBackend
 from tests.gateway.served import Served, sagemaker_client, wait_for
 from tests.sockets import serving
@@ -66,10 +67,11 @@ class ServingBackend(FakeBackend):
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     folder = tmp_path_factory.mktemp("autoscaling")
-    with pytest.MonkeyPatch.context() as patch, serving(copy_app()) as copy_url:
-        patch.setenv("PIER_MAX_COPIES_PER_HOST", "64")  # the fake copies cost nothing; the tests make many
+    with serving(copy_app()) as copy_url:
         backend = ServingBackend(copy_url)
-        app = create_gateway(folder / "state", backend=backend, tick_s=0.05, scaling=SCALING)
+        # PIER_MAX_COPIES_PER_HOST=64: the fake copies cost nothing; the tests make many
+        settings = GatewaySettings(scaling=SCALING, max_copies_per_host=64)
+        app = create_gateway(folder / "state", backend=backend, tick_s=0.05, settings=settings)
         with serving(app, lifespan="on") as url:
             _deploy(sagemaker_client(url), folder)
             yield Served(url, backend, folder / "state")

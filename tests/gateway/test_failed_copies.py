@@ -10,18 +10,20 @@ from botocore.exceptions import ClientError
 
 from pier.backends.base import CopyState
 from pier.gateway.app import create_gateway
+from pier.gateway.settings import GatewaySettings
 from tests.control.fakes import FakeBackend
 from tests.gateway.served import sagemaker_client, wait_for
 from tests.sockets import serving
 
 
-def test_failed_endpoints_do_not_block_new_ones(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PIER_MAX_COPIES_PER_HOST", "2")
+def test_failed_endpoints_do_not_block_new_ones(tmp_path: Path) -> None:
     model = tmp_path / "model"
     model.mkdir()
     (model / "m.gguf").write_bytes(b"GGUF")
     backend = FakeBackend(auto_ready=False)
-    with serving(create_gateway(tmp_path / "state", backend=backend, tick_s=0.05), lifespan="on") as url:
+    settings = GatewaySettings(max_copies_per_host=2)  # PIER_MAX_COPIES_PER_HOST=2
+    with serving(create_gateway(tmp_path / "state", backend=backend, tick_s=0.05, settings=settings),
+                 lifespan="on") as url:
         sagemaker = sagemaker_client(url)
         sagemaker.create_model(ModelName="m", PrimaryContainer={"ModelDataUrl": str(model)})
         sagemaker.create_endpoint_config(EndpointConfigName="c", ProductionVariants=[{

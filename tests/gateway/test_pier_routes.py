@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from pier.gateway.app import create_gateway
+from pier.gateway.settings import GatewaySettings
 from pier.gpus import GpuInventory, fake
 from tests.control.fakes import FakeBackend
 from tests.gateway.served import sagemaker_client
@@ -20,7 +21,8 @@ from tests.waiting import until
 
 @contextmanager
 def gateway(tmp_path: Path, gpus: GpuInventory, cpu_fallback: bool = False) -> Iterator[str]:
-    app = create_gateway(tmp_path / "state", backend=FakeBackend(), tick_s=0.05, gpus=gpus, cpu_fallback=cpu_fallback)
+    app = create_gateway(tmp_path / "state", backend=FakeBackend(), tick_s=0.05, gpus=gpus,
+                         settings=GatewaySettings(cpu_fallback=cpu_fallback))
     with serving(app, lifespan="on") as url:
         yield url
 

@@ -12,6 +12,7 @@ from pier.cli.serve import session_key
 from pier.client.client import PierClient
 from pier.client.deploy_file import DeployFile, ModelBlock
 from pier.gateway.app import create_gateway
+from pier.gateway.settings import GatewaySettings
 from pier.security.client_credentials import PLACEHOLDER, cli_credentials
 from pier.security.keystore import KeyStore
 from pier.security.principal import Role
@@ -71,7 +72,8 @@ def test_pier_serves_session_key_works_in_its_own_gateway_only(tmp_path: Path, c
     create_keys(state_dir)  # the user's keys turn authentication on
     session = session_key()
     security = SecuritySettings(session_keys=(session.stored,))
-    app = create_gateway(state_dir, backend=CopyBackend(copy.url), tick_s=0.05, security=security)
+    app = create_gateway(state_dir, backend=CopyBackend(copy.url), tick_s=0.05,
+                         settings=GatewaySettings(security=security))
     own = (session.stored.access_key_id, session.secret_access_key)
     with serving(app, lifespan="on") as url:
         assert PierClient(url, credentials=own).endpoints() == []

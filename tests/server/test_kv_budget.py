@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from pier.engine.kv_type import KvShape
+from pier.env import SettingsError
 from pier.server.kv_budget import kv_cells, kv_shape
-from pier.server.settings import ServerSettings, SettingsError
+from pier.server.settings import ServerSettings
 
 
 def test_the_shape_comes_from_the_header(tiny_gguf: Path, small_gguf: Path) -> None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from pier.env import SettingsError
 from pier.errors import ContextLengthExceeded, InputTooLong
 from pier.server.limits import Limits
-from pier.server.settings import ServerSettings, SettingsError
+from pier.server.settings import ServerSettings
 
 
 @pytest.mark.parametrize(

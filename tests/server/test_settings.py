@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from pier.engine.offload import GpuSettings
-from pier.server.settings import ServerSettings, SettingsError
+from pier.env import SettingsError
+from pier.server.settings import ServerSettings
 
 
 def test_defaults_are_sagemakers() -> None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+
+from pier.env import GATEWAY, Env, boolean, number
 
 
 @dataclass(frozen=True)
@@ -19,29 +20,12 @@ class ScalingSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ScalingSettings:
-        env = os.environ if env is None else env
-        settings = cls()
-        for name, field in (("PIER_AUTOSCALING_INTERVAL_S", "interval_s"),
-                            ("PIER_AUTOSCALING_WINDOW_S", "window_s"),
-                            ("PIER_AUTOSCALING_HIGH_RESOLUTION_WINDOW_S", "high_resolution_window_s"),
-                            ("PIER_METRICS_RETENTION_S", "retention_s")):
-            raw = env.get(name, "").strip()
-            if raw:
-                settings = replace(settings, **{field: _seconds(name, raw)})  # type: ignore[arg-type]
-        wake = env.get("PIER_AUTOSCALING_WAKE", "").strip().lower()
-        if wake:
-            if wake not in ("true", "false", "1", "0"):
-                raise ValueError(f"PIER_AUTOSCALING_WAKE must be true or false; got {wake!r}.")
-            settings = replace(settings, wake=wake in ("true", "1"))
-        return settings
-
-
-def _seconds(name: str, raw: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if value <= 0:
-        raise ValueError(f"{name} must be a number of seconds above 0; got {raw!r}. Fix it in the gateway's "
-                         "environment.")
-    return value
+        read, defaults = Env(env, GATEWAY), cls()
+        seconds = number(above=0)
+        return cls(
+            interval_s=read.get("PIER_AUTOSCALING_INTERVAL_S", cast=seconds, default=defaults.interval_s),
+            window_s=read.get("PIER_AUTOSCALING_WINDOW_S", cast=seconds, default=defaults.window_s),
+            high_resolution_window_s=read.get("PIER_AUTOSCALING_HIGH_RESOLUTION_WINDOW_S", cast=seconds,
+                                              default=defaults.high_resolution_window_s),
+            retention_s=read.get("PIER_METRICS_RETENTION_S", cast=seconds, default=defaults.retention_s),
+            wake=read.get("PIER_AUTOSCALING_WAKE", cast=boolean, default=defaults.wake))

@@ -70,8 +70,20 @@ class CopyStatus:
     concurrency: int | None = None
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What the gateway may take for granted about where a backend runs copies (pier.backends.registry)."""
+
+    # Copies are processes on the gateway's host: their processes and memory count in its usage figures.
+    local_processes: bool = False
+    # The cores copies are numbered against when they do not run on the gateway's host (a cluster's nodes): this
+    # host's cores, memory and GPUs then bound none of them. None: copies run on this host's cores.
+    host_cores: tuple[int, ...] | None = None
+
+
 class Backend(Protocol):
     name: str
+    capabilities: Capabilities
 
     async def start(self, spec: CopySpec) -> None:
         """Launch the copy and keep it alive (health-check, restart with backoff) until stopped."""

@@ -20,13 +20,15 @@ import httpx
 
 from pier.backends.base import CopySpec, CopyState, CopyStatus
 from pier.backends.logfile import tail
+from pier.backends.registry import LOCAL
 from pier.backends.supervisor import CopySupervisor, SupervisionSettings
 
 log = logging.getLogger("pier.backends")
 
 
 class LocalBackend:
-    name = "local"
+    name = LOCAL.name
+    capabilities = LOCAL.capabilities
 
     def __init__(self, state_dir: Path, settings: SupervisionSettings | None = None) -> None:
         self.state_dir = Path(state_dir)

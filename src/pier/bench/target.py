@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from pier.bench.options import Api, BenchError
+from pier.env import Env
 
 # SageMaker's endpoint name rule: a bare name is an endpoint on the pier gateway.
 ENDPOINT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
@@ -73,7 +73,7 @@ def _endpoint(name: str, api: Api | None, label: str, gateway: str | None) -> Ta
             f"TARGET {name!r} is neither a URL nor an endpoint name. Give a server URL such as "
             "http://127.0.0.1:8080, a route such as http://host/v1/chat/completions, or a pier endpoint name."
         )
-    url = gateway or next((os.environ[v] for v in GATEWAY_VARIABLES if os.environ.get(v)), None)
+    url = gateway or Env().text(*GATEWAY_VARIABLES)
     if url is None:
         raise BenchError(
             f"{name!r} looks like a pier endpoint name, but no gateway URL is known: pass --gateway URL or set "

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import queue
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +22,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from pier.capture.destination import Destination, destination_of
 from pier.capture.record import Captured, ContentTypes, file_name, folder, line
+from pier.env import GATEWAY, Env, integer, number
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +37,10 @@ class CaptureSettings:
     batch: int = 1_000  # records that are written at once, however soon
 
     @classmethod
-    def from_env(cls) -> CaptureSettings:
-        return cls(queue_size=int(os.environ.get(QUEUE_SETTING) or cls.queue_size),
-                   flush_s=float(os.environ.get(FLUSH_SETTING) or cls.flush_s))
+    def from_env(cls, env: Mapping[str, str] | None = None) -> CaptureSettings:
+        read = Env(env, GATEWAY)
+        return cls(queue_size=read.get(QUEUE_SETTING, cast=integer("a number of records"), default=cls.queue_size),
+                   flush_s=read.get(FLUSH_SETTING, cast=number(above=0), default=cls.flush_s))
 
 
 @dataclass(frozen=True)

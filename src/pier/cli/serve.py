@@ -8,15 +8,16 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from pier.cli.app import app, console
+from pier.cli.backend_flags import chosen_backend, with_backend_flags
 from pier.cli.models import demo_model
 
 if TYPE_CHECKING:
-    from pier.backends.ray.config import RayConfig
+    from pier.backends.registry import BackendChoice
     from pier.client.client import PierClient
     from pier.security.keystore import IssuedKey, StoredKey
 
@@ -62,6 +63,7 @@ GracePeriod = Annotated[float | None, typer.Option(
 
 
 @app.command("up")
+@with_backend_flags
 def up(
     port: Port = None,
     host: Host = None,
@@ -74,38 +76,21 @@ def up(
     tls_cert: TlsCert = None,
     tls_key: TlsKey = None,
     backend: Annotated[str, typer.Option(help="Where copies run: local (this host) or ray (a Ray cluster).")] = "local",
-    ray_address: Annotated[str | None, typer.Option(help=(
-        "The Ray cluster for --backend ray: auto, HOST:6379 or ray://HOST:10001 (default: start a Ray of the "
-        "gateway's own on this host)."))] = None,
-    ray_config: Annotated[Path | None, typer.Option(help=(
-        "YAML for --backend ray: namespace, how instance types map to bundles, node labels or custom resources "
-        "(docs/ray.md)."))] = None,
-    ray_cpus_per_vcpu: Annotated[float | None, typer.Option(help=(
-        "Ray CPUs an instance reserves per vCPU of its type (default 1: a real instance)."))] = None,
     cpu_fallback: Annotated[bool, typer.Option("--cpu-fallback", help=(
         "Serve on CPU the copies that ask for GPUs this host lacks (NumberOfAcceleratorDevicesRequired, a GPU "
         "instance type); they say they run on CPU. Default: refuse them, as SageMaker refuses missing capacity."))
     ] = False,
+    backend_flags: dict[str, Any] | None = None,  # --ray-*: from each backend's flags (pier.cli.backend_flags)
 ) -> None:
     """Run the gateway: the SageMaker control plane and runtime, OpenAI routes, and the copies it supervises."""
-    from pier.gateway import run
-
-    if backend not in run.BACKENDS:
-        raise typer.BadParameter(f"use one of {', '.join(run.BACKENDS)}", param_hint="--backend")
-    ray = None
-    if backend == "ray":
-        try:
-            ray = run.ray_config(ray_config, ray_address, None, ray_cpus_per_vcpu)
-        except ValueError as error:
-            raise typer.BadParameter(str(error), param_hint="--ray-config") from None
+    chosen = chosen_backend(backend, backend_flags or {})
     _run_gateway(port, host, state_dir, allow_host, insecure, access_log=access_log, grace_period=grace_period,
-                 backend=backend, ray=ray, allow_origin=allow_origin, tls=(tls_cert, tls_key),
-                 cpu_fallback=cpu_fallback)
+                 backend=chosen, allow_origin=allow_origin, tls=(tls_cert, tls_key), cpu_fallback=cpu_fallback)
 
 
 def _run_gateway(port: int | None, host: str | None, state_dir: Path | None, allow_host: list[str] | None,
                  insecure: bool, session_keys: tuple[StoredKey, ...] = (), access_log: bool = False,
-                 grace_period: float | None = None, backend: str = "local", ray: RayConfig | None = None,
+                 grace_period: float | None = None, backend: BackendChoice | None = None,
                  allow_origin: list[str] | None = None, tls: tuple[Path | None, Path | None] = (None, None),
                  cpu_fallback: bool = False) -> None:
     from pier.gateway.run import DEFAULT_PORT, run_gateway
@@ -113,7 +98,7 @@ def _run_gateway(port: int | None, host: str | None, state_dir: Path | None, all
     raise typer.Exit(run_gateway(port or DEFAULT_PORT, state_dir, host=host or "127.0.0.1",
                                  allowed_hosts=tuple(allow_host or ()), allowed_origins=tuple(allow_origin or ()),
                                  insecure=insecure, session_keys=session_keys,
-                                 access_log=access_log, grace_period_s=grace_period, backend=backend, ray=ray,
+                                 access_log=access_log, grace_period_s=grace_period, backend=backend,
                                  tls_cert=tls[0], tls_key=tls[1], cpu_fallback=cpu_fallback))
 
 

@@ -24,13 +24,14 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
 from pier.control.state import STATE_FILE
+from pier.env import GATEWAY, Env, integer, number
 from pier.state_folder.errors import StateError
 from pier.state_folder.files import Report, StateFile, by_name, of_backup
 from pier.state_folder.layout import BACKUPS, FILE_MODE, SIDE_FILES, backup_pattern, private_dir
@@ -50,24 +51,14 @@ class BackupPolicy:
     keep: int = DEFAULT_KEEP  # generations kept under <state_dir>/backups, of each file
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> BackupPolicy:
+    def from_env(cls, env: Mapping[str, str] | None = None) -> BackupPolicy:
         """PIER_STATE_BACKUP_MINUTES and PIER_STATE_BACKUPS, when set."""
-        env = dict(os.environ) if env is None else env
-        every = _positive(env, "PIER_STATE_BACKUP_MINUTES", float, DEFAULT_EVERY_S / 60) * 60
-        return cls(every_s=every, keep=int(_positive(env, "PIER_STATE_BACKUPS", int, DEFAULT_KEEP)))
-
-
-def _positive(env: dict[str, str], name: str, kind: type[float] | type[int], default: float) -> float:
-    text = env.get(name)
-    if not text:
-        return default
-    try:
-        value = kind(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise StateError(f"{name}={text!r} is not a positive number; unset it for the default ({default:g}).")
-    return value
+        read, problem = Env(env, GATEWAY), "{name}={raw!r} is not a positive number; unset it for the default ({})."
+        minutes = read.get("PIER_STATE_BACKUP_MINUTES", cast=number(above=0), default=DEFAULT_EVERY_S / 60,
+                           problem=problem.replace("{}", f"{DEFAULT_EVERY_S / 60:g}"))
+        keep = read.get("PIER_STATE_BACKUPS", cast=integer(), default=DEFAULT_KEEP,
+                        problem=problem.replace("{}", str(DEFAULT_KEEP)))
+        return cls(every_s=minutes * 60, keep=keep)
 
 
 # ---- making and listing backups

@@ -9,13 +9,12 @@ Copies already placed keep their place, so changing one component never moves an
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pier.control.instance_types import InstanceType, gpus, host_cores, host_memory_mb
 from pier.control.workload import Workload
-from pier.errors import PierError
+from pier.env import GATEWAY, Env, integer
 
 
 @dataclass(frozen=True)
@@ -194,15 +193,23 @@ def default_copy_cap(cores: int, memory_mb: int) -> int:
     return max(1, min(COPIES_PER_CORE * cores, memory_mb // MIB_PER_COPY))
 
 
+def copy_cap_setting(env: Mapping[str, str] | None = None) -> int | None:
+    """PIER_MAX_COPIES_PER_HOST, when set."""
+    return Env(env, GATEWAY).get(COPY_CAP_SETTING, cast=integer(), problem=(
+        "{name}={raw!r} is not a whole number of copies of at least 1; unset it for the default (from this host's "
+        "cores and memory)."))
+
+
 def host_copy_cap(env: Mapping[str, str] | None = None) -> CopyCap:
     """This host's cap: PIER_MAX_COPIES_PER_HOST when set, else `default_copy_cap` of its cores and memory."""
-    env = os.environ if env is None else env
-    text = env.get(COPY_CAP_SETTING, "").strip()
-    if text:
-        if not text.isdigit() or int(text) < 1:
-            raise PierError(f"{COPY_CAP_SETTING}={text!r} is not a whole number of copies of at least 1; unset it "
-                            "for the default (from this host's cores and memory).")
-        return CopyCap(int(text), f"{COPY_CAP_SETTING}={text}")
+    return copy_cap_of(copy_cap_setting(env))
+
+
+def copy_cap_of(setting: int | None) -> CopyCap:
+    """This host's cap: `setting` (PIER_MAX_COPIES_PER_HOST) when there is one, else `default_copy_cap` of its
+    cores and memory."""
+    if setting is not None:
+        return CopyCap(setting, f"{COPY_CAP_SETTING}={setting}")
     cores, memory = len(host_cores()), host_memory_mb()
     return CopyCap(default_copy_cap(cores, memory), f"from its {cores} cores and {memory} MiB; {COPY_CAP_SETTING} "
                                                    "changes it")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -25,14 +24,12 @@ from pier.autoscaling.cloudwatch import ALARM, CloudWatch
 from pier.autoscaling.history import History
 from pier.autoscaling.recorder import Recorder
 from pier.autoscaling.scaler import Scaler
-from pier.autoscaling.settings import ScalingSettings
 from pier.autoscaling.store import Store as AutoscalingStore
 from pier.backends.base import Backend
-from pier.capture.writer import CaptureSettings, CaptureWriter
+from pier.capture.writer import CaptureWriter
 from pier.console.assets import console_router
 from pier.control.api import ControlPlane
-from pier.control.backups import BackupPolicy, Backups, Watched, file_mark
-from pier.control.capacity import COPY_CAP_SETTING, CopyCap, host_copy_cap
+from pier.control.backups import Backups, Watched, file_mark
 from pier.control.devices import GpuPool
 from pier.control.fetch.fetches import Fetches
 from pier.control.fetch.store import ModelStore
@@ -48,6 +45,7 @@ from pier.gateway.deploy_route import deploy_route
 from pier.gateway.drain import Drain, Draining
 from pier.gateway.parts import Gateway
 from pier.gateway.scaling import GatewayCapacity, Waking
+from pier.gateway.settings import GatewaySettings
 from pier.gateway.taps import Taps
 from pier.gateway.targets import Targets
 from pier.gateway.writer import Writer
@@ -56,28 +54,24 @@ from pier.runtime.async_queue import AsyncQueue
 from pier.runtime.invoke import RuntimeService
 from pier.runtime.routes import openai_router, runtime_router
 from pier.runtime.session_store import SessionStore
-from pier.runtime.settings import RuntimeSettings
 from pier.security.install import install_security
 from pier.security.scope import endpoint_of_state
-from pier.security.settings import SecuritySettings
 from pier.storage import s3_client
 from pier.transform.service import Transforms
 from pier.transform.store import TransformStore
 
-CLUSTER_COPY_CAP = 1024  # copies on a cluster (ray backend) unless PIER_MAX_COPIES_PER_HOST says otherwise
-
 
 def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: float = 1.0,
-                   store: ModelStore | None = None, security: SecuritySettings | None = None,
-                   backups: BackupPolicy | None = None, scaling: ScalingSettings | None = None,
-                   gpus: GpuInventory | None = None, cpu_fallback: bool = False) -> FastAPI:
+                   store: ModelStore | None = None, settings: GatewaySettings | None = None,
+                   gpus: GpuInventory | None = None) -> FastAPI:
     """The gateway app over the state in `state_dir`; its lifespan runs the reconciler, the autoscaler and the
     state's backups and, on the way out, stops every copy. A damaged state file raises StateDamaged here (never
-    replaced). Every request passes pier.security's guard first (Host/Origin, keys, roles, audit). `gpus`: this
-    host's (default: discovered, pier.gpus); `cpu_fallback`: serve on CPU the copies that want GPUs it lacks."""
-    gateway = _assemble(state_dir, backend or _local_backend(state_dir), tick_s, store,
-                        scaling or ScalingSettings.from_env(), gpus, cpu_fallback)
-    saver = Backups(_watched(state_dir, gateway), backups or BackupPolicy.from_env())
+    replaced). Every request passes pier.security's guard first (Host/Origin, keys, roles, audit). `settings`:
+    what `pier up` read from its environment and flags (default: the defaults); `gpus`: this host's (default:
+    discovered, pier.gpus)."""
+    settings = settings or GatewaySettings()
+    gateway = _assemble(state_dir, backend or _local_backend(state_dir), tick_s, store, settings, gpus)
+    saver = Backups(_watched(state_dir, gateway), settings.backups)
     app = FastAPI(title="pier gateway", lifespan=_lifespan(gateway, saver))
     app.state.gateway = gateway
     app.state.drain = Drain(gateway.runtime.forwarder.stop)  # stopping drains (gateway/drain.py)
@@ -102,7 +96,7 @@ def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: f
                       response_model=None, include_in_schema=False)
     app.include_router(runtime_router(gateway.runtime))
     app.include_router(openai_router(gateway.runtime))
-    install_security(app, state_dir, security or SecuritySettings.from_env(),  # pier.security: see docs/security.md
+    install_security(app, state_dir, settings.security,  # pier.security: see docs/security.md
                      endpoint_of=endpoint_of_state(gateway.state),
                      max_body_bytes=gateway.runtime.settings.max_payload_bytes)
     return app
@@ -165,16 +159,16 @@ def _watched(state_dir: Path, gateway: Gateway) -> list[Watched]:
 
 
 def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStore | None,
-              scaling: ScalingSettings, gpus: GpuInventory | None, cpu_fallback: bool) -> Gateway:
+              settings: GatewaySettings, gpus: GpuInventory | None) -> Gateway:
     state_files.refuse_damaged(state_dir)  # the files not opened below (keys.json): refused with the fix
     state = State.open(state_dir)
     fetches = Fetches(store or ModelStore(state_dir / "models"))
     # A backend whose copies do not run on this host (ray) says which cores copies are numbered against, and this
     # host's cores and memory do not cap how many copies there are.
-    elsewhere = getattr(backend, "host_cores", None)
-    cap = _cluster_copy_cap() if elsewhere is not None else None
+    elsewhere = backend.capabilities.host_cores
+    cap = settings.copy_cap(on_cluster=elsewhere is not None)
     # Copies on this host are handed this host's GPUs; on a cluster, Ray hands each copy its node's (num_gpus).
-    pool = GpuPool(None if elsewhere is not None else gpus or discover(), cpu_fallback)
+    pool = GpuPool(None if elsewhere is not None else gpus or discover(), settings.cpu_fallback)
     reconciler = Reconciler(state, backend, fetches, tick_s=tick_s, host=elsewhere, copy_cap=cap, gpus=pool)
     writer = Writer()  # control-plane and autoscaling calls run there; their wake-ups come back to the loop
     control = ControlPlane(state, copies=reconciler.copies,
@@ -182,34 +176,27 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
                            copy_cap=cap, on_this_host=elsewhere is None)
     targets = Targets(state, reconciler.copies)
     scaling_store = AutoscalingStore.open(state_dir)
-    history = History(scaling_store, retention_s=scaling.retention_s)
+    history = History(scaling_store, retention_s=settings.scaling.retention_s)
     reconciler.deployer.alarm_state = lambda name: (scaling_store.get(ALARM, name) or {}).get("StateValue")
     recorder = Recorder(history)
-    taps = Taps(state, CaptureWriter(s3_client, CaptureSettings.from_env(), registry=recorder.registry))
-    runtime = RuntimeService(targets.resolve, RuntimeSettings.from_env(), observer=recorder,
+    taps = Taps(state, CaptureWriter(s3_client, settings.capture, registry=recorder.registry))
+    runtime = RuntimeService(targets.resolve, settings.runtime, observer=recorder,
                              session_store=SessionStore.open(state_dir), tap=taps)
     capacity = GatewayCapacity(state, control, reconciler.copies, runtime.forwarder.admission,
-                               local=getattr(backend, "name", "") == "local")
-    scaler = Scaler(scaling_store, history, recorder, capacity, scaling)
+                               local=backend.capabilities.local_processes)
+    scaler = Scaler(scaling_store, history, recorder, capacity, settings.scaling)
     targets.waker = Waking(scaler, capacity, recorder, runtime.settings.queue_timeout_s)
     autoscaling = Autoscaling(
         scaling_store, history, recorder, scaler,
         ApplicationAutoScaling(scaling_store, capacity, changed=writer.soon(scaler.poke)),
         CloudWatch(scaling_store, history, changed=writer.soon(scaler.poke)))
-    queue = AsyncInference(AsyncQueue.open(state_dir), state, runtime, reconciler.copies, recorder, scaler)
+    queue = AsyncInference(AsyncQueue.open(state_dir), state, runtime, reconciler.copies, recorder, scaler,
+                           relay=settings.notification_relay)
     transforms = Transforms(TransformStore.open(state_dir), state, copies=reconciler.copies, fetch=fetches.get,
                             wake=writer.soon(reconciler.wake))
     reconciler.extra = transforms.endpoints
     return Gateway(state, backend, reconciler, control, targets, runtime, autoscaling, writer, taps, queue,
                    transforms)
-
-
-def _cluster_copy_cap() -> CopyCap:
-    """The cap on copies when they run on a cluster's nodes: PIER_MAX_COPIES_PER_HOST when set, else a bound only
-    against runaway counts (the cluster's free capacity is what really limits them)."""
-    if os.environ.get(COPY_CAP_SETTING, "").strip():
-        return host_copy_cap()
-    return CopyCap(CLUSTER_COPY_CAP, f"the default on a cluster; {COPY_CAP_SETTING} changes it")
 
 
 def _local_backend(state_dir: Path) -> Backend:

@@ -74,7 +74,7 @@ def expiry_reason(request: AsyncRequest, now: float) -> str:
 
 class AsyncInference:
     def __init__(self, queue: AsyncQueue, state: State, runtime: RuntimeService, copies: Copies, recorder: Recorder,
-                 scaler: Scaler, *, clock: Callable[[], float] = time.time) -> None:
+                 scaler: Scaler, *, clock: Callable[[], float] = time.time, relay: str | None = None) -> None:
         self.queue = queue
         self.state = state
         self.runtime = runtime
@@ -82,6 +82,7 @@ class AsyncInference:
         self.recorder = recorder
         self.scaler = scaler
         self.clock = clock
+        self.relay = relay  # PIER_ASYNC_NOTIFICATION_URL: where notifications for SNS topics go (None: logged only)
         self._running: dict[str, tuple[str, asyncio.Task[None]]] = {}  # request id -> (endpoint, its task)
         self._wake = asyncio.Event()
         self._client = httpx.AsyncClient()
@@ -242,7 +243,7 @@ class AsyncInference:
         if record is None or record.async_inference is None:
             return
         await notify(record.async_inference.OutputConfig.NotificationConfig, request, outcome,
-                     self.runtime.settings.region, self._client)
+                     self.runtime.settings.region, self._client, self.relay)
 
 
 def _headers(request: AsyncRequest) -> dict[str, str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 import uuid
 from dataclasses import dataclass
@@ -21,7 +20,6 @@ from pier.control.shapes import AsyncNotificationSpec
 from pier.runtime.async_queue import AsyncRequest
 
 log = logging.getLogger("pier.async")
-URL_SETTING = "PIER_ASYNC_NOTIFICATION_URL"
 DELIVERY_TIMEOUT_S = 10.0
 
 
@@ -80,13 +78,14 @@ def delivery(topic: str, body: dict[str, Any], relay: str | None) -> tuple[str, 
 
 
 async def notify(config: AsyncNotificationSpec | None, request: AsyncRequest, outcome: Outcome, region: str,
-                 client: httpx.AsyncClient) -> None:
+                 client: httpx.AsyncClient, relay: str | None = None) -> None:
+    """Publish how `request` ended; `relay` (PIER_ASYNC_NOTIFICATION_URL) takes what goes to an SNS topic."""
     topic, include = topic_for(config, outcome.succeeded)
     if topic is None:
         return
     body = message(request, outcome, region, include, time.time())
     log.info("async inference %s %s: notifying %s", request.inference_id, body["invocationStatus"].lower(), topic)
-    found = delivery(topic, body, os.environ.get(URL_SETTING))
+    found = delivery(topic, body, relay)
     if found is None:
         return
     url, payload = found

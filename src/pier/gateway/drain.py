@@ -12,17 +12,17 @@ signal stops waiting.
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import FrameType
 
 import uvicorn
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from pier.env import GATEWAY, Env, number
 from pier.error_bodies import Dialect, render
 from pier.runtime.errors import ServiceUnavailable, openai_error, sagemaker_error
 
@@ -34,20 +34,11 @@ FLUSH_S = 5.0  # after the grace period, how long requests ended in protocol get
 OPENAI_PATHS = ("/v1/chat/completions", "/v1/completions")
 
 
-def grace_period(given: float | None = None) -> float:
+def grace_period(given: float | None = None, env: Mapping[str, str] | None = None) -> float:
     """The grace period: `given`, else PIER_GRACE_PERIOD_S, else 30 s."""
     if given is not None:
         return given
-    raw = os.environ.get(GRACE_ENV, "").strip()
-    if not raw:
-        return DEFAULT_GRACE_S
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{GRACE_ENV} must be a number of seconds; got {raw!r}.") from None
-    if value < 0:
-        raise ValueError(f"{GRACE_ENV} must be 0 or more seconds; got {value}.")
-    return value
+    return Env(env, GATEWAY).get(GRACE_ENV, cast=number(low=0), default=DEFAULT_GRACE_S)
 
 
 class Drain:

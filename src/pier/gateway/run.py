@@ -6,25 +6,21 @@ import argparse
 import gc
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import uvicorn
 
+from pier.backends.registry import FLAGS, LOCAL, NAMES, BackendChoice, choose
 from pier.control.backups import GatewayLock
 from pier.errors import PierError
 from pier.gateway import state_files
 from pier.gateway.app import create_gateway
-from pier.gateway.drain import DrainingServer, grace_period
+from pier.gateway.drain import DrainingServer
+from pier.gateway.settings import GatewaySettings
 from pier.gpus import discover, gpu_build_advice
 from pier.security import listening
 from pier.security.exposure import may_listen
 from pier.security.keystore import StoredKey
-from pier.security.settings import SecuritySettings
 from pier.security.tls import TlsError, TlsFiles, plain_http_warning, tls_files
-
-if TYPE_CHECKING:
-    from pier.backends.base import Backend
-    from pier.backends.ray.config import RayConfig
 
 log = logging.getLogger("pier.gateway")
 
@@ -37,16 +33,21 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
                 log_level: str = "info", allowed_hosts: tuple[str, ...] = (), allowed_origins: tuple[str, ...] = (),
                 insecure: bool = False,
                 session_keys: tuple[StoredKey, ...] = (), access_log: bool = False,
-                grace_period_s: float | None = None, backend: str = "local", ray: RayConfig | None = None,
+                grace_period_s: float | None = None, backend: BackendChoice | None = None,
                 tls_cert: Path | None = None, tls_key: Path | None = None, cpu_fallback: bool = False) -> int:
     """Serve the gateway until SIGINT/SIGTERM, which drain: requests in flight get `grace_period_s` (default
     PIER_GRACE_PERIOD_S or 30 s) to finish, then end in their protocol; every copy is stopped on the way out (on a
     Ray cluster that is not the gateway's own, copies stay for the next gateway: see pier.backends.ray).
-    Refuses (2) to listen beyond loopback without keys unless `insecure`. Its log says what a user needs (where it
-    listens, endpoints changing status, copies failing); `access_log` adds a line per call. With `tls_cert` (and
-    `tls_key`) it serves HTTPS only; the files are checked (2 when they cannot be served) before anything starts."""
+    Copies run on `backend` (default local). The environment is read here, once (GatewaySettings: 2 when a value
+    cannot be used). Refuses (2) to listen beyond loopback without keys unless `insecure`. Its log says what a user
+    needs (where it listens, endpoints changing status, copies failing); `access_log` adds a line per call. With
+    `tls_cert` (and `tls_key`) it serves HTTPS only; the files are checked (2 when they cannot be served) before
+    anything starts."""
+    chosen = backend or choose(LOCAL.name)
     try:
-        grace_s = grace_period(grace_period_s)
+        settings = GatewaySettings.from_env(
+            grace_period_s=grace_period_s, cpu_fallback=cpu_fallback, bind_host=host, allowed_hosts=allowed_hosts,
+            allowed_origins=allowed_origins, session_keys=session_keys, insecure=insecure)
         tls = tls_files(tls_cert, tls_key)
     except (ValueError, TlsError) as error:
         logging.basicConfig(level=log_level.upper())
@@ -62,15 +63,13 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
         return STATE_UNUSABLE
     if not may_listen(folder, host, insecure):
         return 2
-    security = SecuritySettings.from_env(allowed_hosts=allowed_hosts, bind_host=host, session_keys=session_keys,
-                                         allowed_origins=allowed_origins, insecure=insecure)
     lock = None
     try:  # one gateway per state folder; a damaged state is refused, never replaced (`pier state` mends it)
         lock = GatewayLock.take(folder)
         listening.record(folder, host, port, insecure)  # for `pier keys revoke` to say what the last revoke does
-        chosen = open_backend(backend, folder, ray)
+        copies_on = chosen.open(folder)  # the ray backend joins its cluster here, before the gateway serves
         gpus = discover()
-        app = create_gateway(folder, security=security, backend=chosen, gpus=gpus, cpu_fallback=cpu_fallback)
+        app = create_gateway(folder, settings=settings, backend=copies_on, gpus=gpus)
     except PierError as error:
         if lock is not None:
             lock.release()
@@ -84,9 +83,9 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
     origin = gateway_origin(host, port, tls)
     if (warning := plain_http_warning(host, tls)) is not None:
         log.warning("%s", warning)
-    log.info("pier gateway on %s (state in %s, copies on the %s backend)", origin, folder, backend)
+    log.info("pier gateway on %s (state in %s, copies on the %s backend)", origin, folder, chosen.kind.name)
     log.info("web console: %s/console", origin)
-    if backend == "local":
+    if chosen.kind.capabilities.local_processes:
         log.info("GPUs for copies: %s (%s)%s", gpus.describe(), gpus.source,
                  "; copies asking for GPUs it lacks run on CPU (--cpu-fallback)" if cpu_fallback else "")
         if (advice := gpu_build_advice(gpus)) is not None:
@@ -100,7 +99,7 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
     gc.collect()
     gc.freeze()
     try:
-        DrainingServer(config, app.state.drain, grace_s).run()
+        DrainingServer(config, app.state.drain, settings.grace_s).run()
     finally:
         lock.release()
     return 0
@@ -110,34 +109,6 @@ def gateway_origin(host: str, port: int, tls: TlsFiles | None) -> str:
     """Where clients reach the gateway: `https://` when it serves TLS (an IPv6 address in brackets)."""
     name = f"[{host}]" if ":" in host else host
     return f"{'https' if tls is not None else 'http'}://{name}:{port}"
-
-
-# ---- --backend ray ---------------------------------------------------------------------------------------------
-
-
-BACKENDS = ("local", "ray")
-
-
-def open_backend(name: str, state_dir: Path, ray: RayConfig | None = None) -> Backend | None:
-    """The backend called `name` (None: the gateway's default, local). The ray backend joins its cluster here,
-    before the gateway serves, and takes over the copies an earlier gateway left running."""
-    if name == "local":
-        return None
-    if name == "ray":
-        from pier.backends.ray import RayBackend, RayConfig
-
-        backend = RayBackend(state_dir, ray or RayConfig())
-        backend.connect()
-        return backend
-    raise ValueError(f"Unknown backend {name!r}: use one of {', '.join(BACKENDS)}.")
-
-
-def ray_config(config: Path | None = None, address: str | None = None, namespace: str | None = None,
-               cpus_per_vcpu: float | None = None) -> RayConfig:
-    """The `--ray-config` file's settings with the `--ray-*` options on top."""
-    from pier.backends.ray.config import RayConfig
-
-    return RayConfig.load(config, address=address, namespace=namespace, cpus_per_vcpu=cpus_per_vcpu)
 
 
 def arguments() -> argparse.ArgumentParser:
@@ -164,14 +135,11 @@ def arguments() -> argparse.ArgumentParser:
                         help="serve HTTPS with this PEM certificate (chain: leaf first)")
     parser.add_argument("--tls-key", type=Path, default=None, metavar="FILE",
                         help="the certificate's PEM private key (unencrypted)")
-    parser.add_argument("--backend", choices=BACKENDS, default="local", help="where copies run (default local)")
+    parser.add_argument("--backend", choices=NAMES, default=LOCAL.name, help="where copies run (default local)")
     parser.add_argument("--cpu-fallback", action="store_true",
                         help="serve on CPU the copies that ask for GPUs this host lacks (default: refuse them)")
-    parser.add_argument("--ray-address", default=None, help="auto, host:6379 or ray://host:10001 (default: a Ray "
-                        "of the gateway's own)")
-    parser.add_argument("--ray-config", type=Path, default=None, help="YAML: see pier.backends.ray.config")
-    parser.add_argument("--ray-namespace", default=None)
-    parser.add_argument("--ray-cpus-per-vcpu", type=float, default=None)
+    for flag in FLAGS:  # each backend's (pier.backends.registry)
+        parser.add_argument(flag.option, type=flag.type, default=None, help=flag.help)
     return parser
 
 
@@ -179,14 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     """`python -m pier.gateway`: what `pier up` runs."""
     parser = arguments()
     args = parser.parse_args(argv)
-    ray = None
-    if args.backend == "ray":
-        try:
-            ray = ray_config(args.ray_config, args.ray_address, args.ray_namespace, args.ray_cpus_per_vcpu)
-        except ValueError as error:
-            parser.error(str(error))
+    try:
+        backend = choose(args.backend, {flag.key: getattr(args, flag.parameter) for flag in FLAGS})
+    except ValueError as error:
+        parser.error(str(error))
     return run_gateway(args.port, args.state_dir, host=args.host, log_level=args.log_level,
                        allowed_hosts=tuple(args.allow_host), allowed_origins=tuple(args.allow_origin),
                        insecure=args.insecure, access_log=args.access_log,
-                       grace_period_s=args.grace_period, backend=args.backend, ray=ray, tls_cert=args.tls_cert,
+                       grace_period_s=args.grace_period, backend=backend, tls_cert=args.tls_cert,
                        tls_key=args.tls_key, cpu_fallback=args.cpu_fallback)

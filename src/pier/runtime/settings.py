@@ -10,11 +10,11 @@ parts, so a stream that keeps flowing is not cut; PIER_STREAM_TIMEOUT_SECONDS, w
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from pier.deadline import before_client_gives_up
+from pier.env import GATEWAY, Env, integer, number
 from pier.runtime.router import DEFAULT_CONCURRENCY, DEFAULT_SLACK
 from pier.runtime.sessions import DEFAULT_LIMIT, DEFAULT_TTL_S
 
@@ -58,40 +58,17 @@ class RuntimeSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RuntimeSettings:
-        """The defaults, with the queue's bounds from the environment; a value that is not a number (or is
-        negative) is an error that names the variable."""
-        env = os.environ if env is None else env
-        settings = cls()
-        queue = _number(env, "PIER_QUEUE_SIZE", int)
-        timeout = _number(env, "PIER_QUEUE_TIMEOUT_SECONDS", float)
-        if queue is not None:
-            settings = replace(settings, queue=int(queue))
-        if timeout is not None:
-            settings = replace(settings, queue_timeout_s=float(timeout))
-        invocation = _number(env, "PIER_INVOCATION_TIMEOUT_SECONDS", float)
-        if invocation is not None:
-            if invocation == 0:
-                raise ValueError("PIER_INVOCATION_TIMEOUT_SECONDS must be above 0 (seconds the clients wait for an "
-                                 "answer; default 60); fix it in the gateway's environment.")
-            settings = replace(settings, deadline_s=before_client_gives_up(float(invocation)))
-        total = _number(env, "PIER_STREAM_TIMEOUT_SECONDS", float)
-        if total:  # 0 or unset: no total bound
-            settings = replace(settings, stream_total_s=float(total))
-        ttl = _number(env, "PIER_SESSION_TTL_SECONDS", float)
-        if ttl is not None:
-            settings = replace(settings, session_ttl_s=float(ttl))
-        return settings
-
-
-def _number(env: Mapping[str, str], name: str, kind: type[int] | type[float]) -> int | float | None:
-    value = env.get(name, "").strip()
-    if not value:
-        return None
-    try:
-        number = kind(value)
-    except ValueError:
-        number = -1
-    if number < 0:
-        raise ValueError(f"{name} must be a number of {'requests' if kind is int else 'seconds'}, 0 or more; got "
-                         f"{value!r}. Fix it in the gateway's environment.")
-    return number
+        """The defaults, with the queue's bounds and the time limits from the environment; a value that is not a
+        number (or is negative) is an error that names the variable."""
+        read, defaults = Env(env, GATEWAY), cls()
+        seconds = number("a number of seconds, 0 or more", low=0)
+        invocation = read.get("PIER_INVOCATION_TIMEOUT_SECONDS", cast=number(
+            "a number of seconds the clients wait for an answer (default 60)", above=0))
+        return replace(
+            defaults,
+            queue=read.get("PIER_QUEUE_SIZE", cast=integer("a number of requests, 0 or more", low=0),
+                           default=defaults.queue),
+            queue_timeout_s=read.get("PIER_QUEUE_TIMEOUT_SECONDS", cast=seconds, default=defaults.queue_timeout_s),
+            deadline_s=defaults.deadline_s if invocation is None else before_client_gives_up(invocation),
+            stream_total_s=read.get("PIER_STREAM_TIMEOUT_SECONDS", cast=seconds) or None,  # 0: no total bound
+            session_ttl_s=read.get("PIER_SESSION_TTL_SECONDS", cast=seconds, default=defaults.session_ttl_s))

@@ -4,11 +4,11 @@ could read it anyway); else placeholders, which a gateway without keys accepts."
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from pier.env import Env
 from pier.security.hosts import is_loopback
 from pier.security.keystore import KeyStore, KeyStoreError
 
@@ -19,12 +19,12 @@ PLACEHOLDER = ("pier", "pier")
 
 
 def cli_credentials(url: str, env: Mapping[str, str] | None = None) -> tuple[str, str]:
-    env = os.environ if env is None else env
-    key_id, secret = env.get(ACCESS_KEY_ENV), env.get(SECRET_KEY_ENV)
+    read = Env(env)
+    key_id, secret = read.text(ACCESS_KEY_ENV), read.text(SECRET_KEY_ENV)
     if key_id and secret:
         return key_id, secret
     if is_loopback(urlsplit(url).hostname or ""):
-        local = _local_admin_key(Path(env.get(STATE_DIR_ENV) or Path.home() / ".pier"))
+        local = _local_admin_key(read.get(STATE_DIR_ENV, cast=Path) or Path.home() / ".pier")
         if local is not None:
             return local
     return PLACEHOLDER

@@ -3,12 +3,12 @@ whether keys are required), session keys."""
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from pier.env import GATEWAY, Env, listed
 from pier.security.hosts import HostPolicy, is_loopback, is_wildcard
 from pier.security.keystore import StoredKey
 
@@ -33,9 +33,9 @@ class SecuritySettings:
     def from_env(cls, env: Mapping[str, str] | None = None, *, allowed_hosts: Iterable[str] = (),
                  bind_host: str = "127.0.0.1", session_keys: Iterable[StoredKey] = (),
                  allowed_origins: Iterable[str] = (), insecure: bool = False) -> SecuritySettings:
-        env = os.environ if env is None else env
-        hosts = (*allowed_hosts, *_listed(env.get(ALLOWED_HOSTS_ENV, "")))
-        origins = (*allowed_origins, *_listed(env.get(ALLOWED_ORIGINS_ENV, "")))
+        read = Env(env, GATEWAY)
+        hosts = (*allowed_hosts, *(read.get(ALLOWED_HOSTS_ENV, cast=listed) or ()))
+        origins = (*allowed_origins, *(read.get(ALLOWED_ORIGINS_ENV, cast=listed) or ()))
         return cls(hosts, bind_host, tuple(session_keys), allowed_origins=origins, insecure=insecure)
 
     def host_policy(self) -> HostPolicy:
@@ -47,7 +47,3 @@ class SecuritySettings:
         if not is_loopback(self.bind_host):
             names.append(socket.gethostname())
         return HostPolicy.of(names, self.allowed_origins)
-
-
-def _listed(value: str) -> list[str]:
-    return [item.strip() for item in value.split(",") if item.strip()]

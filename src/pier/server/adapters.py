@@ -10,7 +10,6 @@ Only a copy started by a gateway (one with a copy secret, so only its gateway re
 from __future__ import annotations
 
 import asyncio
-import os
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from pier.env import Env
 from pier.errors import InvalidRequest
 from pier.security.copy_secret import COPY_SECRET_ENV
 from pier.server.errors import error_response, flavor_of
@@ -62,7 +62,7 @@ class AdapterRequests:
             _current.reset(token)
 
     async def _load(self, scope: Scope, name: str, headers: dict[bytes, bytes]) -> None:
-        if not os.environ.get(COPY_SECRET_ENV):
+        if not Env().has(COPY_SECRET_ENV):  # a copy its gateway started: adapters come from that gateway
             raise InvalidRequest("This model server takes adapters from its gateway only: create an adapter "
                                  "inference component (BaseInferenceComponentName) and invoke it.")
         model = scope["app"].state.pier.model

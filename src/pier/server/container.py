@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import signal
 import threading
 import time
@@ -27,17 +26,17 @@ from fastapi import FastAPI
 from pier.engine.core import EngineConfig
 from pier.engine.engine import Engine
 from pier.engine.prefix_cache import sequence_ids
+from pier.env import Env, SettingsError
 from pier.errors import PierError
 from pier.model.chat import ChatTemplate
 from pier.model.gguf_meta import read_metadata
-from pier.multi_model import is_multi_model
 from pier.security.model_server_guard import guard_model_server
 from pier.server.app import Lifespan, attach_model, create_app, create_handler_app
 from pier.server.kv_budget import kv_cells
 from pier.server.model_location import ModelLocation, ModelNotFound, locate_model
 from pier.server.multi_model import create_multi_model_app
 from pier.server.served_embedder import ServedEmbedder
-from pier.server.settings import ServerSettings, SettingsError
+from pier.server.settings import ServerSettings
 from pier.server.state import ServerState
 
 if TYPE_CHECKING:
@@ -73,15 +72,14 @@ def serve_container(
         settings = ServerSettings.from_env(
             env, model=model, port=port, host=host, threads=threads, parallel=parallel)
         logging.getLogger().setLevel(settings.log_level.upper())
-        environment = os.environ if env is None else env
-        if is_multi_model(environment):
-            app = create_multi_model_app(settings, Path(settings.model), environment)
+        if settings.multi_model is not None:
+            app = create_multi_model_app(settings, Path(settings.model), settings.multi_model)
             served: object = f"every model under {settings.model} (multi-model)"
         else:
-            location = locate_model(settings.model)
+            location = locate_model(settings.model, settings.handler)
             app = build_app(settings, location)
             served = location.handler.path if location.handler else location.gguf
-        guard_model_server(app, os.environ if env is None else env)  # API_KEY, PIER_COPY_SECRET (pier.security)
+        guard_model_server(app, Env(env).values)  # API_KEY, PIER_COPY_SECRET (pier.security)
     except (SettingsError, ModelNotFound, PierError) as error:
         log.error("cannot serve: %s", error)
         return 1
@@ -101,7 +99,7 @@ def build_app(settings: ServerSettings, location: ModelLocation) -> FastAPI:
         from pier.server.byoc.pool import HandlerService  # bring-your-own-code mode only
 
         service = HandlerService(location.model_dir, workers=settings.workers, timeout_s=settings.request_deadline_s,
-                                 script=location.handler)
+                                 script=location.handler, settings=settings.handler)
         return create_handler_app(settings, handler=service, lifespan=_handler_lifespan(service))
     assert location.gguf is not None
     return create_app(settings, lifespan=_engine_lifespan(settings, location.gguf))

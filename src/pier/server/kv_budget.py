@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from pier.engine.kv_type import KvShape, kv_type_problem
+from pier.env import SettingsError
 from pier.model.gguf_meta import GgufFormatError, read_metadata
-from pier.server.settings import ServerSettings, SettingsError
+from pier.server.settings import ServerSettings
 
 
 def kv_shape(gguf: Path) -> KvShape:

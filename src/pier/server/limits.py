@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pier.env import SettingsError
 from pier.errors import ContextLengthExceeded, InputTooLong
-from pier.server.settings import ServerSettings, SettingsError
+from pier.server.settings import ServerSettings
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pier.server.byoc.location import HandlerScript
+    from pier.server.settings import HandlerSettings
 
 log = logging.getLogger("pier.server")
 
@@ -31,7 +32,7 @@ class ModelLocation:
         return (self.gguf or self.model_dir).name
 
 
-def locate_model(source: str | Path) -> ModelLocation:
+def locate_model(source: str | Path, handler: HandlerSettings | None = None) -> ModelLocation:
     """A .gguf file is served as is. A folder whose handler script is where SageMaker's containers look for
     one (SAGEMAKER_SUBMIT_DIRECTORY, code/, the folder's root) runs that code; otherwise the folder's one GGUF
     is served. A SAGEMAKER_PROGRAM found nowhere is not fatal while there is a GGUF to serve: images built
@@ -48,7 +49,7 @@ def locate_model(source: str | Path) -> ModelLocation:
         )
     from pier.server.byoc.location import search_handler  # only needed for folders; it has heavier imports
 
-    search = search_handler(path)
+    search = search_handler(path, handler)
     if search.script is not None:
         log.info("running the model's own %s (found in %s)", search.script.path, search.script.found_by)
         return ModelLocation(model_dir=path, handler=search.script)

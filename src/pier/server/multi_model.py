@@ -16,7 +16,7 @@ import shutil
 import tarfile
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TypeVar
@@ -27,41 +27,22 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pier.concurrency import CONCURRENCY_HEADER
+from pier.env import SettingsError
 from pier.errors import InvalidRequest, PierError
-from pier.multi_model import CACHE_ENV, MEMORY_ENV, TARGET_MODEL_HEADER, model_path
+from pier.multi_model import TARGET_MODEL_HEADER, model_path
 from pier.server.errors import Flavor, ShuttingDown, error_response
 from pier.server.kv_budget import kv_cells, kv_shape
 from pier.server.model_cache import Loaded, ModelCache, Prepared
 from pier.server.model_location import ModelNotFound, find_gguf
-from pier.server.settings import ServerSettings, SettingsError
+from pier.server.settings import MultiModelSettings, ServerSettings
 from pier.server.state import ServerState
 
 log = logging.getLogger("pier.server")
 T = TypeVar("T")
-DEFAULT_BUDGET_MB = 4096.0
 
 
 class UnknownModel(LookupError):
     """The target names no model file under the copy's model folder."""
-
-
-def budget_bytes(env: Mapping[str, str]) -> int:
-    raw = env.get(MEMORY_ENV, "").strip()
-    try:
-        mb = float(raw) if raw else DEFAULT_BUDGET_MB
-    except ValueError:
-        raise SettingsError(f"{MEMORY_ENV}={raw!r} is not a number of MB: set it to the memory the copy's models may "
-                            "take, e.g. 4096.") from None
-    if mb <= 0:
-        raise SettingsError(f"{MEMORY_ENV}={raw} must be above 0 MB.")
-    return int(mb * 2**20)
-
-
-def keeps_models(env: Mapping[str, str]) -> bool:
-    setting = env.get(CACHE_ENV, "Enabled").strip()
-    if setting not in ("Enabled", "Disabled"):
-        raise SettingsError(f"{CACHE_ENV}={setting!r}: use Enabled or Disabled (MultiModelConfig.ModelCacheSetting).")
-    return setting == "Enabled"
 
 
 def model_file(root: Path, name: str) -> Path:
@@ -100,7 +81,7 @@ def footprint(settings: ServerSettings, gguf: Path) -> int:
     return gguf.stat().st_size + cells * kv_shape(gguf).cell_bytes(settings.kv_cache_type)
 
 
-def create_multi_model_app(settings: ServerSettings, root: Path, env: Mapping[str, str]) -> FastAPI:
+def create_multi_model_app(settings: ServerSettings, root: Path, models: MultiModelSettings) -> FastAPI:
     scratch = Path(tempfile.mkdtemp(prefix="pier-models-"))
     files = ModelFiles(root, scratch)
     state = ServerState(settings)
@@ -112,7 +93,7 @@ def create_multi_model_app(settings: ServerSettings, root: Path, env: Mapping[st
         size = await _thread(lambda: footprint(settings, gguf))
         return Prepared(size, download_s, lambda: _load(settings, gguf, size))
 
-    cache = ModelCache(prepare, _thread, budget_bytes(env), keeps_models(env))
+    cache = ModelCache(prepare, _thread, int(models.memory_mb * 2**20), models.keep_models)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

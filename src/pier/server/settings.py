@@ -9,19 +9,65 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
+from pier.concurrency import DEFAULT_MAX_CONCURRENT_REQUESTS, DEFAULT_PARALLEL, MAX_CONCURRENT_REQUESTS, PARALLEL
 from pier.deadline import before_client_gives_up
 from pier.engine.kv_type import DEFAULT_KV_TYPE, KV_TYPE_NAMES
 from pier.engine.offload import SPLIT_MODES, GpuSettings
+from pier.env import Env, SettingsError, boolean, boolean_or_auto, choice, integer, number
+from pier.multi_model import CACHE_ENV, MEMORY_ENV, is_multi_model
 
 DEFAULT_MODEL_DIR = "/opt/ml/model"
 DEFAULT_CONTEXT = 4096
 DEFAULT_HOST_CACHE_MB = 8192  # llama-server's --cache-ram default
 
 
-class SettingsError(ValueError):
-    """A setting has a value the server cannot use; the message names the variable and the fix."""
+@dataclass(frozen=True)
+class HandlerSettings:
+    """Where a model's own inference.py is looked for and kept (pier.server.byoc), in SageMaker's names."""
+
+    program: str | None = None  # SAGEMAKER_PROGRAM: the script's name (default inference.py)
+    submit_directory: str | None = None  # SAGEMAKER_SUBMIT_DIRECTORY: a folder, file://, or a sourcedir.tar.gz
+    cache_dir: Path = field(default_factory=lambda: Path.home() / ".cache" / "pier")  # unpacked code, environments
+    s3_region: str = "us-east-1"  # for an s3:// SAGEMAKER_SUBMIT_DIRECTORY
+    s3_endpoint: str | None = None  # AWS_ENDPOINT_URL_S3: an S3-compatible store (AWS_ENDPOINT_URL is pier's own)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> HandlerSettings:
+        read = Env(env)
+        cache = read.get("PIER_CACHE_DIR", cast=Path) or (
+            read.get("XDG_CACHE_HOME", cast=Path) or Path.home() / ".cache") / "pier"
+        return cls(program=read.text("SAGEMAKER_PROGRAM"), submit_directory=read.text("SAGEMAKER_SUBMIT_DIRECTORY"),
+                   cache_dir=cache, s3_endpoint=read.text("AWS_ENDPOINT_URL_S3"),
+                   s3_region=read.get("AWS_REGION", "AWS_DEFAULT_REGION", "SAGEMAKER_REGION", cast=str,
+                                      default="us-east-1"))
+
+
+@dataclass(frozen=True)
+class MultiModelSettings:
+    """A multi-model copy's settings (SAGEMAKER_MULTI_MODEL=true: it serves every model under its folder, by name;
+    pier.server.multi_model)."""
+
+    memory_mb: float = 4096.0  # PIER_MULTI_MODEL_MEMORY_MB: what its loaded models may take together
+    keep_models: bool = True  # PIER_MODEL_CACHE (MultiModelConfig.ModelCacheSetting): Enabled keeps them loaded
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> MultiModelSettings | None:
+        """None: not a multi-model copy."""
+        read = Env(env)
+        if not is_multi_model(read.values):
+            return None
+        return cls(memory_mb=read.get(MEMORY_ENV, cast=number(
+            "a number of MB above 0 (the memory the copy's models may take, e.g. 4096)", above=0), default=4096.0),
+            keep_models=read.get(CACHE_ENV, cast=_model_cache, default=True))
+
+
+def _model_cache(raw: str) -> bool:
+    if raw not in ("Enabled", "Disabled"):
+        raise ValueError("Enabled or Disabled (MultiModelConfig.ModelCacheSetting)")
+    return raw == "Enabled"
 
 
 @dataclass(frozen=True)
@@ -56,6 +102,8 @@ class ServerSettings:
     kv_cache_mb: int | None = None  # the KV cache's memory, sized in cells of kv_cache_type; None = context_size
     # GPUs (pier.engine.offload): how many the copy holds (None = every one it sees), and llama-server's knobs
     gpu: GpuSettings = field(default_factory=GpuSettings)
+    handler: HandlerSettings = field(default_factory=HandlerSettings)  # a model's own inference.py
+    multi_model: MultiModelSettings | None = None  # None: one model (the usual copy)
     # SageMaker's container contract
     timeout_s: float = 60.0
     workers: int = 1
@@ -65,36 +113,37 @@ class ServerSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> ServerSettings:
         """Settings from the environment; keyword arguments that are not None win."""
-        env = os.environ if env is None else env
-        read = _Reader(env)
-        hf_model = env.get("HF_MODEL_ID")
+        read = Env(env)
         settings = cls(
-            model=_model_source(env),
-            host=read.text("PIER_HOST", default="0.0.0.0"),
-            port=read.integer("SAGEMAKER_BIND_TO_PORT", default=8080, low=1, high=65535),
-            model_name=env.get("PIER_MODEL_NAME") or hf_model,
-            max_input_tokens=read.integer("MAX_INPUT_TOKENS", "MAX_INPUT_LENGTH"),
-            max_total_tokens=read.integer("MAX_TOTAL_TOKENS"),
-            max_batch_total_tokens=read.integer("MAX_BATCH_TOTAL_TOKENS"),
-            max_concurrent_requests=read.integer("MAX_CONCURRENT_REQUESTS", default=128),
-            max_stop_sequences=read.integer("MAX_STOP_SEQUENCES", default=4, low=0),
-            messages_api_enabled=read.boolean("MESSAGES_API_ENABLED", default=True),
-            chat_template=env.get("CHAT_TEMPLATE") or None,
-            threads=read.integer("PIER_THREADS"),
-            parallel=read.integer("PIER_PARALLEL", "MAX_BATCH_SIZE", default=8),
-            batch_tokens=read.integer("PIER_BATCH_TOKENS", "MAX_BATCH_PREFILL_TOKENS", default=512),
-            prefix_cache=read.boolean("PIER_PREFIX_CACHE", default=True),
-            prefix_floor_cells=read.integer("PIER_PREFIX_CACHE_FLOOR_CELLS", low=0),
-            host_cache_mb=read.integer("PIER_HOST_CACHE_MB", default=DEFAULT_HOST_CACHE_MB, low=0),
-            flash_attention=read.optional_boolean("PIER_FLASH_ATTENTION"),
-            separate_decode_rows=read.boolean("PIER_SEPARATE_DECODE_ROWS", default=True),
-            kv_cache_type=read.choice("PIER_KV_CACHE_TYPE", choices=KV_TYPE_NAMES, default=DEFAULT_KV_TYPE),
-            kv_cache_mb=read.integer("PIER_KV_CACHE_MB"),
+            model=_model_source(read),
+            host=read.get("PIER_HOST", cast=str, default="0.0.0.0"),
+            port=read.get("SAGEMAKER_BIND_TO_PORT", cast=integer(high=65535), default=8080),
+            model_name=read.text("PIER_MODEL_NAME", "HF_MODEL_ID"),
+            max_input_tokens=read.get("MAX_INPUT_TOKENS", "MAX_INPUT_LENGTH", cast=integer()),
+            max_total_tokens=read.get("MAX_TOTAL_TOKENS", cast=integer()),
+            max_batch_total_tokens=read.get("MAX_BATCH_TOTAL_TOKENS", cast=integer()),
+            max_concurrent_requests=read.get(*MAX_CONCURRENT_REQUESTS, cast=integer(),
+                                             default=DEFAULT_MAX_CONCURRENT_REQUESTS),
+            max_stop_sequences=read.get("MAX_STOP_SEQUENCES", cast=integer(low=0), default=4),
+            messages_api_enabled=read.get("MESSAGES_API_ENABLED", cast=boolean, default=True),
+            chat_template=_chat_template(read.values),
+            threads=read.get("PIER_THREADS", cast=integer()),
+            parallel=read.get(*PARALLEL, cast=integer(), default=DEFAULT_PARALLEL),
+            batch_tokens=read.get("PIER_BATCH_TOKENS", "MAX_BATCH_PREFILL_TOKENS", cast=integer(), default=512),
+            prefix_cache=read.get("PIER_PREFIX_CACHE", cast=boolean, default=True),
+            prefix_floor_cells=read.get("PIER_PREFIX_CACHE_FLOOR_CELLS", cast=integer(low=0)),
+            host_cache_mb=read.get("PIER_HOST_CACHE_MB", cast=integer(low=0), default=DEFAULT_HOST_CACHE_MB),
+            flash_attention=read.get("PIER_FLASH_ATTENTION", cast=boolean_or_auto),
+            separate_decode_rows=read.get("PIER_SEPARATE_DECODE_ROWS", cast=boolean, default=True),
+            kv_cache_type=read.get("PIER_KV_CACHE_TYPE", cast=choice(*KV_TYPE_NAMES), default=DEFAULT_KV_TYPE),
+            kv_cache_mb=read.get("PIER_KV_CACHE_MB", cast=integer()),
             gpu=_gpu_settings(read),
-            timeout_s=read.number("SAGEMAKER_MODEL_SERVER_TIMEOUT", default=60.0),
-            workers=read.integer("SAGEMAKER_MODEL_SERVER_WORKERS", default=1),
-            drain_s=read.number("PIER_DRAIN_SECONDS", default=25.0, low=0.0),
-            log_level=read.text("PIER_LOG_LEVEL", default="info").lower(),
+            handler=HandlerSettings.from_env(env),
+            multi_model=MultiModelSettings.from_env(env),
+            timeout_s=read.get("SAGEMAKER_MODEL_SERVER_TIMEOUT", cast=number(low=0.001), default=60.0),
+            workers=read.get("SAGEMAKER_MODEL_SERVER_WORKERS", cast=integer(), default=1),
+            drain_s=read.get("PIER_DRAIN_SECONDS", cast=number(low=0.0), default=25.0),
+            log_level=read.get("PIER_LOG_LEVEL", cast=str, default="info").lower(),
         )
         settings = replace(settings, **{k: v for k, v in overrides.items() if v is not None})
         if settings.kv_cache_mb is not None and settings.max_batch_total_tokens is not None:
@@ -116,119 +165,44 @@ class ServerSettings:
         return before_client_gives_up(self.timeout_s)
 
 
-def _gpu_settings(read: _Reader) -> GpuSettings:
+def _gpu_settings(read: Env) -> GpuSettings:
     """PIER_GPUS is what the gateway gave the copy; SM_NUM_GPUS and NUM_SHARD are TGI's names for the same; the
     rest are llama-server's (its LLAMA_ARG_* environment names too)."""
     return GpuSettings(
-        gpus=read.integer("PIER_GPUS", "SM_NUM_GPUS", "NUM_SHARD", low=0),
-        gpu_layers=read.layers("PIER_GPU_LAYERS", "LLAMA_ARG_N_GPU_LAYERS", "N_GPU_LAYERS"),
-        split_mode=read.choice("PIER_SPLIT_MODE", "LLAMA_ARG_SPLIT_MODE", choices=SPLIT_MODES, default="layer"),
-        main_gpu=read.integer("PIER_MAIN_GPU", "LLAMA_ARG_MAIN_GPU", default=0, low=0),
-        tensor_split=read.shares("PIER_TENSOR_SPLIT", "LLAMA_ARG_TENSOR_SPLIT"),
+        gpus=read.get("PIER_GPUS", "SM_NUM_GPUS", "NUM_SHARD", cast=integer(low=0)),
+        gpu_layers=read.get("PIER_GPU_LAYERS", "LLAMA_ARG_N_GPU_LAYERS", "N_GPU_LAYERS", cast=_layers),
+        split_mode=read.get("PIER_SPLIT_MODE", "LLAMA_ARG_SPLIT_MODE", cast=choice(*SPLIT_MODES), default="layer"),
+        main_gpu=read.get("PIER_MAIN_GPU", "LLAMA_ARG_MAIN_GPU", cast=integer(low=0), default=0),
+        tensor_split=read.get("PIER_TENSOR_SPLIT", "LLAMA_ARG_TENSOR_SPLIT", cast=_shares),
     )
 
 
-def _model_source(env: Mapping[str, str]) -> str:
+def _model_source(read: Env) -> str:
     """HF_MODEL_ID when it names a local path (a Hub id is only a display name here), else SM_MODEL_DIR,
     else SageMaker's /opt/ml/model."""
-    hf_model = env.get("HF_MODEL_ID")
+    hf_model = read.values.get("HF_MODEL_ID")
     if hf_model and os.path.exists(hf_model):
         return hf_model
-    return env.get("SM_MODEL_DIR") or DEFAULT_MODEL_DIR
+    return read.values.get("SM_MODEL_DIR") or DEFAULT_MODEL_DIR
 
 
-class _Reader:
-    def __init__(self, env: Mapping[str, str]) -> None:
-        self.env = env
+def _chat_template(values: Mapping[str, str]) -> str | None:
+    return values.get("CHAT_TEMPLATE") or None  # as it is: a template's own blanks are its own
 
-    def _raw(self, names: tuple[str, ...]) -> tuple[str, str] | None:
-        for name in names:
-            value = self.env.get(name)
-            if value is not None and value.strip() != "":
-                return name, value.strip()
+
+def _layers(raw: str) -> int | None:
+    """A layer count, or all / auto / -1 (None: every layer)."""
+    if raw.strip('"').lower() in ("all", "auto", "-1"):
         return None
+    return integer(low=0)(raw)
 
-    def text(self, *names: str, default: str) -> str:
-        found = self._raw(names)
-        return found[1] if found else default
 
-    def integer(self, *names: str, default: int | None = None, low: int = 1, high: int | None = None) -> Any:
-        found = self._raw(names)
-        if found is None:
-            return default
-        name, value = found
-        try:
-            number = int(value.strip('"'))  # sagemaker SDK users often json.dumps() their numbers
-        except ValueError:
-            raise SettingsError(
-                f"{name} must be an integer; got {value!r}. Fix it in the environment."
-            ) from None
-        if number < low or (high is not None and number > high):
-            bound = f"between {low} and {high}" if high is not None else f"at least {low}"
-            raise SettingsError(f"{name} must be {bound}; got {number}. Fix it in the environment.")
-        return number
-
-    def number(self, *names: str, default: float, low: float = 0.001) -> float:
-        found = self._raw(names)
-        if found is None:
-            return default
-        name, value = found
-        try:
-            number = float(value.strip('"'))
-        except ValueError:
-            raise SettingsError(f"{name} must be a number of seconds; got {value!r}.") from None
-        if not number >= low:
-            raise SettingsError(f"{name} must be at least {low}; got {number}. Fix it in the environment.")
-        return number
-
-    def layers(self, *names: str) -> int | None:
-        """A layer count, or all / auto / -1 (None: every layer)."""
-        found = self._raw(names)
-        if found is None or found[1].strip('"').lower() in ("all", "auto", "-1"):
-            return None
-        return self.integer(*names, low=0)
-
-    def shares(self, *names: str) -> tuple[float, ...] | None:
-        """Comma- or slash-separated proportions, one per GPU ("3,1"), as llama-server's --tensor-split."""
-        found = self._raw(names)
-        if found is None:
-            return None
-        name, value = found
-        try:
-            shares = tuple(float(part) for part in value.strip('"').replace("/", ",").split(","))
-        except ValueError:
-            raise SettingsError(f"{name} must be numbers separated by commas, one per GPU (e.g. 3,1); got "
-                                f"{value!r}.") from None
-        if any(share < 0 for share in shares) or sum(shares) <= 0:
-            raise SettingsError(f"{name} must be shares of at least 0 with a positive sum; got {value!r}.")
-        return shares
-
-    def optional_boolean(self, *names: str) -> bool | None:
-        """true, false, or auto (None)."""
-        found = self._raw(names)
-        if found is None or found[1].strip('"').lower() == "auto":
-            return None
-        return self.boolean(*names, default=False)
-
-    def choice(self, *names: str, choices: tuple[str, ...], default: str) -> str:
-        found = self._raw(names)
-        if found is None:
-            return default
-        name, value = found
-        lowered = value.strip('"').lower()
-        if lowered not in choices:
-            raise SettingsError(f"{name} must be one of {', '.join(choices)}; got {value!r}. Fix it in the "
-                                "environment.")
-        return lowered
-
-    def boolean(self, *names: str, default: bool) -> bool:
-        found = self._raw(names)
-        if found is None:
-            return default
-        name, value = found
-        lowered = value.strip('"').lower()
-        if lowered in {"1", "true", "yes", "on"}:
-            return True
-        if lowered in {"0", "false", "no", "off"}:
-            return False
-        raise SettingsError(f"{name} must be true or false; got {value!r}. Fix it in the environment.")
+def _shares(raw: str) -> tuple[float, ...]:
+    """Comma- or slash-separated proportions, one per GPU ("3,1"), as llama-server's --tensor-split."""
+    try:
+        shares = tuple(float(part) for part in raw.strip('"').replace("/", ",").split(","))
+    except ValueError:
+        raise ValueError("numbers separated by commas, one per GPU (e.g. 3,1)") from None
+    if any(share < 0 for share in shares) or sum(shares) <= 0:
+        raise ValueError("shares of at least 0 with a positive sum")
+    return shares

@@ -54,6 +54,7 @@ from pier.backends.ray.ray_calls import (
     _kill,
 )
 from pier.backends.ray.remote_copy import RemoteCopy
+from pier.backends.registry import RAY
 from pier.backends.supervisor import SupervisionSettings
 from pier.concurrency import copy_concurrency
 from pier.security.copy_secret import new_copy_secret
@@ -72,10 +73,8 @@ class _Gone(Exception):
 
 
 class RayBackend:
-    name = "ray"
-    # Copies run on nodes, not on the gateway's host: their vCPU numbers (and so their ids) must not depend on the
-    # gateway's cores, or a gateway that restarts on another machine would replace every copy it could adopt.
-    host_cores: tuple[int, ...] = tuple(range(256))
+    name = RAY.name
+    capabilities = RAY.capabilities  # copies numbered against a cluster's cores, not the gateway's
 
     def __init__(self, state_dir: Path, config: RayConfig | None = None, settings: SupervisionSettings | None = None,
                  *, report_s: float = 0.5, long_poll_s: float = 5.0) -> None:

@@ -8,7 +8,6 @@ import contextlib
 import fcntl
 import hashlib
 import logging
-import os
 import re
 import shutil
 import sys
@@ -18,13 +17,6 @@ from pathlib import Path
 from pier.server.byoc.errors import HandlerError
 
 log = logging.getLogger("pier.server.byoc")
-
-
-def cache_root() -> Path:
-    explicit = os.environ.get("PIER_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pier"
 
 
 async def prepare_python(requirements: Path, env_dir: Path) -> str:

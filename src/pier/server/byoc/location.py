@@ -25,8 +25,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import urlparse
 
-from pier.server.byoc.environment import cache_root
 from pier.server.byoc.errors import HandlerError
+from pier.server.settings import HandlerSettings
 
 log = logging.getLogger("pier.server.byoc")
 
@@ -60,25 +60,27 @@ class HandlerSearch:
         return f"{self.program} is in none of: {', '.join(self.looked_in)}"
 
 
-def program_name() -> tuple[str, bool]:
+def program_name(settings: HandlerSettings) -> tuple[str, bool]:
     """SAGEMAKER_PROGRAM as a file name (`serve` and `serve.py` alike), and whether it was set."""
-    named = (os.environ.get("SAGEMAKER_PROGRAM") or "").strip()
+    named = settings.program or ""
     program = named or DEFAULT_PROGRAM
     if not program.endswith(".py"):
         program += ".py"
     return program, bool(named)
 
 
-def search_handler(model_dir: Path) -> HandlerSearch:
+def search_handler(model_dir: Path, settings: HandlerSettings | None = None) -> HandlerSearch:
     """The handler script for `model_dir`, looked for in SageMaker's order. An s3:// sourcedir.tar.gz is
-    downloaded and unpacked here (raises HandlerError when that fails)."""
+    downloaded and unpacked here (raises HandlerError when that fails). `settings`: the copy's (default: read
+    from this process's environment)."""
     model_dir = Path(model_dir)
-    program, named = program_name()
+    settings = settings or HandlerSettings.from_env()
+    program, named = program_name(settings)
     looked_in: list[str] = []
-    submitted = (os.environ.get("SAGEMAKER_SUBMIT_DIRECTORY") or "").strip()
+    submitted = settings.submit_directory or ""
     code = model_dir / "code"
     if submitted:
-        folder = submit_directory(submitted, model_dir)
+        folder = submit_directory(submitted, model_dir, settings)
         looked_in.append(f"SAGEMAKER_SUBMIT_DIRECTORY={submitted}" + (f" ({folder})" if folder else ""))
         if folder is not None and (folder / program).is_file():
             extra = tuple(p for p in (code, model_dir) if p.resolve() != folder.resolve())
@@ -96,24 +98,24 @@ def search_handler(model_dir: Path) -> HandlerSearch:
     return HandlerSearch(program, named, None, looked_in)
 
 
-def find_handler(model_dir: Path) -> Path | None:
+def find_handler(model_dir: Path, settings: HandlerSettings | None = None) -> Path | None:
     """The handler script's path, or None when there is none."""
-    script = search_handler(model_dir).script
+    script = search_handler(model_dir, settings).script
     return script.path if script else None
 
 
-def submit_directory(value: str, model_dir: Path) -> Path | None:
+def submit_directory(value: str, model_dir: Path, settings: HandlerSettings) -> Path | None:
     """The local folder SAGEMAKER_SUBMIT_DIRECTORY names, or None when it names nothing on this host
     (the SDK writes the notebook's own file:// path when it cannot repack; such code lives in the image)."""
     parsed = urlparse(value)
     if parsed.scheme == "s3":
-        return _unpacked(_download_s3(value), value)
+        return _unpacked(_download_s3(value, settings), value, settings.cache_dir)
     raw = parsed.path if parsed.scheme == "file" else value
     path = _on_this_host(PurePosixPath(raw), model_dir)
     if path.is_dir():
         return path
     if path.is_file() and path.name.endswith(ARCHIVE_SUFFIXES):
-        return _unpacked(path, value)
+        return _unpacked(path, value, settings.cache_dir)
     log.warning("SAGEMAKER_SUBMIT_DIRECTORY=%s names nothing on this host; looking in the model data instead", value)
     return None
 
@@ -129,13 +131,13 @@ def _on_this_host(path: PurePosixPath, model_dir: Path) -> Path:
 # --- sourcedir.tar.gz ------------------------------------------------------------------------------
 
 
-def _unpacked(archive: Path, name: str) -> Path:
+def _unpacked(archive: Path, name: str, cache_dir: Path) -> Path:
     """The archive unpacked once into the cache (keyed by its content), shared by workers and restarts."""
     digest = hashlib.sha256()
     with archive.open("rb") as data:
         for block in iter(lambda: data.read(1 << 20), b""):
             digest.update(block)
-    folder = cache_root() / "sourcedir" / digest.hexdigest()[:24]
+    folder = cache_dir / "sourcedir" / digest.hexdigest()[:24]
     if folder.is_dir():
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -154,7 +156,7 @@ def _unpacked(archive: Path, name: str) -> Path:
     return folder
 
 
-def _download_s3(url: str) -> Path:
+def _download_s3(url: str, settings: HandlerSettings) -> Path:
     from botocore.exceptions import BotoCoreError, ClientError
 
     parsed = urlparse(url)
@@ -162,11 +164,11 @@ def _download_s3(url: str) -> Path:
     if not bucket or not key.endswith(ARCHIVE_SUFFIXES):
         raise HandlerError(500, f"SAGEMAKER_SUBMIT_DIRECTORY={url} is not an s3:// URL of a sourcedir.tar.gz; "
                                 f"name the archive the sagemaker SDK uploaded, or a folder.")
-    target = cache_root() / "sourcedir" / "downloads" / hashlib.sha256(url.encode()).hexdigest()[:24]
+    target = settings.cache_dir / "sourcedir" / "downloads" / hashlib.sha256(url.encode()).hexdigest()[:24]
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(".part")
     try:
-        _s3_client().download_file(bucket, key, str(partial))
+        _s3_client(settings).download_file(bucket, key, str(partial))
     except (BotoCoreError, ClientError) as error:
         partial.unlink(missing_ok=True)
         raise HandlerError(500, f"SAGEMAKER_SUBMIT_DIRECTORY={url} could not be downloaded ({error}); check the "
@@ -176,15 +178,13 @@ def _download_s3(url: str) -> Path:
     return target
 
 
-def _s3_client() -> Any:
+def _s3_client(settings: HandlerSettings) -> Any:
     """S3 as the gateway reaches it: AWS_ENDPOINT_URL points at pier itself (for the SageMaker clients), so it
     is ignored; AWS_ENDPOINT_URL_S3 still picks an S3-compatible store."""
     import boto3
     from botocore.config import Config
 
-    region = (os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-              or os.environ.get("SAGEMAKER_REGION") or "us-east-1")
     return boto3.client(
-        "s3", region_name=region, endpoint_url=os.environ.get("AWS_ENDPOINT_URL_S3") or None,
+        "s3", region_name=settings.s3_region, endpoint_url=settings.s3_endpoint,
         config=Config(ignore_configured_endpoint_urls=True, retries={"max_attempts": 5, "mode": "standard"}),
     )

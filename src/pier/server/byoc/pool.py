@@ -16,11 +16,12 @@ import sys
 import uuid
 from pathlib import Path
 
-from pier.server.byoc.environment import cache_root, prepare_python
+from pier.server.byoc.environment import prepare_python
 from pier.server.byoc.errors import HandlerError
 from pier.server.byoc.frames import Invocation, Reply
 from pier.server.byoc.location import HandlerScript, search_handler
 from pier.server.byoc.process import STOP_GRACE_S, NotDelivered, WorkerDied, WorkerProcess
+from pier.server.settings import HandlerSettings
 
 log = logging.getLogger("pier.server.byoc")
 
@@ -38,7 +39,7 @@ class HandlerService:
 
     def __init__(self, model_dir: Path, workers: int = 1, timeout_s: float = 60.0, *,
                  cache_dir: Path | None = None, startup_timeout_s: float = 600.0,
-                 script: HandlerScript | None = None) -> None:
+                 script: HandlerScript | None = None, settings: HandlerSettings | None = None) -> None:
         if workers < 1:
             raise ValueError(f"workers must be 1 or more, not {workers}; fix SAGEMAKER_MODEL_SERVER_WORKERS.")
         self.model_dir = Path(model_dir)
@@ -47,6 +48,7 @@ class HandlerService:
         self.startup_timeout_s = startup_timeout_s
         self._cache_dir = cache_dir
         self._script = script
+        self._settings = settings  # the copy's (ServerSettings.handler); None: read from this process's environment
         self._handler = Path()
         self._python = sys.executable
         self._idle: asyncio.Queue[WorkerProcess] = asyncio.Queue()
@@ -65,14 +67,15 @@ class HandlerService:
             raise HandlerError(500, f"HandlerService.start() was already called (state {self._state}).")
         self._state = "starting"
         script = self._script
+        settings = self._settings or HandlerSettings.from_env()
         if script is None:
-            search = await asyncio.to_thread(search_handler, self.model_dir)
+            search = await asyncio.to_thread(search_handler, self.model_dir, settings)
             if search.script is None:
                 raise HandlerError(500, f"{self.model_dir} has no code/{search.program} ({search.missing()}); add "
                                         f"one, or set SAGEMAKER_PROGRAM to the name of your script.")
             script = self._script = search.script
         handler = self._handler = script.path
-        env_dir = self._cache_dir or cache_root() / "handlers" / _slug(script.code_dir)
+        env_dir = self._cache_dir or settings.cache_dir / "handlers" / _slug(script.code_dir)
         self._python = await prepare_python(script.code_dir / "requirements.txt", env_dir)
         started = await asyncio.gather(*(self._spawn() for _ in range(self.workers)), return_exceptions=True)
         workers = [w for w in started if isinstance(w, WorkerProcess)]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
-import os
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pier import __version__
+from pier.env import Env
 from pier.server.byoc import codecs
 from pier.server.byoc.errors import HandlerError
 from pier.server.byoc.frames import Invocation, Reply
@@ -248,7 +248,7 @@ def load(path: Path, model_dir: str, import_path: Sequence[Path] = ()) -> Handle
 
 
 def default_accept() -> str:
-    return os.environ.get("SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT", codecs.JSON)
+    return Env().get("SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT", cast=str, default=codecs.JSON)
 
 
 def handle(handler: Handler, request: Invocation) -> Reply:

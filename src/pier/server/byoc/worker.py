@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
+from pier.env import Env, integer
 from pier.server.byoc.errors import HandlerError
 from pier.server.byoc.frames import PARENT_ENV, Invocation, Reply, read_frame
 from pier.server.byoc.toolkit import handle, load
@@ -46,7 +47,7 @@ EOF_GRACE_S = 1.0  # after the server closed the pipe, how long an idle main loo
 
 def _die_with_server(frames_in: BinaryIO) -> None:
     """SIGKILL from the kernel when the server's process ends, and a watchdog for the rest."""
-    parent = int(os.environ.get(PARENT_ENV) or os.getppid())
+    parent = Env().get(PARENT_ENV, cast=integer(), default=os.getppid())  # what the server set for it
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
