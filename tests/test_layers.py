@@ -60,7 +60,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "transform": _("pier", "storage", "concurrency", "state_folder", "backends", "control"),
     "security": _("env", "errors", "error_bodies"),
     "gateway": _("env", "pier", "errors", "error_bodies", "gpus", "lora_file", "storage", "state_folder", "capture",
-                 "console", "backends", "runtime", "autoscaling", "control", "transform", "security", "client.deploy_file"),
+                 "console", "backends", "runtime", "autoscaling", "control", "transform", "security",
+                 "client.deploy_file"),
     # Clients and tools.
     "client": _("control.names", "control.records", "security"),
     "bench": _("env", "pier", "errors", "gpus", "synthetic", "security.client_trust"),
