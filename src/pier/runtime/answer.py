@@ -91,8 +91,7 @@ class Answer:
         self._leased = False  # a copy was leased: later leases take the router's latest copies
         self._wait_until = 0.0  # opening: the end of the wait for a copy with room
         self._give_up_at: float | None = None  # framed: while looking for a copy to go on with, when to stop
-        self._dead: dict[str, int | None] = {}  # copy id -> the pid that died under this request
-        self._deaths: list[resume.Death] = []
+        self._deaths: list[resume.Death] = []  # the copies' processes that died under it
         self._cut: BaseException | None = None  # why the last attempt's connection broke
 
     # -- what the routes read ------------------------------------------------------------------------
@@ -293,7 +292,7 @@ class Answer:
                          known=self.forwarder.resumable(copy))
 
     def _excluded(self, copies: Sequence[CopyStatus]) -> set[str]:
-        dead = {c.copy_id for c in copies if c.copy_id in self._dead and self._dead[c.copy_id] == c.pid}
+        dead = {c.copy_id for c in copies if resume.Death(c.copy_id, c.pid) in self._deaths}
         return dead | set(self.tried)
 
     # -- frames, across copies -----------------------------------------------------------------------
@@ -378,7 +377,6 @@ class Answer:
         """The copy running the request died (or gave it up): go on with another copy, or end the request."""
         assert self._frames is not None
         copy, killed = self._copy, self._deaths
-        self._dead[copy.copy_id] = copy.pid
         killed.append(resume.Death(copy.copy_id, copy.pid))
         said = (f"copy {copy.copy_id} of {self.call.target.component} failed during a request after "
                 f"{len(self._frames.tokens)} tokens: {cause}")
