@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pier.runtime.attempt import CUT, NOT_REACHED, Outcome, Reply, Situation, classify
+from pier.runtime.attempt import CUT, NOT_REACHED, Fate, Outcome, Reply, Situation, classify, fate
+from pier.runtime.settings import ResumeSettings
 
 OPENING = Situation()  # no copy answered in frames yet
 OTHERS = Situation(others=True)
@@ -57,3 +58,22 @@ CASES = [
 @pytest.mark.parametrize(("reply", "now", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_classify(reply: Reply, now: Situation, expected: Outcome) -> None:
     assert classify(reply, now) is expected
+
+
+BOUNDS = ResumeSettings(attempts=3, poison_copies=2)
+
+
+@pytest.mark.parametrize(("deaths", "resumes", "stopping", "expected"), [
+    (1, 0, False, Fate.RESUMED),
+    (1, 2, False, Fate.RESUMED),  # the third resume is still within `attempts`
+    (2, 1, False, Fate.CONDEMNED),
+    (3, 3, False, Fate.CONDEMNED),  # taking copies down weighs more than running out of resumes
+    (1, 3, False, Fate.EXHAUSTED),
+    (2, 1, True, Fate.STOPPED),  # the gateway's drain ends it whatever else holds
+])
+def test_fate_of_a_request_whose_copy_died(deaths: int, resumes: int, stopping: bool, expected: Fate) -> None:
+    assert fate(deaths, resumes, BOUNDS, stopping=stopping) is expected
+
+
+def test_resuming_turned_off_gives_up_at_the_first_death() -> None:
+    assert fate(1, 0, ResumeSettings(attempts=0), stopping=False) is Fate.EXHAUSTED

@@ -27,10 +27,12 @@ from pier.runtime.attempt import (
     CUT,
     NEXT_COPY,
     NOT_REACHED,
+    Fate,
     Outcome,
     Reply,
     Situation,
     classify,
+    fate,
     gave_up,
     none_took_it,
 )
@@ -380,14 +382,15 @@ class Answer:
         killed.append(resume.Death(copy.copy_id, copy.pid))
         said = (f"copy {copy.copy_id} of {self.call.target.component} failed during a request after "
                 f"{len(self._frames.tokens)} tokens: {cause}")
-        if self.forwarder.stopping:
+        verdict = fate(len(killed), self.resumes, self.settings, stopping=self.forwarder.stopping)
+        if verdict is Fate.STOPPED:
             raise StreamEnded(self.forwarder.shutting_down(), None)
-        if len(killed) >= self.settings.poison_copies:
+        if verdict is Fate.CONDEMNED:
             log.error("%s; the request was on %d copies that died (%s): not resuming it", said, len(killed),
                       ", ".join(map(str, killed)))
             self.forwarder.casualties.condemn(self.call, killed)
             raise StreamEnded(resume.poisoned(self.call, killed, self._origin, self.settings.poison_memory_s), BROKEN)
-        if self.resumes >= self.settings.attempts:
+        if verdict is Fate.EXHAUSTED:
             log.error("%s; it was resumed %d times already: giving up", said, self.resumes)
             raise StreamEnded(self._gave_up(cause), BROKEN)
         self.resumes += 1

@@ -16,6 +16,7 @@ from enum import StrEnum
 
 from pier.runtime.call import Call
 from pier.runtime.errors import InvocationError, ModelError, Origin, ServiceUnavailable, Throttled
+from pier.runtime.settings import ResumeSettings
 
 OVERLOADED = 429  # a copy's answer when it is already working on all it takes
 
@@ -84,6 +85,26 @@ def _head(status: int, refused: bool, now: Situation) -> Outcome:
     if not now.headed:
         return Outcome.ANSWERED
     return Outcome.CONTINUED if 200 <= status < 300 else Outcome.FAILED
+
+
+class Fate(StrEnum):
+    """What becomes of a framed request when the copy running it dies (or gives it up)."""
+
+    RESUMED = "resumed"  # another copy goes on from the frames
+    STOPPED = "stopped"  # the gateway is shutting down: it ends in its protocol
+    CONDEMNED = "condemned"  # it was on `poison_copies` copies when they died: it ends, and is refused a while
+    EXHAUSTED = "exhausted"  # it was resumed `attempts` times already: it ends
+
+
+def fate(deaths: int, resumes: int, settings: ResumeSettings, *, stopping: bool = False) -> Fate:
+    """`deaths`: the copies that died under the request, this one included; `resumes`: how often it went on."""
+    if stopping:
+        return Fate.STOPPED
+    if deaths >= settings.poison_copies:
+        return Fate.CONDEMNED
+    if resumes >= settings.attempts:
+        return Fate.EXHAUSTED
+    return Fate.RESUMED
 
 
 def none_took_it(call: Call, tried: Sequence[str], full: Sequence[str]) -> InvocationError:
