@@ -100,8 +100,8 @@ class RuntimeService:
         headers[STREAM_CONTENT_TYPE] = answer.head.headers.get("content-type", "application/octet-stream")
         capture = None
         if plan.capture:
-            def capture(answer: bytes) -> None:
-                self._exchanged(invocation, call.target, answer, headers[STREAM_CONTENT_TYPE])
+            def capture(whole: bytes) -> None:
+                self._exchanged(invocation, call.target, whole, headers[STREAM_CONTENT_TYPE])
         return ClosingStream(self._frames(answer, capture), resources.aclose, headers=headers,
                              media_type=EVENT_STREAM)
 
