@@ -213,7 +213,7 @@ def test_a_copy_known_to_resume_that_hangs_up_before_answering_is_replaced() -> 
     with hanging_up_server() as (dead_url, received), copy() as b, gateway() as gw:
         dead = CopyStatus("a", "ic", CopyState.READY, url=dead_url, pid=7)
         gw.route("llm", [dead, b.server.status("b")])
-        gw.service.forwarder._framed.add(("a", 7))
+        gw.service.forwarder.framed.add(("a", 7))
         answer = call(gw.url, "openai", {**CHAT, "stream": True})
         assert received and answer.status_code == 200 and comparable_raw(answer.content)[-1]["choices"]
         unknown = CopyStatus("a", "ic", CopyState.READY, url=dead_url, pid=8)  # a process never seen answering
@@ -246,3 +246,29 @@ def test_a_resumed_request_refused_by_a_full_copy_waits_for_room() -> None:
     assert a.dying.deaths == 1
     assert comparable("openai", answer.content) == comparable("openai", expected.content)
     assert len({e["id"] for e in comparable_raw(answer.content)}) == 1  # the refusals did not lose the stream's id
+
+
+def test_the_reader_takes_in_frames_across_copies_and_continues_from_them() -> None:
+    """Resumable is a pure reader: bytes in any pieces, each frame once whole, what they carried kept across
+    copies, and the request for the next copy made from it."""
+    from pier.resumable import CONTINUE, Continuation, data_frame, head_frame, state_frame, tokens_frame
+    from pier.runtime.resume import Resumable, head_of
+
+    reader = Resumable()
+    assert reader.request(b"body", {"a": "1"}) == (b"body", {"a": "1"})  # nothing yet: sent as it came
+    first = head_frame(200, [("content-type", "text/plain"), ("content-length", "9")]) + state_frame({"seed": 7})
+    first += tokens_frame([1]) + data_frame([2], b"he")
+    reader.feed(first[:5])
+    assert reader.next() is None  # half a frame
+    reader.feed(first[5:] + data_frame([3], b"l")[:4])  # the first copy dies in the middle of a frame
+    frames = [reader.next() for _ in range(4)]
+    assert [f.kind for f in frames if f] == [b"H", b"S", b"T", b"D"] and reader.next() is None
+    assert frames[0] is not None and dict(head_of(frames[0]).headers) == {"content-type": "text/plain"}
+    assert (reader.tokens, reader.state, reader.opened, reader.done) == ([1, 2], {"seed": 7}, True, False)
+    reader.restart()  # the next copy's body
+    reader.feed(data_frame([3], b"lo", last=True))
+    last = reader.next()
+    assert last is not None and last.data == b"lo" and reader.done and reader.tokens == [1, 2, 3]
+    body, headers = reader.request(b"body", {"a": "1"})
+    size = int(headers[CONTINUE])
+    assert Continuation.decode(body[:size]) == Continuation((1, 2, 3), True, {"seed": 7}) and body[size:] == b"body"

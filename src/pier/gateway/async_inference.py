@@ -32,6 +32,7 @@ from pier.control.records import EndpointRecord
 from pier.control.state import State, UnreadableRecord
 from pier.gateway.async_notification import Outcome, notify
 from pier.gateway.targets import Copies
+from pier.runtime.answer import forward
 from pier.runtime.async_queue import AsyncQueue, AsyncRequest
 from pier.runtime.call import Call
 from pier.runtime.errors import InvocationError, ModelNotReady, ServiceUnavailable, Throttled, as_invocation_error
@@ -213,11 +214,11 @@ class AsyncInference:
         call = Call(request.endpoint, target, "/invocations", body, _headers(request), request_prefix(body),
                     now + request.timeout_s, request.timeout_s, retarget=resolve,
                     route=route_of(target.routing, body, None))
-        async with forwarder.exchange(call) as exchange:
-            answer = await forwarder.read(exchange, call)
-            if not exchange.response.is_success:
-                raise exchange.origin.answered(exchange.response.status_code, answer)
-            return answer, exchange.response.headers.get("content-type")
+        async with forward(forwarder, call) as answer:
+            body = await answer.read()
+            if not answer.head.is_success:
+                raise answer.error(body)
+            return body, answer.head.headers.get("content-type")
 
     async def _expire(self, request: AsyncRequest) -> None:
         await self._fail(request, expiry_reason(request, self.clock()))

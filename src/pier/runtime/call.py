@@ -1,5 +1,5 @@
-"""One request on its way to a copy (`Call`), and how its answer can stop short (`StreamEnded`): what the
-forwarder and the resumable answers across copies (pier.runtime.resume) both speak of."""
+"""One request on its way to copies (`Call`), and how its answer can stop short (`StreamEnded`): what the
+attempt loop (pier.runtime.answer) takes, and how it ends a body it cannot finish."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ from pier.runtime.errors import InvocationError
 from pier.runtime.eventstream import StreamErrorCode
 from pier.runtime.routing import DEFAULT_ROUTE, Route
 from pier.runtime.target import Target
-
-OVERLOADED = 429  # a copy's answer when it is already working on all it takes
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,11 @@ from starlette.types import Receive
 from pier.deadline import StreamClock
 from pier.errors import CLIENT_CLOSED_REQUEST, ClientGone
 from pier.runtime import eventstream, openai
+from pier.runtime.answer import Answer, forward
 from pier.runtime.call import Call, StreamEnded
 from pier.runtime.disconnect import unless_disconnected
 from pier.runtime.errors import REQUEST_ID, InvalidInvocation, as_invocation_error, sagemaker_error
-from pier.runtime.forward import Exchange, Forwarder
+from pier.runtime.forward import Forwarder
 from pier.runtime.invocation import CUSTOM_ATTRIBUTES, INVOKED_VARIANT, STREAM_CONTENT_TYPE, Invocation
 from pier.runtime.observer import InvocationObserver
 from pier.runtime.prefix import request_prefix
@@ -88,7 +89,7 @@ class RuntimeService:
         resources = AsyncExitStack()
         try:
             work = self._open_stream(invocation, resources)
-            call, exchange, plan = await (unless_disconnected(work, receive) if receive else work)
+            call, answer, plan = await (unless_disconnected(work, receive) if receive else work)
         except BaseException as error:
             await resources.aclose()
             if isinstance(error, ClientGone):
@@ -96,25 +97,24 @@ class RuntimeService:
             if not isinstance(error, Exception):
                 raise
             return _error(error, invocation.request_id)
-        headers = _answer_headers(invocation, call.target, exchange.response)
-        headers[STREAM_CONTENT_TYPE] = exchange.response.headers.get("content-type", "application/octet-stream")
+        headers = _answer_headers(invocation, call.target, answer.head)
+        headers[STREAM_CONTENT_TYPE] = answer.head.headers.get("content-type", "application/octet-stream")
         capture = None
         if plan.capture:
-            def capture(answer: bytes) -> None:
-                self._exchanged(invocation, call.target, answer, headers[STREAM_CONTENT_TYPE])
-        return ClosingStream(self._frames(exchange, call, capture), resources.aclose, headers=headers,
+            def capture(whole: bytes) -> None:
+                self._exchanged(invocation, call.target, whole, headers[STREAM_CONTENT_TYPE])
+        return ClosingStream(self._frames(answer, capture), resources.aclose, headers=headers,
                              media_type=EVENT_STREAM)
 
-    async def _open_stream(self, invocation: Invocation, resources: AsyncExitStack) -> tuple[Call, Exchange, Plan]:
+    async def _open_stream(self, invocation: Invocation, resources: AsyncExitStack) -> tuple[Call, Answer, Plan]:
         """A copy's successful answer, started; `resources` then hold its turn, lease and connection."""
         call, session = await self._call(invocation, streaming=True)
         plan = self._plan(invocation, call.target)
-        exchange = await resources.enter_async_context(self.forwarder.exchange(call))
-        if not exchange.response.is_success:
-            body = await self.forwarder.read(exchange, call)
-            raise exchange.origin.answered(exchange.response.status_code, body)
-        self._follow(session, exchange)
-        return call, exchange, plan
+        answer = await resources.enter_async_context(forward(self.forwarder, call))
+        if not answer.head.is_success:
+            raise answer.error(await answer.read())
+        self._follow(session, answer)
+        return call, answer, plan
 
     async def openai(self, request: Request, path: str, endpoint: str | None = None, *, sagemaker_path: bool = False,
                      component: str | None = None) -> Response:
@@ -130,19 +130,19 @@ class RuntimeService:
         if kind is not None:
             return self._session_request(invocation, call, session, kind)
         plan = self._plan(invocation, call.target)
-        async with self.forwarder.exchange(call) as exchange:
-            body = await self.forwarder.read(exchange, call)
-            if not exchange.response.is_success:
-                raise exchange.origin.answered(exchange.response.status_code, body)
-            headers = _answer_headers(invocation, call.target, exchange.response)
-            if "content-type" in exchange.response.headers:  # as the copy wrote it: no charset added
-                headers["Content-Type"] = exchange.response.headers["content-type"]
+        async with forward(self.forwarder, call) as answer:
+            body = await answer.read()
+            if not answer.head.is_success:
+                raise answer.error(body)
+            headers = _answer_headers(invocation, call.target, answer.head)
+            if "content-type" in answer.head.headers:  # as the copy wrote it: no charset added
+                headers["Content-Type"] = answer.head.headers["content-type"]
             if invocation.session_id == NEW_SESSION:
-                opened = self.sessions.open(invocation.endpoint, call.target.component, exchange.origin.copy_id)
+                opened = self.sessions.open(invocation.endpoint, call.target.component, answer.copy_id)
                 headers[NEW_SESSION_HEADER] = opened.header()
-            self._follow(session, exchange)
+            self._follow(session, answer)
             if plan.capture:
-                self._exchanged(invocation, call.target, body, exchange.response.headers.get("content-type"))
+                self._exchanged(invocation, call.target, body, answer.head.headers.get("content-type"))
             return Response(body, headers=headers)
 
     def _plan(self, invocation: Invocation, target: Target) -> Plan:
@@ -190,15 +190,15 @@ class RuntimeService:
             raise call.target.unavailable(call.endpoint)
         return min(ready, key=lambda c: (router.outstanding(c.copy_id), c.copy_id)).copy_id
 
-    def _follow(self, session: Session | None, exchange: Exchange) -> None:
+    def _follow(self, session: Session | None, answer: Answer) -> None:
         """The session moves to the copy that answered (its own copy was gone), or ends if the copy closed it."""
         if session is None:
             return
-        if CLOSED_SESSION_HEADER in exchange.response.headers:
+        if CLOSED_SESSION_HEADER in answer.head.headers:
             self.sessions.close(session.id)
-        elif exchange.origin.copy_id != session.copy_id:
-            log.info("session %s moved from copy %s to %s", session.id, session.copy_id, exchange.origin.copy_id)
-            self.sessions.move(session, exchange.origin.copy_id)
+        elif answer.copy_id != session.copy_id:
+            log.info("session %s moved from copy %s to %s", session.id, session.copy_id, answer.copy_id)
+            self.sessions.move(session, answer.copy_id)
 
     async def _call(self, invocation: Invocation, *, streaming: bool = False) -> tuple[Call, Session | None]:
         def resolve() -> Awaitable[Target]:
@@ -230,12 +230,12 @@ class RuntimeService:
                 "same InferenceComponentName (and TargetVariant) it was opened with, or open a new session.")
         return session
 
-    async def _frames(self, exchange: Exchange, call: Call,
+    async def _frames(self, answer: Answer,
                       capture: Callable[[bytes], None] | None = None) -> AsyncGenerator[bytes, None]:
         """The answer as PayloadPart events; given `capture`, it gets the whole answer once the stream ended well."""
         whole: list[bytes] = []
         try:
-            async for chunk in self.forwarder.relay(exchange, call):
+            async for chunk in answer.relay():
                 if capture is not None:
                     whole.append(chunk)
                 for start in range(0, len(chunk), PART_BYTES):
@@ -243,13 +243,13 @@ class RuntimeService:
             if capture is not None:
                 capture(b"".join(whole))
         except StreamEnded as ended:
-            log.warning("stream from %s ended early: %s", exchange.origin.copy_id, ended)
+            log.warning("stream from %s ended early: %s", answer.copy_id, ended)
             if ended.code is None:  # the gateway's own end (its drain): a service failure, not the model's
                 yield eventstream.internal_stream_failure(ended.error.message)
             else:
                 yield eventstream.model_stream_error(ended.error.message, ended.code)
         except Exception as error:
-            log.exception("stream from %s failed", exchange.origin.copy_id)
+            log.exception("stream from %s failed", answer.copy_id)
             yield eventstream.internal_stream_failure(as_invocation_error(error).message)
 
 

@@ -35,6 +35,7 @@ from starlette.types import Receive
 from pier.deadline import StreamClock
 from pier.error_bodies import Dialect, render
 from pier.errors import CLIENT_CLOSED_REQUEST, ClientGone
+from pier.runtime.answer import Answer, forward
 from pier.runtime.call import Call, StreamEnded
 from pier.runtime.disconnect import unless_disconnected
 from pier.runtime.errors import (
@@ -43,7 +44,7 @@ from pier.runtime.errors import (
     as_invocation_error,
     openai_error,
 )
-from pier.runtime.forward import Exchange, Forwarder
+from pier.runtime.forward import Forwarder
 from pier.runtime.invocation import (
     COMPONENT,
     ENDPOINT,
@@ -159,31 +160,31 @@ def _address(endpoint: str | None, model: str | None, component: str | None) -> 
 
 
 async def _whole(forwarder: Forwarder, call: Call, request_id: str) -> Response:
-    async with forwarder.exchange(call) as exchange:
-        body = await forwarder.read(exchange, call)
-        return Response(body, exchange.response.status_code, _headers(exchange, request_id))
+    async with forward(forwarder, call) as answer:
+        body = await answer.read()
+        return Response(body, answer.head.status_code, _headers(answer, request_id))
 
 
 async def _stream(forwarder: Forwarder, call: Call, request_id: str, receive: Receive) -> Response:
     resources = AsyncExitStack()
     try:
-        exchange = await unless_disconnected(resources.enter_async_context(forwarder.exchange(call)), receive)
-        if not exchange.response.is_success:
-            body = await forwarder.read(exchange, call)
+        answer = await unless_disconnected(resources.enter_async_context(forward(forwarder, call)), receive)
+        if not answer.head.is_success:
+            body = await answer.read()
             await resources.aclose()
-            return Response(body, exchange.response.status_code, _headers(exchange, request_id))
+            return Response(body, answer.head.status_code, _headers(answer, request_id))
     except BaseException:
         await resources.aclose()
         raise
-    media_type = exchange.response.headers.get("content-type", "text/event-stream")
-    return ClosingStream(_events(forwarder, exchange, call), resources.aclose,
-                         headers=_headers(exchange, request_id), media_type=media_type)
+    media_type = answer.head.headers.get("content-type", "text/event-stream")
+    return ClosingStream(_events(answer), resources.aclose, headers=_headers(answer, request_id),
+                         media_type=media_type)
 
 
-async def _events(forwarder: Forwarder, exchange: Exchange, call: Call) -> AsyncGenerator[bytes, None]:
+async def _events(answer: Answer) -> AsyncGenerator[bytes, None]:
     tail = b"\n\n"
     try:
-        async for chunk in forwarder.relay(exchange, call):
+        async for chunk in answer.relay():
             tail = (tail + chunk)[-2:]
             yield chunk
     except Exception as error:
@@ -193,9 +194,9 @@ async def _events(forwarder: Forwarder, exchange: Exchange, call: Call) -> Async
         yield separator + b"data: " + json.dumps(body).encode() + b"\n\ndata: [DONE]\n\n"
 
 
-def _headers(exchange: Exchange, request_id: str) -> dict[str, str]:
+def _headers(answer: Answer, request_id: str) -> dict[str, str]:
     headers = {REQUEST_ID: request_id}
-    if "content-type" in exchange.response.headers:
-        headers["Content-Type"] = exchange.response.headers["content-type"]
+    if "content-type" in answer.head.headers:
+        headers["Content-Type"] = answer.head.headers["content-type"]
     return headers
 

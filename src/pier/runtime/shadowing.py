@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from pier.runtime.answer import forward
 from pier.runtime.call import Call
 from pier.runtime.forward import Forwarder
 from pier.runtime.invocation import Invocation
@@ -53,9 +54,9 @@ class Shadowing:
             call = Call(invocation.endpoint, target, "/invocations", invocation.body, invocation.upstream_headers(),
                         request_prefix(invocation.body), asyncio.get_running_loop().time() + deadline_s, deadline_s,
                         route=route_of(target.routing, invocation.body))
-            async with self.forwarder.exchange(call) as exchange:
-                body = await self.forwarder.read(exchange, call)
-                status, content_type = exchange.response.status_code, exchange.response.headers.get("content-type")
+            async with forward(self.forwarder, call) as answer:
+                body = await answer.read()
+                status, content_type = answer.head.status_code, answer.head.headers.get("content-type")
             if plan.capture and 200 <= status < 300:
                 self.tap.exchanged(exchange_of(invocation, variant, body, content_type))
         except asyncio.CancelledError:
