@@ -50,3 +50,13 @@ def test_the_cap_settles_where_a_mixed_step_costs_twice_a_decode_only_one() -> N
         cost.observe(8, cap, mixed(cap))
     assert cost.prompt_cap() == pytest.approx((decode_s - pass_s) / token_s, abs=2)
     assert mixed(cost.prompt_cap()) <= 2 * decode_s * 1.02
+
+
+def test_a_slow_step_now_and_then_does_not_move_the_cap() -> None:
+    """On a shared host one step in many takes ten times as long: the medians ignore it."""
+    cost = StepCost()
+    for i in range(30):
+        slow = 10.0 if i % 7 == 0 else 1.0
+        cost.observe(8, 0, 0.06 * slow)
+        cost.observe(8, 32, (0.06 + 0.04) * slow)
+    assert cost.prompt_cap() == 48

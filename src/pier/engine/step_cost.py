@@ -1,42 +1,53 @@
 """What a step costs, learned from the steps run: the prompt tokens a step with running streams may carry.
 
 A decode-only step's seconds (D) and what each prompt token adds to a step that has decode rows (c, seconds per
-token, measured as (step - D) / prompt tokens) are running averages over the recent steps. The cap is
+token, measured as (step - D) / prompt tokens) are medians over the recent steps (a median, because on a shared
+host one step in many takes ten times as long, and a mean would follow it). The cap is
 (k - 1) x D / c tokens, so a step with streams costs at most k x D (engine/scheduler.py states the policy).
 Because c is measured at the cap's own size, it includes what a prompt chunk costs whatever its length (its pass
-reads the weights once more): the average settles where the tokens really add (k - 1) x D.
+reads the weights once more): the cap settles where the tokens really add (k - 1) x D.
 """
 
 from __future__ import annotations
+
+import statistics
+from collections import deque
 
 from pier.engine.scheduler import ITL_BOUND
 
 MIN_CHUNK = 8  # prompts advance at least this much a step, however cheap decode steps are
 FIRST_CAP = 32  # the cap until both costs have been seen
-WEIGHT = 0.2  # of the newest step in the running averages: a few steps' memory, to follow changing load
+WINDOW = 15  # steps each median is over: enough to ignore a few slow ones, few enough to follow changing load
 
 
 class StepCost:
     def __init__(self, itl_bound: float = ITL_BOUND) -> None:
         self.itl_bound = itl_bound
-        self.decode_s: float | None = None  # D
-        self.token_s: float | None = None  # c
+        self._decode: deque[float] = deque(maxlen=WINDOW)
+        self._token: deque[float] = deque(maxlen=WINDOW)
+
+    @property
+    def decode_s(self) -> float | None:
+        """D: a decode-only step's seconds."""
+        return statistics.median(self._decode) if self._decode else None
+
+    @property
+    def token_s(self) -> float | None:
+        """c: the seconds a prompt token adds to a step with decode rows."""
+        return statistics.median(self._token) if self._token else None
 
     def observe(self, decode_rows: int, prompt_tokens: int, seconds: float) -> None:
         """One step's forward pass took `seconds` for `decode_rows` generating sequences and `prompt_tokens`."""
         if decode_rows and not prompt_tokens:
-            self.decode_s = _average(self.decode_s, seconds)
-        elif decode_rows and self.decode_s is not None:
-            self.token_s = _average(self.token_s, max(0.0, seconds - self.decode_s) / prompt_tokens)
+            self._decode.append(seconds)
+        elif decode_rows and (decode_s := self.decode_s) is not None:
+            self._token.append(max(0.0, seconds - decode_s) / prompt_tokens)
 
     def prompt_cap(self) -> int:
         """The most prompt tokens a step with generating sequences may carry."""
-        if self.decode_s is None or self.token_s is None:
+        decode_s, token_s = self.decode_s, self.token_s
+        if decode_s is None or token_s is None:
             return FIRST_CAP
-        if self.token_s <= 0:
+        if token_s <= 0:
             return 1 << 30  # prompt tokens cost nothing measurable: let the step budget bound them
-        return max(MIN_CHUNK, round((self.itl_bound - 1) * self.decode_s / self.token_s))
-
-
-def _average(old: float | None, new: float) -> float:
-    return new if old is None else old + WEIGHT * (new - old)
+        return max(MIN_CHUNK, round((self.itl_bound - 1) * decode_s / token_s))
