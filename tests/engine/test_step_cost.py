@@ -16,8 +16,8 @@ Steps = list[tuple[int, int, float]]
         ([(8, 0, 0.06), (8, 32, 0.1)], 48),
         # never below the minimum chunk, however dear prompt tokens are
         ([(8, 0, 0.06), (8, 32, 2.0)], MIN_CHUNK),
-        # a mixed step faster than the decode-only average (noise): the budget bounds it
-        ([(8, 0, 0.06), (8, 32, 0.05)], 1 << 30),
+        # a mixed step faster than the decode-only median (noise, a stale D): the cap doubles, no more
+        ([(8, 0, 0.06), (8, 32, 0.05)], 2 * FIRST_CAP),
     ],
 )
 def test_prompt_cap(steps: Steps, expected: int) -> None:
@@ -27,7 +27,7 @@ def test_prompt_cap(steps: Steps, expected: int) -> None:
     assert cost.prompt_cap() == expected
 
 
-@pytest.mark.parametrize(("bound", "expected"), [(2.0, 48), (3.0, 96), (1.5, 24)])
+@pytest.mark.parametrize(("bound", "expected"), [(2.0, 48), (3.0, 64), (1.5, 24)])
 def test_the_bound_scales_the_cap(bound: float, expected: int) -> None:
     cost = StepCost(bound)
     cost.observe(8, 0, 0.06)
@@ -60,3 +60,10 @@ def test_a_slow_step_now_and_then_does_not_move_the_cap() -> None:
         cost.observe(8, 0, 0.06 * slow)
         cost.observe(8, 32, (0.06 + 0.04) * slow)
     assert cost.prompt_cap() == 48
+
+
+def test_the_cap_at_most_doubles_a_call() -> None:
+    cost = StepCost()
+    cost.observe(8, 0, 0.06)
+    cost.observe(8, 32, 0.0601)  # prompt tokens nearly free: the cap wants ~19,000 tokens
+    assert [cost.prompt_cap() for _ in range(4)] == [64, 128, 256, 512]

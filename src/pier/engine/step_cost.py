@@ -25,6 +25,7 @@ class StepCost:
         self.itl_bound = itl_bound
         self._decode: deque[float] = deque(maxlen=WINDOW)
         self._token: deque[float] = deque(maxlen=WINDOW)
+        self._last_cap = FIRST_CAP
 
     @property
     def decode_s(self) -> float | None:
@@ -44,10 +45,13 @@ class StepCost:
             self._token.append(max(0.0, seconds - decode_s) / prompt_tokens)
 
     def prompt_cap(self) -> int:
-        """The most prompt tokens a step with generating sequences may carry."""
+        """The most prompt tokens a step with generating sequences may carry. It at most doubles from one call to
+        the next: D is only measured in decode-only steps, so while prompts keep coming it can be stale (measured
+        on a busier host, it makes prompt tokens look free), and the cap then grows only as fast as the steps it
+        shapes show their real cost."""
         decode_s, token_s = self.decode_s, self.token_s
         if decode_s is None or token_s is None:
             return FIRST_CAP
-        if token_s <= 0:
-            return 1 << 30  # prompt tokens cost nothing measurable: let the step budget bound them
-        return max(MIN_CHUNK, round((self.itl_bound - 1) * decode_s / token_s))
+        wanted = (self.itl_bound - 1) * decode_s / token_s if token_s > 0 else float("inf")
+        self._last_cap = max(MIN_CHUNK, round(min(wanted, 2 * self._last_cap)))
+        return self._last_cap
