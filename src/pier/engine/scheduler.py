@@ -6,8 +6,10 @@ The policy, and its two bounds:
   token in every step. While any does, the prompt tokens a step carries are capped (`prompt_cap`, set by
   `engine/step_cost.py` from the steps' measured times) so that they add at most (k - 1) times what a
   decode-only step costs, k = `ITL_BOUND` = 2: a stream's gap between tokens is at most twice a decode-only
-  step's, so under mixed load ITL p99 <= 2x ITL p50 (every gap lies between one decode-only step and two). With
-  no stream running, prompts get the whole step budget (`budget`, the batch size).
+  step's, so under mixed load ITL p99 <= 2x ITL p50 (every gap lies between one decode-only step and two). The
+  bound is on the forward pass; the cap never goes below `MIN_CHUNK` (8) tokens, so prompts always advance, and
+  where 8 prompt tokens cost more than a decode-only step a step beside them costs more than k times. With no
+  stream running, prompts get the whole step budget (`budget`, the batch size).
 - **Short prompts first, with aging.** The prompt tokens of a step go to the shortest pending prompts first
   (fewest tokens left), so a short prompt that arrives behind a long one gets its first token after a step or
   two, not after the whole long prompt. A prompt passed over this way is charged: each prompt has a *slack*, the
