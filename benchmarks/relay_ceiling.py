@@ -1,15 +1,18 @@
 """The gateway's relay ceiling: how many streamed tokens per second one gateway process relays, and what each
 relayed token costs it in CPU.
 
-No model: each copy is a fake model server (`--role copy`) that streams tokens as fast as it can, one SSE event
-per token, each carrying the time it was sent (`"t":NANOSECONDS`). With `X-Pier-Resumable` (what the gateway
-asks by default) it answers in pier's frames (pier.resumable), one data frame per token, as an engine copy does.
-The gateway (`--role gateway`) is its own process running pier's runtime data plane (RuntimeService with the
-SageMaker runtime and OpenAI routes: router, attempt loop, frames reader, event-stream framing) in front of those
-copies, under uvicorn as `pier up` serves it; its control plane is left out (it is idle while tokens stream).
-Many concurrent streaming clients count the tokens they receive and the emit-to-receive delay.
+No model: each copy is a fake model server (`--role copy`) that streams tokens as fast as it can (or one every
+`--interval-ms`), one SSE event per token, each carrying the time it was sent (`"t":NANOSECONDS`). With
+`X-Pier-Resumable` (what the gateway asks by default) it answers in pier's frames (pier.resumable), one data frame
+per token, as an engine copy does. The gateway is `pier up` itself (`--gateway pier-up`, the default: `python -m
+pier.gateway` whose local backend starts the fake copy in place of the model server, the endpoint created through
+its SageMaker control API), or only its runtime data plane (`--gateway plane`: RuntimeService with the SageMaker
+runtime and OpenAI routes under uvicorn, which PIER_RELAY_PROFILE=PATH runs under cProfile). Many concurrent
+streaming clients count the tokens they receive and the emit-to-receive delay; the gateway's CPU is read from
+/proc. "direct" is the same clients against one copy, without the gateway.
 
     PYTHONPATH=src python3 benchmarks/relay_ceiling.py --copies 2 --clients 32 --seconds 10
+    PYTHONPATH=src python3 benchmarks/relay_ceiling.py --clients 128 --tokens 100 --interval-ms 20  # paced
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -97,9 +101,10 @@ class Ceiling:
 # -- the fake copy --------------------------------------------------------------------------------------------
 
 
-def copy_app(tokens: int, interval_s: float = 0.0) -> Any:
+def copy_app(tokens: int, interval_s: float = 0.0, concurrency: int = 64) -> Any:
     """A raw ASGI model server: /ping, and any POST streams `tokens` tokens (framed when the gateway asks), one
     every `interval_s` (0: as fast as it can, so many reach the gateway in one read)."""
+    from pier.concurrency import CONCURRENCY_HEADER
     from pier.resumable import FRAMED, FRAMES_MEDIA_TYPE, data_frame, head_frame
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -108,7 +113,9 @@ def copy_app(tokens: int, interval_s: float = 0.0) -> Any:
         while (await receive()).get("more_body"):
             pass
         if scope["method"] == "GET":
-            await send({"type": "http.response.start", "status": 200, "headers": []})
+            # what a ready copy says it takes at once (pier.concurrency), so the gateway queues nothing
+            ping = [(CONCURRENCY_HEADER.lower().encode(), str(concurrency).encode())]
+            await send({"type": "http.response.start", "status": 200, "headers": ping})
             await send({"type": "http.response.body", "body": b""})
             return
         headers = dict(scope["headers"])
@@ -133,10 +140,11 @@ def copy_app(tokens: int, interval_s: float = 0.0) -> Any:
     return app
 
 
-def serve_copy(port: int, tokens: int, interval_s: float) -> None:
+def serve_copy(port: int, tokens: int, interval_s: float, concurrency: int) -> None:
     import uvicorn
 
-    uvicorn.run(copy_app(tokens, interval_s), host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    uvicorn.run(copy_app(tokens, interval_s, concurrency), host="127.0.0.1", port=port, log_level="warning",
+                access_log=False)
 
 
 # -- the gateway ----------------------------------------------------------------------------------------------
@@ -170,6 +178,36 @@ def serve_gateway(port: int, copy_urls: Sequence[str], concurrency: int) -> None
         app.post(DUMP_PATH)(lambda: profiler.dump_stats(profile))
         profiler.enable()
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+def serve_pier_up(args: argparse.Namespace) -> int:
+    """`pier up` itself (python -m pier.gateway), whose local backend starts fake copies in place of the model
+    server: everything else (control plane, supervisor, router, relay) is the real gateway's."""
+    import pier.backends.process
+    from pier.gateway.run import main as gateway_main
+
+    def fake_copy(python: str, spec: Any, port: int) -> list[str]:
+        return [python, __file__, "--role", "copy", "--port", str(port), "--tokens", str(args.tokens),
+                "--interval-ms", str(args.interval_ms), "--concurrency", str(args.concurrency)]
+
+    pier.backends.process.command = fake_copy
+    return gateway_main(["--port", str(args.port), "--state-dir", args.state_dir, "--log-level", "warning"])
+
+
+def deploy(gateway_url: str, model_dir: Path, copies: int, timeout_s: float = 120) -> None:
+    """Endpoint `relay` of `copies` copies, created through the gateway's SageMaker control API."""
+    import boto3
+
+    control = boto3.client("sagemaker", endpoint_url=gateway_url, region_name="us-east-1",
+                           aws_access_key_id="x", aws_secret_access_key="x")
+    control.create_model(ModelName="relay", ExecutionRoleArn="arn:aws:iam::1:role/r", PrimaryContainer={
+        "Image": "byoc", "ModelDataUrl": f"file://{model_dir}"})
+    control.create_endpoint_config(EndpointConfigName="relay", ProductionVariants=[{
+        "VariantName": "AllTraffic", "ModelName": "relay", "InstanceType": "local",
+        "InitialInstanceCount": copies}])
+    control.create_endpoint(EndpointName="relay", EndpointConfigName="relay")
+    control.get_waiter("endpoint_in_service").wait(EndpointName="relay", WaiterConfig={
+        "Delay": 1, "MaxAttempts": int(timeout_s)})
 
 
 # -- the driver -----------------------------------------------------------------------------------------------
@@ -253,42 +291,73 @@ def report(run: Run) -> dict[str, Any]:
 
 
 async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
-    ports = [free_port() for _ in range(args.copies)]
-    copy_urls = [f"http://127.0.0.1:{port}" for port in ports]
     gateway_port = free_port()
-    processes = [spawn("--role", "copy", "--port", str(port), "--tokens", str(args.tokens),
-                       "--interval-ms", str(args.interval_ms)) for port in ports]
-    gateway = spawn("--role", "gateway", "--port", str(gateway_port), "--copy-urls", ",".join(copy_urls),
-                    "--concurrency", str(args.clients))
-    processes.append(gateway)
+    gateway_url = f"http://127.0.0.1:{gateway_port}"
+    processes: list[subprocess.Popen[bytes]] = []
     rows = []
-    try:
-        for url in [*copy_urls, f"http://127.0.0.1:{gateway_port}"]:
-            await wait_listening(url)
-        gateway_url = f"http://127.0.0.1:{gateway_port}"
-        await drive("warm-up", gateway_url + ROUTES["openai-chat"], 2, 1.0, None)
-        rows.append(report(await drive("direct", copy_urls[0] + ROUTES["direct"], args.clients, args.seconds,
-                                       None)))
-        for name in ("sagemaker-stream", "openai-chat"):
-            rows.append(report(await drive(name, gateway_url + ROUTES[name], args.clients, args.seconds,
-                                           gateway.pid)))
-        if os.environ.get(PROFILE_ENV):
-            import httpx
+    with tempfile.TemporaryDirectory(prefix="relay-ceiling-") as scratch:
+        try:
+            if args.gateway == "pier-up":
+                gateway = spawn("--role", "pier-up", "--port", str(gateway_port), "--state-dir", f"{scratch}/state",
+                                "--tokens", str(args.tokens), "--interval-ms", str(args.interval_ms),
+                                "--concurrency", str(args.clients))
+                processes.append(gateway)
+                await wait_listening(gateway_url)
+                await asyncio.to_thread(deploy, gateway_url, byoc_model(Path(scratch)), args.copies)
+                copy_urls = await asyncio.to_thread(listed_copies, gateway_url)
+            else:
+                copy_urls = [f"http://127.0.0.1:{free_port()}" for _ in range(args.copies)]
+                processes += [spawn("--role", "copy", "--port", url.rsplit(":", 1)[1], "--tokens", str(args.tokens),
+                                    "--interval-ms", str(args.interval_ms), "--concurrency", str(args.clients))
+                              for url in copy_urls]
+                gateway = spawn("--role", "gateway", "--port", str(gateway_port), "--copy-urls", ",".join(copy_urls),
+                                "--concurrency", str(args.clients))
+                processes.append(gateway)
+                for url in [*copy_urls, gateway_url]:
+                    await wait_listening(url)
+            await drive("warm-up", gateway_url + ROUTES["openai-chat"], 2, 1.0, None)
+            rows.append(report(await drive("direct", copy_urls[0] + ROUTES["direct"], args.clients, args.seconds,
+                                           None)))
+            for name in ("sagemaker-stream", "openai-chat"):
+                rows.append(report(await drive(name, gateway_url + ROUTES[name], args.clients, args.seconds,
+                                               gateway.pid)))
+            if os.environ.get(PROFILE_ENV) and args.gateway == "plane":
+                import httpx
 
-            httpx.post(gateway_url + DUMP_PATH, timeout=30)
-    finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            process.wait(10)
+                httpx.post(gateway_url + DUMP_PATH, timeout=30)
+        finally:
+            for process in processes:
+                process.terminate()
+            for process in processes:
+                process.wait(30)
     return rows
+
+
+def byoc_model(root: Path) -> Path:
+    """A bring-your-own-code model folder: what the control plane accepts without a GGUF (the fake copy never
+    reads it)."""
+    code = root / "model" / "code"
+    code.mkdir(parents=True)
+    (code / "inference.py").write_text("def predict_fn(data, model):\n    return data\n")
+    return code.parent
+
+
+def listed_copies(gateway_url: str) -> list[str]:
+    import httpx
+
+    copies = httpx.get(gateway_url + "/pier/copies", timeout=10).json()["copies"]
+    return [copy["url"] for copy in copies if copy.get("url")]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--role", choices=["driver", "copy", "gateway"], default="driver")
+    parser.add_argument("--role", choices=["driver", "copy", "gateway", "pier-up"], default="driver")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--copy-urls", default="")
+    parser.add_argument("--state-dir", default="")
+    parser.add_argument("--gateway", choices=["pier-up", "plane"], default="pier-up",
+                        help="pier-up: `pier up` itself, its local backend starting the fake copies; plane: only the "
+                             "runtime data plane (RuntimeService) in front of copies started here (and --profile-able)")
     parser.add_argument("--concurrency", type=int, default=64, help="requests a copy takes at once")
     parser.add_argument("--copies", type=int, default=2)
     parser.add_argument("--clients", type=int, default=32, help="concurrent streaming clients")
@@ -299,7 +368,9 @@ def main() -> None:
     parser.add_argument("--json", default="", help="also write the rows here")
     args = parser.parse_args()
     if args.role == "copy":
-        serve_copy(args.port, args.tokens, args.interval_ms / 1e3)
+        serve_copy(args.port, args.tokens, args.interval_ms / 1e3, args.concurrency)
+    elif args.role == "pier-up":
+        sys.exit(serve_pier_up(args))
     elif args.role == "gateway":
         serve_gateway(args.port, args.copy_urls.split(","), args.concurrency)
     else:
