@@ -32,9 +32,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-# A model server's answer carries this header (value: the error code) when it refused the request before doing
-# any of its work (loading, shutting down, full), so the gateway may send it to another copy instead.
-REFUSED_HEADER = "X-Pier-Refused"
 RETRY_AFTER_S = 1
 RETRY_STATUSES = frozenset({429, 503})  # answers that carry Retry-After
 

@@ -21,7 +21,8 @@ from dataclasses import dataclass, replace
 import httpx
 
 from pier.backends.base import CopyStatus
-from pier.errors import REFUSED_HEADER, PierError
+from pier.channel.refusal import REFUSED_HEADER
+from pier.errors import PierError
 from pier.multi_model import CacheReport
 from pier.runtime import resume
 from pier.runtime.admission import Admission, AdmissionLimits

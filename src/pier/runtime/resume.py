@@ -26,8 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 import httpx
 
 from pier.backends.base import CopyStatus
-from pier.errors import REFUSED_HEADER
-from pier.resumable import (
+from pier.channel.frames import (
     ABANDON,
     CONTINUE,
     DATA,
@@ -42,6 +41,7 @@ from pier.resumable import (
     Frame,
     FrameReader,
 )
+from pier.channel.refusal import REFUSED_HEADER
 from pier.runtime.call import OVERLOADED, Call, StreamEnded
 from pier.runtime.errors import InvocationError, ModelError, Origin
 from pier.runtime.eventstream import StreamErrorCode

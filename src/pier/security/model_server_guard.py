@@ -21,8 +21,8 @@ from starlette.datastructures import Headers
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from pier.channel.copy_secret import COPY_SECRET_ENV, COPY_SECRET_HEADER
 from pier.security.bearer import bearer_token
-from pier.security.copy_secret import COPY_SECRET_ENV, COPY_SECRET_HEADER
 from pier.security.credentials import same_secret
 from pier.server.errors import Flavor, flavor_of
 

@@ -16,8 +16,8 @@ from typing import Any, ClassVar
 from fastapi.responses import JSONResponse
 from starlette.requests import HTTPConnection
 
+from pier.channel.refusal import REFUSED_HEADER
 from pier.errors import (
-    REFUSED_HEADER,
     RETRY_AFTER_S,
     RETRY_STATUSES,
     ContextLengthExceeded,

@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pier.concurrency import CONCURRENCY_HEADER
+from pier.channel.concurrency import CONCURRENCY_HEADER
 from pier.errors import InvalidRequest, PierError
 from pier.multi_model import CACHE_ENV, MEMORY_ENV, TARGET_MODEL_HEADER, model_path
 from pier.server.errors import Flavor, ShuttingDown, error_response

@@ -43,8 +43,8 @@ from pier.backends.ray.placement import (
     reservation,
 )
 from pier.backends.supervisor import SupervisionSettings
-from pier.concurrency import copy_concurrency
-from pier.security.copy_secret import new_copy_secret
+from pier.channel.concurrency import copy_concurrency
+from pier.channel.copy_secret import new_copy_secret
 
 log = logging.getLogger("pier.backends.ray")
 T = TypeVar("T")
