@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pier.security.credential_scope import check_scope, regions
+from pier.security.credential_scope import check_scope, regions, signing_service
 from pier.security.errors import InvalidSignature
-from pier.security.routes import signing_service
 
 FORM = "application/x-www-form-urlencoded; charset=utf-8"
 

@@ -21,10 +21,8 @@ import cbor2
 from botocore.validate import ParamValidator
 
 from pier.autoscaling.errors import ScalingError, ScalingValidation, UnknownOperation
+from pier.dialect import AUTOSCALING_TARGET, CLOUDWATCH_TARGET
 
-AUTOSCALING_TARGET = "AnyScaleFrontendService"
-CLOUDWATCH_TARGET = "GraniteServiceVersion20100801"
-CBOR_PATH = f"/service/{CLOUDWATCH_TARGET}/operation/"
 SERVICES = {AUTOSCALING_TARGET: "application-autoscaling", CLOUDWATCH_TARGET: "cloudwatch"}
 
 Body = dict[str, Any]

@@ -25,6 +25,7 @@ from pier.autoscaling.scaler import Scaler
 from pier.autoscaling.store import Store
 from pier.control.errors import ControlError
 from pier.control.names import region_of
+from pier.dialect import AUTOSCALING_TARGET, CLOUDWATCH_TARGET
 from pier.gateway.body import decoded, read_body
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ async def answer(request: Request, service: str, operation: str, protocol: wire.
         region = region_of(request.headers.get("authorization"))
         gateway: Gateway = request.app.state.gateway
         parts = gateway.autoscaling
-        api = parts.application_autoscaling if service == wire.AUTOSCALING_TARGET else parts.cloudwatch
+        api = parts.application_autoscaling if service == AUTOSCALING_TARGET else parts.cloudwatch
 
         def call() -> bytes:  # on the writer thread: decoding, botocore's checks, SQLite and aggregation
             body = wire.check(wire.SERVICES[service], operation, protocol.decode(_decoded(raw, encoding)))
@@ -118,7 +119,7 @@ async def query_route(request: Request) -> Response:
 
 async def cbor_route(operation: str, request: Request) -> Response:
     """CloudWatch in Smithy RPC v2 CBOR."""
-    return await answer(request, wire.CLOUDWATCH_TARGET, operation, wire.CBOR)
+    return await answer(request, CLOUDWATCH_TARGET, operation, wire.CBOR)
 
 
 async def _body(request: Request) -> bytes:

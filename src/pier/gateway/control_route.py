@@ -15,6 +15,7 @@ from pier.autoscaling import wire
 from pier.control.errors import ControlError, UnknownOperation
 from pier.control.limits import check_request, parse_body
 from pier.control.names import region_of
+from pier.dialect import AUTOSCALING_TARGET, CLOUDWATCH_TARGET
 from pier.gateway import autoscaling_route
 from pier.gateway.body import decoded, read_body
 from pier.gateway.parts import gateway_of
@@ -29,7 +30,7 @@ REQUEST_ID = "x-amzn-RequestId"
 async def control_route(request: Request) -> Response:
     service, _, operation = request.headers.get("x-amz-target", "").partition(".")
     if service in wire.SERVICES:  # Application Auto Scaling (JSON 1.1) or CloudWatch (JSON 1.0)
-        protocol = wire.JSON_1_1 if service == wire.AUTOSCALING_TARGET else wire.JSON_1_0
+        protocol = wire.JSON_1_1 if service == AUTOSCALING_TARGET else wire.JSON_1_0
         return await autoscaling_route.answer(request, service, operation, protocol)
     if autoscaling_route.is_query(request):  # CloudWatch as older botocore calls it
         return await autoscaling_route.query_route(request)
@@ -62,7 +63,7 @@ def _operation(target: str) -> str:
     if service != "SageMaker" or not operation:
         raise UnknownOperation(
             f"pier serves the SageMaker API at POST / with X-Amz-Target: SageMaker.<Operation> (and "
-            f"{wire.AUTOSCALING_TARGET}.<Operation>, {wire.CLOUDWATCH_TARGET}.<Operation>); got {target!r}."
+            f"{AUTOSCALING_TARGET}.<Operation>, {CLOUDWATCH_TARGET}.<Operation>); got {target!r}."
         )
     return operation
 

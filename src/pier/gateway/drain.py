@@ -23,6 +23,7 @@ import uvicorn
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from pier.dialect import Dialect, dialect_of
 from pier.runtime.errors import ServiceUnavailable, openai_error, sagemaker_error
 
 log = logging.getLogger("pier.gateway")
@@ -30,7 +31,6 @@ log = logging.getLogger("pier.gateway")
 DEFAULT_GRACE_S = 30.0
 GRACE_ENV = "PIER_GRACE_PERIOD_S"
 FLUSH_S = 5.0  # after the grace period, how long requests ended in protocol get to write their last words
-OPENAI_PATHS = ("/v1/chat/completions", "/v1/completions")
 
 
 def grace_period(given: float | None = None) -> float:
@@ -58,18 +58,18 @@ class Drain:
         self.in_flight = 0
 
     def refusal(self, scope: Scope) -> Response:
-        """New work while draining: 503 in the shape of the route it came to."""
-        path: str = scope["path"]
+        """New work while draining: 503 in the dialect of the path it came to."""
+        dialect = dialect_of(scope["path"])
         request_id = str(uuid.uuid4())
         error = ServiceUnavailable(
             "The gateway is shutting down and takes no new requests; retry shortly (on another gateway, or on "
             "this one once it is back)."
         )
-        if path.startswith("/endpoints/") and "/invocations" in path:
+        if dialect is Dialect.RUNTIME:
             return sagemaker_error(error, request_id)
-        if path.endswith(OPENAI_PATHS):
+        if dialect is Dialect.OPENAI:
             return openai_error(error, request_id)
-        if path == "/":
+        if dialect is Dialect.CONTROL:
             return JSONResponse({"__type": "ServiceUnavailable", "message": error.message}, 503,
                                 headers={"x-amzn-RequestId": request_id, "Retry-After": "1"},
                                 media_type="application/x-amz-json-1.1")

@@ -13,10 +13,10 @@ import uvicorn
 from pier.control import state_files
 from pier.control.backups import GatewayLock
 from pier.errors import PierError
+from pier.gateway import listening
 from pier.gateway.app import create_gateway
 from pier.gateway.drain import DrainingServer, grace_period
 from pier.gpus import discover, gpu_build_advice
-from pier.security import listening
 from pier.security.exposure import may_listen
 from pier.security.keystore import StoredKey
 from pier.security.settings import SecuritySettings

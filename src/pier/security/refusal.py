@@ -1,24 +1,24 @@
-"""A refusal as the response each route family's clients parse: botocore's JSON 1.1 parser (`__type`), its
+"""A refusal as the response each dialect's clients parse: botocore's JSON 1.1 parser (`__type`), its
 rest-json parser (`x-amzn-ErrorType`), or the openai client (`{"error": {...}}`)."""
 
 from __future__ import annotations
 
 from fastapi.responses import JSONResponse
 
+from pier.dialect import Dialect
 from pier.security.errors import AuthFailure
-from pier.security.routes import Family
 
 AMZ_JSON = "application/x-amz-json-1.1"
 REQUEST_ID = "x-amzn-RequestId"
 ERROR_TYPE = "x-amzn-ErrorType"
 
 
-def refusal_response(family: Family, failure: AuthFailure, request_id: str) -> JSONResponse:
-    if family is Family.CONTROL:
+def refusal_response(dialect: Dialect, failure: AuthFailure, request_id: str) -> JSONResponse:
+    if dialect is Dialect.CONTROL:
         code = failure.json_code or failure.code
         return JSONResponse({"__type": code, "message": failure.message}, failure.json_status,
                             headers={REQUEST_ID: request_id, ERROR_TYPE: code}, media_type=AMZ_JSON)
-    if family is Family.OPENAI:
+    if dialect is Dialect.OPENAI:
         error = {"message": failure.message, "type": _openai_type(failure.openai_status), "param": None,
                  "code": failure.openai_code}
         headers = {"x-request-id": request_id}

@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 from starlette.requests import HTTPConnection
 
 from pier.channel.refusal import REFUSED_HEADER
+from pier.dialect import Dialect, dialect_of
 from pier.errors import (
     RETRY_AFTER_S,
     RETRY_STATUSES,
@@ -33,13 +34,15 @@ from pier.errors import (
     wire_of,
 )
 
-LLAMA_SERVER_PATHS = frozenset({"/tokenize", "/detokenize", "/apply-template"})  # flavors/tokenizer.py
-
 
 class Flavor(StrEnum):
     OPENAI = "openai"
     TGI = "tgi"
     SAGEMAKER = "sagemaker"
+
+
+# A copy speaks three of the dialects; a path in none of them (its own routes, or none) answers in TGI's shape.
+FLAVORS = {Dialect.OPENAI: Flavor.OPENAI, Dialect.SAGEMAKER: Flavor.SAGEMAKER, Dialect.TGI: Flavor.TGI}
 
 
 class HttpError(PierError):
@@ -169,9 +172,4 @@ def flavor_of(connection: HTTPConnection | Mapping[str, Any]) -> Flavor:
     for flavor in (only, chosen):
         if isinstance(flavor, Flavor):
             return flavor
-    path: str = scope.get("path", "")
-    if path.startswith("/v1/") or path in LLAMA_SERVER_PATHS:  # llama-server's errors are OpenAI's shape
-        return Flavor.OPENAI
-    if path in {"/ping", "/execution-parameters"}:
-        return Flavor.SAGEMAKER
-    return Flavor.TGI
+    return FLAVORS.get(dialect_of(scope.get("path", "")), Flavor.TGI)
