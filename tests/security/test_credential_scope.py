@@ -35,7 +35,7 @@ def test_check_scope(region: str, service: str, expected: str, refusal: str | No
         return
     with pytest.raises(InvalidSignature) as raised:
         check_scope(region, service, expected)
-    assert refusal in raised.value.message and raised.value.code == "InvalidSignatureException"
+    assert refusal in raised.value.message and raised.value.wire.sagemaker_code == "InvalidSignatureException"
 
 
 def test_regions_are_botocore_s() -> None:

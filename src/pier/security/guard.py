@@ -98,7 +98,7 @@ class SecurityGuard:
             return
         except AuthFailure as failure:
             who = principal.name if principal is not None else "-"
-            audit(who, call.operation, _resource(call, body), failure.code, call.client)
+            audit(who, call.operation, _resource(call, body), failure.wire.sagemaker_code, call.client)
             await refusal_response(call.reach.dialect, failure, call.request_id)(scope, body.replay(), send)
             return
         scope.setdefault("state", {})[STATE_NAME] = principal  # for routes that answer by caller (GET /v1/models)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from fastapi.responses import JSONResponse
 
 from pier.dialect import Dialect
+from pier.errors import openai_error_body
 from pier.security.errors import AuthFailure
 
 AMZ_JSON = "application/x-amz-json-1.1"
@@ -14,20 +15,15 @@ ERROR_TYPE = "x-amzn-ErrorType"
 
 
 def refusal_response(dialect: Dialect, failure: AuthFailure, request_id: str) -> JSONResponse:
+    wire = failure.wire
     if dialect is Dialect.CONTROL:
-        code = failure.json_code or failure.code
-        return JSONResponse({"__type": code, "message": failure.message}, failure.json_status,
+        code = wire.control_code or wire.sagemaker_code
+        return JSONResponse({"__type": code, "message": failure.message}, wire.control_status or wire.sagemaker_status,
                             headers={REQUEST_ID: request_id, ERROR_TYPE: code}, media_type=AMZ_JSON)
     if dialect is Dialect.OPENAI:
-        error = {"message": failure.message, "type": _openai_type(failure.openai_status), "param": None,
-                 "code": failure.openai_code}
         headers = {"x-request-id": request_id}
-        if failure.openai_status == 401:
+        if wire.status == 401:
             headers["WWW-Authenticate"] = 'Bearer realm="pier"'
-        return JSONResponse({"error": error}, failure.openai_status, headers=headers)
-    return JSONResponse({"message": failure.message}, failure.rest_status,
-                        headers={REQUEST_ID: request_id, ERROR_TYPE: failure.code})
-
-
-def _openai_type(status: int) -> str:
-    return "server_error" if status >= 500 else "invalid_request_error"
+        return JSONResponse(openai_error_body(failure), wire.status, headers=headers)
+    return JSONResponse({"message": failure.message}, wire.sagemaker_status,
+                        headers={REQUEST_ID: request_id, ERROR_TYPE: wire.sagemaker_code})
