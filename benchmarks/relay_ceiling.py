@@ -3,7 +3,7 @@ relayed token costs it in CPU.
 
 No model: each copy is a fake model server (`--role copy`) that streams tokens as fast as it can (or one every
 `--interval-ms`), one SSE event per token, each carrying the time it was sent (`"t":NANOSECONDS`). With
-`X-Pier-Resumable` (what the gateway asks by default) it answers in pier's frames (pier.resumable), one data frame
+`X-Pier-Resumable` (what the gateway asks by default) it answers in pier's frames (pier.channel.frames), one data frame
 per token, as an engine copy does. The gateway is `pier up` itself (`--gateway pier-up`, the default: `python -m
 pier.gateway` whose local backend starts the fake copy in place of the model server, the endpoint created through
 its SageMaker control API), or only its runtime data plane (`--gateway plane`: RuntimeService with the SageMaker
@@ -104,8 +104,8 @@ class Ceiling:
 def copy_app(tokens: int, interval_s: float = 0.0, concurrency: int = 64) -> Any:
     """A raw ASGI model server: /ping, and any POST streams `tokens` tokens (framed when the gateway asks), one
     every `interval_s` (0: as fast as it can, so many reach the gateway in one read)."""
-    from pier.concurrency import CONCURRENCY_HEADER
-    from pier.resumable import FRAMED, FRAMES_MEDIA_TYPE, data_frame, head_frame
+    from pier.channel.concurrency import CONCURRENCY_HEADER
+    from pier.channel.frames import FRAMED, FRAMES_MEDIA_TYPE, data_frame, head_frame
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -113,7 +113,7 @@ def copy_app(tokens: int, interval_s: float = 0.0, concurrency: int = 64) -> Any
         while (await receive()).get("more_body"):
             pass
         if scope["method"] == "GET":
-            # what a ready copy says it takes at once (pier.concurrency), so the gateway queues nothing
+            # what a ready copy says it takes at once (pier.channel.concurrency), so the gateway queues nothing
             ping = [(CONCURRENCY_HEADER.lower().encode(), str(concurrency).encode())]
             await send({"type": "http.response.start", "status": 200, "headers": ping})
             await send({"type": "http.response.body", "body": b""})

@@ -12,7 +12,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pier.concurrency import DEFAULT_MAX_CONCURRENT_REQUESTS, DEFAULT_PARALLEL, MAX_CONCURRENT_REQUESTS, PARALLEL
+from pier.channel.concurrency import (
+    DEFAULT_MAX_CONCURRENT_REQUESTS,
+    DEFAULT_PARALLEL,
+    MAX_CONCURRENT_REQUESTS,
+    PARALLEL,
+)
 from pier.deadline import before_client_gives_up
 from pier.engine.kv_type import DEFAULT_KV_TYPE, KV_TYPE_NAMES
 from pier.engine.offload import SPLIT_MODES, GpuSettings

@@ -56,8 +56,8 @@ from pier.backends.ray.ray_calls import (
 from pier.backends.ray.remote_copy import RemoteCopy
 from pier.backends.registry import RAY
 from pier.backends.supervisor import SupervisionSettings
-from pier.concurrency import copy_concurrency
-from pier.security.copy_secret import new_copy_secret
+from pier.channel.concurrency import copy_concurrency
+from pier.channel.copy_secret import new_copy_secret
 
 log = logging.getLogger("pier.backends.ray")
 
