@@ -37,7 +37,7 @@ class Flavor(StrEnum):
 
 
 # A copy speaks three of the dialects; a path in none of them (its own routes, or none) answers in TGI's shape.
-FLAVORS = {Dialect.OPENAI: Flavor.OPENAI, Dialect.RUNTIME: Flavor.SAGEMAKER, Dialect.TGI: Flavor.TGI}
+FLAVORS = {Dialect.OPENAI: Flavor.OPENAI, Dialect.SAGEMAKER: Flavor.SAGEMAKER, Dialect.TGI: Flavor.TGI}
 
 
 class HttpError(PierError):
