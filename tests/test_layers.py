@@ -235,7 +235,7 @@ def test_no_package_cycle() -> None:
     ("from pier.control.state import State", "pier.gateway.app", False, ["pier.control.state"]),
     ("from pier.control import state", "pier.gateway.app", False, ["pier.control.state"]),
     ("from pier import storage, __version__", "pier.gateway.app", False, ["pier.storage", "pier"]),
-    ("from . import limits", "pier.control.api", False, ["pier.control.limits"]),
+    ("from . import request_limits", "pier.control.api", False, ["pier.control.request_limits"]),
     ("from .state import State", "pier.control.api", False, ["pier.control.state"]),
     ("from ..errors import ControlError", "pier.control.fetch.store", False, ["pier.control.errors"]),
     ("from .fetch import s3", "pier.control", True, ["pier.control.fetch.s3"]),

@@ -32,8 +32,8 @@ from pier.control.backups import Backups, Watched, file_mark
 from pier.control.devices import GpuPool
 from pier.control.fetch.fetches import Fetches
 from pier.control.fetch.store import ModelStore
-from pier.control.limits import MAX_BODY_BYTES as CONTROL_MAX_BODY_BYTES
 from pier.control.reconciler import Reconciler
+from pier.control.request_limits import MAX_BODY_BYTES as CONTROL_MAX_BODY_BYTES
 from pier.control.state import State
 from pier.dialect import CBOR_PATH
 from pier.gateway import autoscaling_route, pier_routes, state_files, transform_route

@@ -13,8 +13,8 @@ from fastapi.responses import JSONResponse, Response
 
 from pier.autoscaling import wire
 from pier.control.errors import ControlError, UnknownOperation
-from pier.control.limits import check_request, parse_body
 from pier.control.names import region_of
+from pier.control.request_limits import check_request, parse_body
 from pier.dialect import AUTOSCALING_TARGET, CLOUDWATCH_TARGET, Dialect
 from pier.error_bodies import AMZ_JSON, AMZ_REQUEST_ID, render
 from pier.errors import PierError
