@@ -60,7 +60,7 @@ from pathlib import Path
 
 import httpx
 from common import add_peers_dir, bench_model, log, omp_policy, peer, raise_on_sigterm
-from peers import Catalog, Fleet, Server, running
+from peers import THREADS, Catalog, Fleet, Server, running
 from report import machine, model_shape, num, ranged
 
 from pier.bench.client import ClientSettings, OpenAICompletionsClient
@@ -372,10 +372,10 @@ def other_sources(args: argparse.Namespace) -> dict[str, Path]:
     return {label: Path(src).resolve() for label, _, src in pairs}
 
 
-def servers_for(model: Path, binary: Path | None, others: Mapping[str, Path]) -> list[Server]:
+def servers_for(model: Path, binary: Path | None, others: Mapping[str, Path], threads: int = THREADS) -> list[Server]:
     """pier; pier from each of `others`' sources (label: another checkout's src folder, e.g. before a scheduler
-    change); and llama-server unless `binary` is None."""
-    catalog = Catalog(model, binary)
+    change); and llama-server unless `binary` is None; every one with `threads` threads."""
+    catalog = Catalog(model, binary, threads=threads)
     # llama-server has no deadline; pier's default 60 s would cut requests short on a busy machine
     deadline = ("SAGEMAKER_MODEL_SERVER_TIMEOUT", str(TIMEOUT_S))
     pier = catalog.pier(PIER, cache=True, ctx=CONTEXT, settings=(deadline,))
@@ -398,6 +398,7 @@ def main() -> None:
                              "against the code before it, in the same run (repeatable)")
     parser.add_argument("--without-llama-server", action="store_true", help="leave llama-server out")
     parser.add_argument("--model", help="GGUF to serve (default: the 360M-class Q4_0 model, built once)")
+    parser.add_argument("--threads", type=int, default=THREADS, help=f"threads of every server (default {THREADS})")
     parser.add_argument("--levels", type=fractions, default=LEVELS, help="fractions of capacity (default 0.5,0.7,0.9)")
     parser.add_argument("--seconds", type=float, default=60.0, help="seconds of arrivals per level (default 60)")
     parser.add_argument("--repeats", type=int, default=1)
@@ -431,7 +432,7 @@ def main() -> None:
     model = Path(args.model) if args.model else bench_model()
     mix = Mix(args.short_len, args.long_len, args.long_share)
     pool = ids_from_gguf(model)
-    servers = servers_for(model, binary, other_sources(args))
+    servers = servers_for(model, binary, other_sources(args), args.threads)
     problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix="pier-bursts-") as scratch:
         logs = Path(args.logs) if args.logs else Path(scratch)

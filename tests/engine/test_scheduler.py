@@ -3,7 +3,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pier.engine.scheduler import AGING, Work, allowance, overtaken, plan
+from pier.engine.scheduler import AGING, Work, allowance, overtaken, plan, streams_outnumber_prompts
 
 INF = None  # no cap / unbounded slack
 
@@ -21,9 +21,14 @@ INF = None  # no cap / unbounded slack
         # shortest first: a short prompt behind a long one is computed first, the long one gets the rest
         ([1000, 50], 512, INF, INF, [Work(0, 462), Work(1, 50)]),
         ([1000, 300, 20, 100], 512, INF, INF, [Work(0, 92), Work(1, 300), Work(2, 20), Work(3, 100)]),
-        # with generating sequences the prompts share only the cap
-        ([1000, 50, 1], 512, 64, INF, [Work(2, 1), Work(0, 14), Work(1, 50)]),
-        ([1000, 300, 20, 1, 1], 512, 64, INF, [Work(3, 1), Work(4, 1), Work(1, 44), Work(2, 20)]),
+        # while generating sequences outnumber the prompts, the prompts share only the cap
+        ([1000, 50, 1, 1, 1], 512, 64, INF, [Work(2, 1), Work(3, 1), Work(4, 1), Work(0, 14), Work(1, 50)]),
+        ([1000, 300, 20, 1, 1, 1, 1], 512, 64, INF,
+         [Work(3, 1), Work(4, 1), Work(5, 1), Work(6, 1), Work(1, 44), Work(2, 20)]),
+        # ... and the whole budget once as many prompts wait as sequences generate (the slots wait for them)
+        ([1000, 50, 1], 512, 64, INF, [Work(2, 1), Work(0, 461), Work(1, 50)]),
+        ([1000, 300, 20, 1, 1], 512, 64, INF, [Work(3, 1), Work(4, 1), Work(0, 190), Work(1, 300), Work(2, 20)]),
+        ([100, 1], 512, 8, INF, [Work(1, 1), Work(0, 100)]),
         # ... and the whole budget without them
         ([1000, 300], 512, 64, INF, [Work(0, 212), Work(1, 300)]),
         # aging: a younger prompt gets no more tokens ahead of an older one than the older one's slack
@@ -44,6 +49,13 @@ INF = None  # no cap / unbounded slack
 def test_plan(pending: list[int], budget: int, cap: int | None, slack: list[int] | None,
               expected: list[Work]) -> None:
     assert plan(pending, budget, cap, slack) == expected
+
+
+@pytest.mark.parametrize(("decode_rows", "prompts", "capped"),
+                         [(0, 0, False), (1, 0, True), (0, 1, False), (1, 1, False), (7, 1, True), (4, 4, False),
+                          (4, 5, False), (5, 4, True), (32, 31, True)])
+def test_the_cap_holds_while_streams_outnumber_prompts(decode_rows: int, prompts: int, capped: bool) -> None:
+    assert streams_outnumber_prompts(decode_rows, prompts) is capped
 
 
 @pytest.mark.parametrize(
@@ -78,9 +90,10 @@ def test_every_prompt_advances_and_the_budget_is_spent() -> None:
         slack.append(allowance(sum(p for p in pending if p > 1) + n))
         pending.append(n)
         work = plan(pending, 512, 64, slack)
-        decoding = any(p == 1 for p in pending)
+        decoding, prompts_in_progress = sum(p == 1 for p in pending), sum(p > 1 for p in pending)
         prompt_tokens = sum(p for p in pending if p > 1)
-        room = min(512 - sum(p == 1 for p in pending), 64 if decoding else 512)
+        capped = streams_outnumber_prompts(decoding, prompts_in_progress)
+        room = min(512 - decoding, 64 if capped else 512)
         assert sum(w.n_tokens for w in work if pending[w.index] > 1) == min(room, prompt_tokens)
         prompts = [i for i, n in enumerate(pending) if n > 1]
         if prompts:
@@ -120,13 +133,16 @@ class CostModel:
 
 @dataclass
 class Simulation:
-    """Prompts arrive at their times; each step admits those arrived, plans the step (STREAMS sequences always
-    generating beside them, as under load), and advances the clock by the step's cost."""
+    """Prompts arrive at their times; each step admits those arrived, plans the step (`streams` sequences always
+    generating beside them, as under load), and advances the clock by the step's cost. With more streams than
+    prompts ever wait (32 here), every step is capped: the regime the time bound is stated for (a step budget
+    that does not depend on the order; at saturation, when prompts outnumber the streams, the budget is the
+    whole step for both orders, and the bound holds in prompt tokens)."""
 
     aging: bool
     cost: CostModel = field(default_factory=CostModel)
     cap: int = 48
-    streams: int = 4
+    streams: int = 32
 
     def run(self, arrivals: list[tuple[float, int]]) -> list[float]:
         prompts = [Prompt(at, n, n) for at, n in arrivals]

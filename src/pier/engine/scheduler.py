@@ -10,6 +10,13 @@ The policy, and its two bounds:
   bound is on the forward pass; the cap never goes below `MIN_CHUNK` (8) tokens, so prompts always advance, and
   where 8 prompt tokens cost more than a decode-only step a step beside them costs more than k times. With no
   stream running, prompts get the whole step budget (`budget`, the batch size).
+- **Unless prompts are what the streams wait for.** The cap holds while generating sequences outnumber the
+  prompts in progress (`streams_outnumber_prompts`). Once as many admitted sequences wait for their prompt as
+  generate (a closed loop at saturation: every user's next turn arrives as its last reply ends), prompts get the
+  whole step budget: the slots they hold are empty rows in every step, and spreading them over many capped steps
+  costs the streams more (fewer rows for each step's fixed costs, and each stream's next turn later) than the few
+  long steps do. Under mixed load, with streams in the majority, the bound above holds; at saturation a gap is
+  at most one step of `budget` prompt tokens, as in llama-server.
 - **Short prompts first, with aging.** The prompt tokens of a step go to the shortest pending prompts first
   (fewest tokens left), so a short prompt that arrives behind a long one gets its first token after a step or
   two, not after the whole long prompt. A prompt passed over this way is charged: each prompt has a *slack*, the
@@ -53,8 +60,8 @@ def plan(pending: Sequence[int], budget: int, prompt_cap: int | None = None,
          slack: Sequence[int] | None = None) -> list[Work]:
     """One step's work. `pending[i]` is how many known tokens sequence i (in admission order) has not yet fed to
     the model (1 for a generating sequence, more while its prompt is being evaluated). `prompt_cap`: the most
-    prompt tokens in a step with generating sequences (None: no cap). `slack[i]`: the prompt tokens younger
-    prompts may still be given ahead of prompt i (None: unbounded, pure shortest-first).
+    prompt tokens in a step while generating sequences outnumber prompts (None: no cap). `slack[i]`: the prompt
+    tokens younger prompts may still be given ahead of prompt i (None: unbounded, pure shortest-first).
 
     Every generating sequence decodes one token first; then prompts, shortest first, but never more tokens to a
     younger prompt than the slack left of any older unfinished one (the oldest is never held back, so the budget
@@ -63,7 +70,7 @@ def plan(pending: Sequence[int], budget: int, prompt_cap: int | None = None,
     decode = [Work(i, 1) for i, n in enumerate(pending) if n == 1]
     prompts = [i for i, n in enumerate(pending) if n > 1]
     room = budget - len(decode)
-    if decode and prompt_cap is not None:
+    if prompt_cap is not None and streams_outnumber_prompts(len(decode), len(prompts)):
         room = min(room, max(1, prompt_cap))
     if not prompts or room <= 0:
         return decode
@@ -80,6 +87,15 @@ def plan(pending: Sequence[int], budget: int, prompt_cap: int | None = None,
             if older < i:
                 may[older] -= n
     return decode + [Work(i, given[i]) for i in prompts if given[i]]
+
+
+def streams_outnumber_prompts(decode_rows: int, prompts: int) -> bool:
+    """Whether the prompt cap applies: while generating sequences outnumber the prompts in progress. When as many
+    admitted sequences wait for their prompt as generate, the decode batch is at most half full for want of
+    prompts, and a capped prompt keeps its slot empty for several steps: every step then carries fewer streams
+    for the same fixed costs, which loses more than one longer step costs the streams (measured in
+    docs/benchmarks.md, "Multi-turn at saturation")."""
+    return decode_rows > prompts
 
 
 def _next(unfinished: list[int], left: dict[int, int], may: dict[int, float]) -> tuple[int, float]:
