@@ -20,7 +20,7 @@ from pier.engine.detok import TextStream
 from pier.engine.host_cache import HostCache
 from pier.engine.kv_cache import KvCache
 from pier.engine.logprobs import TokenLogprob, token_logprob
-from pier.engine.prefix_cache import MIN_SAVED, NO_MATCH, PrefixCache, PrefixMatch
+from pier.engine.prefix_cache import MIN_KEPT, MIN_SAVED, NO_MATCH, PrefixCache, PrefixMatch
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk
 from pier.engine.retention import RetentionBudget
 from pier.engine.runner import Batch, KvCacheFull, ModelRunner
@@ -210,12 +210,17 @@ class EngineCore:
             return self._utf8
 
     def _prefix_in_flight(self, seq: Sequence, match: PrefixMatch) -> bool:
-        """Is another sequence computing a longer prefix of this prompt right now? Then this one waits
-        for it (at most the rest of that prompt) instead of computing the same tokens twice."""
+        """Is another sequence computing a longer prefix of this prompt right now? Then this one waits for it (at
+        most the rest of that prompt) instead of computing the same tokens twice. Only with the prefix cache on
+        (nothing could be taken from it otherwise), and only for a gain of MIN_KEPT tokens or more: unrelated
+        prompts share their first few tokens (BOS, a chat template's opening), and waiting for those would queue
+        every new prompt behind every other one."""
+        if not self.config.prefix_cache:
+            return False
         limit = len(seq.tokens) - 1
         return any(
             other.pending > 1 and other.request.adapter == seq.request.adapter
-            and common_prefix(other.tokens, seq.tokens, limit) > match.length
+            and common_prefix(other.tokens, seq.tokens, limit) >= match.length + MIN_KEPT
             for other in self.running
         )
 
