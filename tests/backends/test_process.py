@@ -39,11 +39,10 @@ def test_the_command_is_the_model_server_behind_the_launcher() -> None:
     assert argv[:7] == ["/py", "-m", "pier.backends.launch", "--parent", str(os.getpid()), "--cores", "2,3"]
     assert argv[argv.index("--") + 1 :] == [
         "/py", "-m", "pier.server.container", "--model", "/models/m", "--port", "4242", "--host", "127.0.0.1",
-        "--threads", "2",
-    ]
+    ]  # no --threads: the copy sizes its threads from the cores it is pinned to
 
 
-def test_unpinned_copies_choose_their_own_threads() -> None:
+def test_unpinned_copies_are_not_pinned() -> None:
     argv = command("/py", CopySpec("c", "ic", Path("/m")), 1)
     assert "--threads" not in argv and argv[argv.index("--cores") + 1] == ""
 

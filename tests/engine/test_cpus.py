@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from pier.engine.cpus import cgroup_cpu_limit, parse_cfs, parse_cpu_max, usable_cores
+from pier.engine.cpus import cgroup_cpu_limit, engine_threads, parse_cfs, parse_cpu_max, usable_cores
 
 
 @pytest.mark.parametrize(
@@ -29,3 +29,8 @@ def test_no_cgroup_means_affinity(tmp_path: Path) -> None:
 
     assert cgroup_cpu_limit(tmp_path) is None
     assert usable_cores(tmp_path) == len(os.sched_getaffinity(0))
+
+
+@pytest.mark.parametrize(("cores", "threads"), [(1, 1), (2, 2), (4, 4), (7, 7), (8, 7), (16, 15), (64, 63)])
+def test_from_8_cores_one_is_left_to_the_event_loop(cores: int, threads: int) -> None:
+    assert engine_threads(cores) == threads

@@ -34,7 +34,7 @@ class CopySpec:
     component: str  # the inference component (or "<endpoint>/<variant>") it serves
     model_dir: Path  # a local folder holding the .gguf or code/inference.py, already fetched
     environment: Mapping[str, str] = field(default_factory=dict)  # the model's Environment block
-    cores: tuple[int, ...] = ()  # CPU ids to pin the process to; threads = len(cores); () = no pinning
+    cores: tuple[int, ...] = ()  # CPU ids to pin the process to (its threads follow them); () = no pinning
     memory_mb: int = 0  # accounted, not enforced, on the local backend
     accelerators: int = 0  # GPUs it asked for (its instance's); what it got is `gpus`
     # The GPUs it runs on, as CUDA_VISIBLE_DEVICES names them: this host's, handed out by the control plane (the

@@ -1,6 +1,6 @@
 """The local backend: each copy is a model-server process on this host.
 
-    python -m pier.server.container --model MODEL_DIR --port PORT --host 127.0.0.1 --threads len(cores)
+    python -m pier.server.container --model MODEL_DIR --port PORT --host 127.0.0.1 (threads: its cores)
 
 pinned to its cores, with the model's Environment block, its output in `<state_dir>/copies/<copy_id>/copy.log`,
 seeing only the GPUs it holds (CUDA_VISIBLE_DEVICES; PIER_GPUS says how many: pier.backends.process).

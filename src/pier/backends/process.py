@@ -38,10 +38,9 @@ def http_url(host: str, port: int) -> str:
 
 def command(python: str, spec: CopySpec, port: int) -> list[str]:
     """The model server for `spec`, started through the launcher that pins it and ties it to this process."""
+    # no --threads: the copy sizes its thread pool from the cores it is pinned to (engine/cpus.py)
     server = [python, "-m", "pier.server.container", "--model", str(spec.model_dir), "--port", str(port),
               "--host", spec.host]
-    if spec.cores:
-        server += ["--threads", str(len(spec.cores))]
     cores = ",".join(str(core) for core in spec.cores)
     return [python, "-m", "pier.backends.launch", "--parent", str(os.getpid()), "--cores", cores, "--", *server]
 

@@ -14,6 +14,18 @@ def usable_cores(cgroup_root: Path = Path("/sys/fs/cgroup")) -> int:
     return max(1, min(affinity, quota) if quota is not None else affinity)
 
 
+SPARE_FROM = 8  # on this many cores or more, one is left to the process's other threads
+
+
+def engine_threads(cores: int) -> int:
+    """Threads for the forward pass on `cores` cores: all of them up to 7, one fewer from 8 on. The copy's event
+    loop (HTTP, SSE, tokenizing) and the client beside it need a core too, and a forward-pass thread that shares one
+    with them is descheduled at times; every one of the pass's barriers then waits for it. Measured on 16 cores
+    (docs/benchmarks.md, "16 cores"): 15 threads served 4-15% more tokens per second than 16. On fewer cores a
+    thread is worth more than the interference it avoids."""
+    return cores - 1 if cores >= SPARE_FROM else cores
+
+
 def cgroup_cpu_limit(root: Path) -> int | None:
     """The CPU quota as whole cores (rounded up), from cgroup v2 `cpu.max` or v1 `cpu.cfs_*`; None if unlimited."""
     v2 = root / "cpu.max"

@@ -23,7 +23,7 @@ from pathlib import Path
 import llama_cpp
 import numpy as np
 
-from pier.engine.cpus import usable_cores
+from pier.engine.cpus import engine_threads, usable_cores
 from pier.engine.llama import load_model, set_flash_attn, tokenize
 from pier.engine.offload import ON_CPU, Offload
 from pier.errors import EngineStopped, InvalidRequest
@@ -68,7 +68,7 @@ class Embedder:
         self._model = load_model(path, offload)
         self._vocab = llama_cpp.llama_model_get_vocab(self._model)
         n_ctx = min(n_ctx, llama_cpp.llama_model_n_ctx_train(self._model))
-        self._ctx = self._new_context(n_ctx, n_seq_max, n_threads or usable_cores(), flash_attn)
+        self._ctx = self._new_context(n_ctx, n_seq_max, n_threads or engine_threads(usable_cores()), flash_attn)
         self.pooling = POOLING_NAMES.get(llama_cpp.llama_pooling_type(self._ctx), "none")
         if self.pooling == "none":
             self._free()

@@ -13,7 +13,7 @@ import numpy as np
 
 from pier.engine import llama_log
 from pier.engine.adapters import LoadedAdapters
-from pier.engine.cpus import usable_cores
+from pier.engine.cpus import engine_threads, usable_cores
 from pier.engine.devices import Device, device_handles
 from pier.engine.offload import ON_CPU, SPLIT_MODES, Offload
 from pier.engine.passes import plan_adapter_passes, runs
@@ -124,7 +124,7 @@ class LlamaRunner:
         separate_decode_rows: bool = True, offload: Offload = ON_CPU,
     ) -> None:
         path = Path(model_path)
-        self.n_threads = n_threads or usable_cores()
+        self.n_threads = n_threads or engine_threads(usable_cores())
         self.offload = offload
         self._model = load_model(path, offload)
         self._vocab = llama_cpp.llama_model_get_vocab(self._model)

@@ -284,7 +284,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--model", help="a model folder or a .gguf file (default: SM_MODEL_DIR or /opt/ml/model)")
     parser.add_argument("--port", type=int, help="port to listen on (default: SAGEMAKER_BIND_TO_PORT or 8080)")
     parser.add_argument("--host", help="address to listen on (default 0.0.0.0)")
-    parser.add_argument("--threads", type=int, help="CPU threads for the engine (default: the usable cores)")
+    parser.add_argument("--threads", type=int,
+                        help="CPU threads for the engine (default: the usable cores, one fewer from 8 on)")
     parser.add_argument("--parallel", type=int, help="sequences decoding at once (default 8)")
     args = parser.parse_args(argv)
     return serve_container(args.model, args.port, host=args.host, threads=args.threads, parallel=args.parallel)
