@@ -32,6 +32,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "pier": _(),  # pier/__init__.py: the version
     "errors": _(),  # the one error tree and its wire fields
     "resumable": _(),  # the gateway <-> copy channel: header names, frames
+    "kv_held": _(),  # what a copy's prefix cache holds, as it tells the gateway (KV_AWARE routing)
     "deadline": _(),
     "concurrency": _("env"),  # a copy's concurrency, as the server, the backends and the runtime read it
     "multi_model": _(),  # what a multi-model copy and the gateway tell each other
@@ -50,11 +51,11 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "gpus": _("env", "errors", "engine.devices"),
     "model": _("errors", "engine"),  # chat templates and tool formats, on the engine's ModelInfo and grammars
     "server": _("env", "pier", "errors", "error_bodies", "deadline", "concurrency", "multi_model", "resumable",
-                "served_name", "engine", "model"),
+                "kv_held", "served_name", "engine", "model"),
     # The gateway's process: the gateway joins the rest; control and runtime never import each other.
     "backends": _("pier", "errors", "concurrency"),
-    "runtime": _("env", "errors", "error_bodies", "deadline", "concurrency", "multi_model", "resumable", "served_name",
-                 "state_folder", "backends"),
+    "runtime": _("env", "errors", "error_bodies", "deadline", "concurrency", "multi_model", "resumable", "kv_held",
+                 "served_name", "state_folder", "backends"),
     "autoscaling": _("env", "errors", "error_bodies", "multi_model", "state_folder", "runtime.observer"),
     "control": _("env", "errors", "gpus", "lora_file", "multi_model", "state_folder", "storage", "backends"),
     "transform": _("pier", "storage", "concurrency", "state_folder", "backends", "control"),

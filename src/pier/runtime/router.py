@@ -35,6 +35,12 @@ class Candidate:
     cached: Collection[str] = ()  # prefix blocks this copy served (see pier.runtime.prefix)
     capacity: int | None = None  # requests it takes at once; None: no limit
     models: Collection[str] = ()  # a multi-model copy's loaded models, as it last said (or was last sent)
+    held: Collection[str] | None = None  # prefix blocks its prefix cache holds, as it last said; None: unsaid
+
+    @property
+    def known(self) -> Collection[str]:
+        """The prefix blocks KV_AWARE scores on: what the copy said it holds, or what the router sent it."""
+        return self.cached if self.held is None else self.held
 
     @property
     def has_room(self) -> bool:
@@ -66,6 +72,8 @@ def choose(candidates: Sequence[Candidate], prefix: Sequence[str] = (), *, slack
         return ordered[draw(len(ordered))].copy
     if strategy is Strategy.PREFIX_AWARE and route.key is not None:
         return prefix_aware(candidates, open_, route.key, route.routing.concurrency_threshold)
+    if strategy is Strategy.KV_AWARE:
+        return affine(open_, prefix, slack, held=True)
     return affine(open_, prefix, slack)
 
 
@@ -74,12 +82,12 @@ def least_busy(open_: Sequence[Candidate]) -> CopyStatus:
     return min(open_, key=lambda c: (c.outstanding, c.last_chosen, c.copy.copy_id)).copy
 
 
-def affine(open_: Sequence[Candidate], prefix: Sequence[str], slack: int) -> CopyStatus:
+def affine(open_: Sequence[Candidate], prefix: Sequence[str], slack: int, *, held: bool = False) -> CopyStatus:
     """`prefix` is the request's cumulative prefix blocks, shortest first. Among copies at most `slack` requests
     busier than the least busy, the one that served the longest run of those blocks wins; with no such copy, the
-    least busy."""
+    least busy. `held`: match what each copy said its prefix cache holds (KV_AWARE), where it said so."""
     least = min(c.outstanding for c in open_)
-    matches = {c.copy.copy_id: matched_blocks(c.cached, prefix) for c in open_}
+    matches = {c.copy.copy_id: matched_blocks(c.known if held else c.cached, prefix) for c in open_}
     affine_ = [c for c in open_ if c.outstanding <= least + slack and matches[c.copy.copy_id] > 0]
     if affine_:
         longest = max(matches[c.copy.copy_id] for c in affine_)
@@ -118,6 +126,7 @@ class _CopyLoad:
     last_chosen: int = 0
     cached: OrderedDict[str, None] = field(default_factory=OrderedDict)
     models: set[str] = field(default_factory=set)
+    held: tuple[str, ...] | None = None
 
 
 class Lease:
@@ -187,6 +196,13 @@ class Router:
         if load is not None:
             load.models = set(models)
 
+    def holds_prefixes(self, copy_id: str, blocks: Sequence[str] | None) -> None:
+        """What a copy says its prefix cache holds now (its answer's pier.kv_held header): it replaces what the
+        copy said before, so prefixes it evicted stop drawing KV_AWARE requests. None (no header) changes nothing."""
+        load = self._loads.get(copy_id)
+        if load is not None and blocks is not None:
+            load.held = tuple(blocks)
+
     def outstanding(self, copy_id: str) -> int:
         load = self._loads.get(copy_id)
         return load.outstanding if load else 0
@@ -223,11 +239,12 @@ class Router:
                 load.pid = copy.pid
                 load.cached.clear()
                 load.models.clear()
+                load.held = None
 
     def _candidate(self, copy: CopyStatus) -> Candidate:
         load = self._loads[copy.copy_id]
         return Candidate(copy, load.outstanding, load.last_chosen, load.cached.keys(), self.capacity(copy),
-                         load.models)
+                         load.models, None if load.held is None else frozenset(load.held))
 
     def _remember(self, load: _CopyLoad, prefix: Sequence[str]) -> None:
         # Remembered when chosen, not when answered: a request with the same prefix arriving meanwhile
