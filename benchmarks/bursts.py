@@ -2,6 +2,7 @@
 
     python benchmarks/bursts.py --peers-dir FOLDER                # or PIER_PEERS_DIR=FOLDER; --llama-server PATH
     python benchmarks/bursts.py --repeats 3 --seconds 90 --out report.md
+    python benchmarks/bursts.py --pier-src "pier before=OTHER/src" --without-llama-server   # against other sources
 
 The request mix tests starvation: most requests are SHORT (--short-len prompt tokens), a share (--long-share) are
 LONG (--long-len prompt tokens, several seconds of prefill on 2 cores), placed at random in the arrival order; every
@@ -45,7 +46,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import json
 import os
 import random
@@ -60,7 +60,7 @@ from pathlib import Path
 
 import httpx
 from common import add_peers_dir, bench_model, log, omp_policy, peer, raise_on_sigterm
-from peers import Catalog, Fleet, Server, running
+from peers import THREADS, Catalog, Fleet, Server, running
 from report import machine, model_shape, num, ranged
 
 from pier.bench.client import ClientSettings, OpenAICompletionsClient
@@ -282,8 +282,9 @@ def of(runs: Sequence[Run], server: str, level: float) -> list[Run]:
 
 
 def results_table(runs: Sequence[Run], labels: Sequence[str], levels: Sequence[float]) -> list[str]:
-    lines = ["| load | server | TTFT p50 / p90 / p99 ms, all | TTFT p50 / p90 / p99 ms, short | TTFT p99 ms, long | "
-             "TPOT p50 / p99 ms | ITL p50 / p99 ms | req/s | failed |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| load | server | TTFT p50 / p90 / p99 ms, all | TTFT p50 / p90 / p99 ms, short | "
+             "TTFT p50 / p99 ms, long | TPOT p50 / p99 ms | ITL p50 / p99 ms | req/s | failed |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for level in levels:
         for label in labels:
             rs = of(runs, label, level)
@@ -296,17 +297,17 @@ def results_table(runs: Sequence[Run], labels: Sequence[str], levels: Sequence[f
 
             failed = sum(r.split["all"].failed for r in rs)
             lines.append(f"| {level:.0%} ({rs[0].rate:.2f} req/s) | {label} | {pcts('all', 'ttft', (50, 90, 99))} | "
-                         f"{pcts(Kind.SHORT, 'ttft', (50, 90, 99))} | {pcts(Kind.LONG, 'ttft', (99,))} | "
+                         f"{pcts(Kind.SHORT, 'ttft', (50, 90, 99))} | {pcts(Kind.LONG, 'ttft', (50, 99))} | "
                          f"{pcts('all', 'tpot', (50, 99))} | {pcts('all', 'itl', (50, 99))} | "
                          f"{cell([r.split['all'].request_throughput for r in rs], 1.0)} | {failed} |")
     return lines
 
 
-def ratio_table(runs: Sequence[Run], levels: Sequence[float]) -> list[str]:
-    lines = ["| load | TTFT p99 pier / llama-server, all: of medians (per repeat) | short | target (<= 1.0x, all) |",
+def ratio_table(runs: Sequence[Run], levels: Sequence[float], other: str = LLAMA) -> list[str]:
+    lines = [f"| load | TTFT p99 pier / {other}, all: of medians (per repeat) | short | target (<= 1.0x, all) |",
              "|---|---|---|---|"]
     for level in levels:
-        a, b = of(runs, PIER, level), of(runs, LLAMA, level)
+        a, b = of(runs, PIER, level), of(runs, other, level)
         if not a or not b:
             continue
         cells = []
@@ -345,7 +346,8 @@ def report(args: argparse.Namespace, model: Path, mix: Mix, servers: list[Server
              f"the median (min–max) over repeats; the client sent every request at most {late * MS:.0f} ms late",
              f"- command: `{shlex.join(['python', *sys.argv])}`; took {seconds / 60:.1f} min", "", "```",
              *(s.shown() for s in servers), "```", "", *results_table(runs, [s.label for s in servers], args.levels),
-             "", *ratio_table(runs, args.levels), ""]
+             "", *ratio_table(runs, args.levels),
+             *(line for label in other_sources(args) for line in ["", *ratio_table(runs, args.levels, label)]), ""]
     if problems:
         lines += ["## Failed requests", "", *[f"- {p}" for p in problems], ""]
     return "\n".join(lines)
@@ -364,12 +366,25 @@ def fractions(text: str) -> tuple[float, ...]:
     return values
 
 
-def servers_for(model: Path, binary: Path) -> list[Server]:
-    catalog = Catalog(model, binary)
-    pier = catalog.pier(PIER, cache=True, ctx=CONTEXT)
+def other_sources(args: argparse.Namespace) -> dict[str, Path]:
+    """--pier-src's LABEL=SRC pairs."""
+    pairs = [given.partition("=") for given in args.pier_src]
+    return {label: Path(src).resolve() for label, _, src in pairs}
+
+
+def servers_for(model: Path, binary: Path | None, others: Mapping[str, Path], threads: int = THREADS) -> list[Server]:
+    """pier; pier from each of `others`' sources (label: another checkout's src folder, e.g. before a scheduler
+    change); and llama-server unless `binary` is None; every one with `threads` threads."""
+    catalog = Catalog(model, binary, threads=threads)
     # llama-server has no deadline; pier's default 60 s would cut requests short on a busy machine
-    pier = dataclasses.replace(pier, env=(*pier.env, ("SAGEMAKER_MODEL_SERVER_TIMEOUT", str(TIMEOUT_S))))
-    return [pier, catalog.llama(LLAMA, cache=True, ctx=CONTEXT)]
+    deadline = ("SAGEMAKER_MODEL_SERVER_TIMEOUT", str(TIMEOUT_S))
+    pier = catalog.pier(PIER, cache=True, ctx=CONTEXT, settings=(deadline,))
+    servers = [pier]
+    for label, src in others.items():
+        servers.append(catalog.pier(label, cache=True, ctx=CONTEXT, settings=(deadline, ("PYTHONPATH", str(src)))))
+    if binary is not None:
+        servers.append(catalog.llama(LLAMA, cache=True, ctx=CONTEXT))
+    return servers
 
 
 def main() -> None:
@@ -378,7 +393,12 @@ def main() -> None:
     parser.add_argument("--llama-server", default=os.environ.get("LLAMA_SERVER"),
                         help="llama-server binary (default: $LLAMA_SERVER, else llama-server in --peers-dir or "
                              "$PIER_PEERS_DIR)")
+    parser.add_argument("--pier-src", action="append", default=[], metavar="LABEL=SRC",
+                        help="also run pier from the sources SRC (another checkout's src folder) as LABEL: a change "
+                             "against the code before it, in the same run (repeatable)")
+    parser.add_argument("--without-llama-server", action="store_true", help="leave llama-server out")
     parser.add_argument("--model", help="GGUF to serve (default: the 360M-class Q4_0 model, built once)")
+    parser.add_argument("--threads", type=int, default=THREADS, help=f"threads of every server (default {THREADS})")
     parser.add_argument("--levels", type=fractions, default=LEVELS, help="fractions of capacity (default 0.5,0.7,0.9)")
     parser.add_argument("--seconds", type=float, default=60.0, help="seconds of arrivals per level (default 60)")
     parser.add_argument("--repeats", type=int, default=1)
@@ -398,17 +418,21 @@ def main() -> None:
     if not (0 <= args.long_share <= 1 and min(sizes) > 0):
         parser.error("--long-share must be in [0, 1]; --short-len, --long-len, --repeats, --seconds, --capacity-users "
                      "and --capacity-requests above 0")
+    if any(not label or not src for label, _, src in (g.partition("=") for g in args.pier_src)):
+        parser.error("--pier-src takes LABEL=SRC, e.g. 'pier before=../old/src'")
     if args.capacity is not None and args.capacity <= 0:
         parser.error("--capacity must be above 0 req/s (or leave it out to measure each server's)")
-    binary = Path(args.llama_server) if args.llama_server else peer("llama-server", args.peers_dir)
-    if not binary.is_file():
-        parser.error(f"{binary} (--llama-server) is not llama.cpp's llama-server binary")
+    binary = None
+    if not args.without_llama_server:
+        binary = Path(args.llama_server) if args.llama_server else peer("llama-server", args.peers_dir)
+        if not binary.is_file():
+            parser.error(f"{binary} (--llama-server) is not llama.cpp's llama-server binary")
     raise_on_sigterm()
     started = time.monotonic()
     model = Path(args.model) if args.model else bench_model()
     mix = Mix(args.short_len, args.long_len, args.long_share)
     pool = ids_from_gguf(model)
-    servers = servers_for(model, binary)
+    servers = servers_for(model, binary, other_sources(args), args.threads)
     problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix="pier-bursts-") as scratch:
         logs = Path(args.logs) if args.logs else Path(scratch)

@@ -95,8 +95,9 @@ def options(url: str) -> BenchOptions:
                         temperature=0.0, timeout_s=TIMEOUT_S, progress=False)
 
 
-async def converse_in_turns(client: CacheReadingClient, conversations: list[Conversation]) -> list[RequestRecord]:
-    """USERS workers take turns from one queue; a conversation's next turn joins the back when its reply arrives.
+async def converse_in_turns(client: CacheReadingClient, conversations: list[Conversation],
+                            users: int = USERS) -> list[RequestRecord]:
+    """`users` workers take turns from one queue; a conversation's next turn joins the back when its reply arrives.
     A failed turn ends its conversation."""
     queue: asyncio.Queue[tuple[Conversation, int, tuple[Exchange, ...]] | None] = asyncio.Queue()
     for conversation in conversations:
@@ -117,21 +118,22 @@ async def converse_in_turns(client: CacheReadingClient, conversations: list[Conv
                 continue
             ongoing -= 1
             if not ongoing:  # the last conversation ended: release every user
-                for _ in range(USERS):
+                for _ in range(users):
                     queue.put_nowait(None)
 
-    await asyncio.gather(*(user() for _ in range(USERS)))
+    await asyncio.gather(*(user() for _ in range(users)))
     return records
 
 
-async def one_run(server: Server, tokens: PromptTokens, n: int, seed: str) -> tuple[Metrics, float, list[str]]:
+async def one_run(server: Server, tokens: PromptTokens, n: int, seed: str,
+                  users: int = USERS) -> tuple[Metrics, float, list[str]]:
     async with httpx.AsyncClient(timeout=httpx.Timeout(TIMEOUT_S), limits=httpx.Limits(max_connections=None)) as http:
         target = resolve(server.url, Api.OPENAI_CHAT, label=server.label)
         client = CacheReadingClient(http, target, ClientSettings(None, 0.0, TIMEOUT_S))
         workload = Workload(options(server.url), tokens.pool, seed)
         conversations = list(itertools.islice(workload.conversations(), n))
         started = time.perf_counter()
-        records = await converse_in_turns(client, conversations)
+        records = await converse_in_turns(client, conversations, users)
         duration = time.perf_counter() - started
     metrics = summarize(records, duration, Slo.from_ms(None, None, None))
     ok = [r for r in records if r.ok]

@@ -41,19 +41,19 @@ BUG_MESSAGE = "Internal error (KeyError: 'k'); this is a pier bug, please report
 
 RENDERED = [
     # error, dialect, status, body, headers (besides content-type)
-    (InvalidRequest("bad", param="top_p"), Dialect.SAGEMAKER, 400, {"message": "bad"},
+    (InvalidRequest("bad", param="top_p"), Dialect.RUNTIME, 400, {"message": "bad"},
      {"x-amzn-ErrorType": "ValidationError", "x-amzn-RequestId": "r"}),
-    (_WithMembers("broke"), Dialect.SAGEMAKER, 424, {"message": "broke", "OriginalStatusCode": 500},
+    (_WithMembers("broke"), Dialect.RUNTIME, 424, {"message": "broke", "OriginalStatusCode": 500},
      {"x-amzn-ErrorType": "ModelError", "x-amzn-RequestId": "r"}),
-    (NotReady("loading"), Dialect.SAGEMAKER, 429, {"message": "loading"},
+    (NotReady("loading"), Dialect.RUNTIME, 429, {"message": "loading"},
      {"x-amzn-ErrorType": "ModelNotReadyException", "x-amzn-RequestId": "r", "Retry-After": "1"}),
-    (BUG, Dialect.SAGEMAKER, 500, {"message": BUG_MESSAGE},
+    (BUG, Dialect.RUNTIME, 500, {"message": BUG_MESSAGE},
      {"x-amzn-ErrorType": "InternalFailure", "x-amzn-RequestId": "r"}),
-    (InvalidRequest("bad"), Dialect.AWS_JSON, 400, {"__type": "ValidationError", "message": "bad"},
+    (InvalidRequest("bad"), Dialect.CONTROL, 400, {"__type": "ValidationError", "message": "bad"},
      {"x-amzn-RequestId": "r"}),
-    (PierError("oops"), Dialect.AWS_JSON, 500, {"__type": "InternalFailure", "message": "oops"},
+    (PierError("oops"), Dialect.CONTROL, 500, {"__type": "InternalFailure", "message": "oops"},
      {"x-amzn-RequestId": "r"}),
-    (Overloaded("busy"), Dialect.AWS_JSON, 429, {"__type": "ThrottlingException", "message": "busy"},
+    (Overloaded("busy"), Dialect.CONTROL, 429, {"__type": "ThrottlingException", "message": "busy"},
      {"x-amzn-RequestId": "r", "Retry-After": "1"}),
     (InvalidRequest("bad", param="top_p"), Dialect.OPENAI, 400,
      {"error": {"message": "bad", "type": "invalid_request_error", "param": "top_p", "code": "invalid_request"}},
@@ -67,8 +67,8 @@ RENDERED = [
     (InvalidRequest("bad"), Dialect.TGI, 422, {"error": "Input validation error: bad", "error_type": "validation"}, {}),
     (GenerationFailed("broke"), Dialect.TGI, 424, {"error": "broke", "error_type": "generation"}, {}),
     (Overloaded("busy"), Dialect.TGI, 429, {"error": "busy", "error_type": "overloaded"}, {"Retry-After": "1"}),
-    (InvalidRequest("bad"), Dialect.TOOLKIT, 400, {"code": 400, "type": "InvalidRequest", "message": "bad"}, {}),
-    (BUG, Dialect.TOOLKIT, 500, {"code": 500, "type": "KeyError", "message": BUG_MESSAGE}, {}),
+    (InvalidRequest("bad"), Dialect.SAGEMAKER, 400, {"code": 400, "type": "InvalidRequest", "message": "bad"}, {}),
+    (BUG, Dialect.SAGEMAKER, 500, {"code": 500, "type": "KeyError", "message": BUG_MESSAGE}, {}),
     (NotReady("loading"), Dialect.PIER, 503, {"message": "loading"}, {"Retry-After": "1"}),
 ]
 
@@ -119,12 +119,12 @@ def test_tgi_words_length_errors_as_tgi_does() -> None:
 
 
 def test_a_dialect_without_a_request_id_header_ignores_it() -> None:
-    for dialect in (Dialect.TGI, Dialect.TOOLKIT, Dialect.PIER):
+    for dialect in (Dialect.TGI, Dialect.SAGEMAKER, Dialect.PIER):
         assert not render(InvalidRequest("bad"), dialect, "r").headers
 
 
 def test_the_response_is_what_jsonresponse_would_send() -> None:
-    answer = render(InvalidRequest("caf\u00e9 \u2014 bad"), Dialect.AWS_JSON, "r")
+    answer = render(InvalidRequest("caf\u00e9 \u2014 bad"), Dialect.CONTROL, "r")
     response = answer.response()
     same = JSONResponse(answer.body, answer.status, headers=dict(answer.headers), media_type=AMZ_JSON)
     assert response.body == same.body and json.loads(response.body) == answer.body

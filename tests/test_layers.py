@@ -31,10 +31,9 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     # The bottom: shared by several processes, importing nothing of pier (or only errors).
     "pier": _(),  # pier/__init__.py: the version
     "errors": _(),  # the one error tree and its wire fields
-    "resumable": _(),  # the gateway <-> copy channel: header names, frames
-    "kv_held": _(),  # what a copy's prefix cache holds, as it tells the gateway (KV_AWARE routing)
+    "channel": _("env"),  # the gateway <-> copy contract: X-Pier-* headers, frames, copy secret, concurrency
+    "dialect": _(),  # which API a path speaks: the one decision of error shapes
     "deadline": _(),
-    "concurrency": _("env"),  # a copy's concurrency, as the server, the backends and the runtime read it
     "multi_model": _(),  # what a multi-model copy and the gateway tell each other
     "served_name": _(),
     "lora_file": _(),  # a LoRA GGUF read without llama.cpp: the control plane's check and the engine's
@@ -43,24 +42,27 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "console": _(),
     "capture": _("env"),
     "env": _("errors"),  # the one reader of settings from a process's environment
-    "error_bodies": _("errors"),  # one renderer per dialect: every error body pier writes
+    "error_bodies": _("errors", "dialect"),  # one renderer per dialect: every error body pier writes
     "state_folder": _("errors"),  # the state folder's files: opened, checked, copied; the stores build on it
     # The model server's process.
     "engine": _("errors", "lora_file"),
     # gpus reaches engine.devices lazily, only on a host with real GPUs: can its llama.cpp use them
     "gpus": _("env", "errors", "engine.devices"),
     "model": _("errors", "engine"),  # chat templates and tool formats, on the engine's ModelInfo and grammars
-    "server": _("env", "pier", "errors", "error_bodies", "deadline", "concurrency", "multi_model", "resumable",
-                "kv_held", "served_name", "engine", "model"),
+    "server": _("env", "pier", "errors", "error_bodies", "deadline", "channel", "multi_model", "dialect",
+                "served_name", "engine", "model",
+                # the copy's guard reads a bearer token and compares secrets as the gateway's guard does
+                "security.bearer", "security.credentials"),
     # The gateway's process: the gateway joins the rest; control and runtime never import each other.
-    "backends": _("pier", "errors", "concurrency"),
-    "runtime": _("env", "errors", "error_bodies", "deadline", "concurrency", "multi_model", "resumable", "kv_held",
-                 "served_name", "state_folder", "backends"),
-    "autoscaling": _("env", "errors", "error_bodies", "multi_model", "state_folder", "runtime.observer"),
+    "backends": _("pier", "errors", "channel"),
+    "runtime": _("env", "errors", "error_bodies", "deadline", "channel", "multi_model", "dialect", "served_name",
+                 "state_folder", "backends"),
+    "autoscaling": _("env", "errors", "error_bodies", "dialect", "multi_model", "state_folder", "runtime.observer"),
     "control": _("env", "errors", "gpus", "lora_file", "multi_model", "state_folder", "storage", "backends"),
-    "transform": _("pier", "storage", "concurrency", "state_folder", "backends", "control"),
-    "security": _("env", "errors", "error_bodies"),
-    "gateway": _("env", "pier", "errors", "error_bodies", "gpus", "lora_file", "storage", "state_folder", "capture",
+    "transform": _("pier", "storage", "channel", "state_folder", "backends", "control"),
+    "security": _("env", "errors", "error_bodies", "dialect"),
+    "gateway": _("env", "pier", "errors", "error_bodies", "dialect", "channel", "gpus", "lora_file", "storage",
+                 "state_folder", "capture",
                  "console", "backends", "runtime", "autoscaling", "control", "transform", "security",
                  "client.deploy_file"),
     # Clients and tools.
@@ -71,20 +73,6 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
              "state_folder", "synthetic", "tune"),
     "__main__": _("cli"),
 }
-
-# TEMPORARY: the edges the split of security/ by process removes (issue 24). Delete this set once it is merged;
-# then any of these still there fails below.
-_BEING_SPLIT: frozenset[tuple[str, str]] = frozenset({
-    ("security", "autoscaling"),  # security/routes.py: the route families' wire names
-    ("security", "control"),  # scope.py (control.state), guard.py (control.limits), listening.py (control.backups)
-    ("security", "server"),  # model_server_guard.py: the copy's guard belongs to server/
-    ("server", "security"),  # the copy secret, the copy's guard
-    ("backends", "security"),  # the copy secret, given to each copy
-    ("runtime", "security"),  # the copy secret, sent with each call (runtime/upstream.py)
-    ("transform", "security"),  # the copy secret (transform/runner.py)
-    ("gateway", "server"),  # X-Pier-Timeout-Seconds (server.request_timeout), an X-Pier-* header without its home
-})
-
 
 @dataclass(frozen=True)
 class Import:
@@ -157,7 +145,7 @@ def nodes(src: Path = SRC) -> set[str]:
 
 def allowed(item: Import) -> bool:
     source, target = item.edge
-    if source == target or item.edge in _BEING_SPLIT:
+    if source == target:
         return True
     rel = item.target.removeprefix("pier.")
     return any(rel == entry or rel.startswith(entry + ".") for entry in MAY_IMPORT.get(source, ()))
@@ -190,9 +178,7 @@ def drawing() -> str:
     """The contract, for whoever reads a failure."""
     rows = [f"  {node:>13} ──► {', '.join(sorted(targets)) or '(nothing of pier)'}"
             for node, targets in MAY_IMPORT.items()]
-    tolerated = [f"  {a} ──► {b}" for a, b in sorted(_BEING_SPLIT)]
-    return ("Who may import whom (MAY_IMPORT in tests/test_layers.py):\n" + "\n".join(rows)
-            + "\nTolerated until security/ is split (_BEING_SPLIT):\n" + "\n".join(tolerated))
+    return "Who may import whom (MAY_IMPORT in tests/test_layers.py):\n" + "\n".join(rows)
 
 
 # ---- the contract itself
@@ -233,7 +219,7 @@ def test_no_package_cycle() -> None:
     examples: dict[tuple[str, str], Import] = {}
     for item in all_imports():
         source, target = item.edge
-        if source != target and item.edge not in _BEING_SPLIT:
+        if source != target:
             edges.setdefault(source, set()).add(target)
             examples.setdefault(item.edge, item)
     found = cycle(edges)
@@ -249,7 +235,7 @@ def test_no_package_cycle() -> None:
     ("from pier.control.state import State", "pier.gateway.app", False, ["pier.control.state"]),
     ("from pier.control import state", "pier.gateway.app", False, ["pier.control.state"]),
     ("from pier import storage, __version__", "pier.gateway.app", False, ["pier.storage", "pier"]),
-    ("from . import limits", "pier.control.api", False, ["pier.control.limits"]),
+    ("from . import request_limits", "pier.control.api", False, ["pier.control.request_limits"]),
     ("from .state import State", "pier.control.api", False, ["pier.control.state"]),
     ("from ..errors import ControlError", "pier.control.fetch.store", False, ["pier.control.errors"]),
     ("from .fetch import s3", "pier.control", True, ["pier.control.fetch.s3"]),

@@ -21,11 +21,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from typing import Any
 
 from starlette.responses import Response
 
+from pier.dialect import Dialect
 from pier.errors import (
     RETRY_AFTER_S,
     RETRY_STATUSES,
@@ -44,13 +44,6 @@ AMZ_ERROR_TYPE = "x-amzn-ErrorType"
 OPENAI_REQUEST_ID = "x-request-id"
 
 
-class Dialect(StrEnum):
-    SAGEMAKER = "sagemaker"
-    AWS_JSON = "aws_json"
-    OPENAI = "openai"
-    TGI = "tgi"
-    TOOLKIT = "toolkit"
-    PIER = "pier"
 
 
 @dataclass(frozen=True)
@@ -178,10 +171,11 @@ def _pier(error: BaseException, request_id: str | None) -> ErrorAnswer:
 
 
 _RENDERERS: dict[Dialect, Callable[[BaseException, str | None], ErrorAnswer]] = {
-    Dialect.SAGEMAKER: _sagemaker,
-    Dialect.AWS_JSON: _aws_json,
+    Dialect.RUNTIME: _sagemaker,
+    Dialect.CONTROL: _aws_json,
+    Dialect.CLOUDWATCH: _aws_json,  # the same fields, encoded as CBOR by autoscaling.wire
     Dialect.OPENAI: _openai,
     Dialect.TGI: _tgi,
-    Dialect.TOOLKIT: _toolkit,
+    Dialect.SAGEMAKER: _toolkit,  # a copy's container contract: the inference toolkit's shape
     Dialect.PIER: _pier,
 }

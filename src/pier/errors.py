@@ -22,6 +22,7 @@ The tree (classes outside this module are named by their package)::
     │   └── runtime.ServiceUnavailable     503: no copy can take it
     ├── control.ControlError               400 · its AWS `__type` (ValidationException, ResourceInUse, ...)
     ├── control.fetch.ModelDataError       model data could not be fetched
+    ├── security.AuthFailure               403 · its AWS code (the gateway's guard refuses: no key, bad signature, role)
     ├── server.HttpError                   its own status (the router's 404, 405; the payload limit's 413)
     ├── server.byoc.HandlerError           its own status (a bring-your-own-code handler's answer)
     └── bench.BenchError                   a benchmark that cannot run
@@ -34,9 +35,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-# A model server's answer carries this header (value: the error code) when it refused the request before doing
-# any of its work (loading, shutting down, full), so the gateway may send it to another copy instead.
-REFUSED_HEADER = "X-Pier-Refused"
 RETRY_AFTER_S = 1
 RETRY_STATUSES = frozenset({429, 503})  # answers that carry Retry-After
 
@@ -54,6 +52,8 @@ class Wire:
     tgi_type: str
     sagemaker_status: int
     sagemaker_code: str  # x-amzn-ErrorType on the runtime, `__type` on the control plane
+    control_status: int | None = None  # on the control plane (AWS JSON), where it differs from sagemaker_status
+    control_code: str | None = None  # `__type` on the control plane, where it differs from sagemaker_code
 
     @classmethod
     def of_status(cls, status: int) -> Wire:
@@ -72,9 +72,10 @@ INTERNAL = Wire(500, "server_error", 500, "internal", 500, "InternalFailure")
 
 class PierError(Exception):
     """Base of every error pier raises on purpose. `message` is written for the user: it says how to fix it.
-    `code` is OpenAI's machine-readable `code`; `param` the request field at fault, when one is."""
+    `code` is OpenAI's machine-readable `code` (None where OpenAI sends null); `param` the request field at
+    fault, when one is."""
 
-    code = "internal_error"
+    code: str | None = "internal_error"
     wire = INTERNAL
 
     def __init__(self, message: str, *, param: str | None = None) -> None:

@@ -4,7 +4,7 @@ The gateway names the model with SageMaker's own header (`TARGET_MODEL_HEADER`, 
 container); the copy answers with how it found the model (`CacheReport`, in headers of its answer), which the
 gateway turns into the AWS/SageMaker metrics ModelCacheHit, ModelLoadingWaitTime, LoadedModelCount,
 ModelUnloadingTime and ModelDownloadingTime, and into which models the copy holds (the router sends a target to
-a copy that holds it). Like `pier.resumable`, it imports nothing of pier: the server and the runtime share it.
+a copy that holds it). Like `pier.channel`, it imports nothing of pier: the server and the runtime share it.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from pier.backends.base import CopySpec, CopyState, CopyStatus
-from pier.security.copy_secret import copy_secret_header
+from pier.channel.copy_secret import copy_secret_header
 from tests.backends.conftest import FAST, Running, alive, backend_running, spec
 
 pytestmark = pytest.mark.e2e
@@ -33,7 +33,7 @@ def pair(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 
 def generate(copy: CopyStatus) -> httpx.Response:
-    """As the gateway calls a copy: with the copy's secret (pier.security.copy_secret), or it answers 403."""
+    """As the gateway calls a copy: with the copy's secret (pier.channel.copy_secret), or it answers 403."""
     assert copy.url
     return httpx.post(copy.url + "/generate", json={"inputs": "the cat", "parameters": {"max_new_tokens": 2}},
                       headers=copy_secret_header(copy.secret), timeout=10)

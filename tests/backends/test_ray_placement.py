@@ -12,9 +12,9 @@ from pier.backends.ray.placement import (
     MIB,
     Node,
     choose_node,
+    instance_index,
     missing_capacity,
     node_cores,
-    node_slot,
     reservation,
 )
 
@@ -107,7 +107,7 @@ def test_missing_capacity_is_said_in_words(nodes: list[Node], words: str) -> Non
     assert words in message and "A Ray autoscaler adds such nodes" in message
 
 
-@pytest.mark.parametrize(("slot", "owned", "cores", "expected"), [
+@pytest.mark.parametrize(("index", "owned", "cores", "expected"), [
     (0, (0, 1, 2, 3), (0, 1, 2, 3, 4, 5, 6, 7), (0, 1, 2, 3)),
     (1, (0, 1, 2, 3), (0, 1, 2, 3, 4, 5, 6, 7), (4, 5, 6, 7)),
     (0, (2,), (0, 1, 2, 3, 4, 5, 6, 7), (2,)),
@@ -115,17 +115,17 @@ def test_missing_capacity_is_said_in_words(nodes: list[Node], words: str) -> Non
     (0, (), (8, 9, 10, 11), (8, 9, 10, 11)),  # owning none: the whole instance
     (0, (0,), (), ()),
 ])
-def test_copies_run_on_their_instances_cores_of_the_node(slot: int, owned: tuple[int, ...], cores: tuple[int, ...],
+def test_copies_run_on_their_instances_cores_of_the_node(index: int, owned: tuple[int, ...], cores: tuple[int, ...],
                                                           expected: tuple[int, ...]) -> None:
     instance = Instance("e/v", 0, "ml.c7g.xlarge", 4, 8192, 0, owned)
-    assert node_cores(slot, instance, cores) == expected
+    assert node_cores(index, instance, cores) == expected
 
 
-def test_an_instance_slot_counts_pier_instances_on_its_node() -> None:
+def test_an_instance_index_counts_pier_instances_on_its_node() -> None:
     placed = {"g-b": "n1", "g-a": "n1", "g-c": "n2"}
-    assert [node_slot(g, "n1", placed) for g in ("g-a", "g-b")] == [0, 1]
-    assert node_slot("g-c", "n2", placed) == 0
-    assert node_slot("g-new", "n1", placed) == 2
+    assert [instance_index(g, "n1", placed) for g in ("g-a", "g-b")] == [0, 1]
+    assert instance_index("g-c", "n2", placed) == 0
+    assert instance_index("g-new", "n1", placed) == 2
 
 
 def test_config_from_a_file_with_options_on_top(tmp_path: Path) -> None:

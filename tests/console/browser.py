@@ -37,3 +37,17 @@ def chromium(*args: str) -> Iterator[Any]:
             yield browser
         finally:
             browser.close()
+
+
+@contextmanager
+def watched_page(browser: Any) -> Iterator[Any]:
+    """A wide page whose script errors (and anything the CSP had to block) fail the test when it closes."""
+    context = browser.new_context(viewport=WIDE)
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda error: errors.append(str(error)))
+    opened.on("console", lambda message: errors.append(message.text)
+              if message.type == "error" and "Content Security Policy" in message.text else None)
+    yield opened
+    context.close()
+    assert errors == [], errors  # no script error on any page, nothing the CSP had to block

@@ -16,7 +16,7 @@ import pytest
 
 from pier.security.keystore import KeyStore
 from pier.security.principal import Role
-from tests.console.browser import PHONE, WIDE, chromium, missing
+from tests.console.browser import PHONE, WIDE, chromium, missing, watched_page
 from tests.e2e.gateway_process import GatewayProcess
 from tests.sockets import free_port
 from tests.waiting import until
@@ -54,15 +54,8 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport=WIDE)
-    opened = context.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda error: errors.append(str(error)))
-    opened.on("console", lambda message: errors.append(message.text)
-              if message.type == "error" and "Content Security Policy" in message.text else None)
-    yield opened
-    context.close()
-    assert errors == [], errors  # no script error on any page, nothing the CSP had to block
+    with watched_page(browser) as opened:
+        yield opened
 
 
 def sagemaker(url: str) -> Any:

@@ -13,7 +13,7 @@ from typing import Any
 import boto3
 import pytest
 
-from tests.console.browser import WIDE, chromium, missing
+from tests.console.browser import chromium, missing, watched_page
 from tests.e2e.gateway_process import GatewayProcess
 from tests.e2e.test_gateway_e2e import WAIT, clients
 from tests.sockets import free_port
@@ -63,15 +63,8 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport=WIDE)
-    opened = context.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda error: errors.append(str(error)))
-    opened.on("console", lambda message: errors.append(message.text)
-              if message.type == "error" and "Content Security Policy" in message.text else None)
-    yield opened
-    context.close()
-    assert errors == [], errors
+    with watched_page(browser) as opened:
+        yield opened
 
 
 def test_a_shadow_variant_is_compared_with_production_by_its_own_metrics(gateway: GatewayProcess, page: Any) -> None:

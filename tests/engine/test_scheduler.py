@@ -1,48 +1,209 @@
 import random
+from dataclasses import dataclass, field
 
 import pytest
 
-from pier.engine.scheduler import Work, plan
+from pier.engine.scheduler import AGING, Work, allowance, overtaken, plan, streams_outnumber_prompts
+
+INF = None  # no cap / unbounded slack
 
 
 @pytest.mark.parametrize(
-    ("pending", "budget", "expected"),
+    ("pending", "budget", "cap", "slack", "expected"),
     [
-        ([], 8, []),
-        ([1, 1, 1], 8, [Work(0, 1), Work(1, 1), Work(2, 1)]),
+        ([], 8, INF, INF, []),
+        ([1, 1, 1], 8, INF, INF, [Work(0, 1), Work(1, 1), Work(2, 1)]),
         # decodes go first, then prompts
-        ([10, 1, 1], 8, [Work(1, 1), Work(2, 1), Work(0, 6)]),
-        ([3, 10], 8, [Work(0, 3), Work(1, 5)]),
+        ([10, 1, 1], 8, INF, INF, [Work(1, 1), Work(2, 1), Work(0, 6)]),
+        ([3, 10], 8, INF, INF, [Work(0, 3), Work(1, 5)]),
         # a long prompt never starves the running sequences
-        ([1000, 1, 1, 1], 4, [Work(1, 1), Work(2, 1), Work(3, 1), Work(0, 1)]),
-        # the oldest prompt takes up to half the budget; a short prompt behind it is computed in the same step
-        ([1000, 50], 512, [Work(0, 462), Work(1, 50)]),
-        ([1000, 50, 1], 512, [Work(2, 1), Work(0, 461), Work(1, 50)]),
-        # shortest first after the oldest's half, then the rest in that order
-        ([1000, 300, 20, 100], 512, [Work(0, 256), Work(1, 136), Work(2, 20), Work(3, 100)]),
-        # a short oldest prompt leaves the rest of its half to the others
-        ([10, 600, 400], 512, [Work(0, 10), Work(1, 102), Work(2, 400)]),
+        ([1000, 1, 1, 1], 4, INF, INF, [Work(1, 1), Work(2, 1), Work(3, 1), Work(0, 1)]),
+        # shortest first: a short prompt behind a long one is computed first, the long one gets the rest
+        ([1000, 50], 512, INF, INF, [Work(0, 462), Work(1, 50)]),
+        ([1000, 300, 20, 100], 512, INF, INF, [Work(0, 92), Work(1, 300), Work(2, 20), Work(3, 100)]),
+        # while generating sequences outnumber the prompts, the prompts share only the cap
+        ([1000, 50, 1, 1, 1], 512, 64, INF, [Work(2, 1), Work(3, 1), Work(4, 1), Work(0, 14), Work(1, 50)]),
+        ([1000, 300, 20, 1, 1, 1, 1], 512, 64, INF,
+         [Work(3, 1), Work(4, 1), Work(5, 1), Work(6, 1), Work(1, 44), Work(2, 20)]),
+        # ... and the whole budget once as many prompts wait as sequences generate (the slots wait for them)
+        ([1000, 50, 1], 512, 64, INF, [Work(2, 1), Work(0, 461), Work(1, 50)]),
+        ([1000, 300, 20, 1, 1], 512, 64, INF, [Work(3, 1), Work(4, 1), Work(0, 190), Work(1, 300), Work(2, 20)]),
+        ([100, 1], 512, 8, INF, [Work(1, 1), Work(0, 100)]),
+        # ... and the whole budget without them
+        ([1000, 300], 512, 64, INF, [Work(0, 212), Work(1, 300)]),
+        # aging: a younger prompt gets no more tokens ahead of an older one than the older one's slack
+        ([1000, 50], 512, INF, [30, 0], [Work(0, 482), Work(1, 30)]),
+        ([1000, 50, 1], 64, 64, [30, 0, 0], [Work(2, 1), Work(0, 33), Work(1, 30)]),
+        # slack spent: first come, first served
+        ([1000, 50, 1], 64, 64, [0, 0, 0], [Work(2, 1), Work(0, 63)]),
+        ([40, 1000, 50, 1], 128, 128, [0, 0, 0, 0], [Work(3, 1), Work(0, 40), Work(1, 87)]),
+        # the oldest's slack holds back every younger prompt, a middle one's only those younger than it: the
+        # 20-token prompt gets the middle one's slack (10), the middle one what is left of the oldest's
+        ([1000, 300, 20], 100, INF, [100, 10, 0], [Work(1, 90), Work(2, 10)]),
+        ([1000, 300, 20], 200, INF, [100, 10, 0], [Work(0, 100), Work(1, 90), Work(2, 10)]),
         # prompts that do not fit wait for a later step
-        ([1, 1, 9, 5], 4, [Work(0, 1), Work(1, 1), Work(2, 1), Work(3, 1)]),
-        ([1, 1, 1, 9], 3, [Work(0, 1), Work(1, 1), Work(2, 1)]),
+        ([1, 1, 9, 5], 4, INF, INF, [Work(0, 1), Work(1, 1), Work(3, 2)]),
+        ([1, 1, 1, 9], 3, INF, INF, [Work(0, 1), Work(1, 1), Work(2, 1)]),
     ],
 )
-def test_plan(pending: list[int], budget: int, expected: list[Work]) -> None:
-    assert plan(pending, budget) == expected
+def test_plan(pending: list[int], budget: int, cap: int | None, slack: list[int] | None,
+              expected: list[Work]) -> None:
+    assert plan(pending, budget, cap, slack) == expected
 
 
-def test_every_prompt_advances_and_the_oldest_always_does() -> None:
-    """Prompts of random lengths arriving every step: the oldest one advances each step (nothing starves), and
-    the budget is spent whenever there is work for it."""
+@pytest.mark.parametrize(("decode_rows", "prompts", "capped"),
+                         [(0, 0, False), (1, 0, True), (0, 1, False), (1, 1, False), (7, 1, True), (4, 4, False),
+                          (4, 5, False), (5, 4, True), (32, 31, True)])
+def test_the_cap_holds_while_streams_outnumber_prompts(decode_rows: int, prompts: int, capped: bool) -> None:
+    assert streams_outnumber_prompts(decode_rows, prompts) is capped
+
+
+@pytest.mark.parametrize(
+    ("pending", "work", "expected"),
+    [
+        ([], [], []),
+        # an unfinished prompt is charged what younger prompts got; a finished one and decodes nothing
+        ([1000, 50], [Work(0, 462), Work(1, 50)], [50, 0]),
+        ([40, 1000, 50, 1], [Work(3, 1), Work(0, 40), Work(1, 20), Work(2, 50)], [0, 50, 0, 0]),
+        ([1000, 300, 20], [Work(0, 70), Work(1, 10), Work(2, 20)], [30, 20, 0]),
+        ([1000, 1, 300], [Work(1, 1), Work(0, 10), Work(2, 10)], [10, 0, 0]),
+    ],
+)
+def test_overtaken(pending: list[int], work: list[Work], expected: list[int]) -> None:
+    assert overtaken(pending, work) == expected
+
+
+@pytest.mark.parametrize(("fcfs_tokens", "expected"), [(0, 0), (9, 0), (100, 10), (1500, 150), (1655, 165)])
+def test_allowance(fcfs_tokens: int, expected: int) -> None:
+    assert allowance(fcfs_tokens) == expected
+
+
+def test_every_prompt_advances_and_the_budget_is_spent() -> None:
+    """Prompts of random lengths arriving every step, slack as the engine keeps it: the budget is spent whenever
+    there is work for it, no prompt is passed over by more than its slack, and one whose slack is spent (with
+    every older one's) advances in every step (nothing starves)."""
     rng = random.Random(0)
     pending: list[int] = []
+    slack: list[int] = []
     for _ in range(500):
-        pending.append(rng.choice([1, 20, 80, 1500]))
-        work = plan(pending, 512)
-        assert sum(w.n_tokens for w in work) == min(512, sum(pending))
+        n = rng.choice([1, 20, 80, 1500])
+        slack.append(allowance(sum(p for p in pending if p > 1) + n))
+        pending.append(n)
+        work = plan(pending, 512, 64, slack)
+        decoding, prompts_in_progress = sum(p == 1 for p in pending), sum(p > 1 for p in pending)
+        prompt_tokens = sum(p for p in pending if p > 1)
+        capped = streams_outnumber_prompts(decoding, prompts_in_progress)
+        room = min(512 - decoding, 64 if capped else 512)
+        assert sum(w.n_tokens for w in work if pending[w.index] > 1) == min(room, prompt_tokens)
         prompts = [i for i, n in enumerate(pending) if n > 1]
         if prompts:
-            assert any(w.index == prompts[0] for w in work)
+            assert any(w.index == prompts[0] for w in work) or slack[prompts[0]] > 0
+        slack = [s - c for s, c in zip(slack, overtaken(pending, work), strict=True)]
+        assert min(slack, default=0) >= 0
         for w in work:
             pending[w.index] -= w.n_tokens
+        slack = [s for s, n in zip(slack, pending, strict=True) if n > 0]
         pending = [n for n in pending if n > 0]
+
+
+# ---- the aging bound, simulated --------------------------------------------------------------------------------
+
+
+@dataclass
+class Prompt:
+    arrives: float
+    length: int
+    left: int = 0
+    slack: int = 0
+    first_token: float | None = None
+
+
+@dataclass
+class CostModel:
+    """Seconds a step takes: its decode rows, plus a pass over the prompt tokens (weights read again, then per
+    token)."""
+
+    decode_s: float = 0.06
+    pass_s: float = 0.02
+    token_s: float = 0.002
+
+    def step(self, prompt_tokens: int) -> float:
+        return self.decode_s + (self.pass_s + self.token_s * prompt_tokens if prompt_tokens else 0.0)
+
+
+@dataclass
+class Simulation:
+    """Prompts arrive at their times; each step admits those arrived, plans the step (`streams` sequences always
+    generating beside them, as under load), and advances the clock by the step's cost. With more streams than
+    prompts ever wait (32 here), every step is capped: the regime the time bound is stated for (a step budget
+    that does not depend on the order; at saturation, when prompts outnumber the streams, the budget is the
+    whole step for both orders, and the bound holds in prompt tokens)."""
+
+    aging: bool
+    cost: CostModel = field(default_factory=CostModel)
+    cap: int = 48
+    streams: int = 32
+
+    def run(self, arrivals: list[tuple[float, int]]) -> list[float]:
+        prompts = [Prompt(at, n, n) for at, n in arrivals]
+        now, admitted, todo = 0.0, [], list(prompts)
+        while todo or any(p.left for p in admitted):
+            while todo and todo[0].arrives <= now:
+                p = todo.pop(0)
+                ahead = sum(q.left for q in admitted if q.left)
+                p.slack = allowance(ahead + p.left) if self.aging else 0
+                admitted.append(p)
+            waiting = [p for p in admitted if p.left]
+            if not waiting:
+                now = todo[0].arrives
+                continue
+            pending = [1] * self.streams + [p.left for p in waiting]
+            slack = [0] * self.streams + [p.slack for p in waiting]
+            work = plan(pending, 512, self.cap, slack)
+            for p, charge in zip(waiting, overtaken(pending, work)[self.streams:], strict=True):
+                p.slack -= charge
+            now += self.cost.step(sum(w.n_tokens for w in work if w.index >= self.streams))
+            for w in work:
+                if w.index >= self.streams:
+                    p = waiting[w.index - self.streams]
+                    p.left -= w.n_tokens
+                    if not p.left:
+                        p.first_token = now
+        return [p.first_token - p.arrives for p in prompts if p.first_token is not None]
+
+
+def bursts(seed: int) -> list[tuple[float, int]]:
+    """Prompts of 20-300 tokens with long ones (1,500, 15%) among them, in bursts at random times."""
+    rng = random.Random(seed)
+    arrivals, at = [], 0.0
+    for _ in range(rng.randint(5, 30)):
+        at += rng.expovariate(rng.choice([0.5, 2.0, 8.0]))
+        arrivals.append((at, 1500 if rng.random() < 0.15 else rng.choice([20, 100, 300])))
+    return arrivals
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_no_prompt_waits_more_than_10_percent_longer_than_first_come_first_served(seed: int) -> None:
+    """Every prompt's first token comes at most AGING later than under FCFS, plus one step (the chunk rounding)."""
+    arrivals = bursts(seed)
+    aged, fcfs = Simulation(aging=True).run(arrivals), Simulation(aging=False).run(arrivals)
+    one_step = CostModel().step(48)
+    for ours, theirs in zip(aged, fcfs, strict=True):
+        assert ours <= (1 + AGING) * theirs + one_step
+
+
+def test_short_prompts_come_sooner_than_first_come_first_served() -> None:
+    short, short_fcfs = [], []
+    for seed in range(40):
+        arrivals = bursts(seed)
+        aged, fcfs = Simulation(aging=True).run(arrivals), Simulation(aging=False).run(arrivals)
+        short += [t for t, (_, n) in zip(aged, arrivals, strict=True) if n <= 100]
+        short_fcfs += [t for t, (_, n) in zip(fcfs, arrivals, strict=True) if n <= 100]
+    assert sum(short) < 0.8 * sum(short_fcfs)
+
+
+def test_a_short_prompt_behind_a_long_one_comes_first_but_the_long_one_at_most_10_percent_later() -> None:
+    aged = Simulation(aging=True).run([(0.0, 1500), (0.5, 100)])
+    fcfs = Simulation(aging=False).run([(0.0, 1500), (0.5, 100)])
+    assert aged[1] < fcfs[1] / 5  # the short prompt no longer waits for the long one
+    assert fcfs[0] < aged[0] <= (1 + AGING) * fcfs[0]

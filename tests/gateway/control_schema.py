@@ -11,7 +11,7 @@ from typing import Any
 
 import botocore.session
 
-from pier.control.limits import OPEN_ENUMS, PATTERNED
+from pier.control.request_limits import OPEN_ENUMS, PATTERNED
 
 PREFIX = "/control/"
 MAX_NESTING = 3  # deeper members are any JSON: the fuzzer's time goes to what pier reads

@@ -138,3 +138,29 @@ def test_the_grace_period_comes_from_the_flag_the_environment_or_30_s(monkeypatc
     monkeypatch.setenv("PIER_GRACE_PERIOD_S", "soon")
     with pytest.raises(ValueError, match="PIER_GRACE_PERIOD_S"):
         grace_period()
+
+
+@pytest.mark.parametrize(
+    ("path", "dialect"),
+    [
+        ("/endpoints/llm/invocations", "runtime"),
+        ("/endpoints/llm/invocations-response-stream", "runtime"),
+        ("/endpoints/llm/async-invocations", "runtime"),
+        ("/v1/chat/completions", "openai"),
+        ("/v1/embeddings", "openai"),
+        ("/endpoints/llm/v1/completions", "openai"),
+        ("/", "control"),
+        ("/pier/deploy", "pier"),
+    ],
+)
+def test_new_work_is_refused_in_the_dialect_of_its_path(path: str, dialect: str) -> None:
+    response = Drain(lambda: None).refusal({"path": path})
+    body = json.loads(bytes(response.body))
+    assert response.status_code == 503
+    shapes = {
+        "runtime": response.headers.get("x-amzn-ErrorType") == "ServiceUnavailable" and "message" in body,
+        "openai": body.get("error", {}).get("type") == "service_unavailable_error",
+        "control": body.get("__type") == "ServiceUnavailable",
+        "pier": set(body) == {"message"} and "x-amzn-ErrorType" not in response.headers,
+    }
+    assert [name for name, shaped in shapes.items() if shaped] == [dialect]

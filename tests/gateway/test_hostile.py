@@ -18,7 +18,7 @@ from schemathesis.config import SchemathesisConfig
 from schemathesis.generation import GenerationMode
 
 from pier.control.api import OPERATIONS
-from pier.control.limits import MAX_BODY_BYTES
+from pier.control.request_limits import MAX_BODY_BYTES
 from pier.gateway.app import create_gateway
 from tests.control.fakes import FakeBackend
 from tests.gateway.control_schema import PREFIX, ControlPaths, control_openapi

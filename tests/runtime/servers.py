@@ -18,11 +18,11 @@ from fastapi import FastAPI, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from pier.backends.base import CopyState, CopyStatus
+from pier.channel.refusal import REFUSED_HEADER
 from pier.engine.core import EngineConfig
 from pier.engine.engine import Engine
 from pier.engine.fake import FakeRunner
 from pier.engine.runner import Batch
-from pier.errors import REFUSED_HEADER
 from pier.runtime.errors import EndpointNotFound
 from pier.runtime.invoke import RuntimeService
 from pier.runtime.routes import openai_router, runtime_router

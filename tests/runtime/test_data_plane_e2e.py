@@ -22,11 +22,11 @@ from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
 
 from pier.backends.base import CopyState, CopyStatus
+from pier.channel.copy_secret import copy_secret_header
 from pier.runtime.errors import EndpointNotFound
 from pier.runtime.invoke import RuntimeService
 from pier.runtime.routes import runtime_router
 from pier.runtime.target import Target
-from pier.security.copy_secret import copy_secret_header
 from tests.backends.conftest import Running, backend_running, spec
 from tests.runtime.servers import runtime_client as client
 from tests.sockets import free_port

@@ -1,4 +1,4 @@
-"""KV_AWARE routing on what each copy says its prefix cache holds (pier.kv_held), not the router's own memory."""
+"""KV_AWARE routing on what each copy says its prefix cache holds (pier.channel.kv_held), not the router's memory."""
 
 from __future__ import annotations
 

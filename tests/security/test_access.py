@@ -10,7 +10,7 @@ import pytest
 from pier.security.access import authorize, model_endpoint, needs_body
 from pier.security.errors import AccessDenied
 from pier.security.principal import Principal, Role
-from pier.security.routes import route_of
+from pier.security.reach import reach_of
 
 ADMIN = Principal("root", Role.ADMIN)
 INVOKER = Principal("app", Role.INVOKE)
@@ -60,9 +60,9 @@ def body(model: object) -> bytes:
     ],
 )
 def test_authorize(principal: Principal, path: str, payload: bytes | None, allowed: bool) -> None:
-    route = route_of(path)
+    reach = reach_of(path)
     try:
-        authorize(principal, route, "op", payload, endpoint_of)
+        authorize(principal, reach, "op", payload, endpoint_of)
     except AccessDenied as denied:
         assert not allowed, denied.message
         assert principal.name in denied.message
@@ -74,14 +74,14 @@ def test_a_component_named_like_an_allowed_endpoint_reaches_its_own_endpoint() -
     """No endpoint `chat` exists, but a component `chat` on `other` does: the gateway would serve `other`."""
     moved = {"chat": "other"}
     with pytest.raises(AccessDenied):
-        authorize(LIMITED, route_of("/endpoints/chat/invocations"), "op", None, lambda name: moved.get(name))
+        authorize(LIMITED, reach_of("/endpoints/chat/invocations"), "op", None, lambda name: moved.get(name))
 
 
 def test_the_body_is_read_only_for_limited_keys_on_routes_that_name_the_endpoint_in_it() -> None:
-    assert needs_body(LIMITED, route_of("/v1/chat/completions"))
-    assert not needs_body(LIMITED, route_of("/endpoints/chat/invocations"))
-    assert not needs_body(INVOKER, route_of("/v1/chat/completions"))
-    assert not needs_body(ADMIN, route_of("/v1/chat/completions"))
+    assert needs_body(LIMITED, reach_of("/v1/chat/completions"))
+    assert not needs_body(LIMITED, reach_of("/endpoints/chat/invocations"))
+    assert not needs_body(INVOKER, reach_of("/v1/chat/completions"))
+    assert not needs_body(ADMIN, reach_of("/v1/chat/completions"))
 
 
 @pytest.mark.parametrize(("payload", "endpoint"), [(body("e"), "e"), (body("e/ic"), "e"), (body("/ic"), None),

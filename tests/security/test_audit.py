@@ -8,7 +8,7 @@ import httpx
 import pytest
 from botocore.exceptions import ClientError
 
-from pier.security.audit import audit, resource_of
+from pier.security.audit import audit, operation_of, resource_of
 from tests.security.conftest import Secured
 
 
@@ -56,3 +56,18 @@ def test_a_line_cannot_be_forged(audit_lines: list[str]) -> None:
 ])
 def test_resource_of(body: bytes | None, resource: str) -> None:
     assert resource_of(body) == resource
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "target", "operation"),
+    [
+        ("POST", "/", "SageMaker.CreateModel", "sagemaker:CreateModel"),
+        ("POST", "/", None, "sagemaker:UnknownOperation"),
+        ("POST", "/endpoints/e/invocations", None, "sagemaker:InvokeEndpoint"),
+        ("POST", "/endpoints/e/invocations-response-stream", None, "sagemaker:InvokeEndpointWithResponseStream"),
+        ("POST", "/endpoints/e/async-invocations", None, "sagemaker:InvokeEndpointAsync"),
+        ("GET", "/pier/copies", None, "GET /pier/copies"),
+    ],
+)
+def test_operation_of(method: str, path: str, target: str | None, operation: str) -> None:
+    assert operation_of(method, path, target) == operation

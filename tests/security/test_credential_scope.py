@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pier.security.credential_scope import check_scope, regions
+from pier.security.credential_scope import check_scope, regions, signing_service
 from pier.security.errors import InvalidSignature
-from pier.security.routes import signing_service
 
 FORM = "application/x-www-form-urlencoded; charset=utf-8"
 
@@ -36,7 +35,7 @@ def test_check_scope(region: str, service: str, expected: str, refusal: str | No
         return
     with pytest.raises(InvalidSignature) as raised:
         check_scope(region, service, expected)
-    assert refusal in raised.value.message and raised.value.code == "InvalidSignatureException"
+    assert refusal in raised.value.message and raised.value.wire.sagemaker_code == "InvalidSignatureException"
 
 
 def test_regions_are_botocore_s() -> None:

@@ -8,10 +8,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from pier.channel.copy_secret import COPY_SECRET_ENV
 from pier.engine.core import EngineConfig
 from pier.engine.engine import Engine
 from pier.engine.llama import LlamaRunner
-from pier.security.copy_secret import COPY_SECRET_ENV
 from pier.server.app import create_app
 from pier.server.settings import ServerSettings
 from pier.synthetic.builder import TINY

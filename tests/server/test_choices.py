@@ -9,10 +9,10 @@ import json
 import httpx
 import pytest
 
+from pier.channel.frames import Continuation
 from pier.engine.engine import Engine
 from pier.engine.fake import FakeRunner
 from pier.engine.logprobs import log_softmax
-from pier.resumable import Continuation
 from pier.server.settings import ServerSettings
 from tests.server.conftest import app_client, sse_data
 from tests.server.flavors.tgi_generate_schema import validator

@@ -1,4 +1,4 @@
-"""A copy's resumable answers (pier/resumable.py): framed, with the token ids behind every byte, and continued by
+"""A copy's resumable answers (pier/channel/frames.py): framed, with the token ids behind every byte, and continued by
 another copy from any frame on with exactly the bytes the first copy would have sent next."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from pier.resumable import CONTINUE, RESUMABLE, Continuation, Frame, FrameReader
+from pier.channel.frames import CONTINUE, RESUMABLE, Continuation, Frame, FrameReader
 from pier.server.app import create_app
 from pier.server.continuation import PROGRESS, Progress, progress_of
 from pier.server.settings import ServerSettings

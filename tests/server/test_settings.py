@@ -88,6 +88,21 @@ def test_decode_rows_go_in_passes_of_their_own_unless_turned_off(env: dict[str, 
     assert ServerSettings.from_env(env).separate_decode_rows is expected
 
 
+@pytest.mark.parametrize(("value", "expected"), [(None, 2.0), ("3", 3.0), ("1.5", 1.5), ("off", None), ("None", None)])
+def test_the_itl_bound_is_two_decode_steps_unless_set(value: str | None, expected: float | None) -> None:
+    env = {} if value is None else {"PIER_ITL_BOUND": value}
+    assert ServerSettings.from_env(env).itl_bound == expected
+
+
+@pytest.mark.parametrize("value", ["0.5", "fast", ""])
+def test_a_bad_itl_bound_says_what_it_takes(value: str) -> None:
+    if not value:  # blank counts as unset
+        assert ServerSettings.from_env({"PIER_ITL_BOUND": value}).itl_bound == 2.0
+        return
+    with pytest.raises(SettingsError, match="PIER_ITL_BOUND must be a number of decode-only steps"):
+        ServerSettings.from_env({"PIER_ITL_BOUND": value})
+
+
 @pytest.mark.parametrize(
     ("env", "kv_type", "mb"),
     [({}, "f16", None), ({"PIER_KV_CACHE_TYPE": "Q8_0", "PIER_KV_CACHE_MB": "512"}, "q8_0", 512),

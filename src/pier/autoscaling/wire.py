@@ -21,11 +21,9 @@ import cbor2
 from botocore.validate import ParamValidator
 
 from pier.autoscaling.errors import ScalingError, ScalingValidation, UnknownOperation
-from pier.error_bodies import Dialect, render
+from pier.dialect import AUTOSCALING_TARGET, CLOUDWATCH_TARGET, Dialect
+from pier.error_bodies import render
 
-AUTOSCALING_TARGET = "AnyScaleFrontendService"
-CLOUDWATCH_TARGET = "GraniteServiceVersion20100801"
-CBOR_PATH = f"/service/{CLOUDWATCH_TARGET}/operation/"
 SERVICES = {AUTOSCALING_TARGET: "application-autoscaling", CLOUDWATCH_TARGET: "cloudwatch"}
 
 Body = dict[str, Any]
@@ -55,7 +53,7 @@ class Protocol:
         return json.dumps(body).encode()
 
     def error(self, error: ScalingError) -> tuple[bytes, dict[str, str]]:
-        body = render(error, Dialect.AWS_JSON).body
+        body = render(error, Dialect.CONTROL).body
         headers = {"x-amzn-query-error": f"{error.query_code};Sender"} if error.query_code else {}
         return self.encode(body), headers
 

@@ -62,11 +62,11 @@ class CopyStatus:
     message: str = ""  # why it is not ready, in words a user can act on
     restarts: int = 0
     pid: int | None = None
-    # What the gateway sends in X-Pier-Copy-Secret so the copy answers it (pier.security.copy_secret); None: the
+    # What the gateway sends in X-Pier-Copy-Secret so the copy answers it (pier.channel.copy_secret); None: the
     # copy asks for none. Never shown (repr) nor listed by /pier/copies.
     secret: str | None = field(default=None, repr=False, compare=False)
-    # Requests it works on at once (pier.concurrency, from the environment it was started with); the gateway never
-    # sends it more. None: its backend does not know, and the gateway assumes the default copy's.
+    # Requests it works on at once (pier.channel.concurrency, from the environment it was started with); the
+    # gateway never sends it more. None: its backend does not know, and the gateway assumes the default copy's.
     concurrency: int | None = None
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pier
 from pier.backends.base import CopySpec
-from pier.security.copy_secret import COPY_SECRET_ENV
+from pier.channel.copy_secret import COPY_SECRET_ENV
 
 PIER_ROOT = str(Path(pier.__file__).resolve().parent.parent)
 
@@ -163,7 +163,7 @@ class CopyProcess:
     @classmethod
     def spawn(cls, spec: CopySpec, port: int, log: Path, *, python: str = sys.executable,
               secret: str | None = None) -> CopyProcess:
-        """`secret`: the copy answers only requests that carry it (pier.security.copy_secret)."""
+        """`secret`: the copy answers only requests that carry it (pier.channel.copy_secret)."""
         env = {**environment(spec), **({COPY_SECRET_ENV: secret} if secret else {})}
         with log.open("ab") as out:
             process = subprocess.Popen(

@@ -21,8 +21,8 @@ import httpx
 from pier.backends.base import CopySpec, CopyState, CopyStatus
 from pier.backends.logfile import rotate, tail
 from pier.backends.process import CopyProcess, PidFile, describe_exit, environment, free_port, http_url
-from pier.concurrency import CONCURRENCY_HEADER, copy_concurrency, reported_concurrency
-from pier.security.copy_secret import new_copy_secret
+from pier.channel.concurrency import CONCURRENCY_HEADER, copy_concurrency, reported_concurrency
+from pier.channel.copy_secret import new_copy_secret
 
 log = logging.getLogger(__name__)
 

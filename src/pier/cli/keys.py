@@ -167,7 +167,7 @@ def revoke(
 ) -> None:
     """Delete a key: requests signed with it fail from the next one on (no restart). Revoking the last valid key
     of a gateway that listens beyond loopback makes it refuse every call until a key is created."""
-    from pier.security import listening
+    from pier.gateway import listening
     from pier.security.keystore import KeyStoreError
 
     store = _store(state_dir)

@@ -24,7 +24,6 @@ from pier.control.errors import (
     not_found,
 )
 from pier.control.instance_types import lookup, warn_if_oversize
-from pier.control.limits import check_request, load_model
 from pier.control.names import arn
 from pier.control.records import (
     IN_PROGRESS,
@@ -35,6 +34,7 @@ from pier.control.records import (
     RoutingRecord,
     VariantRecord,
 )
+from pier.control.request_limits import check_request, load_model
 from pier.control.resources import Body, check_source, classic_copies
 from pier.control.shapes import (
     CreateEndpointConfigInput,

@@ -265,7 +265,7 @@ class CreateEndpointInput(Shape):
 class UpdateEndpointInput(Shape):
     EndpointName: EndpointNameStr
     EndpointConfigName: EndpointNameStr
-    DeploymentConfig: dict[str, Any] | None = None  # checked against botocore's shape by pier.control.limits
+    DeploymentConfig: dict[str, Any] | None = None  # checked against botocore's shape by pier.control.request_limits
     RetainDeploymentConfig: bool = False
     RetainAllVariantProperties: bool = False
     ExcludeRetainedVariantProperties: list[dict[str, Any]] = []
@@ -353,7 +353,7 @@ class UpdateInferenceComponentInput(Shape):
     InferenceComponentName: ModelNameStr
     Specification: ComponentSpec | None = None
     RuntimeConfig: RuntimeConfigSpec | None = None
-    DeploymentConfig: dict[str, Any] | None = None  # checked against botocore's shape by pier.control.limits
+    DeploymentConfig: dict[str, Any] | None = None  # checked against botocore's shape by pier.control.request_limits
 
 
 class UpdateInferenceComponentRuntimeConfigInput(Shape):

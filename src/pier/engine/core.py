@@ -20,13 +20,14 @@ from pier.engine.detok import TextStream
 from pier.engine.host_cache import HostCache
 from pier.engine.kv_cache import KvCache
 from pier.engine.logprobs import TokenLogprob, token_logprob
-from pier.engine.prefix_cache import MIN_SAVED, NO_MATCH, PrefixCache, PrefixMatch
+from pier.engine.prefix_cache import MIN_KEPT, MIN_SAVED, NO_MATCH, PrefixCache, PrefixMatch
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk
 from pier.engine.retention import RetentionBudget
 from pier.engine.runner import Batch, KvCacheFull, ModelRunner
 from pier.engine.sampling import GrammarExhausted, TokenSampler
-from pier.engine.scheduler import Work, plan
+from pier.engine.scheduler import ITL_BOUND, Work, allowance, overtaken, plan
 from pier.engine.sequence import Emit, Sequence
+from pier.engine.step_cost import StepCost
 from pier.engine.utf8_guard import Utf8Guard
 from pier.engine.validate import CheckedRequest, checked
 from pier.errors import InvalidRequest
@@ -39,6 +40,9 @@ class EngineConfig:
     prefix_cache: bool = True
     prefix_floor_cells: int | None = None  # cells idle prefixes may always keep; None = a sixteenth of the cache
     host_cache_bytes: int = 0  # host memory for prefixes evicted from the KV cache; 0 = drop them instead
+    # a step with generating sequences costs at most this many decode-only steps (engine/scheduler.py); None: no
+    # bound, prompts may fill the whole step
+    itl_bound: float | None = ITL_BOUND
 
     def __post_init__(self) -> None:
         if self.max_running < 1 or self.step_tokens < self.max_running:
@@ -95,6 +99,7 @@ class EngineCore:
         self._eog = np.array([t for t in range(runner.info.n_vocab) if runner.is_eog(t)], dtype=np.int64)
         self._utf8: Utf8Guard | None = None  # built when a grammar first needs it, or by Engine.start's thread
         self._utf8_lock = threading.Lock()
+        self.step_cost = StepCost(self.config.itl_bound or ITL_BOUND)
         self._totals = {"prompt": 0, "cached": 0, "restored": 0, "generated": 0, "preemptions": 0, "steps": 0}
 
     def _retention_budget(self) -> RetentionBudget | None:
@@ -205,12 +210,17 @@ class EngineCore:
             return self._utf8
 
     def _prefix_in_flight(self, seq: Sequence, match: PrefixMatch) -> bool:
-        """Is another sequence computing a longer prefix of this prompt right now? Then this one waits
-        for it (at most the rest of that prompt) instead of computing the same tokens twice."""
+        """Is another sequence computing a longer prefix of this prompt right now? Then this one waits for it (at
+        most the rest of that prompt) instead of computing the same tokens twice. Only with the prefix cache on
+        (nothing could be taken from it otherwise), and only for a gain of MIN_KEPT tokens or more: unrelated
+        prompts share their first few tokens (BOS, a chat template's opening), and waiting for those would queue
+        every new prompt behind every other one."""
+        if not self.config.prefix_cache:
+            return False
         limit = len(seq.tokens) - 1
         return any(
             other.pending > 1 and other.request.adapter == seq.request.adapter
-            and common_prefix(other.tokens, seq.tokens, limit) > match.length
+            and common_prefix(other.tokens, seq.tokens, limit) >= match.length + MIN_KEPT
             for other in self.running
         )
 
@@ -231,14 +241,20 @@ class EngineCore:
             self._totals["cached"] += min(reused, seq.prompt_len)
             if match.saved is not None:
                 self._totals["restored"] += min(reused, seq.prompt_len)
+        ahead = sum(s.pending for s in self.running if s.pending > 1)
+        seq.slack = allowance(ahead + seq.pending)
         self.running.append(seq)
 
     # -- scheduling and the forward pass -------------------------------------------------------------
 
     def _schedule(self) -> list[Work]:
+        cap = self.step_cost.prompt_cap() if self.config.itl_bound is not None else None
         while self.running:
-            work = plan([s.pending for s in self.running], self.step_tokens)
+            pending = [s.pending for s in self.running]
+            work = plan(pending, self.step_tokens, cap, [s.slack for s in self.running])
             if self.prefix.make_room(sum(w.n_tokens for w in work)) or len(self.running) == 1:
+                for seq, charge in zip(self.running, overtaken(pending, work), strict=True):
+                    seq.slack -= charge
                 return work
             self._preempt(self.running[-1])
         return []
@@ -272,8 +288,12 @@ class EngineCore:
             chunks.append((seq, seq.slot, chunk))
             if seq.scheduled is None:
                 seq.scheduled = now
+        decode_rows = sum(1 for w in work if w.n_tokens == 1 and self.running[w.index].pending == 1)
         try:
+            started = time.perf_counter()
             logits = self.runner.decode(batch)
+            self.step_cost.observe(decode_rows, sum(w.n_tokens for w in work) - decode_rows,
+                                   time.perf_counter() - started)
         except KvCacheFull:
             # Our count said it fits but llama.cpp disagreed: free every cached prefix, then a sequence.
             if not self.prefix.idle_count:

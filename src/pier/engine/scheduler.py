@@ -1,9 +1,45 @@
-"""Deciding what one engine step computes. Pure: no model, no KV, tested table-driven."""
+"""Deciding what one engine step computes. Pure: no model, no KV, tested table-driven.
+
+The policy, and its two bounds:
+
+- **Running streams first, and a bounded share of the step for prompts.** Every generating sequence decodes one
+  token in every step. While any does, the prompt tokens a step carries are capped (`prompt_cap`, set by
+  `engine/step_cost.py` from the steps' measured times) so that they add at most (k - 1) times what a
+  decode-only step costs, k = `ITL_BOUND` = 2: a stream's gap between tokens is at most twice a decode-only
+  step's, so under mixed load ITL p99 <= 2x ITL p50 (every gap lies between one decode-only step and two). The
+  bound is on the forward pass; the cap never goes below `MIN_CHUNK` (8) tokens, so prompts always advance, and
+  where 8 prompt tokens cost more than a decode-only step a step beside them costs more than k times. With no
+  stream running, prompts get the whole step budget (`budget`, the batch size).
+- **Unless prompts are what the streams wait for.** The cap holds while generating sequences outnumber the
+  prompts in progress (`streams_outnumber_prompts`). Once as many admitted sequences wait for their prompt as
+  generate (a closed loop at saturation: every user's next turn arrives as its last reply ends), prompts get the
+  whole step budget: the slots they hold are empty rows in every step, and spreading them over many capped steps
+  costs the streams more (fewer rows for each step's fixed costs, and each stream's next turn later) than the few
+  long steps do. Under mixed load, with streams in the majority, the bound above holds; at saturation a gap is
+  at most one step of `budget` prompt tokens, as in llama-server.
+- **Short prompts first, with aging.** The prompt tokens of a step go to the shortest pending prompts first
+  (fewest tokens left), so a short prompt that arrives behind a long one gets its first token after a step or
+  two, not after the whole long prompt. A prompt passed over this way is charged: each prompt has a *slack*, the
+  prompt tokens younger prompts may still be computed ahead of it; it starts at `AGING` (10%) of the prompt
+  tokens first come, first served (FCFS) would compute before its first token (its own and those of the older
+  prompts pending when it was admitted: `allowance`), and a younger prompt is given no more tokens ahead of it
+  than its slack left. Once its slack is spent it is served in admission order. So before a prompt's first token
+  at most 1.1x the prompt tokens FCFS would compute are computed: with every step carrying the same prompt
+  tokens (the cap, while streams run), its first token comes at most 10% (plus one step's rounding) later than
+  under FCFS. The bound is in prompt tokens: when a short prompt finished first starts a stream where FCFS would
+  have run none, the cap applies to steps FCFS would have run at the full budget (the bound holds under load,
+  when streams are running anyway; an idle engine has no streams to protect).
+
+FCFS is this plan with every slack 0; pure shortest-first, every slack unbounded (`slack=None`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+ITL_BOUND = 2.0  # k: a step with running streams costs at most k times a decode-only step
+AGING = 0.1  # a prompt's first token comes after at most (1 + AGING) x the prompt tokens FCFS computes first
 
 
 @dataclass(frozen=True)
@@ -14,26 +50,75 @@ class Work:
     n_tokens: int
 
 
-def plan(pending: Sequence[int], budget: int) -> list[Work]:
-    """One step's work. `pending[i]` is how many known tokens sequence i (in admission order) has not yet fed to
-    the model (1 for a generating sequence, more while its prompt is being evaluated).
+def allowance(fcfs_tokens: int) -> int:
+    """A newly admitted prompt's slack: AGING of the prompt tokens FCFS would compute before its first token (its
+    own pending tokens and those of the older prompts still pending)."""
+    return int(AGING * fcfs_tokens)
 
-    Every generating sequence decodes one token first, so a long prompt never stalls running streams. The rest of
-    the token budget goes to prompts: the oldest prompt takes up to half of it, so it advances every step however
-    many shorter prompts arrive (no prompt starves); then the shortest prompts first, so a short prompt that
-    arrives behind a long one gets its first token a step later instead of after the whole long prompt; whatever
-    is left goes on in that order. Prompts longer than the budget are computed in chunks (chunked prefill).
+
+def plan(pending: Sequence[int], budget: int, prompt_cap: int | None = None,
+         slack: Sequence[int] | None = None) -> list[Work]:
+    """One step's work. `pending[i]` is how many known tokens sequence i (in admission order) has not yet fed to
+    the model (1 for a generating sequence, more while its prompt is being evaluated). `prompt_cap`: the most
+    prompt tokens in a step while generating sequences outnumber prompts (None: no cap). `slack[i]`: the prompt
+    tokens younger prompts may still be given ahead of prompt i (None: unbounded, pure shortest-first).
+
+    Every generating sequence decodes one token first; then prompts, shortest first, but never more tokens to a
+    younger prompt than the slack left of any older unfinished one (the oldest is never held back, so the budget
+    is spent whenever there is work for it). Prompts longer than what is left are computed in chunks.
     """
     decode = [Work(i, 1) for i, n in enumerate(pending) if n == 1]
     prompts = [i for i, n in enumerate(pending) if n > 1]
-    left = budget - len(decode)
-    if not prompts or left <= 0:
+    room = budget - len(decode)
+    if prompt_cap is not None and streams_outnumber_prompts(len(decode), len(prompts)):
+        room = min(room, max(1, prompt_cap))
+    if not prompts or room <= 0:
         return decode
-    take = dict.fromkeys(prompts, 0)
-    take[prompts[0]] = min(pending[prompts[0]], max(1, left // 2))
-    left -= take[prompts[0]]
-    for i in sorted(prompts, key=lambda i: pending[i] - take[i]):
-        more = min(pending[i] - take[i], left)
-        take[i] += more
-        left -= more
-    return decode + [Work(i, take[i]) for i in prompts if take[i]]
+    left = {i: pending[i] for i in prompts}
+    may = {i: float("inf") if slack is None else slack[i] for i in prompts}
+    given = dict.fromkeys(prompts, 0)
+    while room > 0 and (unfinished := [i for i in prompts if left[i]]):
+        i, limit = _next(unfinished, left, may)
+        n = int(min(left[i], room, limit))
+        given[i] += n
+        left[i] -= n
+        room -= n
+        for older in unfinished:
+            if older < i:
+                may[older] -= n
+    return decode + [Work(i, given[i]) for i in prompts if given[i]]
+
+
+def streams_outnumber_prompts(decode_rows: int, prompts: int) -> bool:
+    """Whether the prompt cap applies: while generating sequences outnumber the prompts in progress. When as many
+    admitted sequences wait for their prompt as generate, the decode batch is at most half full for want of
+    prompts, and a capped prompt keeps its slot empty for several steps: every step then carries fewer streams
+    for the same fixed costs, which loses more than one longer step costs the streams (measured in
+    docs/benchmarks.md, "Multi-turn at saturation")."""
+    return decode_rows > prompts
+
+
+def _next(unfinished: list[int], left: dict[int, int], may: dict[int, float]) -> tuple[int, float]:
+    """The shortest prompt that no older unfinished prompt's spent slack holds back, and how many tokens it may
+    take ahead of them. The oldest unfinished prompt always qualifies (nothing is older)."""
+    for i in sorted(unfinished, key=lambda i: (left[i], i)):
+        limit = min((may[o] for o in unfinished if o < i), default=float("inf"))
+        if limit > 0:
+            return i, limit
+    raise AssertionError("unreachable: the oldest unfinished prompt is never held back")
+
+
+def overtaken(pending: Sequence[int], work: Sequence[Work]) -> list[int]:
+    """Per sequence, the prompt tokens this step gave younger prompts while it was left unfinished: what its
+    slack is charged. A prompt that finishes in the step is charged nothing (its first token is not delayed)."""
+    given = dict.fromkeys(range(len(pending)), 0)
+    for w in work:
+        given[w.index] = w.n_tokens
+    charge = [0] * len(pending)
+    younger = 0
+    for i in reversed(range(len(pending))):
+        if pending[i] > 1 and given[i] < pending[i]:
+            charge[i] = younger
+        if pending[i] > 1:
+            younger += given[i]
+    return charge

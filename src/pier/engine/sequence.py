@@ -28,6 +28,7 @@ class Sequence:
     scheduled: float | None = None  # first put in a batch
     first_token: float | None = None
     cached_n: int = 0  # prompt tokens that came from the prefix cache
+    slack: int = 0  # prompt tokens younger prompts may still be computed ahead of this one (engine/scheduler.py)
     slot: KvSlot | None = None
     # A continuation's tokens as one chunk, emitted once: when added, or with their log-probabilities once the
     # prefill computed them (a request that asks for logprobs).

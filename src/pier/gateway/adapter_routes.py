@@ -13,9 +13,10 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
 from pier.backends.base import CopyState, CopyStatus
+from pier.channel.copy_secret import copy_secret_header
 from pier.control import adapters
 from pier.control.workload import Workload
-from pier.gateway.copy_metrics import COPY_SECRET_HEADER, SCRAPE_TIMEOUT_S
+from pier.gateway.copy_metrics import SCRAPE_TIMEOUT_S
 from pier.gateway.parts import gateway_of
 from pier.lora_file import tensor_bytes
 
@@ -45,7 +46,7 @@ async def _loaded(client: httpx.AsyncClient, copies: list[CopyStatus]) -> dict[s
     """Each copy's loaded adapters, by copy id; a copy that does not answer in time is left out."""
     async def one(copy: CopyStatus) -> tuple[str, set[str]] | None:
         assert copy.url is not None
-        headers = {COPY_SECRET_HEADER: copy.secret} if copy.secret else {}
+        headers = copy_secret_header(copy.secret)
         try:
             answer = await client.get(copy.url.rstrip("/") + "/pier/adapters", headers=headers,
                                       timeout=SCRAPE_TIMEOUT_S)

@@ -18,7 +18,6 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from pier.autoscaling import wire
 from pier.autoscaling.application_autoscaling import ApplicationAutoScaling
 from pier.autoscaling.cloudwatch import ALARM, CloudWatch
 from pier.autoscaling.history import History
@@ -34,7 +33,9 @@ from pier.control.devices import GpuPool
 from pier.control.fetch.fetches import Fetches
 from pier.control.fetch.store import ModelStore
 from pier.control.reconciler import Reconciler
+from pier.control.request_limits import MAX_BODY_BYTES as CONTROL_MAX_BODY_BYTES
 from pier.control.state import State
+from pier.dialect import CBOR_PATH
 from pier.gateway import autoscaling_route, pier_routes, state_files, transform_route
 from pier.gateway.adapter_routes import adapter_list
 from pier.gateway.async_inference import AsyncInference
@@ -43,6 +44,7 @@ from pier.gateway.autoscaling_route import Autoscaling
 from pier.gateway.control_route import control_route
 from pier.gateway.deploy_route import deploy_route
 from pier.gateway.drain import Drain, Draining
+from pier.gateway.endpoint_scope import endpoint_of_state
 from pier.gateway.parts import Gateway
 from pier.gateway.scaling import GatewayCapacity, Waking
 from pier.gateway.settings import GatewaySettings
@@ -55,7 +57,6 @@ from pier.runtime.invoke import RuntimeService
 from pier.runtime.routes import openai_router, runtime_router
 from pier.runtime.session_store import SessionStore
 from pier.security.install import install_security
-from pier.security.scope import endpoint_of_state
 from pier.storage import s3_client
 from pier.transform.service import Transforms
 from pier.transform.store import TransformStore
@@ -77,7 +78,7 @@ def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: f
     app.state.drain = Drain(gateway.runtime.forwarder.stop)  # stopping drains (gateway/drain.py)
     app.add_middleware(Draining, drain=app.state.drain)
     app.add_api_route("/", control_route, methods=["POST"], response_model=None, include_in_schema=False)
-    app.add_api_route(wire.CBOR_PATH + "{operation}", autoscaling_route.cbor_route, methods=["POST"],
+    app.add_api_route(CBOR_PATH + "{operation}", autoscaling_route.cbor_route, methods=["POST"],
                       response_model=None, include_in_schema=False)
     app.add_api_route("/ping", pier_routes.ping, methods=["GET"], response_model=None)
     app.add_api_route("/v1/models", pier_routes.openai_models, methods=["GET"], response_model=None)
@@ -98,7 +99,8 @@ def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: f
     app.include_router(openai_router(gateway.runtime))
     install_security(app, state_dir, settings.security,  # pier.security: see docs/security.md
                      endpoint_of=endpoint_of_state(gateway.state),
-                     max_body_bytes=gateway.runtime.settings.max_payload_bytes)
+                     max_body_bytes=gateway.runtime.settings.max_payload_bytes,
+                     control_body_bytes=CONTROL_MAX_BODY_BYTES)
     return app
 
 

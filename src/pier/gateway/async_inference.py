@@ -28,6 +28,7 @@ from pier.autoscaling.recorder import Recorder
 from pier.autoscaling.resource import resource_of
 from pier.autoscaling.scaler import Scaler
 from pier.backends.base import CopyState
+from pier.channel.deadline import TIMEOUT_HEADER
 from pier.control.records import EndpointRecord
 from pier.control.state import State, UnreadableRecord
 from pier.gateway.async_notification import Outcome, notify
@@ -41,7 +42,6 @@ from pier.runtime.invoke import RuntimeService
 from pier.runtime.prefix import request_prefix
 from pier.runtime.routing import route_of
 from pier.runtime.target import Target, resolve_target
-from pier.server.request_timeout import HEADER as TIMEOUT_HEADER
 
 log = logging.getLogger("pier.async")
 TICK_S = 1.0

@@ -25,7 +25,8 @@ from pier.autoscaling.scaler import Scaler
 from pier.autoscaling.store import Store
 from pier.control.errors import ControlError
 from pier.control.names import region_of
-from pier.error_bodies import Dialect, render
+from pier.dialect import AUTOSCALING_TARGET, CLOUDWATCH_TARGET, Dialect
+from pier.error_bodies import render
 from pier.errors import PierError
 from pier.gateway.body import decoded, read_body
 
@@ -57,7 +58,7 @@ async def answer(request: Request, service: str, operation: str, protocol: wire.
         region = region_of(request.headers.get("authorization"))
         gateway: Gateway = request.app.state.gateway
         parts = gateway.autoscaling
-        api = parts.application_autoscaling if service == wire.AUTOSCALING_TARGET else parts.cloudwatch
+        api = parts.application_autoscaling if service == AUTOSCALING_TARGET else parts.cloudwatch
 
         def call() -> bytes:  # on the writer thread: decoding, botocore's checks, SQLite and aggregation
             body = wire.check(wire.SERVICES[service], operation, protocol.decode(_decoded(raw, encoding)))
@@ -73,7 +74,7 @@ async def answer(request: Request, service: str, operation: str, protocol: wire.
     except Exception as error:
         log.exception("%s.%s failed", service, operation)
         failure = PierError(f"Internal error in pier ({type(error).__name__}: {error}); please report it.")
-        answer = render(failure, Dialect.AWS_JSON)
+        answer = render(failure, Dialect.CONTROL)
         return Response(protocol.encode(answer.body), answer.status, headers=headers, media_type=protocol.media_type)
 
 
@@ -120,7 +121,7 @@ async def query_route(request: Request) -> Response:
 
 async def cbor_route(operation: str, request: Request) -> Response:
     """CloudWatch in Smithy RPC v2 CBOR."""
-    return await answer(request, wire.CLOUDWATCH_TARGET, operation, wire.CBOR)
+    return await answer(request, CLOUDWATCH_TARGET, operation, wire.CBOR)
 
 
 async def _body(request: Request) -> bytes:

@@ -11,7 +11,7 @@ import zlib
 from fastapi import Request
 
 from pier.control.errors import ValidationError
-from pier.control.limits import MAX_BODY_BYTES, body_too_large
+from pier.control.request_limits import MAX_BODY_BYTES, body_too_large
 
 MAX_DECODED_BYTES = 4 * MAX_BODY_BYTES  # a full PutMetricData (1000 metrics of 150 values and counts) in JSON
 

@@ -13,9 +13,10 @@ from fastapi.responses import JSONResponse, Response
 
 from pier.autoscaling import wire
 from pier.control.errors import ControlError, UnknownOperation
-from pier.control.limits import check_request, parse_body
 from pier.control.names import region_of
-from pier.error_bodies import AMZ_JSON, AMZ_REQUEST_ID, Dialect, render
+from pier.control.request_limits import check_request, parse_body
+from pier.dialect import AUTOSCALING_TARGET, CLOUDWATCH_TARGET, Dialect
+from pier.error_bodies import AMZ_JSON, AMZ_REQUEST_ID, render
 from pier.errors import PierError
 from pier.gateway import autoscaling_route
 from pier.gateway.body import decoded, read_body
@@ -28,7 +29,7 @@ log = logging.getLogger("pier.gateway")
 async def control_route(request: Request) -> Response:
     service, _, operation = request.headers.get("x-amz-target", "").partition(".")
     if service in wire.SERVICES:  # Application Auto Scaling (JSON 1.1) or CloudWatch (JSON 1.0)
-        protocol = wire.JSON_1_1 if service == wire.AUTOSCALING_TARGET else wire.JSON_1_0
+        protocol = wire.JSON_1_1 if service == AUTOSCALING_TARGET else wire.JSON_1_0
         return await autoscaling_route.answer(request, service, operation, protocol)
     if autoscaling_route.is_query(request):  # CloudWatch as older botocore calls it
         return await autoscaling_route.query_route(request)
@@ -49,11 +50,11 @@ async def control_route(request: Request) -> Response:
         reply = await gateway.writer.run(call)
         return JSONResponse(reply, headers={AMZ_REQUEST_ID: request_id}, media_type=AMZ_JSON)
     except ControlError as error:
-        return render(error, Dialect.AWS_JSON, request_id).response()
+        return render(error, Dialect.CONTROL, request_id).response()
     except Exception as error:
         log.exception("control plane request failed")
         message = f"Internal error in pier ({type(error).__name__}: {error}); please report it. Retrying may work."
-        return render(PierError(message), Dialect.AWS_JSON, request_id).response()
+        return render(PierError(message), Dialect.CONTROL, request_id).response()
 
 
 def _operation(target: str) -> str:
@@ -61,6 +62,6 @@ def _operation(target: str) -> str:
     if service != "SageMaker" or not operation:
         raise UnknownOperation(
             f"pier serves the SageMaker API at POST / with X-Amz-Target: SageMaker.<Operation> (and "
-            f"{wire.AUTOSCALING_TARGET}.<Operation>, {wire.CLOUDWATCH_TARGET}.<Operation>); got {target!r}."
+            f"{AUTOSCALING_TARGET}.<Operation>, {CLOUDWATCH_TARGET}.<Operation>); got {target!r}."
         )
     return operation

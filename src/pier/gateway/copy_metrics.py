@@ -15,9 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from pier.backends.base import CopyState, CopyStatus
+from pier.channel.copy_secret import copy_secret_header
 
 SCRAPE_TIMEOUT_S = 2.0
-COPY_SECRET_HEADER = "X-Pier-Copy-Secret"  # as pier.security names it
 
 
 async def scrape(client: httpx.AsyncClient, copies: Sequence[CopyStatus]) -> list[tuple[CopyStatus, str]]:
@@ -27,7 +27,7 @@ async def scrape(client: httpx.AsyncClient, copies: Sequence[CopyStatus]) -> lis
     async def one(copy: CopyStatus) -> tuple[CopyStatus, str] | None:
         assert copy.url is not None
         try:
-            headers = {COPY_SECRET_HEADER: copy.secret} if copy.secret else {}
+            headers = copy_secret_header(copy.secret)
             response = await client.get(copy.url.rstrip("/") + "/metrics", headers=headers, timeout=SCRAPE_TIMEOUT_S)
         except httpx.HTTPError:
             return None

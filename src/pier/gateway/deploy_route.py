@@ -20,7 +20,8 @@ from pier.client.deploy_file import Calls, DeployFileError, calls, component_cha
 from pier.control.errors import ControlError, ValidationError
 from pier.control.names import region_of
 from pier.control.records import IN_PROGRESS
-from pier.error_bodies import Dialect, render
+from pier.dialect import Dialect
+from pier.error_bodies import render
 from pier.errors import PierError
 from pier.gateway.body import read_body
 from pier.gateway.parts import gateway_of
@@ -46,11 +47,11 @@ async def deploy_route(request: Request) -> Response:
         text = (await read_body(request)).decode("utf-8", errors="replace")
         todo, (steps, waiting) = await gateway_of(request).writer.run(deploy, text)
     except ControlError as error:
-        return render(error, Dialect.AWS_JSON).response()
+        return render(error, Dialect.CONTROL).response()
     except Exception as error:
         log.exception("deploy from the console failed")
         message = f"Internal error in pier ({type(error).__name__}: {error}); please report it. Retrying may work."
-        return render(PierError(message), Dialect.AWS_JSON).response()
+        return render(PierError(message), Dialect.CONTROL).response()
     return JSONResponse({"endpoint": todo.endpoint["EndpointName"], "steps": steps, "waiting": waiting})
 
 

@@ -22,8 +22,9 @@ import uvicorn
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from pier.dialect import Dialect, dialect_of
 from pier.env import GATEWAY, Env, number
-from pier.error_bodies import Dialect, render
+from pier.error_bodies import render
 from pier.runtime.errors import ServiceUnavailable, openai_error, sagemaker_error
 
 log = logging.getLogger("pier.gateway")
@@ -31,7 +32,6 @@ log = logging.getLogger("pier.gateway")
 DEFAULT_GRACE_S = 30.0
 GRACE_ENV = "PIER_GRACE_PERIOD_S"
 FLUSH_S = 5.0  # after the grace period, how long requests ended in protocol get to write their last words
-OPENAI_PATHS = ("/v1/chat/completions", "/v1/completions")
 
 
 def grace_period(given: float | None = None, env: Mapping[str, str] | None = None) -> float:
@@ -50,19 +50,19 @@ class Drain:
         self.in_flight = 0
 
     def refusal(self, scope: Scope) -> Response:
-        """New work while draining: 503 in the shape of the route it came to."""
-        path: str = scope["path"]
+        """New work while draining: 503 in the dialect of the path it came to."""
+        dialect = dialect_of(scope["path"])
         request_id = str(uuid.uuid4())
         error = ServiceUnavailable(
             "The gateway is shutting down and takes no new requests; retry shortly (on another gateway, or on "
             "this one once it is back)."
         )
-        if path.startswith("/endpoints/") and "/invocations" in path:
+        if dialect is Dialect.RUNTIME:
             return sagemaker_error(error, request_id)
-        if path.endswith(OPENAI_PATHS):
+        if dialect is Dialect.OPENAI:
             return openai_error(error, request_id)
-        if path == "/":
-            return render(error, Dialect.AWS_JSON, request_id).response()
+        if dialect is Dialect.CONTROL:
+            return render(error, Dialect.CONTROL, request_id).response()
         return render(error, Dialect.PIER).response()
 
 

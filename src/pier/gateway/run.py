@@ -12,12 +12,11 @@ import uvicorn
 from pier.backends.registry import FLAGS, LOCAL, NAMES, BackendChoice, choose
 from pier.control.backups import GatewayLock
 from pier.errors import PierError
-from pier.gateway import state_files
+from pier.gateway import listening, state_files
 from pier.gateway.app import create_gateway
 from pier.gateway.drain import DrainingServer
 from pier.gateway.settings import GatewaySettings
 from pier.gpus import discover, gpu_build_advice
-from pier.security import listening
 from pier.security.exposure import may_listen
 from pier.security.keystore import StoredKey
 from pier.security.tls import TlsError, TlsFiles, plain_http_warning, tls_files

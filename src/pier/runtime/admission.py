@@ -1,7 +1,7 @@
 """How many requests one component takes at once, and where the rest wait.
 
 Each copy takes at most its concurrency (what its backend reports, from the environment the copy runs with:
-see pier.concurrency), so a component takes at most the sum over its ready copies. A request that finds a
+see pier.channel.concurrency), so a component takes at most the sum over its ready copies. A request that finds a
 copy with room goes there at once (the router picks which); otherwise it joins the component's bounded FIFO
 queue, and each time a request ends (or a new one arrives with news of more copies) the oldest waiters go to
 the first copy with room. A request that finds the queue full is refused at once, and one that waits longer

@@ -19,10 +19,11 @@ from contextlib import asynccontextmanager
 import httpx
 
 from pier.backends.base import CopyStatus
-from pier.errors import REFUSED_HEADER, PierError
-from pier.kv_held import KV_HELD, decode_held
+from pier.channel.frames import ABANDON, DATA, HEAD, LAST, TOKENS, BrokenFrames, Frame
+from pier.channel.kv_held import KV_HELD, decode_held
+from pier.channel.refusal import REFUSED_HEADER
+from pier.errors import PierError
 from pier.multi_model import CacheReport
-from pier.resumable import ABANDON, DATA, HEAD, LAST, TOKENS, BrokenFrames, Frame
 from pier.runtime import resume
 from pier.runtime.attempt import (
     CUT,

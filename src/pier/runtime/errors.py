@@ -10,7 +10,8 @@ from typing import Any
 from starlette.responses import Response
 
 from pier.deadline import Limit, StreamClock
-from pier.error_bodies import AMZ_REQUEST_ID, Dialect, render
+from pier.dialect import Dialect
+from pier.error_bodies import AMZ_REQUEST_ID, render
 from pier.errors import (
     GenerationFailed,
     InvalidRequest,
@@ -173,7 +174,7 @@ def as_invocation_error(error: BaseException) -> InvocationError:
 
 
 def sagemaker_error(error: BaseException, request_id: str) -> Response:
-    return render(as_invocation_error(error), Dialect.SAGEMAKER, request_id).response()
+    return render(as_invocation_error(error), Dialect.RUNTIME, request_id).response()
 
 
 def openai_error(error: BaseException, request_id: str) -> Response:

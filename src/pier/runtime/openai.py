@@ -33,7 +33,8 @@ from starlette.responses import Response
 from starlette.types import Receive
 
 from pier.deadline import StreamClock
-from pier.error_bodies import Dialect, render
+from pier.dialect import Dialect
+from pier.error_bodies import render
 from pier.errors import CLIENT_CLOSED_REQUEST, ClientGone
 from pier.runtime.answer import Answer, forward
 from pier.runtime.call import Call, StreamEnded

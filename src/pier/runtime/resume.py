@@ -1,4 +1,4 @@
-"""Requests that survive the copy they run on: the gateway's side of pier/resumable.py.
+"""Requests that survive the copy they run on: the gateway's side of pier/channel/frames.py.
 
 The gateway asks every copy for a resumable answer. A copy on pier's engine answers in frames: the client's
 bytes, each with the token ids that produced them. When that copy dies (its connection breaks, its answer ends
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from pier.resumable import (
+from pier.channel.frames import (
     CONTINUE,
     DATA,
     FRAMED,

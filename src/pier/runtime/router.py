@@ -2,7 +2,7 @@
 busy ready copy with room, unless one that recently served the same prompt prefix is nearly as free (its prefix
 cache then skips recomputing that prefix).
 
-`choose()` is the decision, pure over a snapshot: a copy at its concurrency (see pier.concurrency) is never
+`choose()` is the decision, pure over a snapshot: a copy at its concurrency (see pier.channel.concurrency) is never
 chosen, whatever the strategy. `Router` owns the state it decides on: outstanding requests per copy (counted
 around each request by a `Lease`), when each copy was last chosen (equal loads take turns), and the prefix blocks
 each copy served (a bounded LRU, dropped when its process changes).
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 
 from pier.backends.base import CopyState, CopyStatus
-from pier.concurrency import copy_concurrency
+from pier.channel.concurrency import copy_concurrency
 from pier.runtime.routing import DEFAULT_ROUTE, Route, Strategy, rendezvous_order
 
 DEFAULT_SLACK = 4  # how many more outstanding requests a prefix-affine copy may have than the least busy one
@@ -197,7 +197,7 @@ class Router:
             load.models = set(models)
 
     def holds_prefixes(self, copy_id: str, blocks: Sequence[str] | None) -> None:
-        """What a copy says its prefix cache holds now (its answer's pier.kv_held header): it replaces what the
+        """What a copy says its prefix cache holds now (its answer's pier.channel.kv_held header): it replaces what the
         copy said before, so prefixes it evicted stop drawing KV_AWARE requests. None (no header) changes nothing."""
         load = self._loads.get(copy_id)
         if load is not None and blocks is not None:

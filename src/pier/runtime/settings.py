@@ -41,7 +41,7 @@ class RuntimeSettings:
     stream_total_s: float | None = None
     # OpenAI routes: None leaves the limit to the copy (its SAGEMAKER_MODEL_SERVER_TIMEOUT); clients wait longer.
     openai_deadline_s: float | None = None
-    # Requests a copy is sent at once when its backend does not report its own concurrency (pier.concurrency:
+    # Requests a copy is sent at once when its backend does not report its own concurrency (pier.channel.concurrency:
     # MAX_CONCURRENT_REQUESTS and the engine's parallel sequences, which the local backend reads from the
     # environment each copy runs with). More wait in the gateway's queue for the first copy with room.
     per_copy_concurrency: int = DEFAULT_CONCURRENCY

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 import httpx
 
 from pier.backends.base import CopyStatus
-from pier.security.copy_secret import copy_secret_header
+from pier.channel.copy_secret import copy_secret_header
 
 
 class CopyUnreachable(Exception):

@@ -9,27 +9,27 @@ from collections.abc import Callable
 
 from pier.security.errors import AccessDenied
 from pier.security.principal import Principal, Role
-from pier.security.routes import Family, Route
+from pier.security.reach import Reach
 
 EndpointOf = Callable[[str], str | None]  # a name in a URL or `model` -> the endpoint serving it (None: unknown)
 
 
-def authorize(principal: Principal, route: Route, operation: str, body: bytes | None, endpoint_of: EndpointOf
+def authorize(principal: Principal, reach: Reach, operation: str, body: bytes | None, endpoint_of: EndpointOf
               ) -> None:
     """Raise AccessDenied unless `principal` may make this call. `body` is needed only for an endpoint-limited key
     on an OpenAI route that names the endpoint in `model` (see `needs_body`)."""
-    if route.family is Family.OPEN or principal.is_admin:
+    if reach.open or principal.is_admin:
         return
-    if not route.invokes:
+    if not reach.invokes:
         raise AccessDenied(
             f"User: {principal.describe()} is not authorized to perform: {operation}: only admin keys may use the "
             "control plane and pier's own routes. Use an admin key (`pier keys create NAME --role admin`).")
     if not principal.endpoints:
         return
     endpoint: str | None
-    if route.endpoint is not None:
-        endpoint = route.endpoint
-    elif route.model_in_body:
+    if reach.endpoint is not None:
+        endpoint = reach.endpoint
+    elif reach.model_in_body:
         endpoint = model_endpoint(body)
     else:
         return  # GET /v1/models: names only
@@ -40,8 +40,8 @@ def authorize(principal: Principal, route: Route, operation: str, body: bytes | 
             f"endpoint (`pier keys create NAME --role invoke --endpoint {endpoint or 'ENDPOINT'}`).")
 
 
-def needs_body(principal: Principal, route: Route) -> bool:
-    return principal.role is Role.INVOKE and bool(principal.endpoints) and route.model_in_body
+def needs_body(principal: Principal, reach: Reach) -> bool:
+    return principal.role is Role.INVOKE and bool(principal.endpoints) and reach.model_in_body
 
 
 def model_endpoint(body: bytes | None) -> str | None:

@@ -11,6 +11,8 @@ import json
 import logging
 import re
 
+from pier.dialect import Dialect, dialect_of
+
 log = logging.getLogger("pier.audit")
 
 # The name a control-plane call acts on, most specific first (CreateEndpoint names a config too).
@@ -22,6 +24,20 @@ MAX_FIELD = 128
 def audit(principal: str, operation: str, resource: str, outcome: str, client: str) -> None:
     log.info("audit principal=%s operation=%s resource=%s outcome=%s client=%s", _safe(principal), _safe(operation),
              _safe(resource), _safe(outcome), _safe(client))
+
+
+def operation_of(method: str, path: str, target: str | None) -> str:
+    """A name for the call in audit lines and AccessDenied messages, as close to AWS's as there is."""
+    dialect = dialect_of(path)
+    if dialect is Dialect.CONTROL:
+        service, _, operation = (target or "").partition(".")
+        return f"{service.lower() or 'sagemaker'}:{operation or 'UnknownOperation'}"
+    if dialect is Dialect.RUNTIME:
+        if path.endswith("/async-invocations"):
+            return "sagemaker:InvokeEndpointAsync"
+        streaming = path.endswith("-response-stream")
+        return "sagemaker:InvokeEndpointWithResponseStream" if streaming else "sagemaker:InvokeEndpoint"
+    return f"{method} {path}"
 
 
 def resource_of(body: bytes | None) -> str:

@@ -12,6 +12,7 @@ from functools import cache
 
 import botocore.loaders
 
+from pier.dialect import AUTOSCALING_TARGET, CBOR_PATH, CLOUDWATCH_TARGET
 from pier.security.errors import InvalidSignature
 
 SAGEMAKER = "sagemaker"
@@ -38,3 +39,18 @@ def check_scope(region: str, service: str, expected_service: str) -> None:
         raise InvalidSignature(
             f"Credential should be scoped to a valid region, not '{region[:40]}'. Give the client an AWS region "
             "name (region_name='us-east-1', AWS_DEFAULT_REGION or the profile's region).")
+
+
+def signing_service(path: str, target: str | None, content_type: str | None) -> str:
+    """The service a SigV4 signature for this call must be scoped to: what botocore signs the API as."""
+    if path.startswith(CBOR_PATH):
+        return MONITORING
+    if path == "/":
+        prefix = (target or "").partition(".")[0]
+        if prefix == AUTOSCALING_TARGET:
+            return APPLICATION_AUTOSCALING
+        if prefix == CLOUDWATCH_TARGET:
+            return MONITORING
+        if not target and (content_type or "").startswith("application/x-www-form-urlencoded"):
+            return MONITORING  # CloudWatch's query protocol (older botocore)
+    return SAGEMAKER  # the SageMaker control plane and runtime, the OpenAI routes and pier's own (the CLI signs so)

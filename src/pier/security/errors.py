@@ -8,7 +8,7 @@ wrong credential and 403 for one that may not do what it asked.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from pier.errors import PierError, Wire
 
 SIGNATURE_MISMATCH = (
     "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access "
@@ -20,37 +20,41 @@ HOW_TO_AUTHENTICATE = (
 )
 
 
-class AuthFailure(Exception):
-    """A refusal. `message` is what the caller reads: what went wrong and how to fix it; never a secret."""
+def _wire(code: str, *, status: int = 403, control_status: int | None = None, control_code: str | None = None,
+          openai_status: int = 401) -> Wire:
+    """A refusal's wire fields: `status` on rest-json (the runtime, pier's own routes), `control_status` and
+    `control_code` where AWS JSON (the control plane) differs, `openai_status` on the OpenAI routes."""
+    client = openai_status < 500
+    return Wire(openai_status, "invalid_request_error" if client else "server_error", openai_status,
+                _TGI_TYPES.get(openai_status, "validation" if client else "internal"), status, code,
+                control_status=control_status, control_code=control_code)
 
-    code: ClassVar[str]
-    json_code: ClassVar[str | None] = None  # the JSON protocols' `__type` where it differs from `code`
-    json_status: ClassVar[int] = 403  # AWS JSON 1.1 (the control plane)
-    rest_status: ClassVar[int] = 403  # rest-json (the runtime, pier's own routes)
-    openai_status: ClassVar[int] = 401
-    openai_code: ClassVar[str | None] = "invalid_api_key"
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+_TGI_TYPES = {401: "unauthorized", 403: "forbidden", 413: "payload_too_large"}
+
+
+class AuthFailure(PierError):
+    """A refusal. `message` is what the caller reads: what went wrong and how to fix it; never a secret. Its AWS
+    code is `wire.sagemaker_code`; `code` is OpenAI's."""
+
+    code: str | None = "invalid_api_key"
+    wire = _wire("AccessDeniedException")
 
 
 class MissingAuthenticationToken(AuthFailure):
-    code = "MissingAuthenticationTokenException"
-    openai_code = None  # OpenAI answers a missing key with code null
+    code = None  # OpenAI answers a missing key with code null
+    wire = _wire("MissingAuthenticationTokenException")
 
     def __init__(self) -> None:
         super().__init__(f"Missing Authentication Token: this pier gateway requires credentials. {HOW_TO_AUTHENTICATE}")
 
 
 class IncompleteSignature(AuthFailure):
-    code = "IncompleteSignatureException"
-    json_status = 400
-    rest_status = 400
+    wire = _wire("IncompleteSignatureException", status=400, control_status=400)
 
 
 class UnrecognizedClient(AuthFailure):
-    code = "UnrecognizedClientException"
+    wire = _wire("UnrecognizedClientException")
 
     def __init__(self, what: str = "security token") -> None:
         super().__init__(
@@ -60,13 +64,13 @@ class UnrecognizedClient(AuthFailure):
 
 
 class InvalidSignature(AuthFailure):
-    code = "InvalidSignatureException"
+    wire = _wire("InvalidSignatureException")
 
 
 class ExpiredKey(AuthFailure):
     """A key past its expiry time: AWS's code for a credential that has expired."""
 
-    code = "ExpiredTokenException"
+    wire = _wire("ExpiredTokenException")
 
     def __init__(self, name: str, expired_at: str) -> None:
         super().__init__(
@@ -77,7 +81,7 @@ class ExpiredKey(AuthFailure):
 class NoUsableKey(AuthFailure):
     """Keys are required (the gateway listens beyond loopback, or has keys) but none is valid: fail closed."""
 
-    code = "UnrecognizedClientException"
+    wire = _wire("UnrecognizedClientException")
 
     def __init__(self, reason: str) -> None:
         super().__init__(
@@ -87,37 +91,29 @@ class NoUsableKey(AuthFailure):
 
 
 class AccessDenied(AuthFailure):
-    code = "AccessDeniedException"
-    json_status = 400
-    openai_status = 403
-    openai_code = "insufficient_permissions"
+    code = "insufficient_permissions"
+    wire = _wire("AccessDeniedException", control_status=400, openai_status=403)
 
 
 class RequestRefused(AuthFailure):
-    """A Host or Origin pier does not serve (DNS rebinding, a web page): 403 in every family."""
+    """A Host or Origin pier does not serve (DNS rebinding, a web page): 403 in every dialect."""
 
-    code = "AccessDeniedException"
-    json_status = 403
-    openai_status = 403
-    openai_code = "forbidden_origin"
+    code = "forbidden_origin"
+    wire = _wire("AccessDeniedException", openai_status=403)
 
 
 class BodyTooLarge(AuthFailure):
-    """A signed body must be read whole to check its hash; past the runtime's limit it is not read at all."""
+    """A signed body must be read whole to check its hash; past the runtime's limit it is not read at all.
+    The runtime's (rest-json) name for a bad request is ValidationError; the control plane's, Application Auto
+    Scaling's and CloudWatch's ValidationException."""
 
-    code = "ValidationError"  # the runtime's (rest-json) name for a bad request
-    json_code = "ValidationException"  # the control plane's, Application Auto Scaling's and CloudWatch's
-    json_status = 413
-    rest_status = 413
-    openai_status = 413
-    openai_code = "request_too_large"
+    code = "request_too_large"
+    wire = _wire("ValidationError", status=413, control_status=413, control_code="ValidationException",
+                 openai_status=413)
 
 
 class KeysUnreadable(AuthFailure):
     """The key file is damaged: every request is refused (fail closed) until it is fixed."""
 
-    code = "InternalFailure"
-    json_status = 500
-    rest_status = 500
-    openai_status = 500
-    openai_code = "server_error"
+    code = "server_error"
+    wire = _wire("InternalFailure", status=500, control_status=500, openai_status=500)

@@ -5,7 +5,7 @@
     no keys      ──────────▶ served as anonymous, on loopback (or --insecure) only; beyond it, with no valid key,
                              every call is refused with how to create one (exposure.door, at every request)
     credential   ──missing, unknown, bad signature, wrong service or region, expired──▶ AWS's error in the
-                             family's shape
+                             dialect's shape
     role/limit   ──not allowed──▶ AccessDeniedException / OpenAI 403
     ──────────▶ served; control-plane calls and every refusal leave an audit line
 """
@@ -21,22 +21,21 @@ from urllib.parse import quote
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pier.control.limits import MAX_BODY_BYTES as CONTROL_MAX_BODY_BYTES
+from pier.dialect import Dialect
 from pier.errors import ClientGone
 from pier.security.access import EndpointOf, authorize, needs_body
-from pier.security.audit import audit, resource_of
+from pier.security.audit import audit, operation_of, resource_of
 from pier.security.authenticate import presented, principal_of
+from pier.security.credential_scope import signing_service
 from pier.security.errors import AuthFailure, KeysUnreadable, NoUsableKey, RequestRefused
 from pier.security.exposure import Door, door, why_shut
 from pier.security.hosts import HostPolicy, check_request
 from pier.security.keystore import KeyStore, KeyStoreError
 from pier.security.principal import ANONYMOUS, STATE_NAME, Principal
+from pier.security.reach import Reach, reach_of
 from pier.security.refusal import refusal_response
 from pier.security.request_body import RequestBody
-from pier.security.routes import Family, Route, operation_of, route_of, signing_service
 from pier.security.sigv4 import HttpRequest
-
-AUDITED = frozenset({Family.CONTROL, Family.PIER})
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,7 @@ class Call:
 
     scope: Scope
     headers: Headers
-    route: Route
+    reach: Reach
     operation: str
     request_id: str
 
@@ -53,7 +52,7 @@ class Call:
     def of(cls, scope: Scope) -> Call:
         headers = Headers(scope=scope)
         operation = operation_of(scope["method"], scope["path"], headers.get("x-amz-target"))
-        return cls(scope, headers, route_of(scope["path"]), operation, str(uuid.uuid4()))
+        return cls(scope, headers, reach_of(scope["path"]), operation, str(uuid.uuid4()))
 
     def http_request(self, body: bytes | None) -> HttpRequest:
         raw_path = self.scope.get("raw_path") or quote(self.scope["path"]).encode()
@@ -73,8 +72,8 @@ class Call:
 
 class SecurityGuard:
     def __init__(self, app: ASGIApp, *, keys: KeyStore, hosts: HostPolicy, endpoint_of: EndpointOf,
-                 max_body_bytes: int, clock: Callable[[], datetime], bind_host: str = "127.0.0.1",
-                 insecure: bool = False) -> None:
+                 max_body_bytes: int, control_body_bytes: int, clock: Callable[[], datetime],
+                 bind_host: str = "127.0.0.1", insecure: bool = False) -> None:
         self.app = app
         self.keys = keys
         self.hosts = hosts
@@ -82,6 +81,7 @@ class SecurityGuard:
         self.insecure = insecure
         self.endpoint_of = endpoint_of
         self.max_body_bytes = max_body_bytes
+        self.control_body_bytes = control_body_bytes  # the control plane's limit: a bigger body it refuses unread
         self.clock = clock
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -99,11 +99,11 @@ class SecurityGuard:
             return
         except AuthFailure as failure:
             who = principal.name if principal is not None else "-"
-            audit(who, call.operation, _resource(call, body), failure.code, call.client)
-            await refusal_response(call.route.family, failure, call.request_id)(scope, body.replay(), send)
+            audit(who, call.operation, _resource(call, body), failure.wire.sagemaker_code, call.client)
+            await refusal_response(call.reach.dialect, failure, call.request_id)(scope, body.replay(), send)
             return
         scope.setdefault("state", {})[STATE_NAME] = principal  # for routes that answer by caller (GET /v1/models)
-        if call.route.family in AUDITED:
+        if call.reach.audited:
             send = _audited(send, call, principal, _resource(call, body))
         await self.app(scope, body.replay(), send)
 
@@ -112,9 +112,9 @@ class SecurityGuard:
                                 call.headers.get("sec-fetch-site"))
         if refusal is not None:
             raise RequestRefused(refusal.message)
-        if call.route.family is Family.OPEN:
+        if call.reach.open:
             return ANONYMOUS
-        if call.route.family is Family.CONTROL and body.declared <= CONTROL_MAX_BODY_BYTES:
+        if call.reach.dialect is Dialect.CONTROL and body.declared <= self.control_body_bytes:
             await body.read()  # small JSON; the audit line names the resource in it (a bigger one the API refuses)
         now = self.clock()
         try:
@@ -135,17 +135,19 @@ class SecurityGuard:
             raise KeysUnreadable(f"{error} Until then pier refuses every request.") from None
 
     async def _authorize(self, call: Call, body: RequestBody, principal: Principal) -> None:
-        if needs_body(principal, call.route):
+        if needs_body(principal, call.reach):
             await body.read()
-        authorize(principal, call.route, call.operation, body.data, self.endpoint_of)
+        authorize(principal, call.reach, call.operation, body.data, self.endpoint_of)
 
 
 def _resource(call: Call, body: RequestBody) -> str:
-    if call.route.endpoint is not None:
-        return call.route.endpoint
-    if call.route.family is Family.CONTROL:
+    if call.reach.open:
+        return "-"
+    if call.reach.endpoint is not None:
+        return call.reach.endpoint
+    if call.reach.dialect is Dialect.CONTROL:
         return resource_of(body.data)
-    return call.scope["path"] if call.route.family is Family.PIER else "-"
+    return call.scope["path"] if call.reach.dialect is Dialect.PIER else "-"
 
 
 def _audited(send: Send, call: Call, principal: Principal, resource: str) -> Send:

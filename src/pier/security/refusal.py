@@ -1,23 +1,26 @@
-"""A refusal as the response each route family's clients parse: botocore's JSON 1.1 parser (`__type`), its
+"""A refusal as the response each dialect's clients parse: botocore's JSON 1.1 parser (`__type`), its
 rest-json parser (`x-amzn-ErrorType`), or the openai client (`{"error": {...}}`)."""
 
 from __future__ import annotations
 
 from starlette.responses import Response
 
+from pier.dialect import Dialect
 from pier.error_bodies import AMZ_ERROR_TYPE, aws_json_answer, openai_answer, sagemaker_answer
 from pier.security.errors import AuthFailure
-from pier.security.routes import Family
 
 
-def refusal_response(family: Family, failure: AuthFailure, request_id: str) -> Response:
-    if family is Family.CONTROL:
-        code = failure.json_code or failure.code
-        answer = aws_json_answer(failure.json_status, code, failure.message, request_id=request_id)
+def refusal_response(dialect: Dialect, failure: AuthFailure, request_id: str) -> Response:
+    wire = failure.wire
+    if dialect is Dialect.CONTROL:
+        code = wire.control_code or wire.sagemaker_code
+        status = wire.control_status or wire.sagemaker_status
+        answer = aws_json_answer(status, code, failure.message, request_id=request_id)
         return answer.with_headers({AMZ_ERROR_TYPE: code}).response()
-    if family is Family.OPENAI:
-        answer = openai_answer(failure.openai_status, failure.message, code=failure.openai_code, request_id=request_id)
-        if failure.openai_status == 401:
+    if dialect is Dialect.OPENAI:
+        answer = openai_answer(wire.status, failure.message, code=failure.code, request_id=request_id)
+        if wire.status == 401:
             answer = answer.with_headers({"WWW-Authenticate": 'Bearer realm="pier"'})
         return answer.response()
-    return sagemaker_answer(failure.rest_status, failure.code, failure.message, request_id=request_id).response()
+    return sagemaker_answer(wire.sagemaker_status, wire.sagemaker_code, failure.message,
+                            request_id=request_id).response()

@@ -17,9 +17,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from pier.channel.copy_secret import COPY_SECRET_ENV
 from pier.env import Env
 from pier.errors import InvalidRequest
-from pier.security.copy_secret import COPY_SECRET_ENV
 from pier.server.errors import error_response, flavor_of
 
 ADAPTER_HEADER = b"x-pier-adapter"

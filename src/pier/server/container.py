@@ -30,8 +30,8 @@ from pier.env import Env, SettingsError
 from pier.errors import PierError
 from pier.model.chat import ChatTemplate
 from pier.model.gguf_meta import read_metadata
-from pier.security.model_server_guard import guard_model_server
 from pier.server.app import Lifespan, attach_model, create_app, create_handler_app
+from pier.server.guard import guard_model_server
 from pier.server.kv_budget import kv_cells
 from pier.server.model_location import ModelLocation, ModelNotFound, locate_model
 from pier.server.multi_model import create_multi_model_app
@@ -79,7 +79,7 @@ def serve_container(
             location = locate_model(settings.model, settings.handler)
             app = build_app(settings, location)
             served = location.handler.path if location.handler else location.gguf
-        guard_model_server(app, Env(env).values)  # API_KEY, PIER_COPY_SECRET (pier.security)
+        guard_model_server(app, Env(env).values)  # API_KEY, PIER_COPY_SECRET (pier.server.guard)
     except (SettingsError, ModelNotFound, PierError) as error:
         log.error("cannot serve: %s", error)
         return 1
@@ -121,7 +121,8 @@ def start_engine(settings: ServerSettings, gguf: Path) -> Engine:
     try:
         config = EngineConfig(
             max_running=settings.parallel, step_tokens=settings.batch_tokens, prefix_cache=settings.prefix_cache,
-            prefix_floor_cells=settings.prefix_floor_cells, host_cache_bytes=settings.host_cache_mb << 20)
+            prefix_floor_cells=settings.prefix_floor_cells, host_cache_bytes=settings.host_cache_mb << 20,
+            itl_bound=settings.itl_bound)
     except Exception:
         runner.close()
         raise

@@ -1,4 +1,4 @@
-"""A copy's side of resumable requests (the channel is described in pier/resumable.py).
+"""A copy's side of resumable requests (the channel is described in pier/channel/frames.py).
 
 `ResumableAnswers` is an ASGI middleware on the engine app. For a request the gateway marked resumable it
 answers `200` with `X-Pier-Frames: 1` at once, then turns what the app sends into frames: the app's status
@@ -26,8 +26,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pier.engine.request import GenerateRequest, GenerationChunk
-from pier.resumable import (
+from pier.channel.frames import (
     CONTINUE,
     FRAMED,
     FRAMES_MEDIA_TYPE,
@@ -39,6 +38,7 @@ from pier.resumable import (
     state_frame,
     tokens_frame,
 )
+from pier.engine.request import GenerateRequest, GenerationChunk
 from pier.server.errors import error_response, flavor_of
 
 log = logging.getLogger(__name__)

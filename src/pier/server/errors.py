@@ -16,9 +16,10 @@ from typing import Any, ClassVar
 from starlette.requests import HTTPConnection
 from starlette.responses import Response
 
-from pier.error_bodies import Dialect, render
+from pier.channel.refusal import REFUSED_HEADER
+from pier.dialect import Dialect, dialect_of
+from pier.error_bodies import render
 from pier.errors import (
-    REFUSED_HEADER,
     EngineStopped,
     GenerationFailed,
     InvalidRequest,
@@ -28,13 +29,15 @@ from pier.errors import (
     Wire,
 )
 
-LLAMA_SERVER_PATHS = frozenset({"/tokenize", "/detokenize", "/apply-template"})  # flavors/tokenizer.py
-
 
 class Flavor(StrEnum):
     OPENAI = "openai"
     TGI = "tgi"
     SAGEMAKER = "sagemaker"
+
+
+# A copy speaks three of the dialects; a path in none of them (its own routes, or none) answers in TGI's shape.
+FLAVORS = {Dialect.OPENAI: Flavor.OPENAI, Dialect.SAGEMAKER: Flavor.SAGEMAKER, Dialect.TGI: Flavor.TGI}
 
 
 class HttpError(PierError):
@@ -70,7 +73,7 @@ class TooDeeplyNested(InvalidRequest):
                          "at most); send a flatter body.")
 
 
-_DIALECTS = {Flavor.OPENAI: Dialect.OPENAI, Flavor.TGI: Dialect.TGI, Flavor.SAGEMAKER: Dialect.TOOLKIT}
+_DIALECTS = {Flavor.OPENAI: Dialect.OPENAI, Flavor.TGI: Dialect.TGI, Flavor.SAGEMAKER: Dialect.SAGEMAKER}
 
 
 def error_body(error: BaseException, flavor: Flavor) -> tuple[int, dict[str, Any]]:
@@ -129,9 +132,4 @@ def flavor_of(connection: HTTPConnection | Mapping[str, Any]) -> Flavor:
     for flavor in (only, chosen):
         if isinstance(flavor, Flavor):
             return flavor
-    path: str = scope.get("path", "")
-    if path.startswith("/v1/") or path in LLAMA_SERVER_PATHS:  # llama-server's errors are OpenAI's shape
-        return Flavor.OPENAI
-    if path in {"/ping", "/execution-parameters"}:
-        return Flavor.SAGEMAKER
-    return Flavor.TGI
+    return FLAVORS.get(dialect_of(scope.get("path", "")), Flavor.TGI)

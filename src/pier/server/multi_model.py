@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pier.concurrency import CONCURRENCY_HEADER
+from pier.channel.concurrency import CONCURRENCY_HEADER
 from pier.env import SettingsError
 from pier.errors import InvalidRequest, PierError
 from pier.multi_model import TARGET_MODEL_HEADER, model_path

@@ -9,7 +9,9 @@ from contextvars import ContextVar
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-HEADER = "X-Pier-Timeout-Seconds"
+from pier.channel.deadline import TIMEOUT_HEADER
+
+HEADER = TIMEOUT_HEADER
 _HEADER_KEY = HEADER.lower().encode()
 _current: ContextVar[float | None] = ContextVar("pier_request_timeout", default=None)
 

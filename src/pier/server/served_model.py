@@ -15,9 +15,9 @@ from pier.model.chat import ChatTemplate, template_kwargs
 from pier.model.tools.families import FORMATS
 from pier.model.tools.tool_format import ToolFormat
 from pier.server import adapters, generation, request_timeout
+from pier.server.context_limits import Limits
 from pier.server.continuation import Progress
 from pier.server.generation import Completion
-from pier.server.limits import Limits
 from pier.server.metrics import ServerMetrics
 from pier.server.settings import ServerSettings
 

@@ -12,10 +12,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pier.concurrency import DEFAULT_MAX_CONCURRENT_REQUESTS, DEFAULT_PARALLEL, MAX_CONCURRENT_REQUESTS, PARALLEL
+from pier.channel.concurrency import (
+    DEFAULT_MAX_CONCURRENT_REQUESTS,
+    DEFAULT_PARALLEL,
+    MAX_CONCURRENT_REQUESTS,
+    PARALLEL,
+)
 from pier.deadline import before_client_gives_up
 from pier.engine.kv_type import DEFAULT_KV_TYPE, KV_TYPE_NAMES
 from pier.engine.offload import SPLIT_MODES, GpuSettings
+from pier.engine.scheduler import ITL_BOUND
 from pier.env import Env, SettingsError, boolean, boolean_or_auto, choice, integer, number
 from pier.multi_model import CACHE_ENV, MEMORY_ENV, is_multi_model
 
@@ -97,6 +103,9 @@ class ServerSettings:
     # decode rows in forward passes of their own when a step would take flash attention's tiled path
     # (pier.engine.passes); off runs every step as one llama_decode, as llama-server does
     separate_decode_rows: bool = True
+    # the scheduling policy's k (engine/scheduler.py): a step beside running streams costs at most k decode-only
+    # steps; None lets prompts fill whole steps, as llama-server does (PIER_ITL_BOUND=off)
+    itl_bound: float | None = ITL_BOUND
     # llama.cpp's type_k and type_v (pier.engine.kv_type): q8_0 and q4_0 hold 1.9x and 3.6x the tokens of f16
     kv_cache_type: str = "f16"
     kv_cache_mb: int | None = None  # the KV cache's memory, sized in cells of kv_cache_type; None = context_size
@@ -135,6 +144,7 @@ class ServerSettings:
             host_cache_mb=read.get("PIER_HOST_CACHE_MB", cast=integer(low=0), default=DEFAULT_HOST_CACHE_MB),
             flash_attention=read.get("PIER_FLASH_ATTENTION", cast=boolean_or_auto),
             separate_decode_rows=read.get("PIER_SEPARATE_DECODE_ROWS", cast=boolean, default=True),
+            itl_bound=read.get("PIER_ITL_BOUND", cast=_itl_bound, default=DEFAULT_ITL_BOUND),
             kv_cache_type=read.get("PIER_KV_CACHE_TYPE", cast=choice(*KV_TYPE_NAMES), default=DEFAULT_KV_TYPE),
             kv_cache_mb=read.get("PIER_KV_CACHE_MB", cast=integer()),
             gpu=_gpu_settings(read),
@@ -206,3 +216,16 @@ def _shares(raw: str) -> tuple[float, ...]:
     if any(share < 0 for share in shares) or sum(shares) <= 0:
         raise ValueError("shares of at least 0 with a positive sum")
     return shares
+
+
+DEFAULT_ITL_BOUND: float | None = ITL_BOUND
+
+
+def _itl_bound(raw: str) -> float | None:
+    """PIER_ITL_BOUND: a number of decode-only steps, 1 or more, or off."""
+    if raw.strip().strip("'\"").lower() in ("off", "none"):
+        return None
+    try:
+        return number(low=1.0)(raw)
+    except ValueError:
+        raise ValueError("a number of decode-only steps, 1 or more (2 by default), or off") from None

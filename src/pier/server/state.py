@@ -50,7 +50,7 @@ class ServerState:
     @property
     def concurrency(self) -> int:
         """Requests this copy works on at once: its engine's parallel sequences, or its handler's workers, never
-        more than MAX_CONCURRENT_REQUESTS. The gateway sends it no more (`pier.concurrency`)."""
+        more than MAX_CONCURRENT_REQUESTS. The gateway sends it no more (`pier.channel.concurrency`)."""
         if self.handler is not None:
             return min(self.settings.max_concurrent_requests, self.settings.workers)
         return self.admission.most_sequences  # what one request's choices may take, the same bound

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from pier.backends.base import CopyStatus
-from pier.security.copy_secret import copy_secret_header
+from pier.channel.copy_secret import copy_secret_header
 from pier.transform import records as cutting
 from pier.transform import storage
 from pier.transform.job import JobRecord, Settings

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from pier.backends.base import CopyStatus
-from pier.concurrency import copy_concurrency
+from pier.channel.concurrency import copy_concurrency
 from pier.control.errors import ResourceInUse, ResourceNotFound
 from pier.control.fetch.fetches import Fetched
 from pier.control.fetch.source import ModelSource, NoModelData, source_of

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pier.backends.base import CopyState, CopyStatus
-from pier.concurrency import DEFAULT_PARALLEL
+from pier.channel.concurrency import DEFAULT_PARALLEL
 
 POLL_S = 0.25  # how often a waiting sender looks for copies that became ready
 

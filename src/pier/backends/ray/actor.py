@@ -38,7 +38,7 @@ class ActorSetup:
     node_dir: str  # where copies keep their files on the node
     settings: SupervisionSettings  # how the process is supervised (its interpreter is the node's own)
     group: str  # the placement group of its instance
-    slot: int  # its instance's number among pier's instances on the node (which cores it gets)
+    instance_index: int  # its instance's number among pier's instances on the node (which cores it gets)
     transfer: str = "auto"  # "always": copy the model even when the node sees the gateway's folder
 
 
@@ -143,7 +143,7 @@ class CopyActor:
 
         gpus = tuple(str(g) for g in ray.get_gpu_ids())
         spec = dataclasses.replace(self.spec, model_dir=self.model_dir, host=self.address, gpus=gpus,
-                                   cores=node_cores(self.setup.slot, instance_of(self.spec), cores))
+                                   cores=node_cores(self.setup.instance_index, instance_of(self.spec), cores))
         settings = dataclasses.replace(self.setup.settings, python=sys.executable)
         self._normal_priority()
         self._client = httpx.AsyncClient(trust_env=False)

@@ -37,9 +37,9 @@ from pier.backends.ray.placement import (
     ACTOR_PREFIX,
     Reservation,
     actor_name,
+    instance_index,
     instance_of,
     missing_capacity,
-    node_slot,
     reservation,
 )
 from pier.backends.ray.ray_calls import (
@@ -56,8 +56,8 @@ from pier.backends.ray.ray_calls import (
 from pier.backends.ray.remote_copy import RemoteCopy
 from pier.backends.registry import RAY
 from pier.backends.supervisor import SupervisionSettings
-from pier.concurrency import copy_concurrency
-from pier.security.copy_secret import new_copy_secret
+from pier.channel.concurrency import copy_concurrency
+from pier.channel.copy_secret import new_copy_secret
 
 log = logging.getLogger("pier.backends.ray")
 
@@ -306,8 +306,8 @@ class RayBackend:
         copy.set(CopyState.STARTING, f"reserving its instance ({wanted.describe()})")
         handle = await _blocking(partial(self._groups.acquire, spec.copy_id, wanted, instance.variant), CALL_S)
         node = await self._until_placed(copy, handle, wanted)
-        slot = node_slot(wanted.group, node, await _blocking(self._groups.placed, CALL_S))
-        setup = ActorSetup(self.config.node_dir, self.settings, wanted.group, slot, self.config.model_transfer)
+        index = instance_index(wanted.group, node, await _blocking(self._groups.placed, CALL_S))
+        setup = ActorSetup(self.config.node_dir, self.settings, wanted.group, index, self.config.model_transfer)
         copy.set(CopyState.STARTING, f"starting its Ray actor on node {node}")
         copy.actor = await _blocking(partial(self._new_actor, copy, setup, handle, wanted.bundle), CALL_S)
         identity: Identity = await self._call(copy.actor.identity.remote(), self.settings.startup_timeout_s)

@@ -139,18 +139,18 @@ def describe(resources: Mapping[str, float]) -> str:
     return ", ".join(parts) or "nothing"
 
 
-def node_slot(group: str, node_id: str, placed: Mapping[str, str]) -> int:
+def instance_index(group: str, node_id: str, placed: Mapping[str, str]) -> int:
     """The instance's number among pier's instances on its node (by name), so instances sharing a node run on
     different cores. `placed` maps each group to its node."""
     here = sorted(name for name, node in placed.items() if node == node_id)
     return here.index(group) if group in here else len(here)
 
 
-def node_cores(slot: int, instance: Instance, cores: Sequence[int]) -> tuple[int, ...]:
+def node_cores(index: int, instance: Instance, cores: Sequence[int]) -> tuple[int, ...]:
     """The node's cores the copy's vCPUs run on, mapped as the local backend maps them onto the host: vCPU j of
-    the node's instance number `slot` is core (slot * vcpus + j) modulo the cores the copy may use."""
+    the node's instance number `index` is core (index * vcpus + j) modulo the cores the copy may use."""
     if not cores:
         return ()
     owned = instance.owned or tuple(range(instance.vcpus))
-    base = slot * instance.vcpus
+    base = index * instance.vcpus
     return tuple(sorted({cores[(base + v) % len(cores)] for v in owned}))

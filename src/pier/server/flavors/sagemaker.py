@@ -18,7 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 
-from pier.concurrency import CONCURRENCY_HEADER
+from pier.channel.concurrency import CONCURRENCY_HEADER
 from pier.errors import InvalidRequest
 from pier.server.errors import Flavor, TooDeeplyNested
 from pier.server.flavors import embeddings

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from pier.control.backups import GatewayLock
-from pier.security import listening
-from pier.security.listening import Listening, Running, revoke_warning
+from pier.gateway import listening
+from pier.gateway.listening import Listening, Running, revoke_warning
 
 PID = str(os.getpid())
 WIDE = Running(PID, Listening("0.0.0.0", 8080, False, os.getpid()))

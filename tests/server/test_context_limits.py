@@ -6,7 +6,7 @@ import pytest
 
 from pier.env import SettingsError
 from pier.errors import ContextLengthExceeded, InputTooLong
-from pier.server.limits import Limits
+from pier.server.context_limits import Limits
 from pier.server.settings import ServerSettings
 
 

@@ -20,9 +20,9 @@ from starlette.requests import HTTPConnection
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from pier.channel.copy_secret import COPY_SECRET_ENV, COPY_SECRET_HEADER
 from pier.error_bodies import ErrorAnswer, openai_answer, tgi_answer, toolkit_answer
 from pier.security.bearer import bearer_token
-from pier.security.copy_secret import COPY_SECRET_ENV, COPY_SECRET_HEADER
 from pier.security.credentials import same_secret
 from pier.server.errors import Flavor, flavor_of
 

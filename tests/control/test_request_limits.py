@@ -10,7 +10,7 @@ import pytest
 
 from pier.control.api import OPERATIONS
 from pier.control.errors import SerializationError, ValidationError
-from pier.control.limits import (
+from pier.control.request_limits import (
     ENVIRONMENT_TOTAL_BYTES,
     MAX_BODY_BYTES,
     MAX_DEPTH,

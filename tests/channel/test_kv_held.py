@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from pier.kv_held import decode_held, encode_held
+from pier.channel.kv_held import decode_held, encode_held
 
 A, B, C = "a" * 24, "b" * 24, "0123456789abcdef01234567"
 

@@ -4,7 +4,7 @@ A copy answers with `X-Pier-Kv-Held`: the prefix blocks (pier.runtime.prefix's c
 TEXT, which both sides can compute: the gateway cannot tokenize) of the prompts its engine keeps in its prefix
 cache, most recently used first, comma-joined. The gateway replaces what it knew of that copy with it, so a
 prefix the copy evicted stops drawing requests, and a gateway that restarted learns again from the first answers.
-A bottom module (no pier imports) like pier.resumable: the gateway and the copy both read it.
+Part of pier.channel: the gateway and the copy both read it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 KV_HELD = "X-Pier-Kv-Held"  # response: the prefix blocks the copy's prefix cache holds now
 MAX_HELD = 256  # blocks per header: 24 hex digits and a comma each, about 6 KiB at most
-_BLOCK_DIGITS = 24  # pier.runtime.prefix hashes: blake2b of 12 bytes, in hex
+_BLOCK_DIGITS = 24  # pier.channel.prefix hashes: blake2b of 12 bytes, in hex
 _HEX = frozenset("0123456789abcdef")
 
 

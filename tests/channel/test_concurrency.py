@@ -10,7 +10,7 @@ import pytest
 
 from pier.backends.base import CopySpec
 from pier.backends.supervisor import CopySupervisor, SupervisionSettings
-from pier.concurrency import CONCURRENCY_HEADER, copy_concurrency, reported_concurrency
+from pier.channel.concurrency import CONCURRENCY_HEADER, copy_concurrency, reported_concurrency
 from pier.server.settings import ServerSettings
 from tests.server.conftest import app_client
 
