@@ -19,6 +19,7 @@ sets these headers itself and reads what comes back.
   continuation another copy is sent to go on from.
 - `concurrency`: how many requests a copy takes at once, from its environment or its own word on /ping.
 - `deadline`: how long a copy has for a request the gateway must answer within a client's timeout.
+- `prefix`: a request body's prompt as cumulative hashes of text blocks, computed alike by both sides.
 - `kv_held`: the prefix blocks a copy's prefix cache holds, as it tells the gateway (KV_AWARE routing).
 - `refusal`: the header that tells a copy's refusal (it did nothing) from the request's own error.
 """

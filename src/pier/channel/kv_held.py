@@ -1,10 +1,10 @@
 """What a copy's prefix cache holds, as it tells the gateway: the header that carries it and its encoding.
 
-A copy answers with `X-Pier-Kv-Held`: the prefix blocks (pier.runtime.prefix's cumulative hashes of the prompt
-TEXT, which both sides can compute: the gateway cannot tokenize) of the prompts its engine keeps in its prefix
-cache, most recently used first, comma-joined. The gateway replaces what it knew of that copy with it, so a
-prefix the copy evicted stops drawing requests, and a gateway that restarted learns again from the first answers.
-Part of pier.channel: the gateway and the copy both read it.
+A copy answers with `X-Pier-Kv-Held`: the prefix blocks (pier.channel.prefix's cumulative hashes of the prompt
+TEXT, which both sides compute alike: the gateway cannot tokenize) of the prompts its engine keeps in its prefix
+cache, most recently used first, comma-joined (pier.server.kv_report builds it). The gateway replaces what it
+knew of that copy with it, so a prefix the copy evicted stops drawing requests, and a gateway that restarted
+learns again from the first answers.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ class Candidate:
     copy: CopyStatus
     outstanding: int = 0
     last_chosen: int = 0  # the router's pick counter when this copy was last chosen; 0 = never
-    cached: Collection[str] = ()  # prefix blocks this copy served (see pier.runtime.prefix)
+    cached: Collection[str] = ()  # prefix blocks this copy served (see pier.channel.prefix)
     capacity: int | None = None  # requests it takes at once; None: no limit
     models: Collection[str] = ()  # a multi-model copy's loaded models, as it last said (or was last sent)
     held: Collection[str] | None = None  # prefix blocks its prefix cache holds, as it last said; None: unsaid
