@@ -23,7 +23,9 @@ CASES = [
     # (name, candidates, prefix, route, expected)
     ("said holds beats remembered", [held("a", cached=("p1",), says=()), held("b", 1, says=("p1",))], ("p1",), KV, "b"),
     ("unsaid: remembered counts", [held("a", 1, cached=("p1",)), held("b", 0)], ("p1",), KV, "a"),
-    ("said nothing held: least busy", [held("a", 1, cached=("p1",), says=()), held("b", 0)], ("p1",), KV, "b"),
+    # Held nowhere: back where it was sent (its kept part serves, its copy learns to keep more), within slack.
+    ("held nowhere: remembered", [held("a", 1, cached=("p1",), says=()), held("b", 0, says=())], ("p1",), KV, "a"),
+    ("held nowhere, nor sent: least busy", [held("a", 1, says=()), held("b", 0, says=())], ("p1",), KV, "b"),
     ("longest said match", [held("a", says=("p1",)), held("b", 2, says=("p1", "p2"))], ("p1", "p2"), KV, "b"),
     ("said match past slack", [held("a", 0), held("b", 5, says=("p1",))], ("p1",), KV, "a"),
     # Only KV_AWARE reads what copies say; the default keeps the router's own memory.
@@ -49,16 +51,18 @@ def test_a_restarted_gateway_follows_the_copy_that_says_it_holds_the_conversatio
     assert lease is not None and lease.copy.copy_id == "c"
 
 
-def test_a_copy_that_evicted_a_prefix_stops_drawing_it() -> None:
+def test_a_copy_that_evicted_a_prefix_stops_drawing_it_from_one_that_holds_it() -> None:
     copies = [copy("a"), copy("b")]
     router = Router()
     first = router.pick(copies, ("p1",), route=KV)
     assert first is not None
     first.release()
     holder = first.copy.copy_id
-    router.holds_prefixes(holder, ())  # evicted; the other copy is now idler by turn order
+    other_id = next(c.copy_id for c in copies if c.copy_id != holder)
+    router.holds_prefixes(holder, ())  # evicted there; the other copy computed it meanwhile
+    router.holds_prefixes(other_id, ("p1",))
     other = router.pick(copies, ("p1",), route=KV)
-    assert other is not None and other.copy.copy_id != holder
+    assert other is not None and other.copy.copy_id == other_id
 
 
 def test_no_header_keeps_what_was_said_and_a_new_process_forgets_it() -> None:
@@ -78,3 +82,19 @@ def test_no_header_keeps_what_was_said_and_a_new_process_forgets_it() -> None:
 
 def test_route_of_kv_aware_has_no_prefix_aware_key() -> None:
     assert route_of(Routing(Strategy.KV_AWARE), b"hello").key is None
+
+
+def test_what_was_sent_after_the_copys_last_report_counts_until_the_next() -> None:
+    copies = [copy("a"), copy("b")]
+    router = Router()
+    router.sync(copies)
+    router.holds_prefixes("a", ())
+    router.holds_prefixes("b", ())
+    first = router.pick(copies, ("p1",), route=KV)  # its answer reports as it starts: without p1
+    assert first is not None
+    first.release()
+    again = router.pick(copies, ("p1", "p2"), route=KV)
+    assert again is not None and again.copy.copy_id == first.copy.copy_id
+    again.release()
+    router.holds_prefixes(first.copy.copy_id, ())  # then it said p1 is gone
+    assert router._loads[first.copy.copy_id].held == ()

@@ -39,7 +39,9 @@ class Candidate:
 
     @property
     def known(self) -> Collection[str]:
-        """The prefix blocks KV_AWARE scores on: what the copy said it holds, or what the router sent it."""
+        """The prefix blocks KV_AWARE scores on: what the copy last said it holds and what the router sent it since
+        (a framed or streamed answer reports as it starts, before its own prompt is cached), or, until the copy
+        says anything, what the router sent it."""
         return self.cached if self.held is None else self.held
 
     @property
@@ -85,13 +87,17 @@ def least_busy(open_: Sequence[Candidate]) -> CopyStatus:
 def affine(open_: Sequence[Candidate], prefix: Sequence[str], slack: int, *, held: bool = False) -> CopyStatus:
     """`prefix` is the request's cumulative prefix blocks, shortest first. Among copies at most `slack` requests
     busier than the least busy, the one that served the longest run of those blocks wins; with no such copy, the
-    least busy. `held`: match what each copy said its prefix cache holds (KV_AWARE), where it said so."""
+    least busy. `held` (KV_AWARE): the longest run a copy said its prefix cache holds wins first, and only among
+    equals (none holds it, evicted everywhere) the longest run the router sent it. Back where it was evicted, the
+    prefix's part the copy kept still serves, and the copy's retention budget learns that evicting it was a loss
+    (engine/retention.py): sent elsewhere, it would start from nothing and teach no copy to keep more."""
     least = min(c.outstanding for c in open_)
-    matches = {c.copy.copy_id: matched_blocks(c.known if held else c.cached, prefix) for c in open_}
-    affine_ = [c for c in open_ if c.outstanding <= least + slack and matches[c.copy.copy_id] > 0]
+    scores = {c.copy.copy_id: (matched_blocks(c.known, prefix) if held else 0, matched_blocks(c.cached, prefix))
+              for c in open_}
+    affine_ = [c for c in open_ if c.outstanding <= least + slack and scores[c.copy.copy_id] > (0, 0)]
     if affine_:
-        longest = max(matches[c.copy.copy_id] for c in affine_)
-        open_ = [c for c in affine_ if matches[c.copy.copy_id] == longest]
+        best = max(scores[c.copy.copy_id] for c in affine_)
+        open_ = [c for c in affine_ if scores[c.copy.copy_id] == best]
     return least_busy(open_)
 
 
@@ -186,6 +192,8 @@ class Router:
         load.last_chosen = self._picks
         load.outstanding += 1
         self._remember(load, prefix)
+        if load.held is not None:  # it holds this prompt soon, whether or not its answer's report says so yet
+            load.held = (*prefix, *load.held)
         if route.model is not None:  # requests for it that arrive while it loads follow it there
             load.models.add(route.model)
         return Lease(chosen, load, self)
@@ -198,7 +206,8 @@ class Router:
 
     def holds_prefixes(self, copy_id: str, blocks: Sequence[str] | None) -> None:
         """What a copy says its prefix cache holds now (its answer's pier.channel.kv_held header): it replaces what the
-        copy said before, so prefixes it evicted stop drawing KV_AWARE requests. None (no header) changes nothing."""
+        copy said before (and what was sent it until then), so prefixes it evicted stop drawing KV_AWARE requests. None
+        (no header) changes nothing."""
         load = self._loads.get(copy_id)
         if load is not None and blocks is not None:
             load.held = tuple(blocks)
