@@ -88,6 +88,22 @@ class PrefixCache:
                 return PrefixMatch(None, saved.length, saved.entry)
         return best
 
+    def holds(self, prompt: Sequence[int], adapter: str = "") -> int:
+        """Leading tokens of `prompt` the cache holds now, in the KV cache or in host memory: what the copy reports
+        to the gateway (server/kv_report.py). Read-only and safe from any thread: it reads copies of the engine's
+        collections (list() of a dict or list runs without releasing the GIL), so at worst it is a step stale,
+        which a routing hint can afford; the engine never decides on it."""
+        if self.budget is None:
+            return 0
+        prompt = list(prompt)  # common_prefix compares slices: a tuple never equals a list
+        best = 0
+        for slot in list(self.kv.slots.values()):
+            if slot.adapter == adapter:
+                best = max(best, common_prefix(list(slot.tokens), prompt, len(prompt)))
+        if self.host is not None:
+            best = max(best, self.host.match(prompt, len(prompt), adapter).length)
+        return best
+
     def adopt(self, match: PrefixMatch, into: KvSlot, prompt: Sequence[int] | None = None) -> int:
         """Give `into` the matched prefix; returns how many tokens it got (a restore can fail for want of
         cells, then none). An idle prefix wholly contained in the new sequence is dropped: the new sequence

@@ -29,6 +29,7 @@ from pier.autoscaling.resource import resource_of
 from pier.autoscaling.scaler import Scaler
 from pier.backends.base import CopyState
 from pier.channel.deadline import TIMEOUT_HEADER
+from pier.channel.prefix import request_prefix
 from pier.control.records import EndpointRecord
 from pier.control.state import State, UnreadableRecord
 from pier.gateway.async_notification import Outcome, notify
@@ -39,7 +40,6 @@ from pier.runtime.call import Call
 from pier.runtime.errors import InvocationError, ModelNotReady, ServiceUnavailable, Throttled, as_invocation_error
 from pier.runtime.invocation import CUSTOM_ATTRIBUTES, INFERENCE_ID
 from pier.runtime.invoke import RuntimeService
-from pier.runtime.prefix import request_prefix
 from pier.runtime.routing import route_of
 from pier.runtime.target import Target, resolve_target
 

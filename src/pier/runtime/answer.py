@@ -20,6 +20,7 @@ import httpx
 
 from pier.backends.base import CopyStatus
 from pier.channel.frames import ABANDON, DATA, HEAD, LAST, TOKENS, BrokenFrames, Frame
+from pier.channel.kv_held import KV_HELD, decode_held
 from pier.channel.refusal import REFUSED_HEADER
 from pier.errors import PierError
 from pier.multi_model import CacheReport
@@ -233,6 +234,8 @@ class Answer:
         except (CopyUnreachable, httpx.TransportError) as error:
             self._cut = error
             return (NOT_REACHED if isinstance(error, CopyUnreachable) else CUT), None
+        # What the copy's prefix cache holds rides on the outer answer, framed or not (KV_AWARE routing).
+        forwarder.router(call.target.component).holds_prefixes(copy.copy_id, decode_held(response.headers.get(KV_HELD)))
         if self._frames is None and (report := CacheReport.of(response.headers)) is not None:
             forwarder.router(call.target.component).holds(copy.copy_id, report.loaded)
             if self.timing is not None:

@@ -22,7 +22,7 @@ class Call:
     path: str
     body: bytes
     headers: Mapping[str, str]
-    prefix: tuple[str, ...]  # see pier.runtime.prefix
+    prefix: tuple[str, ...]  # see pier.channel.prefix
     deadline: float | None  # event-loop time; None leaves it to the copy's own deadline
     deadline_s: float | None  # the same, as the number of seconds users configured
     retarget: Callable[[], Awaitable[Target]] | None = None  # the copies now, to resume on a replacement

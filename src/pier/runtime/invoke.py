@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive
 
+from pier.channel.prefix import request_prefix
 from pier.deadline import StreamClock
 from pier.errors import CLIENT_CLOSED_REQUEST, ClientGone
 from pier.runtime import eventstream, openai
@@ -29,7 +30,6 @@ from pier.runtime.errors import REQUEST_ID, InvalidInvocation, as_invocation_err
 from pier.runtime.forward import Forwarder
 from pier.runtime.invocation import CUSTOM_ATTRIBUTES, INVOKED_VARIANT, STREAM_CONTENT_TYPE, Invocation
 from pier.runtime.observer import InvocationObserver
-from pier.runtime.prefix import request_prefix
 from pier.runtime.routing import route_of
 from pier.runtime.session_store import SessionStore
 from pier.runtime.sessions import (

@@ -32,6 +32,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive
 
+from pier.channel.prefix import content_text, request_prefix
 from pier.deadline import StreamClock
 from pier.dialect import Dialect
 from pier.error_bodies import render
@@ -55,7 +56,6 @@ from pier.runtime.invocation import (
     check_member,
     read_body,
 )
-from pier.runtime.prefix import content_text, request_prefix
 from pier.runtime.routing import route_of
 from pier.runtime.streaming import ClosingStream
 from pier.runtime.target import Resolve, Target, resolve_target

@@ -32,9 +32,17 @@ class Candidate:
     copy: CopyStatus
     outstanding: int = 0
     last_chosen: int = 0  # the router's pick counter when this copy was last chosen; 0 = never
-    cached: Collection[str] = ()  # prefix blocks this copy served (see pier.runtime.prefix)
+    cached: Collection[str] = ()  # prefix blocks this copy served (see pier.channel.prefix)
     capacity: int | None = None  # requests it takes at once; None: no limit
     models: Collection[str] = ()  # a multi-model copy's loaded models, as it last said (or was last sent)
+    held: Collection[str] | None = None  # prefix blocks its prefix cache holds, as it last said; None: unsaid
+
+    @property
+    def known(self) -> Collection[str]:
+        """The prefix blocks KV_AWARE scores on: what the copy last said it holds and what the router sent it since
+        (a framed or streamed answer reports as it starts, before its own prompt is cached), or, until the copy
+        says anything, what the router sent it."""
+        return self.cached if self.held is None else self.held
 
     @property
     def has_room(self) -> bool:
@@ -66,6 +74,8 @@ def choose(candidates: Sequence[Candidate], prefix: Sequence[str] = (), *, slack
         return ordered[draw(len(ordered))].copy
     if strategy is Strategy.PREFIX_AWARE and route.key is not None:
         return prefix_aware(candidates, open_, route.key, route.routing.concurrency_threshold)
+    if strategy is Strategy.KV_AWARE:
+        return affine(open_, prefix, slack, held=True)
     return affine(open_, prefix, slack)
 
 
@@ -74,16 +84,20 @@ def least_busy(open_: Sequence[Candidate]) -> CopyStatus:
     return min(open_, key=lambda c: (c.outstanding, c.last_chosen, c.copy.copy_id)).copy
 
 
-def affine(open_: Sequence[Candidate], prefix: Sequence[str], slack: int) -> CopyStatus:
+def affine(open_: Sequence[Candidate], prefix: Sequence[str], slack: int, *, held: bool = False) -> CopyStatus:
     """`prefix` is the request's cumulative prefix blocks, shortest first. Among copies at most `slack` requests
     busier than the least busy, the one that served the longest run of those blocks wins; with no such copy, the
-    least busy."""
+    least busy. `held` (KV_AWARE): the longest run a copy said its prefix cache holds wins first, and only among
+    equals (none holds it, evicted everywhere) the longest run the router sent it. Back where it was evicted, the
+    prefix's part the copy kept still serves, and the copy's retention budget learns that evicting it was a loss
+    (engine/retention.py): sent elsewhere, it would start from nothing and teach no copy to keep more."""
     least = min(c.outstanding for c in open_)
-    matches = {c.copy.copy_id: matched_blocks(c.cached, prefix) for c in open_}
-    affine_ = [c for c in open_ if c.outstanding <= least + slack and matches[c.copy.copy_id] > 0]
+    scores = {c.copy.copy_id: (matched_blocks(c.known, prefix) if held else 0, matched_blocks(c.cached, prefix))
+              for c in open_}
+    affine_ = [c for c in open_ if c.outstanding <= least + slack and scores[c.copy.copy_id] > (0, 0)]
     if affine_:
-        longest = max(matches[c.copy.copy_id] for c in affine_)
-        open_ = [c for c in affine_ if matches[c.copy.copy_id] == longest]
+        best = max(scores[c.copy.copy_id] for c in affine_)
+        open_ = [c for c in affine_ if scores[c.copy.copy_id] == best]
     return least_busy(open_)
 
 
@@ -118,6 +132,7 @@ class _CopyLoad:
     last_chosen: int = 0
     cached: OrderedDict[str, None] = field(default_factory=OrderedDict)
     models: set[str] = field(default_factory=set)
+    held: tuple[str, ...] | None = None
 
 
 class Lease:
@@ -177,6 +192,8 @@ class Router:
         load.last_chosen = self._picks
         load.outstanding += 1
         self._remember(load, prefix)
+        if load.held is not None:  # it holds this prompt soon, whether or not its answer's report says so yet
+            load.held = (*prefix, *load.held)
         if route.model is not None:  # requests for it that arrive while it loads follow it there
             load.models.add(route.model)
         return Lease(chosen, load, self)
@@ -186,6 +203,14 @@ class Router:
         load = self._loads.get(copy_id)
         if load is not None:
             load.models = set(models)
+
+    def holds_prefixes(self, copy_id: str, blocks: Sequence[str] | None) -> None:
+        """What a copy says its prefix cache holds now (its answer's pier.channel.kv_held header): it replaces what the
+        copy said before (and what was sent it until then), so prefixes it evicted stop drawing KV_AWARE requests. None
+        (no header) changes nothing."""
+        load = self._loads.get(copy_id)
+        if load is not None and blocks is not None:
+            load.held = tuple(blocks)
 
     def outstanding(self, copy_id: str) -> int:
         load = self._loads.get(copy_id)
@@ -223,11 +248,12 @@ class Router:
                 load.pid = copy.pid
                 load.cached.clear()
                 load.models.clear()
+                load.held = None
 
     def _candidate(self, copy: CopyStatus) -> Candidate:
         load = self._loads[copy.copy_id]
         return Candidate(copy, load.outstanding, load.last_chosen, load.cached.keys(), self.capacity(copy),
-                         load.models)
+                         load.models, None if load.held is None else frozenset(load.held))
 
     def _remember(self, load: _CopyLoad, prefix: Sequence[str]) -> None:
         # Remembered when chosen, not when answered: a request with the same prefix arriving meanwhile

@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from pier.channel.prefix import request_prefix
 from pier.runtime.answer import forward
 from pier.runtime.call import Call
 from pier.runtime.forward import Forwarder
 from pier.runtime.invocation import Invocation
-from pier.runtime.prefix import request_prefix
 from pier.runtime.routing import route_of
 from pier.runtime.tap import Tap, exchange_of
 from pier.runtime.target import Resolve, resolve_target

@@ -31,6 +31,7 @@ from pier.server.errors import (
 from pier.server.flavors import embeddings, sagemaker, tokenizer
 from pier.server.flavors.openai import routes as openai
 from pier.server.flavors.tgi import routes as tgi
+from pier.server.kv_report import KvHeldHeader
 from pier.server.metrics import RequestMetrics
 from pier.server.request_timeout import RequestTimeout
 from pier.server.served_model import ServedModel
@@ -60,6 +61,7 @@ def create_app(
     app = _app(settings or ServerSettings(), lifespan, ROUTES_HINT)
     app.add_middleware(AdapterRequests)  # inside ResumableAnswers: a refusal is framed like any answer
     app.add_middleware(ResumableAnswers)  # the gateway may resume these requests on another copy
+    app.add_middleware(KvHeldHeader)  # outside ResumableAnswers: on the outer answer, where the gateway reads it
     app.add_middleware(RequestTimeout)  # outermost: the gateway's limit for an asynchronous request
     if engine is not None:
         attach_model(app, engine, chat)

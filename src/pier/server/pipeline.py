@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeVar
 from fastapi import Request
 from fastapi.responses import Response
 
+from pier.channel.prefix import request_prefix
 from pier.engine.request import GenerateRequest, GenerationChunk
 from pier.engine.validate import CheckedRequest
 from pier.errors import GenerationFailed, InvalidRequest
@@ -84,6 +85,8 @@ async def respond(spec: Spec[V], http: Request, state: ServerState) -> Response:
     progress = progress_of(http.scope)
     with ticket:
         checked = choices.check_all(model, await spec.requests(model), progress)
+        first = checked[0]  # the gateway routes a request by its first prompt
+        model.kv_report.record(request_prefix(await http.body()), first.prompt_tokens, first.request.adapter)
         views = spec.views(model, checked)
         if progress is not None:
             progress.keep(views[0].head)  # the same on any copy that continues it

@@ -18,6 +18,7 @@ from pier.server import adapters, generation, request_timeout
 from pier.server.context_limits import Limits
 from pier.server.continuation import Progress
 from pier.server.generation import Completion
+from pier.server.kv_report import KvReport
 from pier.server.metrics import ServerMetrics
 from pier.server.settings import ServerSettings
 
@@ -45,6 +46,7 @@ class ServedModel:
         self.deadline_s = settings.request_deadline_s
         self.created = int(time.time())
         self._metrics = metrics
+        self.kv_report = KvReport(engine.core.prefix.holds)
 
     @property
     def n_vocab(self) -> int:

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from pier.runtime.prefix import prefix_blocks, prompt_text, request_prefix
+from pier.channel.prefix import prefix_blocks, prompt_text, request_prefix
 
 PARTS = {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}
 SYSTEM = "You are a careful assistant. " * 10  # 290 characters: two whole blocks

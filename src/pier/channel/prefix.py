@@ -1,4 +1,7 @@
-"""A request's prompt prefix as the router remembers it: cumulative hashes of its leading blocks.
+"""A request's prompt prefix as text blocks: cumulative hashes of its leading blocks, the same on both sides.
+
+The gateway's router remembers the blocks of what it sent each copy; a copy reports the blocks of the prompts its
+prefix cache still holds (pier.channel.kv_held). Both hash the request body with these functions, so they agree.
 
 Block i hashes everything up to the end of block i, so two requests share block i exactly when their
 first i+1 blocks are equal, and the longest run of shared blocks says how much of the prompt a copy
