@@ -8,7 +8,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from pier.channel.kv_held import KV_HELD, decode_held
+from pier.channel.kv_held import KV_HELD, WANTED, decode_held
 from pier.channel.prefix import request_prefix
 from pier.engine.engine import Engine
 from pier.server.kv_report import KvReport, held_blocks
@@ -70,9 +70,18 @@ def _body(text: str) -> bytes:
 
 async def _held(client: httpx.AsyncClient, body: bytes, headers: dict[str, str] | None = None) -> Sequence[str]:
     response = await client.post("/invocations", content=body,
-                                 headers={"content-type": "application/json", **(headers or {})})
+                                 headers={"content-type": "application/json", **WANTED, **(headers or {})})
     assert response.status_code == 200, response.text
     return decode_held(response.headers.get(KV_HELD)) or ()
+
+
+@pytest.mark.anyio
+async def test_a_copy_reports_only_when_asked(app: FastAPI, client: httpx.AsyncClient) -> None:
+    """Building the report checks every recent prompt against the cache: only KV_AWARE routing asks for it."""
+    body = _body("A" * 300)
+    await _held(client, body)
+    response = await client.post("/invocations", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 200 and KV_HELD not in response.headers
 
 
 @pytest.mark.anyio

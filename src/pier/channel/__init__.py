@@ -12,6 +12,7 @@ sets these headers itself and reads what comes back.
     X-Pier-Concurrency     response  on a ready copy's /ping: requests it takes at once    concurrency
     X-Pier-Refused         response  refused before any work: another copy may take it     refusal
     X-Pier-Timeout-Seconds request   the copy ends the request after this many seconds     deadline
+    X-Pier-Kv-Held-Wanted  request   answer with X-Pier-Kv-Held (KV_AWARE routing)         kv_held
     X-Pier-Kv-Held         response  the prefix blocks the copy's prefix cache holds now   kv_held
 
 - `copy_secret`: each copy gets a secret in its environment and answers only requests that carry it.

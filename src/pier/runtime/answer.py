@@ -19,8 +19,8 @@ from contextlib import asynccontextmanager
 import httpx
 
 from pier.backends.base import CopyStatus
+from pier.channel import kv_held
 from pier.channel.frames import ABANDON, DATA, HEAD, LAST, TOKENS, BrokenFrames, Frame
-from pier.channel.kv_held import KV_HELD, decode_held
 from pier.channel.refusal import REFUSED_HEADER
 from pier.errors import PierError
 from pier.multi_model import CacheReport
@@ -43,6 +43,7 @@ from pier.runtime.errors import InvocationError, ModelError, Origin
 from pier.runtime.eventstream import StreamErrorCode
 from pier.runtime.forward import Forwarder, Timing
 from pier.runtime.router import Lease
+from pier.runtime.routing import Strategy
 from pier.runtime.target import Target
 from pier.runtime.upstream import CopyUnreachable
 
@@ -220,6 +221,8 @@ class Answer:
     async def _send(self, copy: CopyStatus, origin: Origin) -> tuple[Reply, httpx.Response | None]:
         call, forwarder = self.call, self.forwarder
         body, headers = call.body, {**call.headers, **resume.asks(self.settings)}
+        if call.route.routing.strategy is Strategy.KV_AWARE:
+            headers.update(kv_held.WANTED)
         if self._frames is not None:
             body, headers = self._frames.request(body, headers)
         elif self.timing is not None:
@@ -235,7 +238,8 @@ class Answer:
             self._cut = error
             return (NOT_REACHED if isinstance(error, CopyUnreachable) else CUT), None
         # What the copy's prefix cache holds rides on the outer answer, framed or not (KV_AWARE routing).
-        forwarder.router(call.target.component).holds_prefixes(copy.copy_id, decode_held(response.headers.get(KV_HELD)))
+        forwarder.router(call.target.component).holds_prefixes(copy.copy_id,
+                                                               kv_held.decode_held(response.headers.get(kv_held.KV_HELD)))
         if self._frames is None and (report := CacheReport.of(response.headers)) is not None:
             forwarder.router(call.target.component).holds(copy.copy_id, report.loaded)
             if self.timing is not None:

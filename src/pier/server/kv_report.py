@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pier.channel.kv_held import KV_HELD, MAX_HELD, encode_held
+from pier.channel.kv_held import KV_HELD, KV_HELD_WANTED, MAX_HELD, encode_held
 
 # Prompts remembered. Each answer asks the prefix cache about each of them (a scan of its sequences), so the
 # number bounds that cost; a copy's cache rarely holds more distinct conversations than this, and what the header
@@ -73,15 +73,17 @@ class KvReport:
 
 
 class KvHeldHeader:
-    """The middleware: every answer to a POST carries the report as it stands when the answer starts (for a
-    stream or a framed answer, before this request's own prompt is computed). Outside ResumableAnswers, so a
-    framed answer carries it on the outer response, where the gateway reads it."""
+    """The middleware: an answer to a POST that asks for it (X-Pier-Kv-Held-Wanted: the gateway routes KV_AWARE)
+    carries the report as it stands when the answer starts (for a stream or a framed answer, before this
+    request's own prompt is computed). Outside ResumableAnswers, so a framed answer carries it on the outer
+    response, where the gateway reads it."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
+        wanted = KV_HELD_WANTED.lower().encode()
+        if scope["type"] != "http" or scope["method"] != "POST" or all(k != wanted for k, _ in scope["headers"]):
             await self.app(scope, receive, send)
             return
         model = scope["app"].state.pier.model
