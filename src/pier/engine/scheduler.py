@@ -5,12 +5,11 @@ The policy, and its two bounds:
 - **Running streams first, and a bounded share of the step for prompts.** Every generating sequence decodes one
   token in every step. While they outnumber the prompts in progress (next point), the prompt tokens a step
   carries are capped (`prompt_cap`, set by `engine/step_cost.py` from the steps' measured times) so that they
-  add at most (k - 1) times what a
-  decode-only step costs, k = `ITL_BOUND` = 2: a stream's gap between tokens is at most twice a decode-only
-  step's, so under mixed load ITL p99 <= 2x ITL p50 (every gap lies between one decode-only step and two). The
-  bound is on the forward pass; the cap never goes below `MIN_CHUNK` (8) tokens, so prompts always advance, and
-  where 8 prompt tokens cost more than a decode-only step a step beside them costs more than k times. With no
-  stream running, prompts get the whole step budget (`budget`, the batch size).
+  add at most (k - 1) times what a decode-only step costs, k = `ITL_BOUND` = 2: a stream's gap between tokens is
+  at most twice a decode-only step's, so under mixed load ITL p99 <= 2x ITL p50 (every gap lies between one
+  decode-only step and two). The bound is on the forward pass; the cap never goes below `MIN_CHUNK` (8) tokens,
+  so prompts always advance, and where 8 prompt tokens cost more than a decode-only step a step beside them costs
+  more than k times. With no stream running, prompts get the whole step budget (`budget`, the batch size).
 - **Unless prompts are what the streams wait for.** The cap holds while generating sequences outnumber the
   prompts in progress (`streams_outnumber_prompts`). Once as many admitted sequences wait for their prompt as
   generate (a closed loop at saturation: every user's next turn arrives as its last reply ends), prompts get the
