@@ -83,28 +83,28 @@ def test_prefix_cache_evaluates_only_the_suffix(fake: FakeRunner, core: EngineCo
 
 def test_waiting_prompt_waits_for_a_prefix_being_computed(fake: FakeRunner) -> None:
     core = EngineCore(fake, EngineConfig(max_running=4, step_tokens=32))
-    shared = prompt(96)  # three steps' worth: the others fork all of it once it is computed
+    shared = prompt(100)
     reqs = [greedy(f"r{i}", [*shared, 60 + i], n=3) for i in range(4)]
     out = run(core, *reqs)
-    # the shared 96 tokens are evaluated once, not four times
-    assert fake.decoded_tokens == 97 + 3 * 1 + 4 * 2
+    # the shared 100 tokens are evaluated once, not four times
+    assert fake.decoded_tokens == 101 + 3 * 1 + 4 * 2
     for req in reqs:
         assert out.tokens(req.request_id) == alone(req, prefix_cache=False)
 
 
 @pytest.mark.parametrize(("shared", "prefix_cache", "waits"),
-                         # the first prompt has computed 32 tokens when the second comes: those it forks at once
-                         [(100, True, True), (48, True, True), (47, True, False), (3, True, False), (1, True, False),
-                          (100, False, False)])
+                         # the first prompt has computed 8 tokens when the second comes: those it forks at once
+                         [(100, True, True), (20, True, True), (16, True, True), (15, True, False), (3, True, False),
+                          (1, True, False), (100, False, False)])
 def test_a_prompt_waits_for_a_prefix_in_flight_only_when_the_cache_can_serve_it(
         fake: FakeRunner, shared: int, prefix_cache: bool, waits: bool) -> None:
     """Random prompts share a BOS and templates their first few tokens: those are not worth queueing for (every
     new prompt would wait for every other one to finish its prompt), nor is anything with the cache off."""
-    core = EngineCore(fake, EngineConfig(max_running=4, step_tokens=32, prefix_cache=prefix_cache))
+    core = EngineCore(fake, EngineConfig(max_running=4, step_tokens=8, prefix_cache=prefix_cache))
     collector = run(core)
     start = prompt(shared)
     core.add(core.prepare(greedy("first", [*start, *prompt(80, seed=1)[1:]], n=2), collector))
-    core.step()  # 32 of its 80+ tokens: still computing its prompt
+    core.step()  # 8 of its 80+ tokens: still computing its prompt
     core.add(core.prepare(greedy("second", [*start, *prompt(40, seed=2)[1:]], n=2), collector))
     core.step()
     assert (core.stats().running == 1) is waits

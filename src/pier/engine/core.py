@@ -212,17 +212,18 @@ class EngineCore:
     def _prefix_in_flight(self, seq: Sequence, match: PrefixMatch) -> bool:
         """Is another sequence computing a longer prefix of this prompt right now? Then this one waits for it (at
         most the rest of that prompt) instead of computing the same tokens twice. Only with the prefix cache on
-        (nothing could be taken from it otherwise), and only for a gain of MIN_KEPT tokens or more: unrelated
-        prompts share their first few tokens (BOS, a chat template's opening), and waiting for those would queue
-        every new prompt behind every other one."""
+        (nothing could be taken from it otherwise), and only for a shared prefix of MIN_KEPT tokens or more:
+        unrelated prompts share their first few tokens (BOS, a chat template's opening), and waiting for those
+        queued every new prompt behind every other one's prefill."""
         if not self.config.prefix_cache:
             return False
         limit = len(seq.tokens) - 1
-        return any(
-            other.pending > 1 and other.request.adapter == seq.request.adapter
-            and common_prefix(other.tokens, seq.tokens, limit) >= match.length + MIN_KEPT
-            for other in self.running
-        )
+        for other in self.running:
+            if other.pending > 1 and other.request.adapter == seq.request.adapter:
+                shared = common_prefix(other.tokens, seq.tokens, limit)
+                if shared > match.length and shared >= MIN_KEPT:
+                    return True
+        return False
 
     def _fits(self, seq: Sequence, match: PrefixMatch) -> bool:
         # Room for the new prompt plus one step of growth for everything already running.
