@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeVar
 from fastapi import Request
 from fastapi.responses import Response
 
+from pier.channel.kv_held import KV_HELD_WANTED
 from pier.channel.prefix import request_prefix
 from pier.engine.request import GenerateRequest, GenerationChunk
 from pier.engine.validate import CheckedRequest
@@ -86,7 +87,8 @@ async def respond(spec: Spec[V], http: Request, state: ServerState) -> Response:
     with ticket:
         checked = choices.check_all(model, await spec.requests(model), progress)
         first = checked[0]  # the gateway routes a request by its first prompt
-        model.kv_report.record(request_prefix(await http.body()), first.prompt_tokens, first.request.adapter)
+        if KV_HELD_WANTED in http.headers:  # a KV_AWARE gateway: it reads what this copy holds (server/kv_report.py)
+            model.kv_report.record(request_prefix(await http.body()), first.prompt_tokens, first.request.adapter)
         views = spec.views(model, checked)
         if progress is not None:
             progress.keep(views[0].head)  # the same on any copy that continues it
