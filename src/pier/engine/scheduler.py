@@ -12,9 +12,9 @@ The policy, and its two bounds:
   more than k times. With no stream running, prompts get the whole step budget (`budget`, the batch size).
 - **Unless prompts are what the streams wait for.** The cap holds while generating sequences outnumber the
   prompts in progress (`streams_outnumber_prompts`). Once as many admitted sequences wait for their prompt as
-  generate (a closed loop at saturation: every user's next turn arrives as its last reply ends), prompts get the
+  generate (a closed loop at saturation: every user's next message arrives as its last reply ends), prompts get the
   whole step budget: the slots they hold are empty rows in every step, and spreading them over many capped steps
-  costs the streams more (fewer rows for each step's fixed costs, and each stream's next turn later) than the few
+  costs the streams more (fewer rows for each step's fixed costs, and each stream's next request later) than the few
   long steps do. Under mixed load, with streams in the majority, the bound above holds; at saturation a gap is
   at most one step of `budget` prompt tokens, as in llama-server.
 - **Short prompts first, with aging.** The prompt tokens of a step go to the shortest pending prompts first
