@@ -51,6 +51,31 @@ def test_plan(pending: list[int], budget: int, cap: int | None, slack: list[int]
     assert plan(pending, budget, cap, slack) == expected
 
 
+F, T = False, True
+
+
+@pytest.mark.parametrize(
+    ("pending", "cap", "slack", "new", "expected"),
+    [
+        # a wave: the prompts were waiting when the streams began, so the cap does not hold them back
+        ([1, 1, 1, 100, 100], 8, INF, [F, F, F, F, F],
+         [Work(0, 1), Work(1, 1), Work(2, 1), Work(3, 100), Work(4, 100)]),
+        # ... while a prompt that came after the streams began is capped beside it
+        ([1, 1, 1, 100, 100], 8, INF, [F, F, F, F, T],
+         [Work(0, 1), Work(1, 1), Work(2, 1), Work(3, 100), Work(4, 8)]),
+        ([1, 1, 1, 1, 100, 30, 20], 40, INF, [F, F, F, F, F, T, T],
+         [Work(0, 1), Work(1, 1), Work(2, 1), Work(3, 1), Work(4, 100), Work(5, 20), Work(6, 20)]),
+        # every prompt new: the cap as before
+        ([1, 1, 1, 100, 100], 8, INF, [F, F, F, T, T], [Work(0, 1), Work(1, 1), Work(2, 1), Work(3, 8)]),
+        # aging still holds: an old prompt younger than a capped one whose slack is spent waits for it
+        ([100, 50, 1, 1, 1], 8, [0, 0, 0, 0, 0], [T, F, F, F, F], [Work(2, 1), Work(3, 1), Work(4, 1), Work(0, 8)]),
+    ],
+)
+def test_the_cap_holds_new_prompts_only(pending: list[int], cap: int, slack: list[int] | None, new: list[bool],
+                                        expected: list[Work]) -> None:
+    assert plan(pending, 512, cap, slack, new) == expected
+
+
 @pytest.mark.parametrize(("decode_rows", "prompts", "capped"),
                          [(0, 0, False), (1, 0, True), (0, 1, False), (1, 1, False), (7, 1, True), (4, 4, False),
                           (4, 5, False), (5, 4, True), (32, 31, True)])

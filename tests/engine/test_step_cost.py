@@ -1,6 +1,6 @@
 import pytest
 
-from pier.engine.step_cost import FIRST_CAP, MIN_CHUNK, StepCost
+from pier.engine.step_cost import FIRST_CAP, MIN_CHUNK, StepCost, decode_line
 
 # (decode rows, prompt tokens, seconds) per step
 Steps = list[tuple[int, int, float]]
@@ -67,3 +67,36 @@ def test_the_cap_at_most_doubles_a_call() -> None:
     cost.observe(8, 0, 0.06)
     cost.observe(8, 32, 0.0601)  # prompt tokens nearly free: the cap wants ~19,000 tokens
     assert [cost.prompt_cap() for _ in range(4)] == [64, 128, 256, 512]
+
+
+@pytest.mark.parametrize(
+    ("steps", "rows", "expected"),
+    [
+        ([], 8, None),
+        ([(8, 0.06)], 30, 0.06),  # one row count: nothing to scale by
+        ([(8, 0.06), (8, 0.07), (8, 0.5)], 8, 0.07),  # a median, not a mean
+        # the line through the row counts' medians: 2 ms a row from 10 ms at 4 rows
+        ([(4, 0.010), (8, 0.018), (12, 0.026)], 30, pytest.approx(0.062)),
+        ([(4, 0.010), (8, 0.018), (12, 0.026)], 8, pytest.approx(0.018)),
+        # never below the cheapest median, never falling with more rows (noise)
+        ([(4, 0.010), (8, 0.018)], 1, 0.010),
+        ([(4, 0.020), (8, 0.010)], 30, pytest.approx(0.015)),
+    ],
+)
+def test_decode_line(steps: list[tuple[int, float]], rows: int, expected: float | None) -> None:
+    assert decode_line(steps, rows) == expected
+
+
+def test_a_decode_only_step_at_fewer_rows_does_not_make_prompt_tokens_look_dear() -> None:
+    """A wave: its first streams decode alone at 2-16 rows, then every step carries prompt tokens beside 30 rows.
+    Read at 16 rows, D would charge the prompt tokens the 14 rows' difference and pin the cap at its floor."""
+    def decode(rows: int) -> float:
+        return 0.0005 + 0.0004 * rows
+
+    cost = StepCost()
+    for rows in range(2, 17):
+        cost.observe(rows, 0, decode(rows))
+    for _ in range(10):
+        cap = cost.prompt_cap(30)
+        cost.observe(30, cap, decode(30) + 0.0003 * cap)
+    assert cost.prompt_cap(30) == round(decode(30) / 0.0003)

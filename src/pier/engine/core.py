@@ -25,7 +25,7 @@ from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk
 from pier.engine.retention import RetentionBudget
 from pier.engine.runner import Batch, KvCacheFull, ModelRunner
 from pier.engine.sampling import GrammarExhausted, TokenSampler
-from pier.engine.scheduler import ITL_BOUND, Work, allowance, overtaken, plan
+from pier.engine.scheduler import ITL_BOUND, Work, allowance, overtaken, plan, streams_outnumber_prompts
 from pier.engine.sequence import Emit, Sequence
 from pier.engine.step_cost import StepCost
 from pier.engine.utf8_guard import Utf8Guard
@@ -244,21 +244,39 @@ class EngineCore:
                 self._totals["restored"] += min(reused, seq.prompt_len)
         ahead = sum(s.pending for s in self.running if s.pending > 1)
         seq.slack = allowance(ahead + seq.pending)
+        seq.admitted = time.perf_counter()
         self.running.append(seq)
 
     # -- scheduling and the forward pass -------------------------------------------------------------
 
     def _schedule(self) -> list[Work]:
-        cap = self.step_cost.prompt_cap() if self.config.itl_bound is not None else None
+        streams = sum(1 for s in self.running if s.pending == 1)
+        cap = self.step_cost.prompt_cap(streams) if self.config.itl_bound is not None else None
+        new = self._new_prompts()
+        budget = self.step_tokens
+        if cap is not None and self._capped(streams, new) and self.step_cost.stale(streams):
+            budget = streams  # a probe: what decoding this many rows alone costs (engine/step_cost.py)
         while self.running:
             pending = [s.pending for s in self.running]
-            work = plan(pending, self.step_tokens, cap, [s.slack for s in self.running])
+            work = plan(pending, budget, cap, [s.slack for s in self.running], new)
             if self.prefix.make_room(sum(w.n_tokens for w in work)) or len(self.running) == 1:
                 for seq, charge in zip(self.running, overtaken(pending, work), strict=True):
                     seq.slack -= charge
                 return work
             self._preempt(self.running[-1])
         return []
+
+    def _capped(self, streams: int, new: list[bool]) -> bool:
+        """Whether the cap applies to this step's prompts: new ones wait while streams outnumber prompts."""
+        prompts = [is_new for s, is_new in zip(self.running, new, strict=True) if s.pending > 1]
+        return any(prompts) and streams_outnumber_prompts(streams, len(prompts))
+
+    def _new_prompts(self) -> list[bool]:
+        """Per running sequence, whether it was admitted after a running stream began: the prompts the cap
+        applies to (engine/scheduler.py). A wave's prompts, waiting when its first ones began streaming, are not."""
+        began = min((s.first_token for s in self.running if s.pending == 1 and s.first_token is not None),
+                    default=float("inf"))
+        return [s.admitted > began for s in self.running]
 
     def _preempt(self, seq: Sequence) -> None:
         """Out of KV cells: the newest sequence gives its cells back and is recomputed later (its

@@ -10,6 +10,13 @@ The policy, and its two bounds:
   decode-only step and two). The bound is on the forward pass; the cap never goes below `MIN_CHUNK` (8) tokens,
   so prompts always advance, and where 8 prompt tokens cost more than a decode-only step a step beside them costs
   more than k times. With no stream running, prompts get the whole step budget (`budget`, the batch size).
+- **Only new prompts are capped.** A prompt is *new* when it was admitted after a running stream began
+  generating: it is the load that stream's bound protects it from. A prompt that was already waiting when every
+  running stream began (a wave that arrived together: the first prompts finished start streaming beside the rest)
+  is computed at the whole step budget: those streams were started ahead of it, and capping it would hold the
+  wave's last first tokens back for streams that overtook them (measured: c = 32's TTFT p99 3x llama-server's,
+  docs/benchmarks.md "16 cores"). The earliest streams of a wave see the wave's remaining steps, as every stream
+  of llama-server's wave waits for the whole wave before its first token.
 - **Unless prompts are what the streams wait for.** The cap holds while generating sequences outnumber the
   prompts in progress (`streams_outnumber_prompts`). Once as many admitted sequences wait for their prompt as
   generate (a closed loop at saturation: every user's next message arrives as its last reply ends), prompts get the
@@ -57,11 +64,13 @@ def allowance(fcfs_tokens: int) -> int:
 
 
 def plan(pending: Sequence[int], budget: int, prompt_cap: int | None = None,
-         slack: Sequence[int] | None = None) -> list[Work]:
+         slack: Sequence[int] | None = None, new: Sequence[bool] | None = None) -> list[Work]:
     """One step's work. `pending[i]` is how many known tokens sequence i (in admission order) has not yet fed to
     the model (1 for a generating sequence, more while its prompt is being evaluated). `prompt_cap`: the most
-    prompt tokens in a step while generating sequences outnumber prompts (None: no cap). `slack[i]`: the prompt
-    tokens younger prompts may still be given ahead of prompt i (None: unbounded, pure shortest-first).
+    new prompts' tokens in a step while generating sequences outnumber prompts (None: no cap). `slack[i]`: the
+    prompt tokens younger prompts may still be given ahead of prompt i (None: unbounded, pure shortest-first).
+    `new[i]`: whether prompt i was admitted after a running stream began (None: every prompt is new); the cap
+    applies to new prompts only.
 
     Every generating sequence decodes one token first; then prompts, shortest first, but never more tokens to a
     younger prompt than the slack left of any older unfinished one (the oldest is never held back, so the budget
@@ -70,19 +79,26 @@ def plan(pending: Sequence[int], budget: int, prompt_cap: int | None = None,
     decode = [Work(i, 1) for i, n in enumerate(pending) if n == 1]
     prompts = [i for i, n in enumerate(pending) if n > 1]
     room = budget - len(decode)
+    capped = {i for i in prompts if new is None or new[i]}
+    capped_room = float(room)  # what new prompts may still take
     if prompt_cap is not None and streams_outnumber_prompts(len(decode), len(prompts)):
-        room = min(room, max(1, prompt_cap))
+        capped_room = min(room, max(1, prompt_cap))
     if not prompts or room <= 0:
         return decode
     left = {i: pending[i] for i in prompts}
     may = {i: float("inf") if slack is None else slack[i] for i in prompts}
     given = dict.fromkeys(prompts, 0)
     while room > 0 and (unfinished := [i for i in prompts if left[i]]):
-        i, limit = _next(unfinished, left, may)
-        n = int(min(left[i], room, limit))
+        allowed = [i for i in unfinished if capped_room > 0 or i not in capped]
+        if (chosen := _next(allowed, unfinished, left, may)) is None:
+            break
+        i, limit = chosen
+        n = int(min(left[i], room, limit, capped_room if i in capped else room))
         given[i] += n
         left[i] -= n
         room -= n
+        if i in capped:
+            capped_room -= n
         for older in unfinished:
             if older < i:
                 may[older] -= n
@@ -98,14 +114,16 @@ def streams_outnumber_prompts(decode_rows: int, prompts: int) -> bool:
     return decode_rows > prompts
 
 
-def _next(unfinished: list[int], left: dict[int, int], may: dict[int, float]) -> tuple[int, float]:
-    """The shortest prompt that no older unfinished prompt's spent slack holds back, and how many tokens it may
-    take ahead of them. The oldest unfinished prompt always qualifies (nothing is older)."""
-    for i in sorted(unfinished, key=lambda i: (left[i], i)):
+def _next(allowed: list[int], unfinished: list[int], left: dict[int, int],
+          may: dict[int, float]) -> tuple[int, float] | None:
+    """The shortest allowed prompt that no older unfinished prompt's spent slack holds back, and how many tokens
+    it may take ahead of them. The oldest unfinished prompt always qualifies (nothing is older), so there is one
+    whenever it is allowed; None when every allowed prompt is held back by an older one the cap has stopped."""
+    for i in sorted(allowed, key=lambda i: (left[i], i)):
         limit = min((may[o] for o in unfinished if o < i), default=float("inf"))
         if limit > 0:
             return i, limit
-    raise AssertionError("unreachable: the oldest unfinished prompt is never held back")
+    return None
 
 
 def overtaken(pending: Sequence[int], work: Sequence[Work]) -> list[int]:

@@ -26,6 +26,7 @@ class Sequence:
     emit: Emit
     arrived: float = field(default_factory=time.perf_counter)
     scheduled: float | None = None  # first put in a batch
+    admitted: float = 0.0  # last given a KV slot (engine/scheduler.py: a prompt admitted after a stream began is new)
     first_token: float | None = None
     cached_n: int = 0  # prompt tokens that came from the prefix cache
     slack: int = 0  # prompt tokens younger prompts may still be computed ahead of this one (engine/scheduler.py)
