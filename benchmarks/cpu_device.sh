@@ -6,9 +6,9 @@
 # Prepare the offline host's bundle here (pier, its wheels, llama_cpp and llama-server built from the same sources):
 #   ../shared/tools/device-bundle.sh && bash benchmarks/cpu_device.sh --add-batched-bench
 # There, from the project's root:  OUT=/some/folder bash benchmarks/cpu_device.sh [STEPS] [SECONDS]
-#   STEPS: comma-separated from table,mt64,kernel,layout,profile,bursts (default: all, in that order); SECONDS: the budget
-#   (default 540). THREADS (default: every core) is what every server gets; ALSO, space-separated NAME=VALUE
-#   settings, adds pier arms to the table (e.g. ALSO="PIER_ITL_BOUND=2").
+#   STEPS: comma-separated from table,mt64,kernel,layout,tune,profile,bursts (default: all but tune, in that
+#   order); SECONDS: the budget (default 540). THREADS (default: every core) is what every server gets; ALSO,
+#   space-separated NAME=VALUE settings, adds pier arms to the table (e.g. ALSO="PIER_ITL_BOUND=2").
 set -uo pipefail
 bundle=.device
 if [ "${1:-}" = "--add-batched-bench" ]; then  # here: llama-batched-bench beside the bundle's llama-server
@@ -63,6 +63,21 @@ if wants layout 90 && [ -f benchmarks/layout.py ]; then
   timeout "$(cap 5 "${LAYOUT_SECONDS:-120}")" python3 benchmarks/layout.py --llama-server "$server" --cores "$threads" \
     ${LAYOUT_FLAGS:---layouts 4x4,2x8 --levels 32 --workloads random,multi-turn} --out "$out/layout.md" \
     --logs /tmp/pier-cpu-logs 2>&1 | grep -v "^$" | tail -40
+fi
+if wants tune 150; then  # pier tune's own layout for the multi-turn load, then that layout against llama-server
+  echo "== tune ($(left) s left)"
+  model=$(python3 -c "import sys; sys.path.insert(0, 'benchmarks'); from common import bench_model; print(bench_model())")
+  timeout "$(cap 100 "${TUNE_SECONDS:-200}")" python3 -m pier tune "$model" --instance-type local \
+    --slo "${TUNE_SLO:-ttft_p99<3s}" --workload multi-turn --parallel 8 --kv-types f16 --requests 64 --repeats 1 \
+    --budget "$(cap 110 "${TUNE_SECONDS:-200}")s" --out "$out/tune" 2>&1 | grep -v "^$" | tail -25
+  winner=$(python3 -c "import sys, yaml; c = yaml.safe_load(open(sys.argv[1]))['components'][0]; \
+print(f\"{c['copies']}x{int(c['cpus'])}\")" "$out/tune/deploy.yaml" 2>/dev/null)
+  echo "tune's layout: ${winner:-none}"
+  if [ -n "$winner" ] && wants layout 60; then
+    timeout "$(cap 5 "${LAYOUT_SECONDS:-150}")" python3 benchmarks/layout.py --llama-server "$server" --cores "$threads" \
+      --layouts "$winner" --levels 32 --workloads multi-turn,random --out "$out/layout-tuned.md" \
+      --logs /tmp/pier-cpu-logs 2>&1 | grep -v "^$" | tail -30
+  fi
 fi
 if wants profile 45 && command -v py-spy > /dev/null; then  # where a copy's time goes under the multi-turn load
   echo "== profile ($(left) s left)"
