@@ -381,7 +381,9 @@ def servers_for(model: Path, binary: Path | None, others: Mapping[str, Path], th
     pier = catalog.pier(PIER, cache=True, ctx=CONTEXT, settings=(deadline,))
     servers = [pier]
     for label, src in others.items():
-        servers.append(catalog.pier(label, cache=True, ctx=CONTEXT, settings=(deadline, ("PYTHONPATH", str(src)))))
+        # ahead of what the environment has (on an offline host, the wheels and llama_cpp the bundle installed)
+        path = os.pathsep.join(p for p in (str(src), os.environ.get("PYTHONPATH", "")) if p)
+        servers.append(catalog.pier(label, cache=True, ctx=CONTEXT, settings=(deadline, ("PYTHONPATH", path))))
     if binary is not None:
         servers.append(catalog.llama(LLAMA, cache=True, ctx=CONTEXT))
     return servers
