@@ -6,8 +6,11 @@
 pier: `python -m pier.gateway` with one endpoint holding one inference component of N copies (`copies: N`,
 `cpus: T`: the local backend pins each copy to T cores of its own and gives it T threads), PIER_PARALLEL=P each,
 prefix cache on; driven through the gateway's OpenAI routes (model = the component). llama-server: -t cores,
--np N*P of the widest layout (the same slots), unified KV cache, prompt cache on. Each server runs alone (the
-copies take every core), each workload at each level closed-loop.
+-np the highest level (one slot per client, as it would be sized for that load; `--llama-slots` to change), unified
+KV cache of as many cells a slot as each pier copy has, prompt cache on. More slots than clients only cost it: with
+a unified cache its attention spans every cell its prompt cache keeps (seen across two runs on lent 16-core hosts:
+at c = 32, -np 64 served 4.2 random requests/s where -np 32 had served 5.5). Each server runs alone (the copies
+take every core), each workload at each level closed-loop.
 Per workload the report gives the best req/s among levels whose TTFT p99 met the target, per server, and the best
 pier layout / llama-server ratio against the 1.3x target.
 """
@@ -133,7 +136,7 @@ def render(args: argparse.Namespace, results: dict[Row, Metrics], labels: Sequen
              f"- command: `{' '.join(['python', *sys.argv])}`; {seconds / 60:.1f} min"
              + ("" if complete else " (**interrupted**: partial results)"),
              f"- {os.cpu_count()} CPUs here, {args.cores} cores used; parallel {args.parallel} per copy; "
-             f"llama-server -np copies x parallel of the widest layout, prompt cache on",
+             f"llama-server -np {args.llama_slots or max(args.levels)} (slots), prompt cache on",
              f"- random: {RANDOM_IN}-token id prompts, {RANDOM_OUT} out, completions API; multi-turn: {TURNS} turns, "
              f"{USER_LEN}-token user messages, {REPLY_LEN}-token replies, chat API; closed loop, "
              f"max({args.requests}, 2c) requests per run", *[f"- {n}" for n in notes], ""]
@@ -171,6 +174,7 @@ def main() -> None:
     parser.add_argument("--layouts", default="4x4,2x8", help="COPIESxTHREADS,...")
     parser.add_argument("--parallel", type=int, default=8, help="parallel sequences per copy")
     parser.add_argument("--levels", default="16,32,64")
+    parser.add_argument("--llama-slots", type=int, help="llama-server's -np (default: the highest level)")
     parser.add_argument("--requests", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--ttft-p99", type=float, default=2.0, help="seconds")
@@ -188,7 +192,7 @@ def main() -> None:
     binary = Path(args.llama_server) if args.llama_server else llama_server(args.peers_dir)
     raise_on_sigterm()
     model = Path(args.model) if args.model else bench_model()
-    slots = max(lay.copies for lay in layouts) * args.parallel
+    slots = args.llama_slots or max(args.levels)
     catalog = Catalog(model, binary, threads=args.cores)
     labels = [LLAMA, *(lay.label for lay in layouts)]
     results: dict[Row, Metrics] = {}

@@ -69,8 +69,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "client": _("control.names", "control.records", "security"),
     "bench": _("env", "pier", "errors", "gpus", "synthetic", "security.client_trust"),
     "tune": _("bench", "client", "control.instance_types", "engine.kv_type", "server.kv_budget"),
-    "cli": _("backends", "bench", "client", "control", "engine.kv_type", "gateway", "security", "server.container",
-             "state_folder", "synthetic", "tune"),
+    "cli": _("backends", "bench", "client", "control", "engine.kv_type", "gateway", "gpus", "security",
+             "server.container", "state_folder", "synthetic", "tune"),
     "__main__": _("cli"),
 }
 

@@ -3,7 +3,16 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pier.engine.scheduler import AGING, Work, allowance, overtaken, plan, streams_outnumber_prompts
+from pier.engine.scheduler import (
+    AGING,
+    Work,
+    allowance,
+    capped,
+    is_saturated,
+    overtaken,
+    plan,
+    streams_outnumber_prompts,
+)
 
 INF = None  # no cap / unbounded slack
 
@@ -74,6 +83,27 @@ F, T = False, True
 def test_the_cap_holds_new_prompts_only(pending: list[int], cap: int, slack: list[int] | None, new: list[bool],
                                         expected: list[Work]) -> None:
     assert plan(pending, 512, cap, slack, new) == expected
+
+
+@pytest.mark.parametrize(("decode_rows", "prompts", "saturated", "expected"),
+                         [(0, 2, False, False), (0, 2, True, False),  # no stream to protect
+                          (3, 1, True, True), (3, 1, False, True),  # streams outnumber prompts
+                          (1, 1, True, False), (2, 5, True, False),  # saturated: prompts are what streams wait for
+                          (1, 1, False, True), (2, 5, False, True)])  # slots free: a prompt keeps nobody out
+def test_capped(decode_rows: int, prompts: int, saturated: bool, expected: bool) -> None:
+    assert capped(decode_rows, prompts, saturated) is expected
+
+
+@pytest.mark.parametrize(("admitted", "waiting", "slots", "expected"),
+                         [(2, 0, 8, False), (5, 0, 8, False), (6, 0, 8, True), (4, 2, 8, True), (8, 3, 8, True),
+                          (23, 0, 32, False), (24, 0, 32, True), (1, 0, 1, True)])
+def test_is_saturated(admitted: int, waiting: int, slots: int, expected: bool) -> None:
+    assert is_saturated(admitted, waiting, slots) is expected
+
+
+def test_one_stream_beside_a_long_prompt_keeps_its_bound_while_slots_are_free() -> None:
+    assert plan([1500, 1], 512, 32, None, None, saturated=False) == [Work(1, 1), Work(0, 32)]
+    assert plan([1500, 1], 512, 32, None, None, saturated=True) == [Work(1, 1), Work(0, 511)]
 
 
 @pytest.mark.parametrize(("decode_rows", "prompts", "capped"),

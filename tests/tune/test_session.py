@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from pier.tune.runner import Setup
-from pier.tune.session import parse_duration, usable
+from pier.tune.session import gpus_to_use, parse_duration, usable
 from pier.tune.space import Space
 
 
@@ -32,3 +33,30 @@ def test_budget_reads(text: str, seconds: float) -> None:
 def test_bad_budget_says_the_form(text: str) -> None:
     with pytest.raises(ValueError, match="write a duration such as 10m"):
         parse_duration(text)
+
+
+ADVICE = "this host has NVIDIA GPUs but llama-cpp-python was built for CPUs only"
+
+
+@pytest.mark.parametrize(
+    ("instance_gpus", "asked", "advice", "expected"),
+    [
+        (0, None, None, (0, None)),
+        (4, None, None, (4, None)),
+        (4, 2, None, (2, None)),
+        (4, 0, ADVICE, (0, None)),  # asked for CPU layouts: nothing to say
+        (0, None, ADVICE, (0, None)),
+        # GPUs a CPU build cannot use: CPU layouts, and the user is told why and how to get a GPU build
+        (1, None, ADVICE, (0, f"{ADVICE}. Tuning CPU layouts only (pass --gpus N once llama.cpp has a GPU backend).")),
+    ],
+)
+def test_gpus_to_use(instance_gpus: int, asked: int | None, advice: str | None,
+                     expected: tuple[int, str | None]) -> None:
+    assert gpus_to_use(instance_gpus, asked, advice) == expected
+
+
+@pytest.mark.parametrize(("instance_gpus", "asked", "advice", "says"),
+                         [(4, 5, None, "has 4 GPU(s)"), (1, 1, ADVICE, "--gpus 0 to tune CPU layouts")])
+def test_gpus_that_cannot_be_used_are_refused(instance_gpus: int, asked: int, advice: str | None, says: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(says)):
+        gpus_to_use(instance_gpus, asked, advice)

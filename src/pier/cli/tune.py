@@ -20,6 +20,13 @@ def _numbers(text: str, flag: str) -> tuple[int, ...]:
         raise typer.BadParameter(f"{flag} takes a list of integers, e.g. 4,8,16") from None
 
 
+def _build_advice() -> str | None:
+    """Why this host's llama.cpp build cannot use its GPUs, if it cannot (the copies run here)."""
+    from pier.gpus import discover, gpu_build_advice
+
+    return gpu_build_advice(discover())
+
+
 def _words(text: str) -> tuple[str, ...]:
     return tuple(x.strip().lower() for x in text.split(",") if x.strip())
 
@@ -51,6 +58,8 @@ def tune(
     = None,
     price_per_hour: Annotated[float | None, Opt(help="USD per instance-hour (default: the instance type's "
                                                      "list price; none for local).")] = None,
+    gpus: Annotated[int | None, Opt(min=0, help="GPUs of the instance the layouts share out (default: all it "
+                                                "has; 0 tunes CPU layouts only).")] = None,
 ) -> None:
     """Find the setup of copies per instance, threads, parallel sequences, batch size, KV cache type, prefix
     cache and OpenMP policy that serves the most output tokens within the SLO, with short pier bench runs on
@@ -60,7 +69,7 @@ def tune(
     from pier.engine.kv_type import KV_TYPE_NAMES
     from pier.tune.objective import SloError, parse_slo
     from pier.tune.runner import Setup, TrialError, Workload
-    from pier.tune.session import TuneRequest, gpus_of, parse_duration, vcpus_of
+    from pier.tune.session import TuneRequest, gpus_of, gpus_to_use, parse_duration, vcpus_of
     from pier.tune.session import tune as run_tune
     from pier.tune.space import OMP_POLICIES, Space
     from pier.tune.trials import StateFileError
@@ -76,10 +85,14 @@ def tune(
         if bad := [p for p in policies if p not in OMP_POLICIES]:
             raise ValueError(f"--omp {bad}: use {', '.join(OMP_POLICIES)}")
         caches = tuple({"on": True, "off": False}[w] for w in _words(prefix_cache))
+        instance_gpus = gpus_of(instance_type)
+        use_gpus, note = gpus_to_use(instance_gpus, gpus, _build_advice() if instance_gpus else None)
+        if note:
+            console.print(f"[yellow]{note}[/]")
         request = TuneRequest(
             setup=Setup(model, instance_type, context, memory_mb),
             space=Space(vcpus, _numbers(parallel, "--parallel"), _numbers(batch_tokens, "--batch-tokens"),
-                        kinds, caches, policies, gpus_of(instance_type)),
+                        kinds, caches, policies, use_gpus),
             workload=Workload(WorkloadKind(workload), input_len, output_len, requests, shared_prefix, turns),
             bounds=bounds, budget_s=seconds, out=out, endpoint=endpoint, gateway=gateway,
             price_per_hour=price_per_hour, min_repeats=repeats)

@@ -25,7 +25,7 @@ from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk
 from pier.engine.retention import RetentionBudget
 from pier.engine.runner import Batch, KvCacheFull, ModelRunner
 from pier.engine.sampling import GrammarExhausted, TokenSampler
-from pier.engine.scheduler import ITL_BOUND, Work, allowance, overtaken, plan, streams_outnumber_prompts
+from pier.engine.scheduler import ITL_BOUND, Work, allowance, capped, is_saturated, overtaken, plan
 from pier.engine.sequence import Emit, Sequence
 from pier.engine.step_cost import StepCost
 from pier.engine.utf8_guard import Utf8Guard
@@ -253,12 +253,13 @@ class EngineCore:
         streams = sum(1 for s in self.running if s.pending == 1)
         cap = self.step_cost.prompt_cap(streams) if self.config.itl_bound is not None else None
         new = self._new_prompts()
+        saturated = is_saturated(len(self.running), len(self.waiting), self.config.max_running)
         budget = self.step_tokens
-        if cap is not None and self._capped(streams, new) and self.step_cost.stale(streams):
+        if cap is not None and self._capped(streams, new, saturated) and self.step_cost.stale(streams):
             budget = streams  # a probe: what decoding this many rows alone costs (engine/step_cost.py)
         while self.running:
             pending = [s.pending for s in self.running]
-            work = plan(pending, budget, cap, [s.slack for s in self.running], new)
+            work = plan(pending, budget, cap, [s.slack for s in self.running], new, saturated)
             if self.prefix.make_room(sum(w.n_tokens for w in work)) or len(self.running) == 1:
                 for seq, charge in zip(self.running, overtaken(pending, work), strict=True):
                     seq.slack -= charge
@@ -266,10 +267,10 @@ class EngineCore:
             self._preempt(self.running[-1])
         return []
 
-    def _capped(self, streams: int, new: list[bool]) -> bool:
-        """Whether the cap applies to this step's prompts: new ones wait while streams outnumber prompts."""
+    def _capped(self, streams: int, new: list[bool], saturated: bool) -> bool:
+        """Whether the cap holds any of this step's prompts (engine/scheduler.py, `capped`)."""
         prompts = [is_new for s, is_new in zip(self.running, new, strict=True) if s.pending > 1]
-        return any(prompts) and streams_outnumber_prompts(streams, len(prompts))
+        return any(prompts) and capped(streams, len(prompts), saturated)
 
     def _new_prompts(self) -> list[bool]:
         """Per running sequence, whether it was admitted after a running stream began: the prompts the cap

@@ -17,13 +17,16 @@ The policy, and its two bounds:
   wave's last first tokens back for streams that overtook them (measured: c = 32's TTFT p99 3x llama-server's,
   docs/benchmarks.md "16 cores"). The earliest streams of a wave see the wave's remaining steps, as every stream
   of llama-server's wave waits for the whole wave before its first token.
-- **Unless prompts are what the streams wait for.** The cap holds while generating sequences outnumber the
-  prompts in progress (`streams_outnumber_prompts`). Once as many admitted sequences wait for their prompt as
-  generate (a closed loop at saturation: every user's next message arrives as its last reply ends), prompts get the
-  whole step budget: the slots they hold are empty rows in every step, and spreading them over many capped steps
-  costs the streams more (fewer rows for each step's fixed costs, and each stream's next request later) than the few
-  long steps do. Under mixed load, with streams in the majority, the bound above holds; at saturation a gap is
-  at most one step of `budget` prompt tokens, as in llama-server.
+- **Unless prompts are what the streams wait for.** The cap holds while generating sequences outnumber the prompts in
+  progress (`streams_outnumber_prompts`), and always while the engine is not *saturated* (fewer than `SATURATED` (3/4)
+  of its slots taken or waited for: a prompt that holds a slot then keeps nobody out). Once the engine is saturated
+  and as many admitted sequences wait for their prompt as generate (a closed loop at saturation: every user's next
+  message arrives as its last reply ends), prompts get the whole step budget: the slots they hold are empty rows in
+  every step, and spreading them over many capped steps costs the streams more (fewer rows for each step's fixed
+  costs, and each stream's next request later) than the few long steps do. Under mixed load, with streams in the
+  majority or slots free, the bound above holds; at saturation a gap is at most one step of `budget` prompt tokens, as
+  in llama-server. (Without the saturation condition, open-loop bursts on 16 cores, where one stream beside one long
+  prompt counted as saturation, saw ITL p99 25x p50.)
 - **Short prompts first, with aging.** The prompt tokens of a step go to the shortest pending prompts first
   (fewest tokens left), so a short prompt that arrives behind a long one gets its first token after a step or
   two, not after the whole long prompt. A prompt passed over this way is charged: each prompt has a *slack*, the
@@ -47,6 +50,7 @@ from dataclasses import dataclass
 
 ITL_BOUND = 2.0  # k: a step with running streams costs at most k times a decode-only step
 AGING = 0.1  # a prompt's first token comes after at most (1 + AGING) x the prompt tokens FCFS computes first
+SATURATED = 0.75  # the share of the slots taken or waited for from which prompts may outweigh streams
 
 
 @dataclass(frozen=True)
@@ -64,13 +68,14 @@ def allowance(fcfs_tokens: int) -> int:
 
 
 def plan(pending: Sequence[int], budget: int, prompt_cap: int | None = None,
-         slack: Sequence[int] | None = None, new: Sequence[bool] | None = None) -> list[Work]:
+         slack: Sequence[int] | None = None, new: Sequence[bool] | None = None,
+         saturated: bool = True) -> list[Work]:
     """One step's work. `pending[i]` is how many known tokens sequence i (in admission order) has not yet fed to
     the model (1 for a generating sequence, more while its prompt is being evaluated). `prompt_cap`: the most
     new prompts' tokens in a step while generating sequences outnumber prompts (None: no cap). `slack[i]`: the
     prompt tokens younger prompts may still be given ahead of prompt i (None: unbounded, pure shortest-first).
     `new[i]`: whether prompt i was admitted after a running stream began (None: every prompt is new); the cap
-    applies to new prompts only.
+    applies to new prompts only. `saturated`: whether the engine's slots are (nearly) all taken (`capped`).
 
     Every generating sequence decodes one token first; then prompts, shortest first, but never more tokens to a
     younger prompt than the slack left of any older unfinished one (the oldest is never held back, so the budget
@@ -79,30 +84,41 @@ def plan(pending: Sequence[int], budget: int, prompt_cap: int | None = None,
     decode = [Work(i, 1) for i, n in enumerate(pending) if n == 1]
     prompts = [i for i, n in enumerate(pending) if n > 1]
     room = budget - len(decode)
-    capped = {i for i in prompts if new is None or new[i]}
-    capped_room = float(room)  # what new prompts may still take
-    if prompt_cap is not None and streams_outnumber_prompts(len(decode), len(prompts)):
-        capped_room = min(room, max(1, prompt_cap))
+    fresh = {i for i in prompts if new is None or new[i]}
+    fresh_room = float(room)  # what new prompts may still take
+    if prompt_cap is not None and capped(len(decode), len(prompts), saturated):
+        fresh_room = min(room, max(1, prompt_cap))
     if not prompts or room <= 0:
         return decode
     left = {i: pending[i] for i in prompts}
     may = {i: float("inf") if slack is None else slack[i] for i in prompts}
     given = dict.fromkeys(prompts, 0)
     while room > 0 and (unfinished := [i for i in prompts if left[i]]):
-        allowed = [i for i in unfinished if capped_room > 0 or i not in capped]
+        allowed = [i for i in unfinished if fresh_room > 0 or i not in fresh]
         if (chosen := _next(allowed, unfinished, left, may)) is None:
             break
         i, limit = chosen
-        n = int(min(left[i], room, limit, capped_room if i in capped else room))
+        n = int(min(left[i], room, limit, fresh_room if i in fresh else room))
         given[i] += n
         left[i] -= n
         room -= n
-        if i in capped:
-            capped_room -= n
+        if i in fresh:
+            fresh_room -= n
         for older in unfinished:
             if older < i:
                 may[older] -= n
     return decode + [Work(i, given[i]) for i in prompts if given[i]]
+
+
+def capped(decode_rows: int, prompts: int, saturated: bool) -> bool:
+    """Whether new prompts are capped this step: while streams run, unless the engine is saturated and prompts
+    are as many as the streams."""
+    return decode_rows > 0 and (streams_outnumber_prompts(decode_rows, prompts) or not saturated)
+
+
+def is_saturated(admitted: int, waiting: int, slots: int) -> bool:
+    """Whether `SATURATED` of the slots are taken or waited for."""
+    return admitted + waiting >= SATURATED * slots
 
 
 def streams_outnumber_prompts(decode_rows: int, prompts: int) -> bool:

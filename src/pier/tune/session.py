@@ -61,6 +61,21 @@ def gpus_of(instance_type: str) -> int:
     return lookup(instance_type).accelerators
 
 
+def gpus_to_use(instance_gpus: int, asked: int | None, build_advice: str | None) -> tuple[int, str | None]:
+    """The GPUs each candidate layout shares out, and a note for the user. `asked` is `--gpus` (None: all the
+    instance has); `build_advice` says why the installed llama.cpp cannot use GPUs (None: it can). A GPU layout on
+    a build without a GPU backend fails every trial's load, so the search falls back to CPU layouts and says why;
+    asking for GPUs such a build cannot use is refused with the fix."""
+    if asked is not None and asked > instance_gpus:
+        raise ValueError(f"--gpus {asked}: the instance has {instance_gpus} GPU(s); ask for at most that many")
+    wanted = instance_gpus if asked is None else asked
+    if not wanted or build_advice is None:
+        return wanted, None
+    if asked is not None:
+        raise ValueError(f"--gpus {asked}: {build_advice}; or pass --gpus 0 to tune CPU layouts")
+    return 0, f"{build_advice}. Tuning CPU layouts only (pass --gpus N once llama.cpp has a GPU backend)."
+
+
 def price_of(request: TuneRequest) -> Price | None:
     itype = None if request.setup.instance_type == LOCAL else request.setup.instance_type
     return resolve_price(request.price_per_hour, itype, 1)
