@@ -58,6 +58,9 @@ def tune(
     = None,
     price_per_hour: Annotated[float | None, Opt(help="USD per instance-hour (default: the instance type's "
                                                      "list price; none for local).")] = None,
+    concurrency: Annotated[int | None, Opt(min=1, help="Clients at once in every trial (default: as many as "
+                                                       "the candidate's parallel sequences; give the load you will "
+                                                       "serve to compare layouts at that load).")] = None,
     gpus: Annotated[int | None, Opt(min=0, help="GPUs of the instance the layouts share out (default: all it "
                                                 "has; 0 tunes CPU layouts only).")] = None,
 ) -> None:
@@ -93,7 +96,8 @@ def tune(
             setup=Setup(model, instance_type, context, memory_mb),
             space=Space(vcpus, _numbers(parallel, "--parallel"), _numbers(batch_tokens, "--batch-tokens"),
                         kinds, caches, policies, use_gpus),
-            workload=Workload(WorkloadKind(workload), input_len, output_len, requests, shared_prefix, turns),
+            workload=Workload(WorkloadKind(workload), input_len, output_len, requests, shared_prefix, turns,
+                              concurrency),
             bounds=bounds, budget_s=seconds, out=out, endpoint=endpoint, gateway=gateway,
             price_per_hour=price_per_hour, min_repeats=repeats)
         outcome = run_tune(request, console)

@@ -47,12 +47,20 @@ class Workload:
     requests: int = 32
     shared_prefix: int = 0
     turns: int = 4
+    # clients at once in every trial; None: as many as the candidate's parallel sequences (copies x parallel), so
+    # each layout is driven at what it can hold. Given, every layout serves the same load: the load to be served.
+    concurrency: int | None = None
 
     def describe(self) -> str:
         extra = f", shared prefix {self.shared_prefix}" if self.kind is WorkloadKind.SHARED_PREFIX else ""
         extra += f", {self.turns} turns" if self.kind is WorkloadKind.MULTI_TURN else ""
-        return (f"{self.kind.value}: {self.input_len} prompt tokens, {self.output_len} output tokens{extra}, "
+        load = f", {self.concurrency} clients at once" if self.concurrency else ""
+        return (f"{self.kind.value}: {self.input_len} prompt tokens, {self.output_len} output tokens{extra}{load}, "
                 f"at least {self.requests} requests per trial")
+
+    def clients(self, candidate: Candidate) -> int:
+        """Clients at once in a trial of `candidate`."""
+        return self.concurrency or candidate.concurrency
 
 
 @dataclass(frozen=True)
@@ -106,7 +114,7 @@ class TrialRunner:
         route = f"{self.gateway}/endpoints/{endpoint}/inference-components/{component_of(endpoint)}/openai/v1"
         options = BenchOptions(
             target=route + "/chat/completions",
-            concurrency=(candidate.concurrency,), requests=max(w.requests, 2 * candidate.concurrency),
+            concurrency=(w.clients(candidate),), requests=max(w.requests, 2 * w.clients(candidate)),
             warmup=1, workload=w.kind, input_len=w.input_len, output_len=w.output_len,
             shared_prefix=w.shared_prefix, turns=w.turns, prompt_format=PromptFormat.TEXT,
             seed=rung, timeout_s=600.0, progress=False)
