@@ -74,7 +74,8 @@ step_tune() {  # pier tune's own layout for the multi-turn load, then that layou
   model=$(python3 -c "import sys; sys.path.insert(0, 'benchmarks'); from common import bench_model; print(bench_model())")
   local search; search=$(cap 150 "${TUNE_SECONDS:-200}")  # the search's budget; a trial begun before its end ends
   timeout $(( search + 60 )) python3 -m pier tune "$model" --instance-type local \
-    --slo "${TUNE_SLO:-ttft_p99<3s}" --workload multi-turn --concurrency 32 --parallel 8 --kv-types f16 \
+    --slo "${TUNE_SLO:-ttft_p99<3s}" --workload multi-turn --input-len 64 --output-len 32 --concurrency 32 \
+    --parallel 8 --kv-types f16 \
     --requests 64 --repeats 1 \
     --budget "${search}s" --out "$out/tune" 2>&1 | grep -v "^$" | tail -25
   winner=$(python3 -c "import sys, yaml; c = yaml.safe_load(open(sys.argv[1]))['components'][0]; \
