@@ -241,3 +241,31 @@ def test_min_tokens_holds_back_stop_tokens_and_strings(core: EngineCore) -> None
     assert first not in by_id.tokens("i")[:3] and len(by_id.tokens("i")) > 3
     by_text = run(core, greedy("s", "hello world", n=12, stop=[text[:2]], min_tokens=3))
     assert len(by_text.tokens("s")) > 3
+
+
+def test_a_step_without_prompt_tokens_measures_decoding_at_rows_not_seen_yet(fake: FakeRunner) -> None:
+    """Decode-only steps were seen at 1 row only; with 7 streams and a new prompt, the engine first runs one step
+    without the prompt (a probe of what 7 rows cost alone), then caps the prompt by what it measured."""
+    core = EngineCore(fake, EngineConfig(max_running=8, step_tokens=64, prefix_cache=False))
+    steps: list[tuple[int, int]] = []
+    observe = core.step_cost.observe
+
+    def recording(decode_rows: int, prompt_tokens: int, seconds: float) -> None:
+        steps.append((decode_rows, prompt_tokens))
+        observe(decode_rows, prompt_tokens, seconds)
+
+    core.step_cost.observe = recording  # type: ignore[method-assign]
+    collector = run(core)
+    core.add(core.prepare(greedy("s0", prompt(4), n=200), collector))
+    for _ in range(3):
+        core.step()
+    assert steps[-1] == (1, 0)
+    for i in range(1, 7):
+        core.add(core.prepare(greedy(f"s{i}", prompt(4, seed=i), n=200), collector))
+    core.step()  # six prompts beside one stream: the slots wait for them, so they get the step
+    assert steps[-1] == (1, 24)
+    core.add(core.prepare(greedy("late", prompt(40, seed=9), n=4), collector))
+    core.step()
+    core.step()
+    assert steps[-2:][0] == (7, 0)  # the probe
+    assert steps[-1][0] == 7 and steps[-1][1] > 0  # then the prompt, beside the same streams
