@@ -5,13 +5,13 @@ import pytest
 
 from pier.engine.scheduler import (
     AGING,
+    SATURATED_STEPS,
     Work,
     allowance,
     capped,
-    is_saturated,
     overtaken,
     plan,
-    streams_outnumber_prompts,
+    saturation_left,
 )
 
 INF = None  # no cap / unbounded slack
@@ -30,14 +30,12 @@ INF = None  # no cap / unbounded slack
         # shortest first: a short prompt behind a long one is computed first, the long one gets the rest
         ([1000, 50], 512, INF, INF, [Work(0, 462), Work(1, 50)]),
         ([1000, 300, 20, 100], 512, INF, INF, [Work(0, 92), Work(1, 300), Work(2, 20), Work(3, 100)]),
-        # while generating sequences outnumber the prompts, the prompts share only the cap
+        # beside generating sequences, the prompts share only the cap
         ([1000, 50, 1, 1, 1], 512, 64, INF, [Work(2, 1), Work(3, 1), Work(4, 1), Work(0, 14), Work(1, 50)]),
         ([1000, 300, 20, 1, 1, 1, 1], 512, 64, INF,
          [Work(3, 1), Work(4, 1), Work(5, 1), Work(6, 1), Work(1, 44), Work(2, 20)]),
-        # ... and the whole budget once as many prompts wait as sequences generate (the slots wait for them)
-        ([1000, 50, 1], 512, 64, INF, [Work(2, 1), Work(0, 461), Work(1, 50)]),
-        ([1000, 300, 20, 1, 1], 512, 64, INF, [Work(3, 1), Work(4, 1), Work(0, 190), Work(1, 300), Work(2, 20)]),
-        ([100, 1], 512, 8, INF, [Work(1, 1), Work(0, 100)]),
+        ([1000, 50, 1], 512, 64, INF, [Work(2, 1), Work(0, 14), Work(1, 50)]),
+        ([100, 1], 512, 8, INF, [Work(1, 1), Work(0, 8)]),
         # ... and the whole budget without them
         ([1000, 300], 512, 64, INF, [Work(0, 212), Work(1, 300)]),
         # aging: a younger prompt gets no more tokens ahead of an older one than the older one's slack
@@ -85,32 +83,34 @@ def test_the_cap_holds_new_prompts_only(pending: list[int], cap: int, slack: lis
     assert plan(pending, 512, cap, slack, new) == expected
 
 
-@pytest.mark.parametrize(("decode_rows", "prompts", "saturated", "expected"),
-                         [(0, 2, False, False), (0, 2, True, False),  # no stream to protect
-                          (3, 1, True, True), (3, 1, False, True),  # streams outnumber prompts
-                          (1, 1, True, False), (2, 5, True, False),  # saturated: prompts are what streams wait for
-                          (1, 1, False, True), (2, 5, False, True)])  # slots free: a prompt keeps nobody out
-def test_capped(decode_rows: int, prompts: int, saturated: bool, expected: bool) -> None:
-    assert capped(decode_rows, prompts, saturated) is expected
+@pytest.mark.parametrize(("decode_rows", "saturated", "expected"),
+                         [(0, False, False), (0, True, False),  # no stream to protect
+                          (3, False, True),  # slots to spare: streams first
+                          (3, True, False)])  # saturated: the slots wait for the prompts
+def test_capped(decode_rows: int, saturated: bool, expected: bool) -> None:
+    assert capped(decode_rows, saturated) is expected
 
 
-@pytest.mark.parametrize(("admitted", "waiting", "slots", "expected"),
-                         [(2, 0, 8, False), (5, 0, 8, False), (6, 0, 8, True), (4, 2, 8, True), (8, 3, 8, True),
-                          (23, 0, 32, False), (24, 0, 32, True), (1, 0, 1, True)])
-def test_is_saturated(admitted: int, waiting: int, slots: int, expected: bool) -> None:
-    assert is_saturated(admitted, waiting, slots) is expected
+@pytest.mark.parametrize(("left", "requests", "slots", "expected"),
+                         [(0, 8, 8, SATURATED_STEPS), (5, 9, 8, SATURATED_STEPS), (0, 1, 1, SATURATED_STEPS),
+                          (SATURATED_STEPS, 7, 8, SATURATED_STEPS - 1), (1, 0, 8, 0), (0, 7, 8, 0)])
+def test_saturation_left(left: int, requests: int, slots: int, expected: int) -> None:
+    assert saturation_left(left, requests, slots) == expected
+
+
+def test_a_closed_loop_between_requests_stays_saturated_and_a_lull_ends_it() -> None:
+    left = saturation_left(0, 8, 8)
+    for requests in (7, 0, 3, 6, 8, 7):  # a wave ended together; its users send again over a few steps
+        left = saturation_left(left, requests, 8)
+        assert left > 0
+    for _ in range(SATURATED_STEPS):
+        left = saturation_left(left, 5, 8)
+    assert left == 0
 
 
 def test_one_stream_beside_a_long_prompt_keeps_its_bound_while_slots_are_free() -> None:
     assert plan([1500, 1], 512, 32, None, None, saturated=False) == [Work(1, 1), Work(0, 32)]
     assert plan([1500, 1], 512, 32, None, None, saturated=True) == [Work(1, 1), Work(0, 511)]
-
-
-@pytest.mark.parametrize(("decode_rows", "prompts", "capped"),
-                         [(0, 0, False), (1, 0, True), (0, 1, False), (1, 1, False), (7, 1, True), (4, 4, False),
-                          (4, 5, False), (5, 4, True), (32, 31, True)])
-def test_the_cap_holds_while_streams_outnumber_prompts(decode_rows: int, prompts: int, capped: bool) -> None:
-    assert streams_outnumber_prompts(decode_rows, prompts) is capped
 
 
 @pytest.mark.parametrize(
@@ -145,10 +145,9 @@ def test_every_prompt_advances_and_the_budget_is_spent() -> None:
         slack.append(allowance(sum(p for p in pending if p > 1) + n))
         pending.append(n)
         work = plan(pending, 512, 64, slack)
-        decoding, prompts_in_progress = sum(p == 1 for p in pending), sum(p > 1 for p in pending)
+        decoding = sum(p == 1 for p in pending)
         prompt_tokens = sum(p for p in pending if p > 1)
-        capped = streams_outnumber_prompts(decoding, prompts_in_progress)
-        room = min(512 - decoding, 64 if capped else 512)
+        room = min(512 - decoding, 64 if decoding else 512)
         assert sum(w.n_tokens for w in work if pending[w.index] > 1) == min(room, prompt_tokens)
         prompts = [i for i, n in enumerate(pending) if n > 1]
         if prompts:

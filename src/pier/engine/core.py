@@ -25,7 +25,7 @@ from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk
 from pier.engine.retention import RetentionBudget
 from pier.engine.runner import Batch, KvCacheFull, ModelRunner
 from pier.engine.sampling import GrammarExhausted, TokenSampler
-from pier.engine.scheduler import ITL_BOUND, Work, allowance, capped, is_saturated, overtaken, plan
+from pier.engine.scheduler import ITL_BOUND, Work, allowance, capped, overtaken, plan, saturation_left
 from pier.engine.sequence import Emit, Sequence
 from pier.engine.step_cost import StepCost
 from pier.engine.utf8_guard import Utf8Guard
@@ -100,6 +100,7 @@ class EngineCore:
         self._utf8: Utf8Guard | None = None  # built when a grammar first needs it, or by Engine.start's thread
         self._utf8_lock = threading.Lock()
         self.step_cost = StepCost(self.config.itl_bound or ITL_BOUND)
+        self._saturated_for = 0  # steps the engine still counts as saturated (engine/scheduler.py)
         self._totals = {"prompt": 0, "cached": 0, "restored": 0, "generated": 0, "preemptions": 0, "steps": 0}
 
     def _retention_budget(self) -> RetentionBudget | None:
@@ -253,7 +254,9 @@ class EngineCore:
         streams = sum(1 for s in self.running if s.pending == 1)
         cap = self.step_cost.prompt_cap(streams) if self.config.itl_bound is not None else None
         new = self._new_prompts()
-        saturated = is_saturated(len(self.running), len(self.waiting), self.config.max_running)
+        self._saturated_for = saturation_left(self._saturated_for, len(self.running) + len(self.waiting),
+                                              self.config.max_running)
+        saturated = self._saturated_for > 0
         budget = self.step_tokens
         if cap is not None and self._capped(streams, new, saturated) and self.step_cost.stale(streams):
             budget = streams  # a probe: what decoding this many rows alone costs (engine/step_cost.py)
@@ -269,8 +272,7 @@ class EngineCore:
 
     def _capped(self, streams: int, new: list[bool], saturated: bool) -> bool:
         """Whether the cap holds any of this step's prompts (engine/scheduler.py, `capped`)."""
-        prompts = [is_new for s, is_new in zip(self.running, new, strict=True) if s.pending > 1]
-        return any(prompts) and capped(streams, len(prompts), saturated)
+        return capped(streams, saturated) and any(n for s, n in zip(self.running, new, strict=True) if s.pending > 1)
 
     def _new_prompts(self) -> list[bool]:
         """Per running sequence, whether it was admitted after a running stream began: the prompts the cap

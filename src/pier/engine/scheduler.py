@@ -3,7 +3,7 @@
 The policy, and its two bounds:
 
 - **Running streams first, and a bounded share of the step for prompts.** Every generating sequence decodes one
-  token in every step. While they outnumber the prompts in progress (next point), the prompt tokens a step
+  token in every step. While the engine has slots to spare (the third point), the new prompt tokens a step
   carries are capped (`prompt_cap`, set by `engine/step_cost.py` from the steps' measured times) so that they
   add at most (k - 1) times what a decode-only step costs, k = `ITL_BOUND` = 2: a stream's gap between tokens is
   at most twice a decode-only step's, so under mixed load ITL p99 <= 2x ITL p50 (every gap lies between one
@@ -17,16 +17,17 @@ The policy, and its two bounds:
   wave's last first tokens back for streams that overtook them (measured: c = 32's TTFT p99 3x llama-server's,
   docs/benchmarks.md "16 cores"). The earliest streams of a wave see the wave's remaining steps, as every stream
   of llama-server's wave waits for the whole wave before its first token.
-- **Unless prompts are what the streams wait for.** The cap holds while generating sequences outnumber the prompts in
-  progress (`streams_outnumber_prompts`), and always while the engine is not *saturated* (fewer than `SATURATED` (3/4)
-  of its slots taken or waited for: a prompt that holds a slot then keeps nobody out). Once the engine is saturated
-  and as many admitted sequences wait for their prompt as generate (a closed loop at saturation: every user's next
-  message arrives as its last reply ends), prompts get the whole step budget: the slots they hold are empty rows in
-  every step, and spreading them over many capped steps costs the streams more (fewer rows for each step's fixed
-  costs, and each stream's next request later) than the few long steps do. Under mixed load, with streams in the
-  majority or slots free, the bound above holds; at saturation a gap is at most one step of `budget` prompt tokens, as
-  in llama-server. (Without the saturation condition, open-loop bursts on 16 cores, where one stream beside one long
-  prompt counted as saturation, saw ITL p99 25x p50.)
+- **Unless the engine is saturated.** The cap holds while the engine has slots to spare. Once it is *saturated*
+  (requests, running or waiting, filled every slot within the last `SATURATED_STEPS` (32) steps: a closed loop of as
+  many users as slots, whose next requests arrive as the last ones end, or a queue), prompts get the whole step
+  budget, as with no stream running. There every slot a prompt holds is a row missing from each step, and the streams'
+  users wait for those prompts anyway: on the 45M proxy's closed-loop rows (c = 8, c = 32, multi-turn) the cap off
+  served 9-19% more output tok/s than the cap, at a lower TTFT and even a lower ITL p50, since fewer steps carried a
+  prompt chunk (docs/benchmarks.md, "16 cores", second lease). A running average of the occupancy was tried first and
+  dipped below any threshold whenever a closed loop's users were between requests, capping exactly the steps that
+  refill the slots (output tok/s 0.76-0.79x llama-server's on c = 8 and multi-turn). At saturation a gap is at most
+  one step of `budget` prompt tokens, as in llama-server; under mixed load, with slots to spare, the bound above
+  holds.
 - **Short prompts first, with aging.** The prompt tokens of a step go to the shortest pending prompts first
   (fewest tokens left), so a short prompt that arrives behind a long one gets its first token after a step or
   two, not after the whole long prompt. A prompt passed over this way is charged: each prompt has a *slack*, the
@@ -50,7 +51,7 @@ from dataclasses import dataclass
 
 ITL_BOUND = 2.0  # k: a step with running streams costs at most k times a decode-only step
 AGING = 0.1  # a prompt's first token comes after at most (1 + AGING) x the prompt tokens FCFS computes first
-SATURATED = 0.75  # the share of the slots taken or waited for from which prompts may outweigh streams
+SATURATED_STEPS = 32  # the engine counts as saturated this many steps after requests last filled every slot
 
 
 @dataclass(frozen=True)
@@ -69,13 +70,13 @@ def allowance(fcfs_tokens: int) -> int:
 
 def plan(pending: Sequence[int], budget: int, prompt_cap: int | None = None,
          slack: Sequence[int] | None = None, new: Sequence[bool] | None = None,
-         saturated: bool = True) -> list[Work]:
+         saturated: bool = False) -> list[Work]:
     """One step's work. `pending[i]` is how many known tokens sequence i (in admission order) has not yet fed to
     the model (1 for a generating sequence, more while its prompt is being evaluated). `prompt_cap`: the most
-    new prompts' tokens in a step while generating sequences outnumber prompts (None: no cap). `slack[i]`: the
+    new prompts' tokens in a step beside generating sequences (None: no cap). `slack[i]`: the
     prompt tokens younger prompts may still be given ahead of prompt i (None: unbounded, pure shortest-first).
     `new[i]`: whether prompt i was admitted after a running stream began (None: every prompt is new); the cap
-    applies to new prompts only. `saturated`: whether the engine's slots are (nearly) all taken (`capped`).
+    applies to new prompts only. `saturated`: whether requests fill the engine's slots (then no cap).
 
     Every generating sequence decodes one token first; then prompts, shortest first, but never more tokens to a
     younger prompt than the slack left of any older unfinished one (the oldest is never held back, so the budget
@@ -86,7 +87,7 @@ def plan(pending: Sequence[int], budget: int, prompt_cap: int | None = None,
     room = budget - len(decode)
     fresh = {i for i in prompts if new is None or new[i]}
     fresh_room = float(room)  # what new prompts may still take
-    if prompt_cap is not None and capped(len(decode), len(prompts), saturated):
+    if prompt_cap is not None and capped(len(decode), saturated):
         fresh_room = min(room, max(1, prompt_cap))
     if not prompts or room <= 0:
         return decode
@@ -110,24 +111,16 @@ def plan(pending: Sequence[int], budget: int, prompt_cap: int | None = None,
     return decode + [Work(i, given[i]) for i in prompts if given[i]]
 
 
-def capped(decode_rows: int, prompts: int, saturated: bool) -> bool:
-    """Whether new prompts are capped this step: while streams run, unless the engine is saturated and prompts
-    are as many as the streams."""
-    return decode_rows > 0 and (streams_outnumber_prompts(decode_rows, prompts) or not saturated)
+def capped(decode_rows: int, saturated: bool) -> bool:
+    """Whether new prompts are capped this step: while streams run and the engine has slots to spare."""
+    return decode_rows > 0 and not saturated
 
 
-def is_saturated(admitted: int, waiting: int, slots: int) -> bool:
-    """Whether `SATURATED` of the slots are taken or waited for."""
-    return admitted + waiting >= SATURATED * slots
-
-
-def streams_outnumber_prompts(decode_rows: int, prompts: int) -> bool:
-    """Whether the prompt cap applies: while generating sequences outnumber the prompts in progress. When as many
-    admitted sequences wait for their prompt as generate, the decode batch is at most half full for want of
-    prompts, and a capped prompt keeps its slot empty for several steps: every step then carries fewer streams
-    for the same fixed costs, which loses more than one longer step costs the streams (measured in
-    docs/benchmarks.md, "Multi-turn at saturation")."""
-    return decode_rows > prompts
+def saturation_left(left: int, requests: int, slots: int) -> int:
+    """Steps the engine still counts as saturated, one step later: `SATURATED_STEPS` again whenever `requests`
+    (running and waiting) fill every slot, one fewer otherwise. A closed loop's users between two requests, or a
+    wave's last requests on their way in, leave the slots short for a few steps without ending the saturation."""
+    return SATURATED_STEPS if requests >= slots else max(0, left - 1)
 
 
 def _next(allowed: list[int], unfinished: list[int], left: dict[int, int],
