@@ -101,10 +101,10 @@ one_run; from peers import Server; s = Server('pier', (), 18090, '/ping'); t = a
   wait
 }
 step_bursts() {
-  wants bursts 90 || return 0
+  wants bursts 120 || return 0  # 0.5: mixed load (slots to spare); 0.8 queued on 16 cores in the second lease
   echo "== bursts ($(left) s left)"
   timeout $(( $(left) - 5 )) python3 benchmarks/bursts.py --llama-server "$server" --threads "$threads" \
-    ${BURSTS_FLAGS:---capacity-requests 24 --levels 0.8 --seconds 30} --out "$out/bursts.md" \
+    ${BURSTS_FLAGS:---capacity-requests 24 --levels 0.5,0.8 --seconds 25} --out "$out/bursts.md" \
     --logs /tmp/pier-cpu-logs 2>&1 | grep -v "^$" | tail -30
 }
 for step in ${steps//,/ }; do "step_$step"; done
