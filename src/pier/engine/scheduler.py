@@ -14,9 +14,10 @@ The policy, and its two bounds:
   generating: it is the load that stream's bound protects it from. A prompt that was already waiting when every
   running stream began (a wave that arrived together: the first prompts finished start streaming beside the rest)
   is computed at the whole step budget: those streams were started ahead of it, and capping it would hold the
-  wave's last first tokens back for streams that overtook them (measured: c = 32's TTFT p99 3x llama-server's,
-  docs/benchmarks.md "16 cores"). The earliest streams of a wave see the wave's remaining steps, as every stream
-  of llama-server's wave waits for the whole wave before its first token.
+  wave's last first tokens back for streams that overtook them. The earliest streams of a wave see the wave's
+  remaining steps, as every stream of llama-server's wave waits for the whole wave before its first token.
+  (Through HTTP a wave is admitted over a few steps, so this rarely applies there: c = 32's slow last first
+  tokens came from a stale step cost, `engine/step_cost.py`.)
 - **Unless the engine is saturated.** The cap holds while the engine has slots to spare. Once it is *saturated*
   (requests, running or waiting, filled every slot within the last `SATURATED_STEPS` (32) steps: a closed loop of as
   many users as slots, whose next requests arrive as the last ones end, or a queue), prompts get the whole step
