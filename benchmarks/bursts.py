@@ -60,6 +60,7 @@ from pathlib import Path
 
 import httpx
 from common import add_peers_dir, bench_model, log, omp_policy, peer, raise_on_sigterm
+from engine_steps import EngineSteps, scrape
 from peers import THREADS, Catalog, Fleet, Server, running
 from report import machine, model_shape, num, ranged
 
@@ -170,6 +171,7 @@ class Run:
     repeat: int
     split: dict[str, Metrics]
     late_s: float  # the client's worst lateness against the arrival schedule
+    engine: EngineSteps | None = None  # a pier copy's own step times over the run (its /metrics)
 
 
 def prompts(plan: Sequence[Planned], pool: TokenPool, seed: str) -> list[Prompt]:
@@ -256,8 +258,10 @@ def measure(servers: list[Server], pool: TokenPool, mix: Mix, args: argparse.Nam
             plan = schedule(rate, args.seconds, mix, seed)
             sent = prompts(plan, pool, seed)
             for server in servers if repeat % 2 == 0 else servers[::-1]:
+                before = scrape(server.url) if server.label != LLAMA else None
                 records, seconds, late = asyncio.run(open_loop(server, plan, sent))
-                run = Run(server.label, fraction, rate, repeat, by_kind(records, plan, seconds), late)
+                engine = EngineSteps.between(before, scrape(server.url)) if before is not None else None
+                run = Run(server.label, fraction, rate, repeat, by_kind(records, plan, seconds), late, engine)
                 runs.append(run)
                 if args.records:
                     keep(Path(args.records), run, plan, records)
@@ -301,6 +305,27 @@ def results_table(runs: Sequence[Run], labels: Sequence[str], levels: Sequence[f
                          f"{pcts('all', 'tpot', (50, 99))} | {pcts('all', 'itl', (50, 99))} | "
                          f"{cell([r.split['all'].request_throughput for r in rs], 1.0)} | {failed} |")
     return lines
+
+
+def engine_table(runs: Sequence[Run], labels: Sequence[str], levels: Sequence[float]) -> list[str]:
+    """pier's steps on its engine thread beside the client's ITL (the first repeat): the policy bounds a mixed
+    step (streams beside prompt tokens) by ITL_BOUND decode steps (streams alone) while slots are to spare."""
+    lines = ["| load | server | decode steps p50 / p99 ms (steps) | mixed steps p50 / p99 ms (steps) | "
+             "mixed p99 / decode p50 | prompt-only steps | client ITL p50 / p99 ms |", "|---|---|---|---|---|---|---|"]
+    for level in levels:
+        for label in labels:
+            rs = [r for r in of(runs, label, level) if r.engine is not None and r.engine.step["decode"].steps]
+            if not rs:
+                continue
+            run, engine = rs[0], rs[0].engine
+            assert engine is not None
+            decode, mixed = engine.step["decode"], engine.step["mixed"]
+            bound = (f"{mixed.p99_s / decode.p50_s:.1f}x" if mixed.p99_s is not None and decode.p50_s else "–")
+            itl = run.split["all"].itl
+            lines.append(f"| {level:.0%} | {label} | {engine.cell('decode')} | {engine.cell('mixed')} | {bound} | "
+                         f"{engine.step['prompt'].steps} | {num(itl.percentiles[50] * MS)} / "
+                         f"{num(itl.percentiles[99] * MS)} |")
+    return lines if len(lines) > 2 else []
 
 
 def ratio_table(runs: Sequence[Run], levels: Sequence[float], other: str = LLAMA) -> list[str]:
@@ -348,6 +373,9 @@ def report(args: argparse.Namespace, model: Path, mix: Mix, servers: list[Server
              *(s.shown() for s in servers), "```", "", *results_table(runs, [s.label for s in servers], args.levels),
              "", *ratio_table(runs, args.levels),
              *(line for label in other_sources(args) for line in ["", *ratio_table(runs, args.levels, label)]), ""]
+    if engine := engine_table(runs, [s.label for s in servers], args.levels):
+        lines += ["pier's engine steps over each level's run (its /metrics, `pier_engine_step_seconds`), first repeat:",
+                  "", *engine, ""]
     if problems:
         lines += ["## Failed requests", "", *[f"- {p}" for p in problems], ""]
     return "\n".join(lines)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from bursts import (
     Run,
     arrival_times,
     by_kind,
+    engine_table,
     keep,
     level_rates,
     ratio_table,
@@ -24,6 +27,7 @@ from bursts import (
     results_table,
     schedule,
 )
+from engine_steps import EngineSteps
 
 from pier.bench.record import RequestRecord
 
@@ -189,3 +193,19 @@ def test_records_keep_every_request_with_its_kind(tmp_path: Path) -> None:
     assert [(x["kind"], x["at"], x["ttft"], x["error"]) for x in lines] == [("short", 0.0, 0.25, None),
                                                                            ("long", 1.5, None, "timeout")]
     assert {(x["server"], x["level"], x["repeat"]) for x in lines} == {(PIER, 0.7, 1)}
+
+
+def test_engine_table_sets_mixed_steps_against_decode_steps() -> None:
+    decode = {0.001: 0.0, 0.002: 100.0, math.inf: 100.0}
+    mixed = {0.001: 0.0, 0.002: 0.0, 0.005: 10.0, math.inf: 10.0}
+    after = {("pier_engine_step_seconds", "decode"): decode, ("pier_engine_step_seconds", "mixed"): mixed}
+    measured = replace(run(PIER, 1.0, None), engine=EngineSteps.between({}, after))
+    lines = engine_table([measured, run(LLAMA, 1.0, None)], [PIER, LLAMA], (0.5,))
+    assert len(lines) == 3  # llama-server has no engine figures: no row
+    cells = lines[2].split(" | ")
+    assert cells[2] == "1.5 / 2.0 (100)" and cells[3] == "3.5 / 5.0 (10)"
+    assert cells[4] == f"{0.00497 / 0.0015:.1f}x" and cells[5] == "0"
+
+
+def test_engine_table_is_left_out_without_pier_figures() -> None:
+    assert engine_table([run(PIER, 1.0, None)], [PIER], (0.5,)) == []

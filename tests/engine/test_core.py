@@ -7,6 +7,7 @@ import pytest
 from pier.engine.core import EngineConfig, EngineCore
 from pier.engine.fake import FakeRunner
 from pier.engine.request import FinishReason, GenerateRequest, SamplingParams
+from pier.engine.step_times import StepKind
 from pier.errors import ContextLengthExceeded, InvalidRequest
 
 from .conftest import run
@@ -269,3 +270,21 @@ def test_a_step_without_prompt_tokens_measures_decoding_at_rows_not_seen_yet(fak
     core.step()
     assert steps[-2:][0] == (7, 0)  # the probe
     assert steps[-1][0] == 7 and steps[-1][1] > 0  # then the prompt, beside the same streams
+
+
+def test_each_step_is_timed_by_what_it_carried(fake: FakeRunner) -> None:
+    """A prompt step alone, then steps with the stream beside the next prompt's chunks, then the streams alone."""
+    core = EngineCore(fake, EngineConfig(max_running=4, step_tokens=16, itl_bound=None))
+    collector = run(core)
+    core.add(core.prepare(greedy("first", prompt(10), n=6), collector))
+    core.step()
+    core.add(core.prepare(greedy("second", prompt(40, seed=2), n=6), collector))
+    while core.has_work:
+        core.step()
+    forward, whole = core.stats().step_times.forward, core.stats().step_times.step
+    assert forward[StepKind.PROMPT].count == 1  # the first prompt, nothing running yet
+    assert forward[StepKind.MIXED].count == 3  # 40 prompt tokens beside one stream, 15 a step
+    assert forward[StepKind.DECODE].count > 0
+    assert sum(h.count for h in forward.values()) == core.stats().steps
+    for kind in StepKind:  # the whole step holds its forward pass
+        assert whole[kind].count == forward[kind].count and whole[kind].total_s >= forward[kind].total_s

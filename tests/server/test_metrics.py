@@ -61,3 +61,18 @@ async def test_each_app_has_its_own_registry() -> None:
     assert ("pier_http_requests_total", frozenset({("route", "/v1/completions"), ("status", "200")})) not in samples(
         second_text
     )
+
+
+async def test_engine_steps_are_timed_by_kind(client: httpx.AsyncClient) -> None:
+    body = {"prompt": "hello world the quick brown fox", "max_tokens": 4, "ignore_eos": True}
+    assert (await client.post("/v1/completions", json=body)).status_code == 200
+    text = (await client.get("/metrics")).text
+    steps = value(text, "pier_engine_steps_total")
+    for name in ("pier_engine_forward_seconds", "pier_engine_step_seconds"):
+        counts = {kind: value(text, f"{name}_count", kind=kind) for kind in ("decode", "mixed", "prompt")}
+        assert counts["prompt"] >= 1 and counts["decode"] >= 1  # the prompt alone, then its stream alone
+        assert sum(counts.values()) == steps
+        assert value(text, f"{name}_bucket", kind="decode", le="+Inf") == counts["decode"]
+        assert value(text, f"{name}_sum", kind="decode") > 0
+    assert value(text, "pier_engine_step_seconds_sum", kind="prompt") >= value(
+        text, "pier_engine_forward_seconds_sum", kind="prompt")

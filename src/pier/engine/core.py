@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from pier.engine.sampling import GrammarExhausted, TokenSampler
 from pier.engine.scheduler import ITL_BOUND, Work, allowance, capped, overtaken, plan, saturation_left
 from pier.engine.sequence import Emit, Sequence
 from pier.engine.step_cost import StepCost
+from pier.engine.step_times import StepTimes, StepTimesSnapshot
 from pier.engine.utf8_guard import Utf8Guard
 from pier.engine.validate import CheckedRequest, checked
 from pier.errors import InvalidRequest
@@ -68,6 +69,7 @@ class EngineStats:
     restored_prompt_tokens: int = 0  # the part of cached_prompt_tokens restored from host memory
     host_cache_entries: int = 0
     host_cache_bytes: int = 0
+    step_times: StepTimesSnapshot = field(default_factory=StepTimesSnapshot)
 
     @property
     def prefix_hit_rate(self) -> float:
@@ -100,6 +102,7 @@ class EngineCore:
         self._utf8: Utf8Guard | None = None  # built when a grammar first needs it, or by Engine.start's thread
         self._utf8_lock = threading.Lock()
         self.step_cost = StepCost(self.config.itl_bound or ITL_BOUND)
+        self.step_times = StepTimes()
         self._saturated_for = 0  # steps the engine still counts as saturated (engine/scheduler.py)
         self._totals = {"prompt": 0, "cached": 0, "restored": 0, "generated": 0, "preemptions": 0, "steps": 0}
 
@@ -147,13 +150,17 @@ class EngineCore:
         return bool(self.waiting or self.running)
 
     def step(self) -> None:
+        started = time.perf_counter()
         self._admit()
         work = self._schedule()
         if not work:
             return
         decoded = self._decode(work)
         if decoded is not None:
-            self._sample(*decoded)
+            logits, rows, forward = decoded
+            self._sample(logits, rows)
+            self.step_times.record(forward.decode_rows, forward.prompt_tokens, forward.seconds,
+                                   time.perf_counter() - started)
         self._totals["steps"] += 1
 
     def abort(self, request_id: str) -> bool:
@@ -184,7 +191,7 @@ class EngineCore:
             preemptions=t["preemptions"], steps=t["steps"],
             prefix_budget_cells=self.prefix.budget.cells if self.prefix.budget else 0,
             restored_prompt_tokens=t["restored"], host_cache_entries=len(host) if host is not None else 0,
-            host_cache_bytes=host.nbytes if host is not None else 0,
+            host_cache_bytes=host.nbytes if host is not None else 0, step_times=self.step_times.snapshot(),
         )
 
     # -- admission -----------------------------------------------------------------------------------
@@ -291,8 +298,9 @@ class EngineCore:
         self.waiting.appendleft(seq)
         self._totals["preemptions"] += 1
 
-    def _decode(self, work: list[Work]) -> tuple[np.ndarray, list[_Rows]] | None:
-        """One forward pass; returns the logits and which rows belong to which sequence's positions."""
+    def _decode(self, work: list[Work]) -> tuple[np.ndarray, list[_Rows], _Forward] | None:
+        """One forward pass; returns the logits, which rows belong to which sequence's positions, and what the
+        pass carried and took."""
         batch, now = Batch(), time.perf_counter()
         chunks = []  # (sequence, the tokens it feeds this step)
         rows, first_row = [], 0
@@ -311,11 +319,12 @@ class EngineCore:
             if seq.scheduled is None:
                 seq.scheduled = now
         decode_rows = sum(1 for w in work if w.n_tokens == 1 and self.running[w.index].pending == 1)
+        prompt_tokens = sum(w.n_tokens for w in work) - decode_rows
         try:
             started = time.perf_counter()
             logits = self.runner.decode(batch)
-            self.step_cost.observe(decode_rows, sum(w.n_tokens for w in work) - decode_rows,
-                                   time.perf_counter() - started)
+            forward = _Forward(decode_rows, prompt_tokens, time.perf_counter() - started)
+            self.step_cost.observe(decode_rows, prompt_tokens, forward.seconds)
         except KvCacheFull:
             # Our count said it fits but llama.cpp disagreed: free every cached prefix, then a sequence.
             if not self.prefix.idle_count:
@@ -324,7 +333,7 @@ class EngineCore:
             return None
         for _, slot, chunk in chunks:
             self.kv.extend(slot, chunk)
-        return logits, [r for r in rows if r.n_rows]
+        return logits, [r for r in rows if r.n_rows], forward
 
     def _sample(self, logits: np.ndarray, outputs: list[_Rows]) -> None:
         for out in outputs:
@@ -429,6 +438,15 @@ class _Rows:
     position: int
     first_row: int
     n_rows: int
+
+
+@dataclass(frozen=True)
+class _Forward:
+    """What one step's forward pass carried (its decode rows and prompt tokens) and how long it took."""
+
+    decode_rows: int
+    prompt_tokens: int
+    seconds: float
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,13 @@ import time
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pier.engine.core import EngineStats
 from pier.engine.request import GenerationChunk
+from pier.engine.step_times import STEP_BUCKETS, StepKind, TimeHistogram
 
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
 TOKEN_GAP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5)
@@ -131,6 +132,26 @@ class _EngineCollector(Collector):
         }
         for name, (doc, value) in counters.items():
             yield CounterMetricFamily(name, doc, value=value)
+        yield _step_histogram(
+            "pier_engine_forward_seconds", "The forward pass of one engine step (llama_decode), by what the step "
+            "carried: decode (running streams only), mixed (streams and prompt tokens), prompt (prompt tokens only).",
+            stats.step_times.forward)
+        yield _step_histogram(
+            "pier_engine_step_seconds", "One engine step on the engine thread (scheduling, the forward pass, "
+            "sampling, prefix copies to and from host memory), by what it carried: a stream's gap between tokens.",
+            stats.step_times.step)
+
+
+def _step_histogram(name: str, doc: str, by_kind: dict[StepKind, TimeHistogram]) -> HistogramMetricFamily:
+    family = HistogramMetricFamily(name, doc, labels=["kind"])
+    for kind in StepKind:
+        histogram = by_kind.get(kind, TimeHistogram())
+        cumulative, buckets = 0, []
+        for bound, count in zip([*map(str, STEP_BUCKETS), "+Inf"], histogram.counts, strict=True):
+            cumulative += count
+            buckets.append((bound, cumulative))
+        family.add_metric([kind.value], buckets, sum_value=histogram.total_s)
+    return family
 
 
 class RequestMetrics:
