@@ -104,6 +104,40 @@ def test_budget_in_bytes_least_recently_used_out() -> None:
 
 
 @pytest.mark.parametrize(
+    ("held", "candidate", "base", "worth"),
+    [
+        ([(tokens(1, 2, 3), 0)], tokens(1, 2), 16, False),  # a whole entry holds any part of it
+        ([(tokens(1, 2, 3), 16)], tokens(1, 2, 3), 16, False),  # the same part
+        ([(tokens(1, 2, 3), 16)], tokens(1, 2, 3), 0, True),  # a suffix cannot stand in for the whole
+        ([(tokens(*range(20)), 18)], tokens(*range(20)), 17, True),  # nor for a longer suffix
+    ],
+)
+def test_worth_saving_counts_what_a_suffix_leaves_out(held: list[tuple[list[int], int]], candidate: list[int],
+                                                       base: int, worth: bool) -> None:
+    host = HostCache(budget_bytes=10_000)
+    for t, b in held:
+        host.put(t, state(10), base=b)
+    assert host.worth_saving(candidate, base=base) is worth
+
+
+def test_a_suffix_replaces_only_suffixes_of_its_base_or_a_longer_one() -> None:
+    host = HostCache(budget_bytes=10_000)
+    system = host.put(tokens(*range(10)), state(26))  # a system prompt saved whole
+    host.put(tokens(*range(20)), state(10), base=26)  # a chat's first turn, after the system prompt
+    turn2 = host.put(tokens(*range(30)), state(20), base=26)
+    assert host.entries == [system, turn2]  # turn 1 is inside turn 2; the system prompt is not (it is its base)
+    assert host.put(tokens(*range(5)), state(5), base=19) is None  # under min_tokens past the base: not kept
+
+
+def test_a_suffix_matches_only_where_its_base_is_usable_and_past_its_base() -> None:
+    host = HostCache(budget_bytes=10_000)
+    chat = host.put(tokens(*range(30)), state(20), base=26)
+    assert host.match(tokens(*range(30), 99), 99, usable=lambda e: False).entry is None
+    assert host.match(tokens(*range(30), 99), 99, usable=lambda e: True).entry is chat
+    assert host.match(tokens(*range(8), 77), 99).entry is None  # shares only part of the base: nothing to restore
+
+
+@pytest.mark.parametrize(
     ("parallel", "n_ctx", "ids"),
     [(8, 4096, LLAMA_MAX_SEQ), (8, 1024, 8 + 64), (1, 512, 33), (4, 65536, LLAMA_MAX_SEQ)],
 )
@@ -293,11 +327,21 @@ def test_random_chats_cancels_and_kv_pressure_never_change_an_answer() -> None:
     assert all(restored for restored, _ in totals) and sum(preempted for _, preempted in totals) > 0
 
 
-def random_chats(seed: int) -> tuple[int, int]:
+def test_random_chats_behind_one_system_prompt_never_change_an_answer() -> None:
+    """The same, every chat starting with one system prompt: turns saved and restored after it, the system
+    prompt itself evicted and restored whole now and then."""
+    totals = [random_chats(seed, system=40) for seed in range(6)]
+    assert all(restored for restored, _ in totals)
+
+
+def random_chats(seed: int, system: int = 0) -> tuple[int, int]:
     rng = random.Random(seed)
     fake = FakeRunner(n_ctx=300, n_seq_max=64, n_batch=32)
     core = EngineCore(fake, EngineConfig(max_running=3, step_tokens=32, host_cache_bytes=1 << 20))
+    head = unique(99, system + 1)  # BOS, then the system prompt
     chats = {c: unique(60 + c, rng.randrange(20, 60)) for c in range(6)}
+    if system:
+        chats = {c: [*head, *prompt[1:]] for c, prompt in chats.items()}
     out, started, ids = Collector(), {}, itertools.count()
     while len(started) < 40 or core.has_work:
         if len(started) < 40 and rng.random() < 0.3:
@@ -311,9 +355,49 @@ def random_chats(seed: int) -> tuple[int, int]:
         for rid, (c, prompt) in started.items():
             last = out.chunks[rid][-1] if out.chunks[rid] else None
             if last is not None and last.finished and chats[c] == prompt:
-                chats[c] = [*prompt, *out.tokens(rid), 5, 6][:120]
+                chats[c] = [*prompt, *out.tokens(rid), 5, 6][: 120 + system]
         assert core.kv.used_cells == fake.used_cells
     for rid, (_, prompt) in started.items():
         if out.last(rid).finish_reason is FinishReason.LENGTH:
             assert out.tokens(rid) == uncached(greedy(rid, prompt, n=len(out.tokens(rid)))), (seed, rid)
     return core.stats().restored_prompt_tokens, core.stats().preemptions
+
+
+def test_chats_behind_a_shared_system_prompt_save_and_restore_only_their_own_part() -> None:
+    """Two chats branch off one system prompt; each finished turn goes to host memory from the system prompt on,
+    and comes back after the copy of it the device keeps, shared, not written a second time."""
+    fake = FakeRunner(n_ctx=1024, n_seq_max=64, n_batch=64, state_bytes_per_token=64)
+    core = EngineCore(fake, EngineConfig(max_running=4, step_tokens=64, prefix_floor_cells=0, host_cache_bytes=1 << 20))
+    system = unique(5, 60)
+    chats = {c: [*system, *unique(10 + i, 30)[1:]] for i, c in enumerate("ab")}
+    out = run(core, *(greedy(c, prompt) for c, prompt in chats.items()))  # b waits for a's prompt, then forks it
+    chats = {c: [*prompt, *out.tokens(c), 5, 6] for c, prompt in chats.items()}
+    host = core.prefix.host
+    assert host is not None
+    assert [(e.base, len(e.tokens), e.nbytes) for e in host.entries] == [(60, 89 + 7, (29 + 7) * 64)] * 2
+    assert core.kv.used_cells == 60  # only the system prompt stays on the device
+    for c, prompt in chats.items():
+        core.add(core.prepare(greedy(f"{c}2", prompt), out))
+    core.step()  # both admitted: each restores its own part after the system prompt both share
+    a, b = (next(s for s in core.kv.slots.values() if s.busy and s.tokens[60:61] == chats[c][60:61]) for c in "ab")
+    assert a.cells[:60] == b.cells[:60]
+    assert core.kv.used_cells == fake.used_cells == 60 + 2 * (29 + 7 + 3)  # + the last reply token, 5, 6
+    while core.has_work:
+        core.step()
+    for c, prompt in chats.items():
+        assert out.last(f"{c}2").timings.cached_n == len(prompt) - 3
+        assert out.tokens(f"{c}2") == uncached(greedy(f"{c}2", prompt))
+    assert core.stats().restored_prompt_tokens == 2 * (89 + 7 - 60) and fake.restores == 2
+
+
+def test_a_suffix_whose_base_left_the_device_is_not_restored() -> None:
+    fake = FakeRunner(n_ctx=1024, n_seq_max=64, n_batch=64)
+    core = EngineCore(fake, EngineConfig(max_running=4, step_tokens=64, prefix_floor_cells=0, host_cache_bytes=1 << 20))
+    system = unique(6, 60)
+    chats = {c: [*system, *unique(30 + i, 30)[1:]] for i, c in enumerate("ab")}
+    out = run(core, *(greedy(c, prompt) for c, prompt in chats.items()))
+    core.prefix.clear()  # the system prompt leaves the device too (saved whole)
+    nxt = [*chats["a"], *out.tokens("a"), 5, 6]
+    again = run(core, greedy("a2", nxt))
+    assert again.tokens("a2") == uncached(greedy("a2", nxt))
+    assert again.last("a2").timings.cached_n == 60  # the system prompt, restored whole; a's own part recomputed

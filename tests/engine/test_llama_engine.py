@@ -205,6 +205,30 @@ def test_a_prefix_saved_to_host_memory_and_restored_gives_the_same_greedy_output
     assert restored.tokens("t2") == uncached.tokens("t2")
 
 
+def test_chats_restored_after_a_shared_system_prompt_give_the_same_greedy_output(runner: LlamaRunner) -> None:
+    """Two chats behind one system prompt: each finished turn goes to host memory from the system prompt on (the
+    runner saves part of a sequence through its scratch sequence), and the next turn writes it back after the
+    system prompt the device keeps (forked, then the saved part restored onto it): exactly the uncached answer."""
+    n_vocab = runner.info.n_vocab
+    system = random_prompt(200, n_vocab, seed=11)
+    chats = {c: [*system, *random_prompt(61, n_vocab, seed=12 + i)[1:]] for i, c in enumerate("ab")}
+    core = EngineCore(runner, EngineConfig(max_running=4, step_tokens=512, prefix_floor_cells=0,
+                                           host_cache_bytes=256 << 20))
+    out = run(core, *(GenerateRequest(c, p, GREEDY, max_tokens=12, ignore_eos=True) for c, p in chats.items()))
+    host = core.prefix.host
+    assert host is not None and [e.base for e in host.entries] == [200, 200]
+    assert core.kv.used_cells == 200  # the system prompt alone stays on the device
+    turns = [GenerateRequest(f"{c}2", [*p, *out.tokens(c), 600, 601], GREEDY, max_tokens=12, ignore_eos=True)
+             for c, p in chats.items()]
+    again = run(core, *turns)
+    for turn in turns:
+        timings = again.last(turn.request_id).timings
+        assert timings is not None and timings.cached_n == 260 + 11
+        uncached = run(EngineCore(runner, EngineConfig(prefix_cache=False)), turn)
+        assert again.tokens(turn.request_id) == uncached.tokens(turn.request_id)
+    assert core.stats().restored_prompt_tokens == 2 * (60 + 11)
+
+
 def test_restored_kv_is_bit_for_bit_the_saved_kv(runner: LlamaRunner) -> None:
     """Save a sequence, drop it, restore it, save it again: the same bytes (positions, sequence id, K and V)."""
     core = EngineCore(runner, EngineConfig(max_running=4, step_tokens=512))
@@ -228,3 +252,21 @@ def test_streamed_text_is_whole_utf8_and_matches_the_tokens(runner: LlamaRunner)
     expected = b"".join(runner.piece(t) for t in tokens).decode("utf-8", "replace")
     assert out.text("u") == expected
     assert out.last("u").finish_reason is FinishReason.LENGTH
+
+
+def test_a_suffix_restored_onto_its_forked_base_is_bit_for_bit_the_saved_one(runner: LlamaRunner) -> None:
+    """Save positions 100.. of a sequence, drop them, fork the first 100 into a new sequence and restore the saved
+    part onto it: saving that sequence from 100 gives the same bytes; the scratch sequence is left empty."""
+    core = EngineCore(runner, EngineConfig(max_running=4, step_tokens=512))
+    run(core, GenerateRequest("s", random_prompt(150, runner.info.n_vocab, seed=13), GREEDY, max_tokens=4,
+                              ignore_eos=True))
+    (slot,) = core.kv.slots.values()
+    tokens, tail = list(slot.tokens), core.kv.save(slot, 100)
+    core.kv.truncate(slot, 100)
+    into = core.kv.open()
+    core.kv.fork(slot, 100, into)
+    assert core.kv.restore(into, tokens, tail, base=100)
+    assert core.kv.save(into, 100) == tail and core.kv.used_cells == len(tokens) == 153
+    assert llama_cpp.llama_memory_seq_pos_max(llama_cpp.llama_get_memory(runner._ctx), runner.n_seq_max) == -1
+    core.kv.release(into)
+    core.kv.release(slot)

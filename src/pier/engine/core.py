@@ -248,8 +248,8 @@ class EngineCore:
             seq.cached_n = reused
             self._totals["prompt"] += seq.prompt_len
             self._totals["cached"] += min(reused, seq.prompt_len)
-            if match.saved is not None:
-                self._totals["restored"] += min(reused, seq.prompt_len)
+            if match.saved is not None:  # a saved suffix's base was shared from the KV cache, not restored
+                self._totals["restored"] += max(0, min(reused, seq.prompt_len) - match.saved.base)
         ahead = sum(s.pending for s in self.running if s.pending > 1)
         seq.slack = allowance(ahead + seq.pending)
         seq.admitted = time.perf_counter()

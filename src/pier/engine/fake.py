@@ -4,9 +4,10 @@ It keeps a real model of a unified KV cache (cells shared between sequences by `
 sequence holds them, a fixed number of them) and checks positions like llama.cpp does. Its logits are a
 pure function of the *whole* token history of a sequence, so a cache bug that corrupts or mixes up a
 sequence's KV changes the output, as it would with a real model. Saving a sequence's state and restoring it
-follow llama.cpp's per-sequence state: the saved bytes carry the tokens (standing in for their K and V rows,
-`state_bytes_per_token` each), a restore empties the destination first and fails, leaving it empty, when
-fewer cells are free than the state holds.
+follow the runner's contract (runner.py): the saved bytes carry the tokens and their positions (standing in for
+their K and V rows, `state_bytes_per_token` each); a state saved from position 0 empties the destination first,
+one saved from further on goes after the prefix the destination holds, and a restore fails when fewer cells are
+free than the state holds.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class FakeRunner:
         script: dict[int, int] | None = None, state_bytes_per_token: int = 64,
     ) -> None:
         self.n_ctx, self.n_seq_max, self.n_batch = n_ctx, n_seq_max, n_batch
-        self._state_words = max(1, state_bytes_per_token // 4)  # int32s per saved token: the token, then zeros
+        self._state_words = max(2, state_bytes_per_token // 4)  # int32s per saved token: the token, its position, zeros
         self._eos_every = eos_every  # >0: EOS becomes the argmax at every eos_every-th position
         self._script = script or {}  # history length -> the token that becomes the argmax there
         self._pieces = [b"", b"", b""] + [bytes([b]) for b in range(256)] + [(" " + w).encode() for w in WORDS]
@@ -105,19 +106,26 @@ class FakeRunner:
             self._refs[cell] += 1
         self._seqs[dst] = list(shared)
 
-    def save(self, seq_id: int) -> SeqState:
-        rows = np.zeros((len(self._seqs.get(seq_id, [])), self._state_words), dtype=np.int32)
-        rows[:, 0] = self.tokens_of(seq_id)
+    def save(self, seq_id: int, start: int = 0) -> SeqState:
+        held = self._seqs.get(seq_id, [])
+        assert 0 <= start <= len(held), f"seq {seq_id} holds {len(held)} positions, asked to save from {start}"
+        rows = np.zeros((len(held) - start, self._state_words), dtype=np.int32)
+        rows[:, 0] = [t for _, t in held[start:]]
+        rows[:, 1] = np.arange(start, len(held))  # the positions, as llama.cpp's state carries them
         self.saves += 1
         return rows.tobytes()
 
     def restore(self, seq_id: int, state: SeqState) -> bool:
         assert 0 <= seq_id < self.n_seq_max, f"seq id {seq_id} out of range"
-        tokens = np.frombuffer(state, dtype=np.int32).reshape(-1, self._state_words)[:, 0].tolist()
-        self.remove(seq_id)  # llama.cpp empties the destination first, whatever happens next
+        rows = np.frombuffer(state, dtype=np.int32).reshape(-1, self._state_words)
+        tokens, first = rows[:, 0].tolist(), int(rows[0, 1]) if len(rows) else 0
+        if not first:
+            self.remove(seq_id)  # llama.cpp empties the destination first, whatever happens next
+        held = len(self._seqs.get(seq_id, []))
+        assert held == first, f"seq {seq_id} holds {held} positions; a state saved from {first} goes after them"
         if len(tokens) > self.n_ctx - self.used_cells:
             return False
-        for pos, token in enumerate(tokens):
+        for pos, token in enumerate(tokens, first):
             self._append(seq_id, pos, token)
         self.restores += 1
         return True

@@ -6,8 +6,15 @@ per-sequence state (`llama_state_seq_get_data`): the bytes and the tokens they h
 starts with those tokens gets them written back into a free sequence (`llama_state_seq_set_data`): a memory
 copy of ~40 KB per token for the 360M benchmark model, against ~6 ms per token to recompute on two cores.
 
+A sequence that branched off a prefix other sequences share (a system prompt) is saved from that prefix on: its
+entry has a *base*, the leading tokens its state leaves out, and is restored only while the base is on the
+device, forked from the sequence holding it and not written a second time. So a hundred chats behind one long
+system prompt hold one copy of it in the KV cache, not one per restored chat, and each turn copies only its own
+part out and back.
+
 Entries are held to a budget in bytes, least recently used out. An entry whose tokens begin a newer one's is
-dropped (the newer one restores them too), so a conversation keeps one entry: its latest turn. Matches shorter
+dropped when the newer one restores them too (its base is no longer), so a conversation keeps one entry: its
+latest turn. Matches shorter
 than `min_tokens` are not worth a restore, so entries are filed by their first `min_tokens` tokens and a
 prompt is compared only with the entries filed under its own first tokens, and its LoRA adapter: KV computed under
 one adapter is never restored for another.
@@ -16,7 +23,7 @@ one adapter is never restored for another.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pier.engine.common_prefix import common_prefix
@@ -26,8 +33,9 @@ from pier.engine.runner import SeqState
 @dataclass(eq=False)
 class HostEntry:
     tokens: list[int]
-    state: SeqState  # the runner's saved state of a sequence holding exactly `tokens` at positions 0..
+    state: SeqState  # the runner's saved state of a sequence's positions base..len(tokens)-1, holding tokens[base:]
     adapter: str = ""  # the LoRA adapter the state was computed under
+    base: int = 0  # leading tokens the state leaves out: a shared prefix, forked on the device when restored
 
     @property
     def nbytes(self) -> int:
@@ -70,30 +78,35 @@ class HostCache:
     def __len__(self) -> int:
         return len(self._lru)
 
-    def match(self, prompt: Sequence[int], limit: int, adapter: str = "") -> HostMatch:
-        """The entry sharing the longest prefix with `prompt`, at most `limit` tokens (and at least min_tokens)."""
+    def match(self, prompt: Sequence[int], limit: int, adapter: str = "",
+              usable: Callable[[HostEntry], bool] | None = None) -> HostMatch:
+        """The entry sharing the longest prefix with `prompt`, at most `limit` tokens (and at least min_tokens),
+        among those `usable` accepts (the prefix cache's test that an entry's base is on the device)."""
         best = NO_HOST_MATCH
         for entry in self._filed.get(self._key(prompt, adapter), ()):
             length = common_prefix(entry.tokens, prompt, limit)
-            if length > best.length and length >= self.min_tokens:
+            better = length > max(best.length, entry.base) and length >= self.min_tokens
+            if better and (usable is None or usable(entry)):
                 best = HostMatch(entry, length)
         return best
 
-    def holds(self, tokens: Sequence[int], adapter: str = "") -> bool:
-        """Is there an entry that begins with `tokens`? Then saving them again would add nothing."""
+    def holds(self, tokens: Sequence[int], adapter: str = "", base: int = 0) -> bool:
+        """Is there an entry that begins with `tokens` and leaves out at most `base` of them? Then saving them
+        again from `base` on would add nothing."""
         n = len(tokens)
         filed = self._filed.get(self._key(tokens, adapter), ())
-        return any(len(e.tokens) >= n and e.tokens[:n] == list(tokens) for e in filed)
+        return any(len(e.tokens) >= n and e.base <= base and e.tokens[:n] == list(tokens) for e in filed)
 
-    def worth_saving(self, tokens: Sequence[int], adapter: str = "") -> bool:
-        return len(tokens) >= self.min_tokens and not self.holds(tokens, adapter)
+    def worth_saving(self, tokens: Sequence[int], adapter: str = "", base: int = 0) -> bool:
+        return len(tokens) - base >= self.min_tokens and not self.holds(tokens, adapter, base)
 
-    def put(self, tokens: Sequence[int], state: SeqState, adapter: str = "") -> HostEntry | None:
-        """Keep `state`, the KV of `tokens`. Entries whose tokens it begins with are dropped,
-        then the least recently used until it fits. None when it is too short or larger than the whole budget."""
-        if len(tokens) < self.min_tokens or not 0 < len(state) <= self.budget_bytes:
+    def put(self, tokens: Sequence[int], state: SeqState, adapter: str = "", base: int = 0) -> HostEntry | None:
+        """Keep `state`, the KV of `tokens[base:]`. Entries it holds all of (their tokens begin it, their base is
+        no shorter) are dropped, then the least recently used until it fits. None when it is too short or larger
+        than the whole budget."""
+        if len(tokens) - base < self.min_tokens or not 0 < len(state) <= self.budget_bytes:
             return None
-        entry = HostEntry(list(tokens), state, adapter)
+        entry = HostEntry(list(tokens), state, adapter, base)
         for older in self._contained_in(entry):
             self._drop(older)
         while self.nbytes + entry.nbytes > self.budget_bytes:
@@ -114,7 +127,8 @@ class HostCache:
 
     def _contained_in(self, entry: HostEntry) -> list[HostEntry]:
         tokens = entry.tokens
-        return [e for e in self._filed.get(self._key(tokens, entry.adapter), ()) if e.tokens == tokens[: len(e.tokens)]]
+        return [e for e in self._filed.get(self._key(tokens, entry.adapter), ())
+                if e.base >= entry.base and e.tokens == tokens[: len(e.tokens)]]
 
     def _drop(self, entry: HostEntry) -> None:
         del self._lru[id(entry)]

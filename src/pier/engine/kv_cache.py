@@ -77,16 +77,17 @@ class KvCache:
         slot.cells.extend(range(start, self._next_cell))
         self._refs.update(dict.fromkeys(range(start, self._next_cell), 1))
 
-    def save(self, slot: KvSlot) -> SeqState:
-        """The KV of every position `slot` holds, copied to host memory."""
-        return self.runner.save(slot.seq_id)
+    def save(self, slot: KvSlot, start: int = 0) -> SeqState:
+        """The KV of `slot`'s positions from `start` on, copied to host memory."""
+        return self.runner.save(slot.seq_id, start)
 
-    def restore(self, slot: KvSlot, tokens: list[int], state: SeqState) -> bool:
-        """Write back a saved state (the KV of `tokens`) into `slot` (empty), in fresh cells."""
-        assert not slot.tokens
-        if len(tokens) > self.free_cells or not self.runner.restore(slot.seq_id, state):
+    def restore(self, slot: KvSlot, tokens: list[int], state: SeqState, base: int = 0) -> bool:
+        """Write back a saved state (the KV of `tokens[base:]`) into `slot`, which holds exactly `tokens[:base]`
+        (empty, or a shared prefix forked into it), in fresh cells."""
+        assert slot.tokens == tokens[:base]
+        if len(tokens) - base > self.free_cells or not self.runner.restore(slot.seq_id, state):
             return False
-        self.extend(slot, tokens)
+        self.extend(slot, tokens[base:])
         return True
 
     def release(self, slot: KvSlot) -> None:

@@ -17,7 +17,7 @@ from pier.engine.cpus import engine_threads, usable_cores
 from pier.engine.devices import Device, device_handles
 from pier.engine.offload import ON_CPU, SPLIT_MODES, Offload
 from pier.engine.passes import plan_adapter_passes, runs
-from pier.engine.runner import Batch, KvCacheFull, ModelInfo, SeqState
+from pier.engine.runner import LLAMA_MAX_SEQ, Batch, KvCacheFull, ModelInfo, SeqState
 
 _backend_lock = threading.Lock()
 _backend_ready = False
@@ -136,7 +136,9 @@ class LlamaRunner:
         self._memory = llama_cpp.llama_get_memory(self._ctx)
         self.adapters = LoadedAdapters(self._model, self._ctx)
         self.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
-        self.n_seq_max = llama_cpp.llama_n_seq_max(self._ctx)
+        # the context's last sequence id is the runner's own scratch (saving or restoring part of a sequence)
+        self.n_seq_max = llama_cpp.llama_n_seq_max(self._ctx) - 1
+        self._scratch = self.n_seq_max
         self.n_batch = llama_cpp.llama_n_batch(self._ctx)
         self.info = self._model_info(path)
         self._pieces: dict[int, bytes] = {}
@@ -150,11 +152,11 @@ class LlamaRunner:
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = n_ctx
         params.n_batch = params.n_ubatch = n_batch
-        params.n_seq_max = n_seq_max
+        params.n_seq_max = min(n_seq_max + 1, LLAMA_MAX_SEQ)  # one more: the scratch sequence (`save`, `restore`)
         # llama.cpp reserves one output row per sequence id when it creates the context and aborts the process
         # when that is more rows than a batch may output (n_batch by default): a copy with 256 ids for idle
         # prefixes and PIER_BATCH_TOKENS=128 would die at start.
-        params.n_outputs_max = max(n_batch, n_seq_max)
+        params.n_outputs_max = max(n_batch, params.n_seq_max)
         params.n_threads = params.n_threads_batch = self.n_threads
         params.kv_unified = True  # one cell pool for all sequences: seq_cp shares a prefix for free
         params.no_perf = True
@@ -295,7 +297,17 @@ class LlamaRunner:
     def copy(self, src: int, dst: int, length: int) -> None:
         llama_cpp.llama_memory_seq_cp(self._memory, src, dst, 0, length)
 
-    def save(self, seq_id: int) -> SeqState:
+    def save(self, seq_id: int, start: int = 0) -> SeqState:
+        if not start:
+            return self._state(seq_id)
+        # llama.cpp saves whole sequences: lend positions start.. to the scratch sequence and save that
+        llama_cpp.llama_memory_seq_cp(self._memory, seq_id, self._scratch, start, -1)
+        try:
+            return self._state(self._scratch)
+        finally:
+            llama_cpp.llama_memory_seq_rm(self._memory, self._scratch, -1, -1)
+
+    def _state(self, seq_id: int) -> SeqState:
         size = llama_cpp.llama_state_seq_get_size(self._ctx, seq_id)
         state = bytearray(size)  # written in place through a ctypes view: one copy of the KV, not two
         written = llama_cpp.llama_state_seq_get_data(self._ctx, _uint8_view(state), size, seq_id)
@@ -304,9 +316,19 @@ class LlamaRunner:
         return state
 
     def restore(self, seq_id: int, state: SeqState) -> bool:
-        # llama.cpp empties seq_id first and, when too few cells are free, leaves it empty and returns 0
         buffer = state if isinstance(state, bytearray) else bytearray(state)
-        return bool(llama_cpp.llama_state_seq_set_data(self._ctx, _uint8_view(buffer), len(buffer), seq_id))
+        if llama_cpp.llama_memory_seq_pos_max(self._memory, seq_id) < 0:  # empty: written in place
+            # llama.cpp empties seq_id first and, when too few cells are free, leaves it empty and returns 0
+            return bool(llama_cpp.llama_state_seq_set_data(self._ctx, _uint8_view(buffer), len(buffer), seq_id))
+        # llama.cpp writes a state only into an empty sequence: write it into the scratch one, then let seq_id
+        # share those cells (metadata only)
+        try:
+            if not llama_cpp.llama_state_seq_set_data(self._ctx, _uint8_view(buffer), len(buffer), self._scratch):
+                return False
+            llama_cpp.llama_memory_seq_cp(self._memory, self._scratch, seq_id, -1, -1)
+            return True
+        finally:
+            llama_cpp.llama_memory_seq_rm(self._memory, self._scratch, -1, -1)
 
     def clear(self) -> None:
         llama_cpp.llama_memory_clear(self._memory, True)

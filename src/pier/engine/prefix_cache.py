@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from pier.engine.common_prefix import common_prefix
 from pier.engine.kv_cache import KvCache, KvSlot
+from pier.engine.runner import LLAMA_MAX_SEQ
 
 if TYPE_CHECKING:
     from pier.engine.host_cache import HostCache, HostEntry
@@ -33,24 +34,21 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class PrefixMatch:
-    slot: KvSlot | None  # a sequence in the KV cache holding the prefix
+    slot: KvSlot | None  # a sequence in the KV cache holding the prefix (with `saved`: holding the saved one's base)
     length: int
     saved: HostEntry | None = None  # or a prefix saved in host memory, restored into the new sequence
 
     def new_cells(self, prompt_len: int) -> int:
         """Free cells a prompt of `prompt_len` tokens needs when it adopts this match: a fork shares the
         matched cells; a restore writes the whole saved prefix before cutting it back to the match."""
-        if self.saved is not None:
-            return max(len(self.saved.tokens), prompt_len)
+        if self.saved is not None:  # a saved suffix goes after its base, forked from `slot`
+            return max(len(self.saved.tokens), prompt_len) - self.saved.base
         return prompt_len - self.length
 
 
 NO_MATCH = PrefixMatch(None, 0)
 MIN_KEPT = 16  # a shorter proven part (BOS, a chat template's first tokens) is not worth a sequence id of its own
 MIN_SAVED = 16  # nor a shorter prefix a copy to host memory (HostCache.min_tokens), nor a shorter gain a restore
-
-
-LLAMA_MAX_SEQ = 256  # llama.cpp's limit on sequence ids in one context (src/llama-cparams.h)
 
 
 def sequence_ids(parallel: int, n_ctx: int) -> int:
@@ -83,9 +81,11 @@ class PrefixCache:
             if length > best.length:
                 best = PrefixMatch(slot, length)
         if self.host is not None:
-            saved = self.host.match(prompt, limit, adapter)
+            # a saved suffix is usable when its base is on the device: the base is the prompt's own start, so
+            # exactly when the device's best match covers it, and that sequence is the one to fork it from
+            saved = self.host.match(prompt, limit, adapter, usable=lambda entry: entry.base <= best.length)
             if saved.entry is not None and saved.length >= best.length + MIN_SAVED:
-                return PrefixMatch(None, saved.length, saved.entry)
+                return PrefixMatch(best.slot if saved.entry.base else None, saved.length, saved.entry)
         return best
 
     def holds(self, prompt: Sequence[int], adapter: str = "") -> int:
@@ -109,32 +109,39 @@ class PrefixCache:
         cells, then none). An idle prefix wholly contained in the new sequence is dropped: the new sequence
         holds the same cells, so nothing is lost. `prompt`, on a request's first admission, tells the
         retention budget whether an earlier eviction cost it."""
-        reused = self._restore(match, into) if match.saved is not None else match.length
+        reused = self._restore(match, into) if match.saved is not None else self._fork(match.slot, match.length, into)
         into.proven = reused  # content a prompt came back for: worth keeping when this one ends
         if self.budget is not None and prompt is not None:
             regret = self.budget.admitted(prompt, reused)
             if match.saved is not None and reused and not regret:
                 self.budget.came_back()
             into.proven = reused + regret  # or would have, had an eviction not lost it
-        source = match.slot
-        if source is None or match.length == 0:
-            return reused
-        source.proven = max(source.proven, match.length)
-        if match.length + MIN_KEPT <= source.prompt_len:  # branching off inside the source's own prompt (a chat
-            source.shared = max(source.shared, match.length)  # template may re-render a turn's last few tokens)
-        into.shared = min(match.length, source.shared)
-        self.kv.fork(source, match.length, into)
-        if not source.busy and match.length == len(source):
+        return reused
+
+    def _fork(self, source: KvSlot | None, length: int, into: KvSlot) -> int:
+        """Let `into` share the first `length` positions of `source` (none without one); returns how many."""
+        if source is None or length == 0:
+            return 0
+        source.proven = max(source.proven, length)
+        if length + MIN_KEPT <= source.prompt_len:  # branching off inside the source's own prompt (a chat
+            source.shared = max(source.shared, length)  # template may re-render a turn's last few tokens)
+        into.shared = min(length, source.shared)
+        self.kv.fork(source, length, into)
+        if not source.busy and length == len(source):
             self.kv.release(source)
         else:
             source.last_used = self._tick()
-        return reused
+        return length
 
     def _restore(self, match: PrefixMatch, into: KvSlot) -> int:
+        """Write a saved prefix back into `into`; one saved from its base on goes after the base, forked from the
+        sequence holding it. Returns the tokens `into` got: the match, or the base alone when the cells are short."""
         saved = match.saved
         assert saved is not None and self.host is not None
-        if not self.kv.restore(into, saved.tokens, saved.state):
-            return 0
+        assert match.slot is not None or not saved.base, "a saved suffix is restored after its base"
+        base = self._fork(match.slot, saved.base, into)
+        if not self.kv.restore(into, saved.tokens, saved.state, base):
+            return base
         self.host.restored(saved)
         if match.length + MIN_KEPT <= len(saved.tokens):  # the prompt branches off inside the saved one: the
             into.shared = max(into.shared, match.length)  # common part stays on the device for the next to fork
@@ -170,8 +177,9 @@ class PrefixCache:
         It stays when host memory does not take it (larger than the whole budget)."""
         if len(slot) - slot.shared < MIN_SAVED:
             return
-        self._save(slot)
-        if self.host is None or not self.host.holds(slot.tokens, slot.adapter):
+        base = slot.shared if slot.shared >= MIN_KEPT else 0  # the shared part stays: save only what follows it
+        self._save(slot, base)
+        if self.host is None or not self.host.holds(slot.tokens, slot.adapter, base):
             return
         if slot.shared >= MIN_KEPT:
             self.kv.truncate(slot, slot.shared)
@@ -192,7 +200,7 @@ class PrefixCache:
             before = self.kv.used_cells
             budget.evicted(slot.tokens)
             if keep >= MIN_KEPT:
-                self._save(slot)
+                self._save(slot, keep)
                 self.kv.truncate(slot, keep)
             else:
                 self._evict(slot)
@@ -243,14 +251,15 @@ class PrefixCache:
         self._save(slot)
         self.kv.release(slot)
 
-    def _save(self, slot: KvSlot) -> None:
-        """Copy an idle prefix to host memory before it leaves the KV cache, unless it is too short to matter,
-        host memory already holds it (or a longer prefix that starts with it), or prefixes do not come back."""
-        if self.host is None or self.budget is None or len(slot) < MIN_SAVED:
+    def _save(self, slot: KvSlot, base: int = 0) -> None:
+        """Copy an idle prefix to host memory before it leaves the KV cache, from `base` on when its first `base`
+        tokens stay on the device, unless that part is too short to matter, host memory already holds it (or a
+        longer prefix that starts with it), or prefixes do not come back."""
+        if self.host is None or self.budget is None or len(slot) - base < MIN_SAVED:
             return
         self.budget.left_device()
-        if self.budget.worth_saving and self.host.worth_saving(slot.tokens, slot.adapter):
-            self.host.put(slot.tokens, self.kv.save(slot), slot.adapter)
+        if self.budget.worth_saving and self.host.worth_saving(slot.tokens, slot.adapter, base):
+            self.host.put(slot.tokens, self.kv.save(slot, base), slot.adapter, base)
 
     @property
     def idle_count(self) -> int:

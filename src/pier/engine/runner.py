@@ -13,6 +13,7 @@ import llama_cpp
 import numpy as np
 
 SeqState = bytes | bytearray  # one sequence's KV as the runner saved it (opaque to the engine)
+LLAMA_MAX_SEQ = 256  # llama.cpp's limit on sequence ids in one context (src/llama-cparams.h)
 
 
 class KvCacheFull(Exception):
@@ -99,13 +100,15 @@ class ModelRunner(Protocol):
         """Let dst share src's KV for positions [0, length) (metadata only in a unified cache)."""
         ...
 
-    def save(self, seq_id: int) -> SeqState:
-        """Copy the KV of every position seq_id holds to host memory (llama_state_seq_get_data)."""
+    def save(self, seq_id: int, start: int = 0) -> SeqState:
+        """Copy the KV of seq_id's positions from `start` on to host memory (llama_state_seq_get_data): from a
+        shared prefix on, the part no other sequence holds."""
         ...
 
     def restore(self, seq_id: int, state: SeqState) -> bool:
-        """Write a saved state into seq_id, which must be empty, at the positions it was saved from, in
-        cells no sequence holds. False, with nothing changed, when there are too few free cells."""
+        """Write a saved state back at the positions it was saved from, in cells no sequence holds. seq_id holds
+        exactly the positions before them: none for a state saved from position 0, the shared prefix (forked)
+        for one saved from further on. False, with seq_id unchanged, when there are too few free cells."""
         ...
 
     def clear(self) -> None:
