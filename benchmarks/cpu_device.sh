@@ -44,7 +44,7 @@ step_table() {
   wants table 120 || return 0
   echo "== table ($(left) s left)"
   timeout "$(cap 60 "${TABLE_SECONDS:-270}")" python3 benchmarks/many_cores.py --llama-server "$server" --threads "$threads" \
-    --only "${ROWS:-mt16,c32,c8,prefix}" --repeats "${REPEATS:-2}" --requests 32 "${also[@]}" ${TABLE_FLAGS:-} \
+    --only "${ROWS:-mt16,c32,c8,prefix,mtsys}" --repeats "${REPEATS:-2}" --requests 32 "${also[@]}" ${TABLE_FLAGS:-} \
     --out "$out/table.md" --logs /tmp/pier-cpu-logs 2>&1 | grep -E "^\[|^\| (pier|llama)" | tail -60
 }
 step_mt64() {  # the longest row: pier and llama-server alone, once

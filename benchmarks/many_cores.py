@@ -1,4 +1,4 @@
-"""Issue 26's table at any thread count: pier against llama-server on five workloads, the same threads for both.
+"""Issue 26's table at any thread count: pier against llama-server on six workloads, the same threads for both.
 
     python benchmarks/many_cores.py --peers-dir DIR --threads 16 --repeats 2 --out table.md
     python benchmarks/many_cores.py --llama-server PATH --threads 2 --only c8,mt16 --also PIER_BATCH_TOKENS=128
@@ -11,6 +11,8 @@ repeat (pier first in even repeats), stopped before the next row:
           messages, 32-token replies, OpenAI chat API); 8 parallel, 4096 cells, caches on
   c32     c = 32, the c8 prompts; 32 parallel, 8192 cells, caches off
   mt64    multi-turn: 64 conversations x 4 turns on 32 users; 32 parallel, 16384 cells, caches on
+  mtsys   mt16's chats, each starting with one 1,000-token system prompt; 8 parallel, 16384 cells (llama-server's
+          slots each hold a copy of it), caches on
 Every request: streaming, temperature 0, ignore_eos, fixed lengths; the same prompts for both servers of a repeat.
 pier runs `python -m pier.server.container --threads T --parallel P` (MAX_BATCH_TOTAL_TOKENS = cells), llama-server
 `-t T -tb T -c cells -np P --kv-unified` (prompt caches off with --no-cache-prompt --cache-ram 0 where pier's is).
@@ -56,6 +58,7 @@ class Row:
     concurrency: int = 0
     conversations: int = 0  # multi-turn rows
     users: int = 0
+    system: int = 0  # tokens of a system prompt every conversation starts with
     # the issue's targets: output tok/s at least, TTFT p50 at most, ITL p50 at most (pier / llama-server)
     toks: float = 1.0
     ttft: float = 0.8
@@ -71,6 +74,9 @@ ROWS = (
     Row("c32", "c = 32, 64-token prompts, 64 out", 32, 8192, False, Shape(64, 64), concurrency=32),
     Row("mt64", "multi-turn: 64 conversations x 4 turns on 32 users", 32, 16384, True, conversations=64, users=32,
         toks=1.1, itl=1.1),
+    # chats behind one system prompt: llama-server's slots each hold a copy of it, so both get the cells it needs
+    Row("mtsys", "multi-turn behind one 1,000-token system prompt: 16 conversations x 4 turns on 8 users", 8, 16384,
+        True, conversations=16, users=8, system=1000, toks=1.1, itl=1.1),
 )
 ROW_NAMES = tuple(r.name for r in ROWS)
 
@@ -98,12 +104,12 @@ def single_turn(row: Row, fleet_servers: list[Server], measurer: Measurer) -> Re
 def multi_turn(row: Row, fleet_servers: list[Server], repeats: int, problems: list[str]) -> Results:
     tokens = asyncio.run(choose_words(fleet_servers[0]))  # one GGUF, one tokenizer: the same words for all
     for server in fleet_servers:
-        asyncio.run(one_run(server, tokens, row.users, "warm-up", row.users))
+        asyncio.run(one_run(server, tokens, row.users, "warm-up", row.users, row.system))
     results: Results = {}
     for repeat in range(repeats):
         for server in fleet_servers if repeat % 2 == 0 else fleet_servers[::-1]:
             metrics, hits, errors = asyncio.run(one_run(server, tokens, row.conversations, f"{row.name}:{repeat}",
-                                                        row.users))
+                                                        row.users, row.system))
             results.setdefault(server.label, []).append(metrics)
             problems += [f"{server.label} {row.name} #{repeat + 1}: {e}" for e in errors]
             log(f"{row.name} #{repeat + 1} {server.label}: {metrics.output_throughput:.1f} tok/s, TTFT p50 "

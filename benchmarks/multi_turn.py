@@ -89,10 +89,11 @@ class Run:
     split: dict[str, float] = field(default_factory=dict)  # pier only: device / host hit ratios
 
 
-def options(url: str) -> BenchOptions:
+def options(url: str, system: int = 0) -> BenchOptions:
+    """The chats' shape; `system`: tokens of one system prompt every conversation starts with (0: none)."""
     return BenchOptions(target=url, api=Api.OPENAI_CHAT, workload=WorkloadKind.MULTI_TURN, turns=TURNS,
                         input_len=INPUT_LEN, output_len=OUTPUT_LEN, prompt_format=PromptFormat.TEXT,
-                        temperature=0.0, timeout_s=TIMEOUT_S, progress=False)
+                        temperature=0.0, timeout_s=TIMEOUT_S, progress=False, shared_prefix=system)
 
 
 async def converse_in_turns(client: CacheReadingClient, conversations: list[Conversation],
@@ -126,11 +127,11 @@ async def converse_in_turns(client: CacheReadingClient, conversations: list[Conv
 
 
 async def one_run(server: Server, tokens: PromptTokens, n: int, seed: str,
-                  users: int = USERS) -> tuple[Metrics, float, list[str]]:
+                  users: int = USERS, system: int = 0) -> tuple[Metrics, float, list[str]]:
     async with httpx.AsyncClient(timeout=httpx.Timeout(TIMEOUT_S), limits=httpx.Limits(max_connections=None)) as http:
         target = resolve(server.url, Api.OPENAI_CHAT, label=server.label)
         client = CacheReadingClient(http, target, ClientSettings(None, 0.0, TIMEOUT_S))
-        workload = Workload(options(server.url), tokens.pool, seed)
+        workload = Workload(options(server.url, system), tokens.pool, seed)
         conversations = list(itertools.islice(workload.conversations(), n))
         started = time.perf_counter()
         records = await converse_in_turns(client, conversations, users)
