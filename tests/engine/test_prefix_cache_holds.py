@@ -63,3 +63,19 @@ def test_nothing_is_held_when_the_cache_is_off_or_under_another_adapter() -> Non
     on = _core()
     _ran(on, PROMPT)
     assert on.prefix.holds(PROMPT, "other-adapter") == 0
+
+
+def test_a_chat_saved_after_a_shared_system_prompt_is_held_while_the_system_prompt_is() -> None:
+    """Two chats behind one system prompt go to host memory from it on: held in full while the system prompt is
+    on the device, and only as far as host memory holds it whole once it has left."""
+    core = EngineCore(FakeRunner(n_ctx=512, n_seq_max=16, n_batch=64),
+                      EngineConfig(max_running=4, step_tokens=64, prefix_floor_cells=0, host_cache_bytes=1 << 20))
+    system = PROMPT[:60]
+    chats = [[*system, *[200 + i * 7 + k for k in range(30)]] for i in range(2)]
+    out = run(core, *(GenerateRequest(f"c{i}", chat, SamplingParams(temperature=0.0), max_tokens=4,
+                                      ignore_eos=True) for i, chat in enumerate(chats)))
+    assert core.prefix.host is not None and {e.base for e in core.prefix.host.entries} == {60}
+    turn = [*chats[0], *out.tokens("c0")[:3]]
+    assert core.prefix.holds(turn) == 93
+    core.prefix.clear()  # the system prompt leaves the device, saved whole
+    assert core.prefix.holds(turn) == 60

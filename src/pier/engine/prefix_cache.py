@@ -100,8 +100,9 @@ class PrefixCache:
         for slot in list(self.kv.slots.values()):
             if slot.adapter == adapter:
                 best = max(best, common_prefix(list(slot.tokens), prompt, len(prompt)))
-        if self.host is not None:
-            best = max(best, self.host.match(prompt, len(prompt), adapter).length)
+        if self.host is not None:  # a saved suffix counts while its base is on the device (as `match` has it)
+            held = best
+            best = max(best, self.host.match(prompt, len(prompt), adapter, usable=lambda e: e.base <= held).length)
         return best
 
     def adopt(self, match: PrefixMatch, into: KvSlot, prompt: Sequence[int] | None = None) -> int:
