@@ -14,10 +14,9 @@ part out and back.
 
 Entries are held to a budget in bytes, least recently used out. An entry whose tokens begin a newer one's is
 dropped when the newer one restores them too (its base is no longer), so a conversation keeps one entry: its
-latest turn. Matches shorter
-than `min_tokens` are not worth a restore, so entries are filed by their first `min_tokens` tokens and a
-prompt is compared only with the entries filed under its own first tokens, and its LoRA adapter: KV computed under
-one adapter is never restored for another.
+latest turn. Matches shorter than `min_tokens` are not worth a restore, so entries are filed by their first
+`min_tokens` tokens and a prompt is compared only with the entries filed under its own first tokens, and its LoRA
+adapter: KV computed under one adapter is never restored for another.
 """
 
 from __future__ import annotations

@@ -114,7 +114,7 @@ class PrefixCache:
         into.proven = reused  # content a prompt came back for: worth keeping when this one ends
         if self.budget is not None and prompt is not None:
             regret = self.budget.admitted(prompt, reused)
-            if match.saved is not None and reused and not regret:
+            if match.saved is not None and reused > match.saved.base and not regret:  # restored, not just forked
                 self.budget.came_back()
             into.proven = reused + regret  # or would have, had an eviction not lost it
         return reused
