@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from common import add_peers_dir, bench_model, log, omp_policy, peer, raise_on_sigterm
+from engine_steps import EngineSteps, scrape
 from measure import Arm, Measurer, Shape
 from multi_turn import LLAMA, choose_words, one_run
 from peers import Catalog, Fleet, Server, completions, running
@@ -170,7 +171,20 @@ def row_lines(row: Row, results: Results) -> list[str]:
     return [*lines, ""]
 
 
-def render(args: argparse.Namespace, model: Path, done: list[tuple[Row, Results]], commands: list[str],
+def engine_lines(engines: dict[str, EngineSteps]) -> list[str]:
+    """pier's own step times over the row (its /metrics, warm-up included): what its ITL is made of."""
+    measured = {label: e for label, e in engines.items() if e.step["decode"].steps or e.step["mixed"].steps}
+    if not measured:
+        return []
+    lines = ["pier's engine steps over the row (`pier_engine_step_seconds`, warm-up included), p50 / p99 ms (steps):",
+             "", "| server | decode steps | mixed steps | prompt-only steps |", "|---|---|---|---|"]
+    for label, e in measured.items():
+        lines.append(f"| {label} | {e.cell('decode')} | {e.cell('mixed')} | {e.cell('prompt')} |")
+    return [*lines, ""]
+
+
+def render(args: argparse.Namespace, model: Path, done: list[tuple[Row, Results, dict[str, EngineSteps]]],
+           commands: list[str],
            problems: list[str], seconds: float) -> str:
     lines = ["# pier vs llama-server: the issue-26 table", "", f"- model: {model_shape(model)}",
              f"- machine: {machine()}", f"- threads: {args.threads} for every server; OMP_WAIT_POLICY: {omp_policy()}",
@@ -178,8 +192,8 @@ def render(args: argparse.Namespace, model: Path, done: list[tuple[Row, Results]
              "are median (min–max) over repeats; ratios: of the medians (per repeat)",
              f"- command: `{shlex.join(['python', *sys.argv])}`; took {seconds / 60:.1f} min", "", "```",
              *commands, "```", ""]
-    for row, results in done:
-        lines += row_lines(row, results)
+    for row, results, engines in done:
+        lines += [*row_lines(row, results), *engine_lines(engines)]
     if problems:
         lines += ["## Failed requests", "", *[f"- {p}" for p in problems], ""]
     return "\n".join(lines)
@@ -215,7 +229,7 @@ def main() -> None:
     model = Path(args.model) if args.model else bench_model()
     catalog = Catalog(model, binary, threads=args.threads)
     measurer = Measurer(model, args.requests, args.repeats)
-    done: list[tuple[Row, Results]] = []
+    done: list[tuple[Row, Results, dict[str, EngineSteps]]] = []
     commands: list[str] = []
     with tempfile.TemporaryDirectory(prefix="pier-many-cores-") as scratch:
         logs = Path(args.logs) if args.logs else Path(scratch)
@@ -227,9 +241,12 @@ def main() -> None:
                 up = servers(catalog, row, [(k, v) for k, v in also], args.also_threads)
                 commands += [f"# {row.name}", *(s.shown() for s in up)]
                 with running(fleet, up):
+                    piers = [s for s in up if s.label != LLAMA]
+                    before = {s.label: scrape(s.url) for s in piers}
                     results = (single_turn(row, up, measurer) if row.shape else
                                multi_turn(row, up, args.repeats, measurer.problems))
-                done.append((row, results))
+                    engines = {s.label: EngineSteps.between(before[s.label], scrape(s.url)) for s in piers}
+                done.append((row, results, engines))
                 text = render(args, model, done, commands, measurer.problems, time.monotonic() - started)
                 if args.out:
                     Path(args.out).write_text(text + "\n")
