@@ -69,7 +69,12 @@ class EngineStats:
     restored_prompt_tokens: int = 0  # the part of cached_prompt_tokens restored from host memory
     host_cache_entries: int = 0
     host_cache_bytes: int = 0
-    step_times: StepTimesSnapshot = field(default_factory=StepTimesSnapshot)
+    step_timer: StepTimes = field(default_factory=StepTimes)  # the engine's own, read when asked (not each step)
+
+    @property
+    def step_times(self) -> StepTimesSnapshot:
+        """The steps' times by kind so far: a copy taken now (any thread), at most a step newer than the rest."""
+        return self.step_timer.snapshot()
 
     @property
     def prefix_hit_rate(self) -> float:
@@ -191,7 +196,7 @@ class EngineCore:
             preemptions=t["preemptions"], steps=t["steps"],
             prefix_budget_cells=self.prefix.budget.cells if self.prefix.budget else 0,
             restored_prompt_tokens=t["restored"], host_cache_entries=len(host) if host is not None else 0,
-            host_cache_bytes=host.nbytes if host is not None else 0, step_times=self.step_times.snapshot(),
+            host_cache_bytes=host.nbytes if host is not None else 0, step_timer=self.step_times,
         )
 
     # -- admission -----------------------------------------------------------------------------------

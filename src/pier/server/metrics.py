@@ -132,14 +132,15 @@ class _EngineCollector(Collector):
         }
         for name, (doc, value) in counters.items():
             yield CounterMetricFamily(name, doc, value=value)
+        times = stats.step_times  # one copy for both families
         yield _step_histogram(
             "pier_engine_forward_seconds", "The forward pass of one engine step (llama_decode), by what the step "
             "carried: decode (running streams only), mixed (streams and prompt tokens), prompt (prompt tokens only).",
-            stats.step_times.forward)
+            times.forward)
         yield _step_histogram(
             "pier_engine_step_seconds", "One engine step on the engine thread (scheduling, the forward pass, "
             "sampling, prefix copies to and from host memory), by what it carried: a stream's gap between tokens.",
-            stats.step_times.step)
+            times.step)
 
 
 def _step_histogram(name: str, doc: str, by_kind: dict[StepKind, TimeHistogram]) -> HistogramMetricFamily:
