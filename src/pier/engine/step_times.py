@@ -37,8 +37,8 @@ def step_kind(decode_rows: int, prompt_tokens: int) -> StepKind:
 class TimeHistogram:
     """Counts per bucket of `STEP_BUCKETS` (not cumulative; the last one is above every bound) and their sum."""
 
-    counts: tuple[int, ...] = (0,) * (len(STEP_BUCKETS) + 1)
-    total_s: float = 0.0
+    counts: tuple[int, ...]
+    total_s: float
 
     @property
     def count(self) -> int:
@@ -62,8 +62,8 @@ class _Recorder:
 class StepTimesSnapshot:
     """Per step kind, the forward passes' and the whole steps' times so far."""
 
-    forward: dict[StepKind, TimeHistogram] = field(default_factory=dict)
-    step: dict[StepKind, TimeHistogram] = field(default_factory=dict)
+    forward: dict[StepKind, TimeHistogram]
+    step: dict[StepKind, TimeHistogram]
 
 
 class StepTimes:

@@ -146,7 +146,7 @@ class _EngineCollector(Collector):
 def _step_histogram(name: str, doc: str, by_kind: dict[StepKind, TimeHistogram]) -> HistogramMetricFamily:
     family = HistogramMetricFamily(name, doc, labels=["kind"])
     for kind in StepKind:
-        histogram = by_kind.get(kind, TimeHistogram())
+        histogram = by_kind[kind]
         cumulative, buckets = 0, []
         for bound, count in zip([*map(str, STEP_BUCKETS), "+Inf"], histogram.counts, strict=True):
             cumulative += count
