@@ -7,6 +7,7 @@ dead node within seconds, and this process joins the cluster as a driver in pier
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Iterator
@@ -80,6 +81,22 @@ def instance_groups() -> list[str]:
 
     return sorted(e["name"] for e in placement_group_table().values()
                   if e["name"].startswith("pier-instance-") and e["state"] != "REMOVED")
+
+
+def lose_node(cluster: Any, node_id: str) -> None:
+    """The worker node with this id gone as a machine goes: its raylet and every process under it (its actors and
+    the model servers they started) killed together. `remove_node` alone kills Ray's own processes and leaves the
+    actors to notice within about a second, in which a short answer can still finish."""
+    import psutil
+    from ray._private import ray_constants
+
+    node = worker_of(cluster, node_id)
+    raylet = psutil.Process(node.all_processes[ray_constants.PROCESS_TYPE_RAYLET][0].process.pid)
+    under = raylet.children(recursive=True)
+    cluster.remove_node(node, allow_graceful=False)
+    for process in under:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
 
 
 def worker_of(cluster: Any, node_id: str) -> Any:

@@ -21,7 +21,7 @@ import httpx
 import pytest
 from botocore.config import Config
 
-from tests.backends.ray_cluster import copy_actors, instance_groups, node_ids, ray_cluster, worker_of
+from tests.backends.ray_cluster import copy_actors, instance_groups, lose_node, node_ids, ray_cluster
 from tests.server.processes import ServerProcess, metric, pier_environment
 from tests.sockets import free_port
 from tests.waiting import until
@@ -224,7 +224,7 @@ def test_a_dead_node_s_copies_come_back_elsewhere_while_requests_are_answered(cl
     until(lambda: metric(gateway.url, "pier_requests_in_flight", copy=doomed["copy_id"],
                          component="multi-ray-tiny") >= 1, timeout=30, interval=0.05,
           what="a long answer in flight on the node")
-    cluster.remove_node(worker_of(cluster, lost), allow_graceful=False)
+    lose_node(cluster, lost)
     for thread in threads:
         thread.join(120)
     assert long_ones == [LONG] * len(long_ones)  # every answer whole
@@ -245,9 +245,9 @@ def test_a_dead_node_s_copies_come_back_elsewhere_while_requests_are_answered(cl
             node_of(v) not in (None, lost) for v in victims)
 
     until(back, timeout=180, interval=0.05, what="the dead node's copies back on other nodes")
-    # The node's processes die a moment after its raylet: a request that reached a victim copy in that moment is
-    # resumed on another copy (the data plane's failover), and the router never picks a copy the backend reports
-    # dead, nor one that refuses: every request is answered.
+    # A request that reaches a victim copy before the gateway learns of the death is resumed on another copy (the
+    # data plane's failover), and the router never picks a copy the backend reports dead, nor one that refuses:
+    # every request is answered.
     assert not failed, f"{len(failed)} requests failed ({answered} answered): {failed}"
     assert answered >= 4
     assert sagemaker.describe_endpoint(EndpointName="llama-ray")["EndpointStatus"] == "InService"

@@ -21,7 +21,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from pier.backends.logfile import tail
 from pier.backends.ray.actor import ActorSetup, Identity, Report, seen
 from pier.backends.ray.config import RayConfig
 from pier.backends.ray.groups import Groups, live_nodes
+from pier.backends.ray.join import Attempts, join
 from pier.backends.ray.log_mirror import LogMirror
 from pier.backends.ray.models import Manifest, chunks, manifest_of
 from pier.backends.ray.placement import (
@@ -52,6 +53,7 @@ from pier.backends.ray.ray_calls import (
     _exists,
     _import_ray,
     _kill,
+    _reset,
 )
 from pier.backends.ray.remote_copy import RemoteCopy
 from pier.backends.registry import RAY
@@ -113,13 +115,18 @@ class RayBackend:
     def _init(self, ray: Any) -> None:
         options: dict[str, Any] = {"namespace": self.config.namespace, "logging_level": logging.WARNING,
                                    "log_to_driver": False}
+        if self.config.own_cluster:
+            log.info("starting a Ray of pier's own on this host (pier up --ray-address joins an existing one)")
+            self._start(lambda: ray.init(address="local", include_dashboard=False, **options))
+            return
+        log.info("joining the Ray cluster at %s (namespace %s)", self.config.address, self.config.namespace)
+        attempts = Attempts(self.config.join_wait_s)
+        self._start(lambda: join(lambda: ray.init(address=self.config.address, **options), _reset(ray),
+                                 str(self.config.address), attempts))
+
+    def _start(self, connect: Callable[[], None]) -> None:
         try:
-            if self.config.own_cluster:
-                log.info("starting a Ray of pier's own on this host (pier up --ray-address joins an existing one)")
-                ray.init(address="local", include_dashboard=False, **options)
-            else:
-                log.info("joining the Ray cluster at %s (namespace %s)", self.config.address, self.config.namespace)
-                ray.init(address=self.config.address, **options)
+            connect()
         except (ConnectionError, RuntimeError, ValueError) as error:
             raise RayUnavailable(f"Cannot join the Ray cluster at {self.config.address}: {error}. Check the address "
                                  "(auto, host:6379 or ray://host:10001) and that this host runs the cluster's Ray "

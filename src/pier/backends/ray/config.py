@@ -15,6 +15,7 @@ keep their files on each node. Read from `pier up --ray-config FILE` (YAML) and 
                                   # Ray's object store into the node's cache; always: always copy
     keep_copies: null             # on the gateway's exit: null keeps them on a cluster that is not pier's own
     capacity_wait_s: 60           # how long a copy waits for room before it reports the missing capacity
+    join_wait_s: 60               # how long the gateway keeps trying to join a cluster that is not ready yet
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class RayConfig(BaseModel):
     model_transfer: Literal["auto", "always"] = "auto"
     keep_copies: bool | None = None
     capacity_wait_s: float = Field(default=60.0, ge=0)
+    join_wait_s: float = Field(default=60.0, ge=0)
 
     @field_validator("namespace")
     @classmethod

@@ -28,6 +28,14 @@ def _import_ray() -> Any:
     return ray
 
 
+def _reset(ray: Any) -> Callable[[], None]:
+    """Undo a failed ray.init's half-made connection, so that the next attempt starts clean."""
+    def reset() -> None:
+        with contextlib.suppress(Exception):  # nothing was connected: nothing to undo
+            ray.shutdown()
+    return reset
+
+
 _ACTOR_CLASS: Any = None
 
 

@@ -1,0 +1,68 @@
+"""Joining a Ray cluster that may not be ready yet.
+
+A gateway often starts beside its cluster (one `kubectl apply` brings up the KubeRay head and the gateway's pod),
+and a head that is still starting refuses connections, or its Ray Client proxy fails to start the per-client
+server it hands each driver. Failing the gateway on the first refusal turns a few seconds of start-up into a crash
+loop; so joining is tried again with a growing pause until `join_wait_s` has passed, and only then reported. An
+address Ray cannot parse is reported at once: waiting does not fix it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+log = logging.getLogger("pier.backends.ray")
+
+FIRST_PAUSE_S = 1.0
+LONGEST_PAUSE_S = 10.0
+
+
+@dataclass(frozen=True)
+class Attempts:
+    """How long to keep trying; the clock and the sleep are parameters so that tests run in no time."""
+
+    wait_s: float
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+
+
+def pauses(wait_s: float) -> list[float]:
+    """The pauses between attempts: doubling from FIRST_PAUSE_S up to LONGEST_PAUSE_S, while they fit in wait_s."""
+    out: list[float] = []
+    pause, spent = FIRST_PAUSE_S, 0.0
+    while spent + pause <= wait_s:
+        out.append(pause)
+        spent += pause
+        pause = min(pause * 2, LONGEST_PAUSE_S)
+    return out
+
+
+def join(init: Callable[[], None], reset: Callable[[], None], address: str, attempts: Attempts) -> None:
+    """Call `init` until it succeeds or `attempts.wait_s` has passed (counting the attempts' own time); `reset`
+    undoes a failed attempt's half-made connection. Raises the last error; a ValueError (the address) at once."""
+    deadline = attempts.clock() + attempts.wait_s
+    planned = iter(pauses(attempts.wait_s))
+    while True:
+        try:
+            init()
+            return
+        except ValueError:
+            raise
+        except (ConnectionError, RuntimeError) as error:
+            reset()
+            pause = next(planned, None)
+            if pause is None or attempts.clock() + pause > deadline:
+                raise
+            log.warning("the Ray cluster at %s did not take this gateway yet (%s); trying again in %.0f s "
+                        "(join_wait_s in --ray-config bounds the wait)", address, _first_line(error), pause)
+            attempts.sleep(pause)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    # Ray Client's server-side failures put the cause on the last line of a traceback.
+    return (lines[-1] if len(lines) > 1 else lines[0] if lines else type(error).__name__)[:300]
