@@ -83,6 +83,7 @@ PIER_FIELDS = {
     "output_tokens_source",
     "input_tokens_source",
     "cost_per_million_output_tokens_usd",
+    "engine_steps",
 }
 REQUEST_FIELDS = {
     "target",
@@ -195,6 +196,14 @@ def check_run(run: dict[str, Any]) -> None:
     assert run["results_ttft_s_mean"] * 1000 == pytest.approx(run["mean_ttft_ms"])
     # llmperf's end-to-end latency runs to the end of the stream, vLLM's to the last token
     assert run["results_end_to_end_latency_s_mean"] * 1000 >= run["mean_e2el_ms"]
+    # the copy's own engine steps over this run alone (its /metrics before and after): every request's prompt in
+    # a step of its own or beside another's stream, and its other tokens in decode steps. A step is timed just
+    # after its tokens go out, so the last one before either scrape may fall on the other side of it: +-1.
+    steps = run["engine_steps"]["step"]
+    assert steps["prompt"]["steps"] + steps["mixed"]["steps"] >= 1
+    decode_low = REQUESTS * (OUTPUT_LEN - 1) // int(run["level"]) - 1
+    assert decode_low <= steps["decode"]["steps"] <= REQUESTS * (OUTPUT_LEN - 1) + 1
+    assert 0 < steps["decode"]["p50_ms"] <= steps["decode"]["p99_ms"]
 
 
 def test_per_request_json_and_plots(pier_server: str, tmp_path: Path) -> None:

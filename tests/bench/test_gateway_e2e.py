@@ -77,6 +77,10 @@ def test_endpoint_response_stream(gateway: str, payload: str, overhead: int) -> 
     (run,) = result.runs
     assert run.metrics.completed == 3, run.metrics.errors_by_code
     assert {(r.input_tokens, r.output_tokens) for r in run.records} == {(INPUT_LEN + overhead, OUTPUT_LEN)}
+    # the endpoint's copy's engine steps, read through the gateway's /metrics: 3 requests one after another, each
+    # with its other tokens in decode steps (+-1: a step is timed just after its tokens go out, so the last one
+    # before either scrape may fall on the other side of it)
+    assert run.engine is not None and abs(run.engine.step["decode"].steps - 3 * (OUTPUT_LEN - 1)) <= 1
 
 
 @pytest.mark.parametrize("route", ["/v1/completions", f"/endpoints/{ENDPOINT}/v1/chat/completions"])

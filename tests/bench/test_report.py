@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from pier.bench.calibration import PromptTokens
 from pier.bench.compare import compare
+from pier.bench.engine_steps import EngineSteps
 from pier.bench.metrics import summarize
 from pier.bench.options import Api, BenchOptions, Level
 from pier.bench.plots import LATENCY_VS_THROUGHPUT, THROUGHPUT_VS_CONCURRENCY, THROUGHPUT_VS_RATE, write_plots
@@ -89,6 +93,29 @@ def test_report_prints_tables() -> None:
     assert "A/B over 2 interleaved repeats: median [min–max]" in text
     assert "500×1" in text and "B/A" in text
     assert "goodput req/s" in text  # shown when an SLO is set
+
+
+def test_the_engine_s_steps_are_printed_and_written_for_runs_against_pier() -> None:
+    bench = result()
+    after = {("pier_engine_step_seconds", "decode"): {0.001: 2.0, 0.002: 10.0, math.inf: 10.0},
+             ("pier_engine_step_seconds", "mixed"): {0.002: 0.0, 0.004: 4.0, math.inf: 4.0}}
+    bench.runs[0] = replace(bench.runs[0], engine=EngineSteps.between({}, after))
+    console = Console(record=True, width=250)
+    print_report(bench, console)
+    text = console.export_text()
+    assert "engine steps" in text and "1.4 / 2.0 (10)" in text and "3.0 / 4.0 (4)" in text
+    assert "2.18×" in text  # a mixed step's p50 over a decode step's: 3.0 / 1.375
+    steps = run_json(bench.runs[0], bench)["engine_steps"]
+    assert steps["step"]["decode"] == {"steps": 10, "p50_ms": pytest.approx(1.375), "p99_ms": pytest.approx(1.9875)}
+    assert steps["step"]["prompt"] == {"steps": 0, "p50_ms": None, "p99_ms": None}
+    assert steps["mixed_over_decode_p50"] == pytest.approx(3.0 / 1.375)
+    assert run_json(bench.runs[1], bench)["engine_steps"] is None  # a run against a server without them
+
+
+def test_no_engine_table_without_pier_runs() -> None:
+    console = Console(record=True, width=200)
+    print_report(result(), console)
+    assert "engine steps" not in console.export_text()
 
 
 def test_token_source() -> None:

@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from pier import __version__
+from pier.bench.engine_steps import KINDS, EngineSteps, KindFigures
 from pier.bench.metrics import MS, PERCENTILES, Distribution, Metrics, cost_per_million_tokens, tpot
 from pier.bench.pricing import Price
 from pier.bench.record import RequestRecord
@@ -203,7 +204,21 @@ def _extras(run: RunResult, price: Price | None) -> dict[str, Any]:
         "output_tokens_source": token_source(r.output_tokens_source for r in run.records if r.ok),
         "input_tokens_source": token_source(r.input_tokens_source for r in run.records if r.ok),
         "cost_per_million_output_tokens_usd": cost,
+        "engine_steps": None if run.engine is None else engine_json(run.engine),
     }
+
+
+def engine_json(engine: EngineSteps) -> dict[str, Any]:
+    """Per step kind: {"steps", "p50_ms", "p99_ms"} of whole steps and of their forward passes alone."""
+    def kinds(figures: dict[str, KindFigures]) -> dict[str, Any]:
+        return {kind: {"steps": f.steps, "p50_ms": _ms(f.p50_s), "p99_ms": _ms(f.p99_s)} for kind, f in figures.items()}
+
+    return {"step": kinds(engine.step), "forward": kinds(engine.forward),
+            "mixed_over_decode_p50": engine.mixed_over_decode()}
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * MS
 
 
 def token_source(sources: Any) -> str | None:
@@ -296,6 +311,23 @@ def _pair(d: Distribution) -> str:
     return f"{d.median * MS:.1f}/{d.percentiles[99] * MS:.1f}" if d.count else "-"
 
 
+def engine_table(result: BenchResult) -> Table | None:
+    """The engine's own steps in each run against a pier server (none: no target exposed them)."""
+    runs = [run for run in result.runs if run.engine is not None and run.engine.steps]
+    if not runs:
+        return None
+    table = Table(title="the server's engine steps in each run (its /metrics): p50 / p99 ms (steps)",
+                  caption="decode: streams only; mixed: streams and prompt tokens; prompt: prompt tokens only")
+    for column in ("target", "load", *KINDS, "mixed/decode p50"):
+        table.add_column(column, justify="left" if column in ("target", "load") else "right")
+    for run in runs:
+        assert run.engine is not None
+        ratio = run.engine.mixed_over_decode()
+        table.add_row(run.target.label, run.level.label + (f" #{run.repeat + 1}" if run.repeat else ""),
+                      *(run.engine.cell(kind) for kind in KINDS), "-" if ratio is None else f"{ratio:.2f}×")
+    return table
+
+
 def comparison_table(result: BenchResult) -> Table:
     a, b = (t.label for t in result.targets[:2])
     table = Table(title=escape(f"A/B over {result.options.repeat_count} interleaved repeats: median [min–max]"))
@@ -323,6 +355,8 @@ def _number(value: float) -> str:
 
 def print_report(result: BenchResult, console: Console) -> None:
     console.print(summary_table(result))
+    if (engine := engine_table(result)) is not None:
+        console.print(engine)
     if result.comparisons:
         console.print(comparison_table(result))
     for target in result.targets:

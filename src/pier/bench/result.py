@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pier.bench.calibration import PromptTokens
 from pier.bench.copies import CopySample
+from pier.bench.engine_steps import EngineSteps
 from pier.bench.metrics import Metrics, Slo
 from pier.bench.options import Api, BenchOptions, Level
 from pier.bench.pricing import Price
@@ -36,6 +37,7 @@ class RunResult:
     records: list[RequestRecord]
     metrics: Metrics
     copies: list[CopySample] = field(default_factory=list)  # a rate schedule on a pier gateway: copies over time
+    engine: EngineSteps | None = None  # a pier server's engine step times over the run (bench/engine_steps.py)
 
 
 @dataclass(frozen=True)

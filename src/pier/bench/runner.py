@@ -18,6 +18,7 @@ from pier.bench.calibration import choose_tokens
 from pier.bench.client import ClientSettings, StreamingClient, make_client
 from pier.bench.compare import compare
 from pier.bench.copies import CopyWatcher
+from pier.bench.engine_steps import EngineSteps
 from pier.bench.load import Budget, Session, closed_loop, open_loop, scheduled_loop
 from pier.bench.metrics import Slo, summarize
 from pier.bench.options import Api, BenchError, BenchOptions, Level
@@ -26,6 +27,7 @@ from pier.bench.pricing import resolve_price
 from pier.bench.progress import LiveProgress, RunProgress
 from pier.bench.report import print_report, write_files
 from pier.bench.result import BenchResult, RunResult, TargetInfo
+from pier.bench.step_source import StepSource
 from pier.bench.target import Target, resolve
 from pier.bench.workload import Workload
 from pier.gpus import discover
@@ -46,6 +48,7 @@ def run_bench(options: BenchOptions, console: Console | None = None) -> BenchRes
 class Prepared:
     info: TargetInfo
     client: StreamingClient
+    steps: StepSource | None = None  # where a pier server's engine step times are read
 
 
 class Bench:
@@ -99,7 +102,8 @@ class Bench:
         ids = all(client.accepts_token_ids for _, _, client in clients)
         tokens = await choose_tokens(o, first_client, http, first_target.tokenizer, ids_allowed=ids)
         self.console.print(f"[dim]prompt tokens: {tokens.pool.kind}, {tokens.pool.source}[/]")  # before any run
-        return [Prepared(TargetInfo(t.label, t.url, t.api, model, tokens), c) for t, model, c in clients]
+        return [Prepared(TargetInfo(t.label, t.url, t.api, model, tokens), c, await StepSource.find(http, t, model))
+                for t, model, c in clients]
 
     async def _warm_up(self, prepared: Prepared, live: LiveProgress) -> Prepared:
         """Requests nobody measures, so the first run does not pay for cold caches and connections."""
@@ -114,7 +118,7 @@ class Bench:
         errors = dict(Counter(r.error_code for r in session.records if r.error_code is not None))
         info = prepared.info
         warmed = TargetInfo(info.label, info.url, info.api, info.model, info.tokens, errors)
-        return Prepared(warmed, prepared.client)
+        return Prepared(warmed, prepared.client, prepared.steps)
 
     async def _measure(self, prepared: list[Prepared], live: LiveProgress, runs: list[RunResult]) -> bool:
         """Warm up, then every run into `runs`; True when interrupted (Ctrl-C), keeping the runs that finished."""
@@ -140,6 +144,7 @@ class Bench:
         if level.mode == "schedule" and self.http is not None:
             watcher = CopyWatcher.of(self.http, prepared.info.url, started)
         watching = asyncio.create_task(watcher.run()) if watcher is not None else None
+        steps_before = await prepared.steps.read() if prepared.steps is not None else None
         try:
             if level.mode == "concurrency":
                 await closed_loop(session, int(level.value))
@@ -153,9 +158,12 @@ class Bench:
                 await asyncio.gather(watching, return_exceptions=True)
         duration = time.perf_counter() - started
         progress.close()
+        engine = None
+        if prepared.steps is not None and steps_before is not None:
+            engine = EngineSteps.between(steps_before, await prepared.steps.read())
         metrics = summarize(session.records, duration, self.slo)
         return RunResult(prepared.info, level, repeat, started_at, started, session.records, metrics,
-                         watcher.samples if watcher is not None else [])
+                         watcher.samples if watcher is not None else [], engine)
 
     def _session(self, prepared: Prepared, seed: str, budget: Budget, progress: RunProgress) -> Session:
         workload = Workload(self.options, prepared.info.tokens.pool, seed)
