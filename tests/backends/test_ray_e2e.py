@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from pier.backends.base import CopySpec, CopyState, CopyStatus, Instance
-from pier.backends.ray import RayBackend, RayConfig
+from pier.backends.ray import RayBackend, RayConfig, RayUnavailable
 from pier.backends.ray.config import TypeMapping
 from tests.backends.conftest import COPY_ENV, FAST
 from tests.backends.loop import LoopThread
@@ -245,6 +245,47 @@ def test_a_node_that_cannot_see_the_model_gets_a_copy_of_it(running: Running, mo
     cache = tmp_path / "nodes" / "models"
     assert str(cache) in maps and str(model_dir) not in maps
     assert "model received into" in running.backend.logs("sent")
+
+
+def adapted(copy: CopyStatus, adapter: str | None) -> httpx.Response:
+    """A greedy answer from the copy straight, under the LoRA adapter at `adapter` (the copy's path), as the
+    gateway asks for one (pier.control.adapters)."""
+    assert copy.url, copy
+    headers = {"X-Pier-Copy-Secret": copy.secret or ""}
+    if adapter is not None:
+        headers |= {"X-Pier-Adapter": "lora", "X-Pier-Adapter-File": adapter, "X-Pier-Adapter-Scale": "1.0"}
+    body = {"inputs": "the quick brown fox jumps over", "parameters": {"max_new_tokens": 8, "do_sample": False}}
+    return httpx.post(copy.url + "/generate", json=body, headers=headers, timeout=60)
+
+
+def test_an_adapter_file_reaches_a_copy_on_a_node_that_cannot_see_it(running: Running, model_dir: Path,
+                                                                     tmp_path: Path) -> None:
+    """Backend.path_on: the gateway's adapter folder goes to the copy's node once (model_transfer: always makes
+    every node one that cannot see the gateway's files), and the copy answers under the adapter from there."""
+    from pier.synthetic.builder import TINY
+    from pier.synthetic.lora import build_lora_gguf
+
+    (tmp_path / "adapter").mkdir()
+    lora = build_lora_gguf(tmp_path / "adapter" / "adapter.gguf", TINY, seed=7)
+    running.backend.config = running.backend.config.model_copy(update={"model_transfer": "always"})
+    running.start(spec("lora", model_dir, instance("lora/AllTraffic", 0)))
+    running.wait_ready("lora")
+    status = running.status("lora")
+    where = running.loop.run(running.backend.path_on("lora", str(lora)))
+    cache = tmp_path / "nodes" / "models"
+    assert Path(where).parent.parent == cache and Path(where).read_bytes() == lora.read_bytes()
+    sent = Path(where).stat().st_mtime_ns
+    assert running.loop.run(running.backend.path_on("lora", str(lora))) == where  # known: nothing sent again
+    assert Path(where).stat().st_mtime_ns == sent
+    base, under = adapted(status, None), adapted(status, where)
+    assert base.status_code == under.status_code == 200, under.text
+    assert under.json()["generated_text"] != base.json()["generated_text"]
+
+    lora.write_bytes(build_lora_gguf(tmp_path / "other.gguf", TINY, seed=8).read_bytes())  # changed in place
+    again = running.loop.run(running.backend.path_on("lora", str(lora)))
+    assert again != where and Path(again).read_bytes() == lora.read_bytes()
+    with pytest.raises(RayUnavailable, match="no actor"):
+        running.loop.run(running.backend.path_on("nobody", str(lora)))
 
 
 def test_missing_capacity_is_reported_until_a_node_brings_it(cluster: Any, tmp_path: Path, model_dir: Path) -> None:

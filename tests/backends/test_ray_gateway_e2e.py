@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,38 @@ def test_an_inference_component_of_three_copies_over_three_nodes(gateway: RayGat
     assert {node_of(c["copy_id"]) for c in running} == node_ids()  # packed one per instance, spread over nodes
     for _ in range(9):
         assert invoke(runtime, "multi-ray", InferenceComponentName="multi-ray-tiny")
+
+
+def test_an_adapter_runs_on_the_base_s_copies_on_their_nodes(gateway: RayGateway, tmp_path: Path) -> None:
+    """A LoRA adapter component on the component of three copies (one per node): each copy is sent the adapter's
+    file where its node reads it (Backend.path_on), loads it and answers under it."""
+    from pier.synthetic.builder import TINY
+    from pier.synthetic.lora import build_lora_gguf
+
+    (tmp_path / "lora").mkdir()
+    build_lora_gguf(tmp_path / "lora" / "adapter.gguf", TINY, seed=5)
+    sagemaker, runtime = clients(gateway.url)
+    sagemaker.create_inference_component(
+        InferenceComponentName="multi-ray-lora", EndpointName="multi-ray",
+        Specification={"BaseInferenceComponentName": "multi-ray-tiny",
+                       "Container": {"ArtifactUrl": f"file://{tmp_path / 'lora'}"}})
+    until(lambda: sagemaker.describe_inference_component(InferenceComponentName="multi-ray-lora")[
+        "InferenceComponentStatus"] == "InService", timeout=60, what="the adapter InService")
+    def answer(name: str) -> str:
+        body = {"inputs": "What is deep learning?", "parameters": {"max_new_tokens": 12, "do_sample": False}}
+        reply = runtime.invoke_endpoint(EndpointName="multi-ray", InferenceComponentName=name,
+                                        ContentType="application/json", Body=json.dumps(body))
+        return str(json.loads(reply["Body"].read())[0]["generated_text"])
+
+    base = answer("multi-ray-tiny")
+    with ThreadPoolExecutor(9) as pool:  # at once, so that least-outstanding routing spreads them over the copies
+        answers = set(pool.map(lambda _: answer("multi-ray-lora"), range(9)))
+    assert len(answers) == 1 and answers != {base}  # greedy: one answer under the adapter, not the base's
+    (row,) = httpx.get(f"{gateway.url}/pier/adapters", timeout=10).json()["adapters"]
+    assert len(row["LoadedOn"]) >= 2, row  # loaded on copies on different nodes
+    sagemaker.delete_inference_component(InferenceComponentName="multi-ray-lora")
+    until(lambda: "multi-ray-lora" not in {c["InferenceComponentName"] for c in sagemaker.list_inference_components(
+        EndpointNameEquals="multi-ray")["InferenceComponents"]}, timeout=30, what="the adapter deleted")
 
 
 def component(sagemaker: Any) -> dict[str, Any]:

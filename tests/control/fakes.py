@@ -38,6 +38,9 @@ class FakeBackend:
     def logs(self, copy_id: str, lines: int = 200) -> str:
         return f"log of {copy_id}\n"
 
+    async def path_on(self, copy_id: str, path: str) -> str:
+        return path
+
     async def close(self) -> None:
         self.closed = True
         self.copies.clear()

@@ -14,6 +14,7 @@ from botocore.exceptions import ClientError, EventStreamError
 
 from pier.backends.base import CopyState, CopyStatus
 from pier.runtime.settings import RuntimeSettings
+from pier.runtime.target import Target
 from tests.runtime.servers import (
     CopyServer,
     Gateway,
@@ -283,6 +284,33 @@ def test_headers_go_to_the_copy_and_custom_attributes_come_back() -> None:
         assert streamed["CustomAttributes"] == "echo s=1"
         assert b"".join(e["PayloadPart"]["Bytes"] for e in streamed["Body"]) == b"x"
         assert seen[-1]["headers"]["accept"] == "text/plain"  # type: ignore[index]
+
+
+def test_a_file_the_target_names_is_sent_as_each_copy_reads_it() -> None:
+    """An adapter's GGUF is a file on the gateway's host: each copy is told where it reads it (Backend.path_on: on
+    another Ray node, its node's copy), and a copy that cannot get it is passed over for one that can."""
+    seen: list[dict[str, object]] = []
+    asked: list[tuple[str, str]] = []
+
+    async def path_on(copy_id: str, path: str) -> str:
+        asked.append((copy_id, path))
+        if copy_id == "a-lost":
+            raise RuntimeError("its node is gone")
+        return f"/nodes/{copy_id}{path}"
+
+    with serving(echo_app(seen)) as url, gateway() as gw:
+        gw.service.forwarder.path_on = path_on
+        # "a-..." sorts first, so the router tries it first
+        copies = [CopyStatus(c, "ic", CopyState.READY, url=url) for c in ("a-lost", "b-node")]
+        gw.targets["lora"] = Target(copies, "ic", headers={"X-Pier-Adapter": "lora"},
+                                    files={"X-Pier-Adapter-File": "/store/lora/adapter.gguf"})
+        answer = client(gw.url).invoke_endpoint(EndpointName="lora", Body=b"hi")
+        assert answer["Body"].read() == b"hi"
+        (sent,) = [s["headers"] for s in seen]
+        assert isinstance(sent, dict)
+        assert sent["x-pier-adapter"] == "lora"
+        assert sent["x-pier-adapter-file"] == "/nodes/b-node/store/lora/adapter.gguf"
+        assert asked == [("a-lost", "/store/lora/adapter.gguf"), ("b-node", "/store/lora/adapter.gguf")]
 
 
 def test_a_request_that_reached_a_copy_is_never_sent_again(copy: CopyServer) -> None:

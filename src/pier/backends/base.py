@@ -97,6 +97,11 @@ class Backend(Protocol):
 
     def logs(self, copy_id: str, lines: int = 200) -> str: ...
 
+    async def path_on(self, copy_id: str, path: str) -> str:
+        """Where the copy's process reads `path`, a file on the gateway's host (an adapter's GGUF): the path itself
+        where the copy sees it; a copy on another machine gets the file first. Raises when it cannot."""
+        ...
+
     async def close(self) -> None:
         """Stop every copy (the gateway is exiting)."""
         ...

@@ -79,6 +79,10 @@ class LocalBackend:
             raise KeyError(f"No log for copy {copy_id} under {self.state_dir}; copies running here: {known}.")
         return tail(path, lines)
 
+    async def path_on(self, copy_id: str, path: str) -> str:
+        """Copies are processes on this host: they read the gateway's files where they are."""
+        return path
+
     async def close(self) -> None:
         """Stop every copy, all at once (the gateway is exiting)."""
         copies = list(self._copies)

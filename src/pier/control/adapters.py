@@ -4,7 +4,8 @@
 An adapter has no copies, cores or memory of its own (SageMaker: "it uses the compute resources of the base
 inference component"). Its artifact is fetched like a model's; it is InService once the folder holds one GGUF
 LoRA adapter and its base is InService. The gateway sends its invocations to the base's copies, naming the adapter
-file in headers (`adapter_headers`); a copy loads it on first use and keeps it (pier.server.adapters).
+file in headers (`adapter_headers`, `adapter_files`: the file as each copy reads it, on its node); a copy loads it
+on first use and keeps it (pier.server.adapters).
 """
 
 from __future__ import annotations
@@ -92,7 +93,12 @@ def readiness(record: ComponentRecord, base: ComponentRecord | None) -> tuple[bo
 
 
 def adapter_headers(record: ComponentRecord) -> dict[str, str]:
-    """What a base copy is told with each of the adapter's requests."""
+    """What a base copy is told with each of the adapter's requests, but for the file (`adapter_files`)."""
+    return {ADAPTER_HEADER: record.name, ADAPTER_SCALE_HEADER: repr(scale(record))}
+
+
+def adapter_files(record: ComponentRecord) -> dict[str, str]:
+    """The header naming the adapter's GGUF on the gateway's host; each copy is sent the path where it reads it
+    (Backend.path_on: a copy on another Ray node gets the file first)."""
     assert record.model_dir is not None
-    return {ADAPTER_HEADER: record.name, ADAPTER_FILE_HEADER: str(adapter_file(record.model_dir)),
-            ADAPTER_SCALE_HEADER: repr(scale(record))}
+    return {ADAPTER_FILE_HEADER: str(adapter_file(record.model_dir))}

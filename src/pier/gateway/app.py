@@ -183,7 +183,7 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
     recorder = Recorder(history)
     taps = Taps(state, CaptureWriter(s3_client, settings.capture, registry=recorder.registry))
     runtime = RuntimeService(targets.resolve, settings.runtime, observer=recorder,
-                             session_store=SessionStore.open(state_dir), tap=taps)
+                             session_store=SessionStore.open(state_dir), tap=taps, path_on=backend.path_on)
     capacity = GatewayCapacity(state, control, reconciler.copies, runtime.forwarder.admission,
                                local=backend.capabilities.local_processes)
     scaler = Scaler(scaling_store, history, recorder, capacity, settings.scaling)

@@ -140,13 +140,13 @@ class Targets:
                 f"Adapter inference component {record.name} is {record.status}"
                 f"{': ' + record.failure_reason if record.failure_reason else ''}: invoke it once "
                 "DescribeInferenceComponent says InService.")
-        headers = adapters.adapter_headers(record)
+        headers, files = adapters.adapter_headers(record), adapters.adapter_files(record)
         resolved = self._component_target(base)
         if isinstance(resolved, Target):
-            return dataclasses.replace(resolved, headers=headers)
+            return dataclasses.replace(resolved, headers=headers, files=files)
 
         async def with_headers() -> Target:
-            return dataclasses.replace(await resolved, headers=headers)
+            return dataclasses.replace(await resolved, headers=headers, files=files)
         return with_headers()
 
     async def _when_ready(self, record: ComponentRecord, workload: Workload, *, woken: bool) -> Target:

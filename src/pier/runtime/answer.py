@@ -229,6 +229,8 @@ class Answer:
             self.timing.sent = asyncio.get_running_loop().time()
         try:
             async with forwarder.deadline(call):
+                if call.target.files:
+                    headers.update(await forwarder.paths_on(copy, call.target.files))
                 response = await forwarder.upstream.send(copy, call.path, body, headers, method=call.method)
         except TimeoutError:
             if self._frames is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Collection, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, replace
 
@@ -25,10 +25,16 @@ from pier.runtime.eventstream import StreamErrorCode
 from pier.runtime.observer import InvocationObserver, Invoked
 from pier.runtime.router import Lease, Router
 from pier.runtime.settings import RuntimeSettings
-from pier.runtime.upstream import Upstream
+from pier.runtime.upstream import CopyUnreachable, Upstream
 
 log = logging.getLogger(__name__)
 DEADLINE_SETTING = "PIER_INVOCATION_TIMEOUT_SECONDS"
+
+PathOn = Callable[[str, str], Awaitable[str]]  # (copy id, a file on the gateway's host) -> where the copy reads it
+
+
+class FileUnreachable(CopyUnreachable):
+    """A file the request names (an adapter's) cannot reach the copy: the request never went to it."""
 
 
 @dataclass
@@ -42,9 +48,10 @@ class Timing:
 
 class Forwarder:
     def __init__(self, settings: RuntimeSettings, client: httpx.AsyncClient | None = None,
-                 observer: InvocationObserver | None = None) -> None:
+                 observer: InvocationObserver | None = None, path_on: PathOn | None = None) -> None:
         self.settings = settings
         self.observer = observer
+        self.path_on = path_on  # where a copy reads a file of the gateway's host (Backend.path_on); None: there
         self.admission = Admission(AdmissionLimits(
             settings.queue, settings.queue_timeout_s, settings.affinity_slack, settings.per_copy_concurrency))
         self.upstream = Upstream(client, connect_timeout_s=settings.connect_timeout_s)
@@ -58,6 +65,18 @@ class Forwarder:
 
     def router(self, component: str) -> Router:
         return self.admission.router(component)
+
+    async def paths_on(self, copy: CopyStatus, files: Mapping[str, str]) -> dict[str, str]:
+        """`files` (header -> a file on the gateway's host) as `copy` reads them; FileUnreachable when the copy
+        cannot get one (its node is gone, the file was removed): the request goes to another copy."""
+        if self.path_on is None:
+            return dict(files)
+        try:
+            return {header: await self.path_on(copy.copy_id, path) for header, path in files.items()}
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            raise FileUnreachable(f"copy {copy.copy_id} cannot read {', '.join(files.values())}: {error}") from error
 
     def resumable(self, copy: CopyStatus) -> bool:
         """A copy on pier's engine (it answered in frames): one whose connection breaks before it answers died."""

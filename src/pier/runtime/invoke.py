@@ -27,7 +27,7 @@ from pier.runtime.answer import Answer, forward
 from pier.runtime.call import Call, StreamEnded
 from pier.runtime.disconnect import unless_disconnected
 from pier.runtime.errors import REQUEST_ID, InvalidInvocation, as_invocation_error, sagemaker_error
-from pier.runtime.forward import Forwarder
+from pier.runtime.forward import Forwarder, PathOn
 from pier.runtime.invocation import CUSTOM_ATTRIBUTES, INVOKED_VARIANT, STREAM_CONTENT_TYPE, Invocation
 from pier.runtime.observer import InvocationObserver
 from pier.runtime.routing import route_of
@@ -58,11 +58,12 @@ class RuntimeService:
 
     def __init__(self, resolve: Resolve, settings: RuntimeSettings | None = None, *,
                  client: httpx.AsyncClient | None = None, observer: InvocationObserver | None = None,
-                 session_store: SessionStore | None = None, tap: Tap | None = None) -> None:
+                 session_store: SessionStore | None = None, tap: Tap | None = None,
+                 path_on: PathOn | None = None) -> None:
         self.resolve = resolve
         self.tap = tap  # data capture and shadow variants (gateway/taps.py)
         self.settings = settings or RuntimeSettings()
-        self.forwarder = Forwarder(self.settings, client, observer)
+        self.forwarder = Forwarder(self.settings, client, observer, path_on)
         self.sessions = Sessions(ttl_s=self.settings.session_ttl_s, limit=self.settings.max_sessions,
                                  store=session_store)
         self.shadowing = Shadowing(self.forwarder, resolve, tap) if tap is not None else None

@@ -30,6 +30,9 @@ class Target:
     routing: Routing = DEFAULT_ROUTING  # the variant's RoutingConfig
     models: Models | None = None  # a multi-model variant's models; None: it serves one model
     headers: Mapping[str, str] = field(default_factory=dict)  # sent to the copy too (an adapter's: control/adapters)
+    # Headers that name a file on the gateway's host (an adapter's GGUF): each copy is sent the path where it reads
+    # that file (Forwarder.paths_on), which on another Ray node is the node's copy of it.
+    files: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, endpoint: str, copies: Sequence[CopyStatus]) -> Target:

@@ -86,7 +86,7 @@ class CopyActor:
         self.phase = "getting the model onto its node"
         self.supervisor: CopySupervisor | None = None
         self._client: httpx.AsyncClient | None = None
-        self._scratch: Path | None = None
+        self._scratch: dict[str, Path] = {}  # transfers under way, by manifest key
         self.log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         # Ray sets OMP_NUM_THREADS=1 for its workers; the model server sizes its own threads from its cores.
         if "OMP_NUM_THREADS" not in spec.environment:
@@ -102,32 +102,46 @@ class CopyActor:
 
     async def prepare(self, manifest: Manifest) -> bool:
         """True when this node has the model (the gateway's folder, or a copy in the node's cache); False when
-        the gateway must send it (`receive`, then `received`)."""
-        shared = Path(manifest.folder)
-        if self.setup.transfer != "always" and await asyncio.to_thread(holds, shared, manifest):
-            self.model_dir = shared
+        the gateway must send it (`take`, `taken`, then `received`)."""
+        where = await self.place(manifest)
+        if where is not None:
+            self.model_dir = Path(where)
+            if where != manifest.folder:
+                self._note(f"model {manifest.key[:12]} already on this node in {where}")
             return True
-        cached = await asyncio.to_thread(self.models.folder, manifest)
-        if cached is not None:
-            self.model_dir = cached
-            self._note(f"model {manifest.key[:12]} already on this node in {cached}")
-            return True
-        self._scratch = await asyncio.to_thread(self.models.begin)
         self.phase = f"receiving the model ({manifest.size / 2**20:.0f} MiB) from the gateway"
         self._note(f"{self.phase} into {self.models.root}")
         return False
 
-    async def receive(self, name: str, offset: int, data: bytes) -> None:
-        if self._scratch is None:
-            raise RuntimeError("receive() before prepare() asked for the model")
-        await asyncio.to_thread(self.models.write, self._scratch, name, offset, data)
-
-    async def received(self, manifest: Manifest) -> None:
-        if self._scratch is None:
-            raise RuntimeError("received() before prepare() asked for the model")
-        self.model_dir = await asyncio.to_thread(self.models.publish, self._scratch, manifest)
-        self._scratch = None
+    async def received(self, where: str) -> None:
+        """The model the gateway sent is complete at `where` on this node (`taken`'s answer)."""
+        self.model_dir = Path(where)
         self._note(f"model received into {self.model_dir}")
+
+    # ---- folders of the gateway's on this node (the model's, an adapter's)
+
+    async def place(self, manifest: Manifest) -> str | None:
+        """Where this node has the gateway's folder: the gateway's own path when the node sees it (unless
+        transfers are forced), or the node's copy of it; None when the gateway must send it (`take`, `taken`)."""
+        shared = Path(manifest.folder)
+        if self.setup.transfer != "always" and await asyncio.to_thread(holds, shared, manifest):
+            return str(shared)
+        cached = await asyncio.to_thread(self.models.folder, manifest)
+        return None if cached is None else str(cached)
+
+    async def take(self, manifest: Manifest, name: str, offset: int, data: bytes) -> None:
+        """One chunk of a folder the gateway sends (each transfer under way writes a scratch folder of its own)."""
+        scratch = self._scratch.get(manifest.key)
+        if scratch is None:
+            scratch = self._scratch[manifest.key] = await asyncio.to_thread(self.models.begin)
+        await asyncio.to_thread(self.models.write, scratch, name, offset, data)
+
+    async def taken(self, manifest: Manifest) -> str:
+        """The sent folder, complete, moved into the node's cache: its path there."""
+        scratch = self._scratch.pop(manifest.key, None)
+        if scratch is None:  # an empty folder sends no chunk
+            scratch = await asyncio.to_thread(self.models.begin)
+        return str(await asyncio.to_thread(self.models.publish, scratch, manifest))
 
     # ---- the model server
 

@@ -90,6 +90,10 @@ class RayBackend:
         self._connected = False
         self._initialized_here = False
         self._unkept: list[RemoteCopy] = []  # taken over at connect(), waiting for a keeper on the event loop
+        # Folders of the gateway's that copies read (adapters'): what each holds, and where each node has it.
+        self._manifests: dict[tuple[Path, int, int], Manifest] = {}  # by (folder, the file's size and time)
+        self._placed: dict[tuple[str, str], str] = {}  # (node id, manifest key) -> the folder's path there
+        self._placing: dict[tuple[str, str], asyncio.Lock] = {}
         self._lock = threading.Lock()
 
     # ---- the cluster
@@ -369,20 +373,57 @@ class RayBackend:
         raise _Gone(f"the actor name {name} stays taken in namespace {self.config.namespace}")
 
     async def _send_model(self, copy: RemoteCopy, manifest: Manifest) -> None:
-        """The model's files through Ray's object store, one chunk at a time, into the node's cache."""
+        """The model's files into the node's cache (the copy says how far it got)."""
+        def progress(sent: int, total: int) -> None:
+            copy.set(CopyState.STARTING, f"copying the model to node {copy.node_id}: {sent / MIB:.0f} of "
+                                         f"{total / MIB:.0f} MiB")
+
+        where = await self._send(copy, manifest, progress)
+        await self._call(copy.actor.received.remote(where), self.settings.startup_timeout_s)
+
+    async def _send(self, copy: RemoteCopy, manifest: Manifest,
+                    progress: Callable[[int, int], None] = lambda sent, total: None) -> str:
+        """A folder of the gateway's through Ray's object store, one chunk at a time, into the copy's node's cache;
+        its path there."""
         import ray
 
         total, sent = manifest.size, 0
         pieces = chunks(manifest)
         while (piece := await asyncio.to_thread(next, pieces, None)) is not None:
             name, offset, data = piece
-            copy.set(CopyState.STARTING, f"copying the model to node {copy.node_id}: {sent / MIB:.0f} of "
-                                         f"{total / MIB:.0f} MiB")
+            progress(sent, total)
             chunk = ray.put(data)
-            await self._call(copy.actor.receive.remote(name, offset, chunk), self.settings.startup_timeout_s)
+            await self._call(copy.actor.take.remote(manifest, name, offset, chunk), self.settings.startup_timeout_s)
             del chunk
             sent += len(data)
-        await self._call(copy.actor.received.remote(manifest), self.settings.startup_timeout_s)
+        where: str = await self._call(copy.actor.taken.remote(manifest), self.settings.startup_timeout_s)
+        return where
+
+    # ---- files of the gateway's that a copy reads (an adapter's GGUF)
+
+    async def path_on(self, copy_id: str, path: str) -> str:
+        """Where the copy reads `path`, a file on the gateway's host: the same path when its node sees the file's
+        folder; otherwise the folder goes to the node's cache first, once per node (later calls are a lookup)."""
+        copy = self._copies.get(copy_id)
+        if copy is None or copy.actor is None or copy.node_id is None:
+            raise RayUnavailable(f"copy {copy_id} has no actor on a node now")
+        file = Path(path)
+        stat = await asyncio.to_thread(file.stat)  # a file changed in place is sent again
+        seen = (file.parent, stat.st_size, stat.st_mtime_ns)
+        manifest = self._manifests.get(seen)
+        if manifest is None:
+            manifest = self._manifests[seen] = await asyncio.to_thread(manifest_of, file.parent)
+        key = (copy.node_id, manifest.key)
+        async with self._placing.setdefault(key, asyncio.Lock()):
+            where = self._placed.get(key)
+            if where is None:
+                where = await self._call(copy.actor.place.remote(manifest), self.settings.startup_timeout_s)
+                if where is None:
+                    log.info("copy %s: sending %s (%.1f MiB) to node %s", copy_id, file.parent, manifest.size / MIB,
+                             copy.node_id)
+                    where = await self._send(copy, manifest)
+                self._placed[key] = where
+        return str(Path(where) / file.name)
 
     async def _watch(self, copy: RemoteCopy) -> str:
         """Take the actor's reports until it dies; why it died. An actor that stops answering (its node may be
