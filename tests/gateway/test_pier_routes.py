@@ -76,3 +76,12 @@ def test_with_cpu_fallback_the_copies_say_they_run_on_cpu(tmp_path: Path) -> Non
             "InferenceComponentStatus"] == "InService", what="the component in service")
         assert {(r["device"], tuple(r["gpus"]), r["cpu_fallback"]) for r in rows(url)} == {("cpu", (), True)}
         assert httpx.get(url + "/pier/gpus").json()["cpu_fallback"] is True
+
+
+def test_a_transform_job_that_does_not_exist_is_a_404_in_pier_s_shape(tmp_path: Path) -> None:
+    """{"message": ...} as pier's other routes answer (GET /pier/copies/ID/logs), naming what lists the jobs."""
+    with gateway(tmp_path, fake(0)) as url:
+        reply = httpx.get(url + "/pier/transform-jobs/nope")
+        assert reply.status_code == 404 and set(reply.json()) == {"message"}, reply.text
+        assert "pier transforms lists them" in reply.json()["message"]
+        assert httpx.get(url + "/pier/transform-jobs").json() == {"jobs": []}

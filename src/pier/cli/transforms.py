@@ -19,7 +19,7 @@ def transforms(name: Annotated[str | None, typer.Argument(help="One job (default
     client = _client(url, ca_bundle)
     reply = client.http.get(f"/pier/transform-jobs/{name}" if name else "/pier/transform-jobs")
     if reply.status_code == 404:
-        _fail(reply.json().get("error", f"no transform job {name}"))
+        _fail(reply.json().get("message", f"no transform job {name}"))
     reply.raise_for_status()
     jobs: list[dict[str, Any]] = [reply.json()] if name else reply.json()["jobs"]
     if as_json:

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 from fastapi import Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
+from pier.error_bodies import pier_answer
 from pier.gateway.parts import gateway_of
 
 
@@ -15,9 +16,9 @@ async def transform_jobs(request: Request) -> JSONResponse:
     return JSONResponse({"jobs": [transforms.progress(name) for name in names] if transforms else []})
 
 
-async def transform_job(request: Request, name: str) -> JSONResponse:
+async def transform_job(request: Request, name: str) -> Response:
     transforms = gateway_of(request).transforms
     found = transforms.progress(name) if transforms else None
     if found is None:
-        return JSONResponse({"error": f"There is no transform job {name}: pier transforms lists them."}, 404)
+        return pier_answer(404, f"There is no transform job {name}: pier transforms lists them.").response()
     return JSONResponse(found)
