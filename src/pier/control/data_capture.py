@@ -7,15 +7,11 @@ from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import Field, StringConstraints, model_validator
+
+from pier.control.shape import Shape
 
 ContentType = Annotated[str, StringConstraints(min_length=1, max_length=256)]
-
-
-class Shape(BaseModel):
-    """As pier.control.shapes.Shape (which imports this module's shapes): unknown fields kept, frozen."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
 
 
 class CaptureOptionSpec(Shape):

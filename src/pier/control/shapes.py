@@ -10,23 +10,16 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
 from pier.control.data_capture import DataCaptureSpec
 from pier.control.names import ENDPOINT_NAME, MODEL_NAME, NAME_MAX
+from pier.control.shape import Shape
 
 EndpointNameStr = Annotated[str, StringConstraints(pattern=ENDPOINT_NAME, max_length=NAME_MAX)]
 ModelNameStr = Annotated[str, StringConstraints(pattern=MODEL_NAME, max_length=NAME_MAX)]
 UrlStr = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
 EnvMap = dict[Annotated[str, StringConstraints(max_length=1024)], Annotated[str, StringConstraints(max_length=1024)]]
-
-
-class Shape(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
-
-    def wire(self) -> dict[str, Any]:
-        """As SageMaker would echo it back: no nulls."""
-        return self.model_dump(mode="json", exclude_none=True)
 
 
 # ---- models
@@ -268,7 +261,7 @@ class UpdateEndpointInput(Shape):
     DeploymentConfig: dict[str, Any] | None = None  # checked against botocore's shape by pier.control.request_limits
     RetainDeploymentConfig: bool = False
     RetainAllVariantProperties: bool = False
-    ExcludeRetainedVariantProperties: list[dict[str, Any]] = []
+    ExcludeRetainedVariantProperties: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class WeightAndCapacity(Shape):
