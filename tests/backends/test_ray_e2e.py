@@ -267,6 +267,7 @@ def test_an_adapter_file_reaches_a_copy_on_a_node_that_cannot_see_it(running: Ru
 
     (tmp_path / "adapter").mkdir()
     lora = build_lora_gguf(tmp_path / "adapter" / "adapter.gguf", TINY, seed=7)
+    (tmp_path / "adapter" / "adapter_model.safetensors").write_bytes(bytes(2**20))  # the PEFT original: not sent
     running.backend.config = running.backend.config.model_copy(update={"model_transfer": "always"})
     running.start(spec("lora", model_dir, instance("lora/AllTraffic", 0)))
     running.wait_ready("lora")
@@ -274,6 +275,7 @@ def test_an_adapter_file_reaches_a_copy_on_a_node_that_cannot_see_it(running: Ru
     where = running.loop.run(running.backend.path_on("lora", str(lora)))
     cache = tmp_path / "nodes" / "models"
     assert Path(where).parent.parent == cache and Path(where).read_bytes() == lora.read_bytes()
+    assert [p.name for p in Path(where).parent.iterdir()] == ["adapter.gguf"]
     sent = Path(where).stat().st_mtime_ns
     assert running.loop.run(running.backend.path_on("lora", str(lora))) == where  # known: nothing sent again
     assert Path(where).stat().st_mtime_ns == sent

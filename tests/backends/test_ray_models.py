@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pier.backends.ray.models import Manifest, ModelFile, NodeModels, chunks, holds, manifest_of
+from pier.backends.ray.models import Manifest, ModelFile, NodeModels, chunks, file_manifest, holds, manifest_of
 
 
 @pytest.fixture
@@ -34,6 +34,16 @@ def test_the_manifest_follows_links_and_a_store_folder_keeps_its_digest(model: P
     first = manifest_of(other).key
     (other / "model.gguf").write_bytes(b"xy")
     assert len(first) == 64 and manifest_of(other).key != first  # a changed file is another model
+
+
+def test_one_file_of_a_folder_is_a_manifest_of_its_own(model: Path, tmp_path: Path) -> None:
+    """An adapter's GGUF alone, not the rest of its artifact; the same file is the same key, a changed one not."""
+    manifest = file_manifest(model / "model.gguf")
+    assert (manifest.folder, manifest.files) == (str(model), (ModelFile("model.gguf", 10240),))
+    assert len(manifest.key) == 64 and file_manifest(model / "model.gguf").key == manifest.key
+    assert holds(model, manifest) and [name for name, _, _ in chunks(manifest)] == ["model.gguf"]
+    (model / "model.gguf").resolve().write_bytes(b"changed")
+    assert file_manifest(model / "model.gguf").key != manifest.key
 
 
 def test_a_node_receives_a_model_in_chunks_into_its_cache(model: Path, tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ from pier.backends.ray.config import RayConfig
 from pier.backends.ray.groups import Groups, live_nodes
 from pier.backends.ray.join import Attempts, join
 from pier.backends.ray.log_mirror import LogMirror
-from pier.backends.ray.models import Manifest, chunks, manifest_of
+from pier.backends.ray.models import Manifest, chunks, file_manifest, manifest_of
 from pier.backends.ray.placement import (
     ACTOR_PREFIX,
     Reservation,
@@ -90,9 +90,8 @@ class RayBackend:
         self._connected = False
         self._initialized_here = False
         self._unkept: list[RemoteCopy] = []  # taken over at connect(), waiting for a keeper on the event loop
-        # Folders of the gateway's that copies read (adapters'): what each holds, and where each node has it.
-        self._manifests: dict[tuple[Path, int, int], Manifest] = {}  # by (folder, the file's size and time)
-        self._placed: dict[tuple[str, str], str] = {}  # (node id, manifest key) -> the folder's path there
+        # Files of the gateway's that copies read (adapters'): where each node has them.
+        self._placed: dict[tuple[str, str], str] = {}  # (node id, manifest key) -> the file's folder there
         self._placing: dict[tuple[str, str], asyncio.Lock] = {}
         self._lock = threading.Lock()
 
@@ -402,24 +401,20 @@ class RayBackend:
     # ---- files of the gateway's that a copy reads (an adapter's GGUF)
 
     async def path_on(self, copy_id: str, path: str) -> str:
-        """Where the copy reads `path`, a file on the gateway's host: the same path when its node sees the file's
-        folder; otherwise the folder goes to the node's cache first, once per node (later calls are a lookup)."""
+        """Where the copy reads `path`, a file on the gateway's host: the same path when its node sees it; otherwise
+        the file goes to the node's cache first, once per node (later calls are a stat and a lookup)."""
         copy = self._copies.get(copy_id)
         if copy is None or copy.actor is None or copy.node_id is None:
             raise RayUnavailable(f"copy {copy_id} has no actor on a node now")
         file = Path(path)
-        stat = await asyncio.to_thread(file.stat)  # a file changed in place is sent again
-        seen = (file.parent, stat.st_size, stat.st_mtime_ns)
-        manifest = self._manifests.get(seen)
-        if manifest is None:
-            manifest = self._manifests[seen] = await asyncio.to_thread(manifest_of, file.parent)
+        manifest = await asyncio.to_thread(file_manifest, file)  # a stat: a file changed in place is sent again
         key = (copy.node_id, manifest.key)
         async with self._placing.setdefault(key, asyncio.Lock()):
             where = self._placed.get(key)
             if where is None:
                 where = await self._call(copy.actor.place.remote(manifest), self.settings.startup_timeout_s)
                 if where is None:
-                    log.info("copy %s: sending %s (%.1f MiB) to node %s", copy_id, file.parent, manifest.size / MIB,
+                    log.info("copy %s: sending %s (%.1f MiB) to node %s", copy_id, file, manifest.size / MIB,
                              copy.node_id)
                     where = await self._send(copy, manifest)
                 self._placed[key] = where

@@ -55,6 +55,14 @@ def manifest_of(folder: Path) -> Manifest:
     return Manifest(str(folder), key, tuple(files))
 
 
+def file_manifest(path: Path) -> Manifest:
+    """One file of a folder (an adapter's GGUF, beside whatever else its artifact holds) as a manifest of its own:
+    a node gets that file alone, into a folder named by the file's path, size and time."""
+    stat = path.stat()
+    key = hashlib.sha256(json.dumps([str(path.resolve()), stat.st_size, stat.st_mtime_ns]).encode()).hexdigest()
+    return Manifest(str(path.parent), key, (ModelFile(path.name, stat.st_size),))
+
+
 def holds(folder: Path, manifest: Manifest) -> bool:
     """Whether `folder` has every file of the manifest, at its size (what a node checks before using a path)."""
     try:
