@@ -38,6 +38,8 @@ export function quantile(buckets, q) {
 export function point(previous, current, seconds) {
   const ttft = bucketDelta(previous?.ttft, current.ttft);
   const itl = bucketDelta(previous?.itl, current.itl);
+  const decode = bucketDelta(previous?.step_decode, current.step_decode);
+  const mixed = bucketDelta(previous?.step_mixed, current.step_mixed);
   const copies = current.copies || {};
   return {
     requests: rate(previous?.generations, current.generations, seconds),
@@ -48,6 +50,10 @@ export function point(previous, current, seconds) {
     itl50: ms(quantile(itl, 0.5)),
     itl90: ms(quantile(itl, 0.9)),
     itl99: ms(quantile(itl, 0.99)),
+    decode50: ms(quantile(decode, 0.5)),
+    decode99: ms(quantile(decode, 0.99)),
+    mixed50: ms(quantile(mixed, 0.5)),
+    mixed99: ms(quantile(mixed, 0.99)),
     queue: (current.engine_waiting || 0) + (current.gateway_waiting || 0),
     running: current.running || 0,
     kv: 100 * (current.kv_usage || 0),
@@ -61,6 +67,8 @@ function ms(seconds) {
 }
 
 const SUMMED = ['generations', 'generated_tokens', 'prompt_tokens', 'in_flight', 'running', 'engine_waiting', 'gateway_waiting'];
+// Histograms, as cumulative buckets: time to first token, inter-token latency, the engine's steps by kind.
+const BUCKETED = ['ttft', 'itl', 'step_decode', 'step_mixed', 'step_prompt'];
 export const ENDPOINT_PREFIX = 'endpoint:'; // SageMaker names have no ':', so no workload is named so
 
 // An endpoint's summary entry: its workloads' added up (counters, gauges, copies by state, histogram buckets by
@@ -71,7 +79,7 @@ export function combine(entries) {
   for (const e of entries) {
     for (const [state, count] of Object.entries(e.copies || {})) combined.copies[state] = (combined.copies[state] || 0) + count;
   }
-  for (const key of ['ttft', 'itl']) {
+  for (const key of BUCKETED) {
     const bounds = new Map();
     for (const e of entries) {
       for (const [le, count] of e[key] || []) bounds.set(String(le), [le, (bounds.get(String(le))?.[1] || 0) + count]);

@@ -109,8 +109,9 @@ def test_pages_load_wide_and_on_a_phone(gateway: GatewayProcess, browser: Any) -
                 page.get_by_label("Charts of").wait_for(timeout=WAIT_MS)
                 options = page.get_by_label("Charts of").locator("option").all_inner_texts()
                 assert options == [ENDPOINT, COMPONENT]  # the endpoint (its components added up), the component
-                assert page.locator("figure.chart").count() == 7
-                assert page.locator("figure.chart canvas").count() == 7  # uPlot drew each
+                assert page.locator("figure.chart").count() == 8
+                assert page.locator("figure.chart canvas").count() == 8  # uPlot drew each
+                assert page.locator("figure.chart", has_text="Engine steps (ms)").count() == 1
             assert page.evaluate(UNNAMED) == [], name  # every control has an accessible name
             width = page.evaluate("document.documentElement.scrollWidth")
             assert width <= viewport["width"], name  # nothing overflows sideways, on a phone either

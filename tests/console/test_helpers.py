@@ -86,6 +86,17 @@ def test_a_point_is_the_window_between_two_summaries(page: Any) -> None:
     assert point["ttft50"] == pytest.approx(50)  # both new ones in (0, 0.1 s]: the median halfway, as Prometheus has it
     assert point["itl50"] is None
     assert (point["queue"], point["running"], point["kv"], point["ready"], point["copies"]) == (3, 3, 25, 1, 2)
+    assert point["decode50"] is None and point["mixed99"] is None  # a summary without the engine's steps
+
+
+def test_the_engine_steps_of_a_window(page: Any) -> None:
+    """Decode and mixed steps' p50 and p99 over the window, from their cumulative buckets (gateway/metrics_summary)."""
+    before = {"ttft": [], "itl": [], "step_decode": [[0.001, 4], [0.002, 4], ["+Inf", 4]], "step_mixed": []}
+    after = {"ttft": [], "itl": [], "step_decode": [[0.001, 4], [0.002, 14], ["+Inf", 14]],
+             "step_mixed": [[0.002, 0], [0.004, 4], ["+Inf", 4]]}
+    point = call(page, "rates.js", "point", before, after, 2)
+    assert point["decode50"] == pytest.approx(1.5) and point["decode99"] == pytest.approx(1.99)
+    assert point["mixed50"] == pytest.approx(3.0) and point["mixed99"] == pytest.approx(3.98)
 
 
 async_chunks = """async ([module, fn, chunks, wrap]) => {
@@ -225,6 +236,7 @@ def test_an_endpoint_adds_its_workloads_up(page: Any) -> None:
     assert (combined["generations"], combined["running"], combined["kv_usage"]) == (5, 3, 0.6)
     assert combined["copies"] == {"Ready": 2, "Starting": 1}
     assert combined["ttft"] == [[0.1, 1], [0.5, 5], ["+Inf", 6]]  # by bound, in order, +Inf last
+    assert combined["step_decode"] == []  # the engine's steps too, when the copies report them
 
 
 @pytest.mark.parametrize(("copy", "shown"), [

@@ -72,6 +72,28 @@ def test_summarize(copies: list[CopyStatus], scraped: list[tuple[CopyStatus, str
     assert {key: summary[key] for key in expected} == expected
 
 
+STEPS_TEXT = """# HELP pier_engine_step_seconds One engine step, by what it carried.
+# TYPE pier_engine_step_seconds histogram
+pier_engine_step_seconds_bucket{kind="decode",le="0.002"} 8.0
+pier_engine_step_seconds_bucket{kind="decode",le="+Inf"} 10.0
+pier_engine_step_seconds_count{kind="decode"} 10.0
+pier_engine_step_seconds_sum{kind="decode"} 0.03
+pier_engine_step_seconds_bucket{kind="mixed",le="0.002"} 0.0
+pier_engine_step_seconds_bucket{kind="mixed",le="+Inf"} 3.0
+pier_engine_step_seconds_bucket{kind="other",le="+Inf"} 99.0
+"""
+
+
+def test_the_engine_s_steps_are_summed_by_kind() -> None:
+    """The step histograms (engine/step_times.py) by kind, summed over the copies; a kind pier does not know of is
+    left out, and a kind no step had is an empty list."""
+    summary = summarize([A, B], [(A, TEXT_A + STEPS_TEXT), (B, TEXT_B + STEPS_TEXT)])["ic"].as_json(0)
+    assert summary["step_decode"] == [[0.002, 16.0], ["+Inf", 20.0]]
+    assert summary["step_mixed"] == [[0.002, 0.0], ["+Inf", 6.0]]
+    assert summary["step_prompt"] == [] and "step_other" not in summary
+    assert summary["ttft"] == [[0.1, 1.0], [0.5, 5.0], ["+Inf", 7.0]]  # the other histograms unchanged
+
+
 def test_summary_json_names_every_workload_with_the_time() -> None:
     body = summary_json({"b": WorkloadSummary(), "a": WorkloadSummary()}, {"a": 3}, now=12.5)
     assert body["time"] == 12.5 and list(body["workloads"]) == ["a", "b"]

@@ -97,4 +97,4 @@ def test_what_was_sent_after_the_copys_last_report_counts_until_the_next() -> No
     assert again is not None and again.copy.copy_id == first.copy.copy_id
     again.release()
     router.holds_prefixes(first.copy.copy_id, ())  # then it said p1 is gone
-    assert router._loads[first.copy.copy_id].held == ()
+    assert router._loads[first.copy.copy_id].held == frozenset()

@@ -13,6 +13,9 @@ const CHARTS = [
   { title: 'Output tokens / s', unit: '', series: [['tokens', 'tokens/s']] },
   { title: 'Time to first token (ms)', unit: '', series: [['ttft50', 'p50'], ['ttft90', 'p90'], ['ttft99', 'p99']] },
   { title: 'Inter-token latency (ms)', unit: '', series: [['itl50', 'p50'], ['itl90', 'p90'], ['itl99', 'p99']] },
+  // What a stream's gaps are made of: steps of streams alone, and steps carrying prompt tokens beside them.
+  { title: 'Engine steps (ms)', unit: '', series: [['decode50', 'decode p50'], ['decode99', 'decode p99'],
+    ['mixed50', 'mixed p50'], ['mixed99', 'mixed p99']] },
   { title: 'Queue and running', unit: '', series: [['queue', 'waiting'], ['running', 'running']] },
   { title: 'KV cache use (%)', unit: '', series: [['kv', 'busiest copy']] },
   { title: 'Copies', unit: '', series: [['ready', 'ready'], ['copies', 'all']] },

@@ -1,7 +1,8 @@
 """`GET /pier/metrics/summary`: what the console's live charts need, per workload (an inference component, or
-`endpoint/variant`), computed from the same copy metrics `/metrics` serves, so the browser never parses Prometheus
-text. Counters and histograms stay cumulative (summed over the workload's copies): the browser takes the rate and
-the percentiles of a window from two summaries, as Prometheus's rate() and histogram_quantile() do."""
+`endpoint/variant`), computed from the same copy metrics `/metrics` serves (the engine's step times by kind too),
+so the browser never parses Prometheus text. Counters and histograms stay cumulative (summed over the workload's
+copies): the browser takes the rate and the percentiles of a window from two summaries, as Prometheus's rate()
+and histogram_quantile() do."""
 
 from __future__ import annotations
 
@@ -18,7 +19,10 @@ GAUGES = {"pier_requests_in_flight": "in_flight", "pier_requests_running": "runn
 COUNTERS = {"pier_generations_total": "generations", "pier_generated_tokens_total": "generated_tokens",
             "pier_prompt_tokens_total": "prompt_tokens"}
 HISTOGRAMS = {"pier_time_to_first_token_seconds": "ttft", "pier_inter_token_latency_seconds": "itl"}
+# The engine's steps by kind (engine/step_times.py): what a stream's gaps are made of, beside the ITL.
+STEPS, STEP_KINDS = "pier_engine_step_seconds", ("decode", "mixed", "prompt")
 KV_USAGE = "pier_kv_usage_ratio"
+BUCKETED = (*HISTOGRAMS.values(), *(f"step_{kind}" for kind in STEP_KINDS))
 
 
 @dataclass
@@ -37,7 +41,7 @@ class WorkloadSummary:
             "kv_usage": max(self.kv_usage, default=0.0),
             "kv_usage_mean": sum(self.kv_usage) / len(self.kv_usage) if self.kv_usage else 0.0,
             **{name: [[_le_text(le), count] for le, count in sorted(self.buckets.get(name, {}).items())]
-               for name in HISTOGRAMS.values()},
+               for name in BUCKETED},
         }
 
 
@@ -85,10 +89,18 @@ def _add_sample(entry: WorkloadSummary, name: str, labels: Mapping[str, str], va
         entry.values[key] = entry.values.get(key, 0.0) + value
     elif name == KV_USAGE:
         entry.kv_usage.append(value)
-    elif name.endswith("_bucket") and name.removesuffix("_bucket") in HISTOGRAMS:
-        histogram = entry.buckets.setdefault(HISTOGRAMS[name.removesuffix("_bucket")], {})
+    elif name.endswith("_bucket") and (key := _histogram(name.removesuffix("_bucket"), labels)) is not None:
+        histogram = entry.buckets.setdefault(key, {})
         le = float(labels.get("le", "+Inf"))
         histogram[le] = histogram.get(le, 0.0) + value
+
+
+def _histogram(family: str, labels: Mapping[str, str]) -> str | None:
+    """The summary's name for a histogram's series: ttft, itl, step_<kind>; None for the others."""
+    if family == STEPS:
+        kind = labels.get("kind", "")
+        return f"step_{kind}" if kind in STEP_KINDS else None
+    return HISTOGRAMS.get(family)
 
 
 def _le_text(le: float) -> float | str:

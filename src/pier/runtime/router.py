@@ -132,7 +132,7 @@ class _CopyLoad:
     last_chosen: int = 0
     cached: OrderedDict[str, None] = field(default_factory=OrderedDict)
     models: set[str] = field(default_factory=set)
-    held: tuple[str, ...] | None = None
+    held: frozenset[str] | None = None  # as the copy last said (KV_AWARE), with what was sent it since
 
 
 class Lease:
@@ -193,7 +193,7 @@ class Router:
         load.outstanding += 1
         self._remember(load, prefix)
         if load.held is not None:  # it holds this prompt soon, whether or not its answer's report says so yet
-            load.held = (*prefix, *load.held)
+            load.held = load.held.union(prefix)
         if route.model is not None:  # requests for it that arrive while it loads follow it there
             load.models.add(route.model)
         return Lease(chosen, load, self)
@@ -210,7 +210,7 @@ class Router:
         (no header) changes nothing."""
         load = self._loads.get(copy_id)
         if load is not None and blocks is not None:
-            load.held = tuple(blocks)
+            load.held = frozenset(blocks)
 
     def outstanding(self, copy_id: str) -> int:
         load = self._loads.get(copy_id)
@@ -253,7 +253,7 @@ class Router:
     def _candidate(self, copy: CopyStatus) -> Candidate:
         load = self._loads[copy.copy_id]
         return Candidate(copy, load.outstanding, load.last_chosen, load.cached.keys(), self.capacity(copy),
-                         load.models, None if load.held is None else frozenset(load.held))
+                         load.models, load.held)
 
     def _remember(self, load: _CopyLoad, prefix: Sequence[str]) -> None:
         # Remembered when chosen, not when answered: a request with the same prefix arriving meanwhile
