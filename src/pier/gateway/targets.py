@@ -165,10 +165,9 @@ class Targets:
         return routing(variant.routing if variant is not None else None)
 
     def _component(self, endpoint: EndpointRecord, name: str) -> ComponentRecord:
-        for record in self.state.components.all():
-            if (record.endpoint.lower() == endpoint.name.lower() and record.status != "Deleting"
-                    and record.name.lower() == name.lower()):
-                return record
+        record = self.state.components.get(name)  # by name, in any case: one row, not every component's
+        if record is not None and record.endpoint.lower() == endpoint.name.lower() and record.status != "Deleting":
+            return record
         # pier's words: SageMaker's for this case are not known.
         raise InvalidInvocation(
             f"Inference component {name} is not on endpoint {endpoint.name}: check InferenceComponentName "
