@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+import socket
+import time
 
 import pytest
 
 from pier.backends.ray.config import RayConfig
-from pier.backends.ray.join import Attempts, join, pauses
+from pier.backends.ray.join import Attempts, _host_port, join, pauses, probe
+from tests.sockets import free_port
 
 
 @pytest.mark.parametrize(("wait_s", "expected"), [
@@ -95,3 +98,37 @@ def test_join_wait_s_is_read_from_the_config(raw: dict[str, float], expected: fl
 def test_a_negative_join_wait_is_refused() -> None:
     with pytest.raises(ValueError, match="join_wait_s"):
         RayConfig.model_validate({"join_wait_s": -1})
+
+
+@pytest.mark.parametrize(("address", "expected"), [
+    ("auto", (None, None)),
+    ("", (None, None)),
+    ("10.0.0.5:6379", ("10.0.0.5", 6379)),
+    ("ray://head.svc:10001", ("head.svc", 10001)),
+    ("ray://head.svc", ("head.svc", None)),  # Ray's default port: nothing to probe
+    ("head", ("head", None)),
+    ("[::1]:6379", ("::1", 6379)),
+    ("host:notaport", (None, None)),  # Ray says what is wrong with it
+])
+def test_the_address_to_probe(address: str, expected: tuple[str | None, int | None]) -> None:
+    assert _host_port(address) == expected
+
+
+def test_a_head_that_takes_no_connection_fails_the_attempt_at_once() -> None:
+    port = free_port()  # nothing listens there
+    started = time.monotonic()
+    with pytest.raises(ConnectionError, match=f"nothing takes connections at 127.0.0.1:{port}"):
+        probe(f"127.0.0.1:{port}")
+    with pytest.raises(ConnectionError):
+        probe(f"ray://127.0.0.1:{port}")
+    assert time.monotonic() - started < 5
+
+
+def test_a_head_that_listens_passes_the_probe() -> None:
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        probe(f"127.0.0.1:{port}")
+        probe(f"ray://127.0.0.1:{port}")
+    probe("auto")  # nothing to probe

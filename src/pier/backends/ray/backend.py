@@ -31,7 +31,7 @@ from pier.backends.logfile import tail
 from pier.backends.ray.actor import ActorSetup, Identity, Report, seen
 from pier.backends.ray.config import RayConfig
 from pier.backends.ray.groups import Groups, live_nodes
-from pier.backends.ray.join import Attempts, join
+from pier.backends.ray.join import Attempts, join, probe
 from pier.backends.ray.log_mirror import LogMirror
 from pier.backends.ray.models import Manifest, chunks, file_manifest, manifest_of
 from pier.backends.ray.placement import (
@@ -123,9 +123,13 @@ class RayBackend:
             self._start(lambda: ray.init(address="local", include_dashboard=False, **options))
             return
         log.info("joining the Ray cluster at %s (namespace %s)", self.config.address, self.config.namespace)
-        attempts = Attempts(self.config.join_wait_s)
-        self._start(lambda: join(lambda: ray.init(address=self.config.address, **options), _reset(ray),
-                                 str(self.config.address), attempts))
+        address, attempts = str(self.config.address), Attempts(self.config.join_wait_s)
+
+        def attempt() -> None:
+            probe(address)
+            ray.init(address=address, **options)
+
+        self._start(lambda: join(attempt, _reset(ray), address, attempts))
 
     def _start(self, connect: Callable[[], None]) -> None:
         try:

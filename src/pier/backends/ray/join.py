@@ -10,14 +10,17 @@ address Ray cannot parse is reported at once: waiting does not fix it.
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 log = logging.getLogger("pier.backends.ray")
 
 FIRST_PAUSE_S = 1.0
 LONGEST_PAUSE_S = 10.0
+PROBE_S = 5.0  # a head that does not take a TCP connection in this long is not up (yet)
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,31 @@ def join(init: Callable[[], None], reset: Callable[[], None], address: str, atte
             log.warning("the Ray cluster at %s did not take this gateway yet (%s); trying again in %.0f s "
                         "(join_wait_s in --ray-config bounds the wait)", address, _first_line(error), pause)
             attempts.sleep(pause)
+
+
+def probe(address: str, timeout_s: float = PROBE_S) -> None:
+    """ConnectionError unless something takes a TCP connection at the address's host and port. ray.init on a GCS
+    address that nothing answers blocks for minutes, retrying inside Ray, and Ray Client waits 30 s: a probe lets
+    an absent head fail the attempt in seconds, so join_wait_s bounds the whole wait. "auto" (a cluster found
+    through this host's Ray files) has nothing to probe."""
+    host, port = _host_port(address)
+    if host is None or port is None:
+        return
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+    except OSError as error:
+        raise ConnectionError(f"nothing takes connections at {host}:{port} ({error})") from None
+
+
+def _host_port(address: str) -> tuple[str | None, int | None]:
+    if address in ("", "auto", "local"):
+        return None, None
+    try:
+        parts = urlsplit(address if "://" in address else f"gcs://{address}")
+        return parts.hostname, parts.port
+    except ValueError:  # Ray says what is wrong with it
+        return None, None
 
 
 def _first_line(error: BaseException) -> str:
