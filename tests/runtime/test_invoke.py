@@ -11,6 +11,7 @@ import time
 import httpx
 import pytest
 from botocore.exceptions import ClientError, EventStreamError
+from fastapi import FastAPI, Request, Response
 
 from pier.backends.base import CopyState, CopyStatus
 from pier.runtime.settings import RuntimeSettings
@@ -311,6 +312,24 @@ def test_a_file_the_target_names_is_sent_as_each_copy_reads_it() -> None:
         assert sent["x-pier-adapter"] == "lora"
         assert sent["x-pier-adapter-file"] == "/nodes/b-node/store/lora/adapter.gguf"
         assert asked == [("a-lost", "/store/lora/adapter.gguf"), ("b-node", "/store/lora/adapter.gguf")]
+
+
+def test_a_cookie_a_copy_sets_never_rides_on_another_request() -> None:
+    """A bring-your-own handler may answer with Set-Cookie; the gateway's one client to every copy keeps no cookie,
+    so one client's never reaches the copy with another's request."""
+    received: list[str | None] = []
+    app = FastAPI()
+
+    @app.post("/invocations")
+    async def invocations(request: Request) -> Response:
+        received.append(request.headers.get("cookie"))
+        return Response(b"ok", headers={"Set-Cookie": "session=user-a; Path=/"})
+
+    with serving(app) as url, gateway() as gw:
+        gw.route("byoc", [CopyStatus("b1", "ic", CopyState.READY, url=url)])
+        for _ in range(3):
+            assert client(gw.url).invoke_endpoint(EndpointName="byoc", Body=b"x")["Body"].read() == b"ok"
+    assert received == [None, None, None]
 
 
 def test_a_request_that_reached_a_copy_is_never_sent_again(copy: CopyServer) -> None:

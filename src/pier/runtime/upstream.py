@@ -6,7 +6,9 @@ CopyUnreachable, and only such a request may go to another copy: one that was se
 
 from __future__ import annotations
 
+import http.cookiejar
 from collections.abc import Mapping
+from typing import Any
 
 import httpx
 
@@ -18,6 +20,14 @@ class CopyUnreachable(Exception):
     """The request never reached the copy."""
 
 
+class _NoCookies(http.cookiejar.DefaultCookiePolicy):
+    """A copy's cookies (a bring-your-own handler may set some) belong to the client that got that answer: the
+    gateway's one client to every copy keeps none, so none rides on another client's request."""
+
+    def set_ok(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:
+        return False
+
+
 class Upstream:
     def __init__(self, client: httpx.AsyncClient | None = None, *, connect_timeout_s: float = 2.0) -> None:
         self._owned = client is None
@@ -27,6 +37,7 @@ class Upstream:
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=256),
             trust_env=False,  # an HTTP(S)_PROXY meant for the internet must not capture loopback traffic
         )
+        self.client.cookies.jar.set_policy(_NoCookies())
 
     async def send(self, copy: CopyStatus, path: str, body: bytes, headers: Mapping[str, str], *,
                    method: str = "POST") -> httpx.Response:
