@@ -60,7 +60,7 @@ def join(init: Callable[[], None], reset: Callable[[], None], address: str, atte
             if pause is None or attempts.clock() + pause > deadline:
                 raise
             log.warning("the Ray cluster at %s did not take this gateway yet (%s); trying again in %.0f s "
-                        "(join_wait_s in --ray-config bounds the wait)", address, _first_line(error), pause)
+                        "(join_wait_s in --ray-config bounds the wait)", address, _cause(error), pause)
             attempts.sleep(pause)
 
 
@@ -89,8 +89,8 @@ def _host_port(address: str) -> tuple[str | None, int | None]:
         return None, None
 
 
-def _first_line(error: BaseException) -> str:
+def _cause(error: BaseException) -> str:
+    """The error in one line: its message, or the last line of a traceback Ray Client passes on (the cause)."""
     text = str(error).strip()
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    # Ray Client's server-side failures put the cause on the last line of a traceback.
     return (lines[-1] if len(lines) > 1 else lines[0] if lines else type(error).__name__)[:300]
