@@ -8,11 +8,13 @@ import contextlib
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
 POLL_S = 1.0
+POLL_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -30,19 +32,14 @@ class CopyWatcher:
 
     @classmethod
     def of(cls, http: httpx.AsyncClient, target_url: str, started: float) -> CopyWatcher:
-        parts = urlsplit(target_url)
-        return cls(http, f"{parts.scheme}://{parts.netloc}/pier/copies", started)
+        return cls(http, copies_url(target_url), started)
 
     async def sample(self) -> bool:
         """One sample; False when the target is not a pier gateway (or did not answer)."""
-        try:
-            response = await self.http.get(self.url, timeout=5.0)
-            copies = response.json()["copies"] if response.status_code == 200 else None
-        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        copies = await gateway_copies(self.http, self.url)
+        if copies is None:
             return False
-        if not isinstance(copies, list):
-            return False
-        ready = Counter(str(c.get("component")) for c in copies if isinstance(c, dict) and c.get("state") == "Ready")
+        ready = Counter(str(c.get("component")) for c in copies if c.get("state") == "Ready")
         self.samples.append(CopySample(time.perf_counter() - self.started, dict(ready)))
         return True
 
@@ -54,3 +51,20 @@ class CopyWatcher:
             await asyncio.sleep(POLL_S)
             with contextlib.suppress(Exception):
                 await self.sample()
+
+
+def copies_url(target_url: str) -> str:
+    """The `/pier/copies` of the gateway a target URL is on."""
+    parts = urlsplit(target_url)
+    return f"{parts.scheme}://{parts.netloc}/pier/copies"
+
+
+async def gateway_copies(http: httpx.AsyncClient, url: str) -> list[dict[str, Any]] | None:
+    """The copies a gateway's `/pier/copies` lists; None when the server is not a pier gateway (or does not let
+    this caller see them, or did not answer)."""
+    try:
+        response = await http.get(url, timeout=POLL_TIMEOUT_S)
+        copies = response.json()["copies"] if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        return None
+    return [c for c in copies if isinstance(c, dict)] if isinstance(copies, list) else None

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from pier.bench.copies import copies_url, gateway_copies
 from pier.bench.engine_steps import Histograms, histograms
 from pier.bench.target import Target
 
@@ -31,7 +32,7 @@ class StepSource:
         """The target's source of step times, or None when it exposes none."""
         parts = urlsplit(target.base_url)
         origin = f"{parts.scheme}://{parts.netloc}"
-        copies = await _gateway_copies(http, origin)
+        copies = await gateway_copies(http, copies_url(origin))
         if copies is None:  # a model server: its own /metrics
             source = cls(http, target.base_url.rstrip("/") + "/metrics", None)
         else:
@@ -60,13 +61,3 @@ def components_of(copies: list[dict[str, Any]], name: str) -> frozenset[str]:
         if component == name or (isinstance(instance, str) and instance.startswith(f"{name}/")):
             out.add(str(component))
     return frozenset(out)
-
-
-async def _gateway_copies(http: httpx.AsyncClient, origin: str) -> list[dict[str, Any]] | None:
-    """The gateway's copies, or None when `origin` is not a pier gateway (or does not let this caller see them)."""
-    try:
-        response = await http.get(origin + "/pier/copies", timeout=TIMEOUT_S)
-        copies = response.json()["copies"] if response.status_code == 200 else None
-    except (httpx.HTTPError, ValueError, KeyError, TypeError):
-        return None
-    return [c for c in copies if isinstance(c, dict)] if isinstance(copies, list) else None
