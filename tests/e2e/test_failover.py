@@ -96,6 +96,10 @@ class Answer:
 
 
 Started = Callable[[], None]  # called once the first piece of the answer has arrived
+# Called with the request's client built, just before it is sent; returns when all eight are ready, so the eight
+# reach the copies together. Answers here take about half a second, and building a boto3 client alone can take
+# that long: eight requests sent as each client came up could see the first answered before the last began.
+Ready = Callable[[], None]
 
 
 def sse_events(lines: Iterator[str]) -> Iterator[Any]:
@@ -105,47 +109,53 @@ def sse_events(lines: Iterator[str]) -> Iterator[Any]:
             yield data if data == "[DONE]" else json.loads(data)
 
 
-def openai_chat(url: str, prompt: str, started: Started) -> Answer:
+def openai_chat(url: str, prompt: str, ready: Ready, started: Started) -> Answer:
     body = {"model": "llm", "messages": [{"role": "user", "content": prompt}], "max_tokens": MAX_TOKENS,
             "temperature": 0, "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
     text, usage, done = "", None, False
-    with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=120) as response:
-        assert response.status_code == 200
-        for event in sse_events(response.iter_lines()):
-            assert "error" not in event, event
-            if event == "[DONE]":
-                done = True
-                continue
-            started()
-            if event.get("usage"):
-                usage = event["usage"]["completion_tokens"]
-            for choice in event["choices"]:
-                text += choice["delta"].get("content") or ""
+    with httpx.Client(timeout=120) as client:
+        ready()
+        with client.stream("POST", url + "/v1/chat/completions", json=body) as response:
+            assert response.status_code == 200
+            for event in sse_events(response.iter_lines()):
+                assert "error" not in event, event
+                if event == "[DONE]":
+                    done = True
+                    continue
+                started()
+                if event.get("usage"):
+                    usage = event["usage"]["completion_tokens"]
+                for choice in event["choices"]:
+                    text += choice["delta"].get("content") or ""
     assert done
     return Answer(text, usage)
 
 
-def openai_completion(url: str, prompt: str, started: Started) -> Answer:
+def openai_completion(url: str, prompt: str, ready: Ready, started: Started) -> Answer:
     body = {"model": "llm", "prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0, "ignore_eos": True,
             "stream": True, "stream_options": {"include_usage": True}}
     text, usage = "", None
-    with httpx.stream("POST", url + "/v1/completions", json=body, timeout=120) as response:
-        assert response.status_code == 200
-        for event in sse_events(response.iter_lines()):
-            if event == "[DONE]":
-                continue
-            assert "error" not in event, event
-            started()
-            if event.get("usage"):
-                usage = event["usage"]["completion_tokens"]
-            text += "".join(choice["text"] for choice in event["choices"])
+    with httpx.Client(timeout=120) as client:
+        ready()
+        with client.stream("POST", url + "/v1/completions", json=body) as response:
+            assert response.status_code == 200
+            for event in sse_events(response.iter_lines()):
+                if event == "[DONE]":
+                    continue
+                assert "error" not in event, event
+                started()
+                if event.get("usage"):
+                    usage = event["usage"]["completion_tokens"]
+                text += "".join(choice["text"] for choice in event["choices"])
     return Answer(text, usage)
 
 
-def sagemaker_stream_tgi(url: str, prompt: str, started: Started) -> Answer:
+def sagemaker_stream_tgi(url: str, prompt: str, ready: Ready, started: Started) -> Answer:
     """boto3's InvokeEndpointWithResponseStream with a TGI payload: TGI's SSE events inside PayloadParts."""
     body = {"inputs": prompt, "parameters": {"max_new_tokens": MAX_TOKENS, "details": True}, "stream": True}
-    reply = runtime_client(url, read_timeout=120).invoke_endpoint_with_response_stream(
+    client = runtime_client(url, read_timeout=120)
+    ready()
+    reply = client.invoke_endpoint_with_response_stream(
         EndpointName="llm", Body=json.dumps(body), ContentType="application/json")
     raw = b""
     for event in reply["Body"]:
@@ -160,27 +170,34 @@ def sagemaker_stream_tgi(url: str, prompt: str, started: Started) -> Answer:
     return Answer(tokens, events[-1]["details"]["generated_tokens"])
 
 
-def sagemaker_invoke_chat(url: str, prompt: str, started: Started) -> Answer:
+def sagemaker_invoke_chat(url: str, prompt: str, ready: Ready, started: Started) -> Answer:
     """boto3's InvokeEndpoint, a whole answer: the copy dies while computing it."""
     body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": MAX_TOKENS, "temperature": 0,
             "ignore_eos": True}
+    client = runtime_client(url, read_timeout=120)
+    ready()
     started()
-    reply = runtime_client(url, read_timeout=120).invoke_endpoint(
-        EndpointName="llm", Body=json.dumps(body), ContentType="application/json")
+    reply = client.invoke_endpoint(EndpointName="llm", Body=json.dumps(body), ContentType="application/json")
     answer = json.loads(reply["Body"].read())
     return Answer(answer["choices"][0]["message"]["content"], answer["usage"]["completion_tokens"])
 
 
-FAMILIES = {"openai-chat": openai_chat, "openai-completions": openai_completion,
-            "sagemaker-stream-tgi": sagemaker_stream_tgi, "sagemaker-invoke-chat": sagemaker_invoke_chat}
+Family = Callable[[str, str, Ready, Started], Answer]
+FAMILIES: dict[str, Family] = {"openai-chat": openai_chat, "openai-completions": openai_completion,
+                               "sagemaker-stream-tgi": sagemaker_stream_tgi,
+                               "sagemaker-invoke-chat": sagemaker_invoke_chat}
 
 
-def run_all(plane: Plane, family: Callable[[str, str, Started], Answer],
-            meanwhile: Callable[[], None] | None = None) -> list[Answer]:
+def run_all(plane: Plane, family: Family, meanwhile: Callable[[], None] | None = None) -> list[Answer]:
     """The eight requests at once; `meanwhile` runs when every one of them has begun to answer."""
     begun = [threading.Event() for _ in PROMPTS]
+    together = threading.Barrier(len(PROMPTS))
+
+    def ready() -> None:
+        together.wait(60)
+
     with ThreadPoolExecutor(len(PROMPTS)) as pool:
-        futures = [pool.submit(family, plane.url, prompt, begun[i].set) for i, prompt in enumerate(PROMPTS)]
+        futures = [pool.submit(family, plane.url, prompt, ready, begun[i].set) for i, prompt in enumerate(PROMPTS)]
         if meanwhile is not None:
             for event in begun:
                 assert event.wait(60), "a request did not begin"
