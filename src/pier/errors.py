@@ -9,6 +9,7 @@ The tree (classes outside this module are named by their package)::
     │   │   └── InputTooLong               the prompt alone over MAX_INPUT_TOKENS
     │   ├── model.chat.TemplateError       the chat template could not render the messages
     │   └── runtime.InvalidInvocation      the gateway's ValidationError (PayloadTooLarge 413, EndpointNotFound 404)
+    ├── ResponseNotStored                  404 · a stored OpenAI response asked for: pier keeps none
     ├── Overloaded                         429 · ThrottlingException (boto3 retries it by status and by code)
     │   └── runtime.Throttled              no copy has room, the queue is full: 429 on the SageMaker runtime too
     ├── EngineStopped                      503 · ServiceUnavailable
@@ -120,6 +121,18 @@ class ContextLengthExceeded(InvalidRequest):
 
 class InputTooLong(ContextLengthExceeded):
     """The prompt alone is over MAX_INPUT_TOKENS (TGI's max_input_tokens)."""
+
+
+class ResponseNotStored(PierError):
+    """A stored response asked for (OpenAI's GET / DELETE /v1/responses/ID): pier keeps none."""
+
+    code = "not_found"
+    wire = Wire.of_status(404)
+
+    def __init__(self, response_id: str) -> None:
+        super().__init__(f"Response with id {response_id!r} not found: pier keeps no responses (it answers as if "
+                         "`store` were false). Keep the response you were sent, and send the whole conversation "
+                         "in `input` of the next request.", param="response_id")
 
 
 class Overloaded(PierError):

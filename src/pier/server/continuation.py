@@ -46,7 +46,9 @@ log = logging.getLogger(__name__)
 SEEDS = 2**32 - 1  # llama.cpp's samplers take seeds below this (SamplingParams checks it)
 
 PROGRESS = "pier.progress"  # the ASGI scope key of a resumable request's Progress
-KEPT = ("id", "created")  # the fields of an answer's head that read the same on every copy that continues it
+# The fields of an answer's head that read the same on every copy that continues it: an answer's id and creation
+# time, and a Responses stream's next event number (which changes as the stream goes: reported with each frame).
+KEPT = ("id", "created", "created_at", "sequence_number")
 
 
 def progress_of(scope: Mapping[str, Any]) -> Progress | None:
@@ -72,6 +74,7 @@ class Progress:
         self.done = False  # the generation ended: what the app still sends goes into the L frame
         self.abandoned = False  # this copy gave the request up (X frame): the app's answer is dropped
         self.ended = False  # the L (or X) frame is out
+        self._kept: MutableMapping[str, Any] | None = None  # the head whose KEPT fields are reported
 
     # -- the request ---------------------------------------------------------------------------------
 
@@ -83,6 +86,7 @@ class Progress:
         if self.continuation is not None:
             fields.update({n: self.state[n] for n in names if n in self.state})
         self.state.update({n: fields[n] for n in names})
+        self._kept = fields
 
     def prepare(self, request: GenerateRequest) -> GenerateRequest:
         """The request as this copy runs it: a continuation's tokens and seed, or a pinned seed for a sampled
@@ -158,6 +162,8 @@ class Progress:
 
     async def _frames(self, frames: bytes) -> None:
         """Frames, after the state if it changed: the gateway must have it before any token it may resume from."""
+        if self._kept is not None:  # a view may move a kept field on as it writes (a Responses event number)
+            self.state.update({n: self._kept[n] for n in KEPT if n in self._kept})
         if self.state and self.state != self._reported_state:
             self._reported_state = dict(self.state)
             frames = state_frame(self.state) + frames

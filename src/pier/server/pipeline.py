@@ -25,7 +25,6 @@ from pier.engine.validate import CheckedRequest
 from pier.errors import GenerationFailed, InvalidRequest
 from pier.server import choices, sse
 from pier.server.continuation import Progress, progress_of
-from pier.server.errors import Flavor, error_event
 from pier.server.generation import Completion, wait_for_disconnect
 from pier.server.served_model import ServedModel
 from pier.server.state import ServerState
@@ -37,7 +36,6 @@ class View(Protocol):
     """How one choice's output is shaped in a flavor's stream (the whole answer is the flavor's `Spec.answer`,
     from its own kind of view)."""
 
-    flavor: Flavor  # the shape of an error event after the stream began
     head: dict[str, Any]  # the fields every event carries; those in continuation.KEPT read the same on every copy
 
     def opening(self) -> list[dict[str, Any]]: ...
@@ -51,6 +49,10 @@ class View(Protocol):
     def frame(self, event: dict[str, Any]) -> bytes: ...
 
     def closing(self) -> list[bytes]: ...
+
+    def failure(self, error: BaseException) -> bytes:
+        """The event that ends a stream when an error comes after it began (never a silent cut)."""
+        ...
 
 
 V = TypeVar("V", bound=View)
@@ -115,7 +117,7 @@ async def _events(
                 yield view.frame(event)
     except Exception as error:  # after the 200 an error can only be an event; never cut the stream silently
         _log_failed(checked, error)
-        yield error_event(error, view.flavor)
+        yield view.failure(error)
     for tail in view.closing():
         yield tail
 
@@ -130,9 +132,9 @@ async def _choice_events(
         # Another copy began this stream and died; its choices cannot be continued (server/choices.py). Say so
         # at the end of what the client has, rather than end the stream silently.
         progress.stopped()
-        yield error_event(GenerationFailed(
+        yield first.failure(GenerationFailed(
             "The model server streaming this answer stopped, and a stream with several choices cannot be continued "
-            "on another copy. Send the request again (with a seed, the choices come out the same)."), first.flavor)
+            "on another copy. Send the request again (with a seed, the choices come out the same)."))
         for tail in first.closing():
             yield tail
         return
@@ -148,7 +150,7 @@ async def _choice_events(
             yield first.frame(event)
     except Exception as error:  # after the 200 an error can only be an event; never cut the stream silently
         _log_failed(checked[0], error)
-        yield error_event(error, first.flavor)
+        yield first.failure(error)
     for tail in first.closing():
         yield tail
 

@@ -1,4 +1,5 @@
-"""The OpenAI API's routes: /v1/chat/completions and /v1/completions (with SSE streaming) and /v1/models."""
+"""The OpenAI API's routes: /v1/chat/completions, /v1/completions and /v1/responses (with SSE streaming), and
+/v1/models."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from pier.errors import ResponseNotStored
 from pier.served_name import MODEL_NAME_HEADER, listed_name
 from pier.server.flavors.openai.requests import ChatCompletionRequest, CompletionRequest
-from pier.server.flavors.openai.spec import ChatSpec, CompletionSpec
+from pier.server.flavors.openai.response_request import ResponseRequest
+from pier.server.flavors.openai.spec import ChatSpec, CompletionSpec, response_spec
 from pier.server.pipeline import respond
 from pier.server.state import State
 
@@ -26,6 +29,17 @@ async def chat_completions(body: ChatCompletionRequest, http: Request, state: St
 async def completions(body: CompletionRequest, http: Request, state: State) -> Response:
     body.model = body.model or http.headers.get(MODEL_NAME_HEADER)
     return await respond(CompletionSpec(body), http, state)
+
+
+@router.post("/v1/responses", response_model=None)
+async def responses(body: ResponseRequest, http: Request, state: State) -> Response:
+    body.model = body.model or http.headers.get(MODEL_NAME_HEADER)
+    return await respond(response_spec(body), http, state)
+
+
+@router.api_route("/v1/responses/{response_id}", methods=["GET", "DELETE"], response_model=None)
+async def stored_response(response_id: str) -> Response:
+    raise ResponseNotStored(response_id)
 
 
 @router.get("/v1/models")

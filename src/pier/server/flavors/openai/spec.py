@@ -18,6 +18,8 @@ from pier.model.tools.spec import ToolSet
 from pier.model.tools.tool_format import Grammar
 from pier.server import choices
 from pier.server.flavors.openai.requests import ChatCompletionRequest, CompletionRequest, OpenAIRequest
+from pier.server.flavors.openai.response_request import ResponseRequest
+from pier.server.flavors.openai.response_view import ResponseView
 from pier.server.flavors.openai.views import OpenAIView, chat_view, usage
 from pier.server.generation import Completion
 from pier.server.pipeline import View
@@ -85,6 +87,11 @@ class ChatSpec:
         self, views: Sequence[ChatView], checked: Sequence[CheckedRequest], done: Sequence[Completion],
     ) -> Response:
         return whole(self.body, views, done)
+
+
+def response_spec(body: ResponseRequest) -> ChatSpec:
+    """A Responses API request: the chat it is, answered as a `response` (flavors/openai/response_view.py)."""
+    return ChatSpec(body.chat(), view=ResponseView.of(body))
 
 
 class CompletionSpec:

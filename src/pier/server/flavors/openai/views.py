@@ -16,7 +16,7 @@ from pier.model.tools.reader import ToolReader
 from pier.model.tools.spec import ToolSet
 from pier.model.tools.stream import CallStart, Event
 from pier.server import sse
-from pier.server.errors import Flavor
+from pier.server.errors import Flavor, error_event
 from pier.server.flavors.logprobs import CompletionLogprobs, Piece, chat_logprobs, merged
 from pier.server.flavors.openai.requests import ChatCompletionRequest
 from pier.server.generation import Completion
@@ -171,6 +171,9 @@ class OpenAIView:
 
     def closing(self) -> list[bytes]:
         return [sse.event("[DONE]")]
+
+    def failure(self, error: BaseException) -> bytes:
+        return error_event(error, self.flavor)
 
     def _chunk(
         self, delta: dict[str, Any] | str, finish_reason: str | None, logprobs: dict[str, Any] | None = None,

@@ -16,7 +16,7 @@ from pier.model.tools.reader import ToolReader
 from pier.model.tools.spec import ToolSet
 from pier.model.tools.stream import CallStart, Event
 from pier.server import sse
-from pier.server.errors import Flavor
+from pier.server.errors import Flavor, error_event
 from pier.server.flavors.logprobs import tgi_chat_logprobs
 from pier.server.flavors.openai.requests import ChatCompletionRequest
 from pier.server.flavors.openai.spec import ChatSpec
@@ -143,3 +143,6 @@ class MessagesView:
 
     def closing(self) -> list[bytes]:
         return []  # TGI 2.0 ends the stream without `data: [DONE]`
+
+    def failure(self, error: BaseException) -> bytes:
+        return error_event(error, self.flavor)

@@ -12,7 +12,7 @@ from pier.engine.logprobs import TokenLogprob
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk
 from pier.engine.schema_check import SchemaCheck
 from pier.server import sse
-from pier.server.errors import Flavor
+from pier.server.errors import Flavor, error_event
 from pier.server.flavors.logprobs import tgi_top
 from pier.server.generation import Completion
 from pier.server.pipeline import View
@@ -95,6 +95,9 @@ class GenerateView:
 
     def closing(self) -> list[bytes]:
         return []
+
+    def failure(self, error: BaseException) -> bytes:
+        return error_event(error, self.flavor)
 
     def _events(self, chunk: GenerationChunk) -> Iterator[dict[str, Any]]:
         """One event per token; a chunk's text rides on its last token, so the texts add up exactly."""
