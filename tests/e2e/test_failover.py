@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import openai
 import pytest
 import uvicorn
 from fastapi import FastAPI
@@ -150,6 +151,26 @@ def openai_completion(url: str, prompt: str, ready: Ready, started: Started) -> 
     return Answer(text, usage)
 
 
+def openai_responses(url: str, prompt: str, ready: Ready, started: Started) -> Answer:
+    """The openai client's Responses API, streamed: its events numbered on, as one stream, across the resume."""
+    with httpx.Client(timeout=120) as http:
+        client = openai.OpenAI(base_url=url + "/v1", api_key="unused", http_client=http, max_retries=0)
+        ready()
+        events = []
+        for event in client.responses.create(model="llm", input=prompt, max_output_tokens=MAX_TOKENS, temperature=0,
+                                             stream=True, extra_body={"ignore_eos": True}):
+            assert event.type != "error", event
+            started()
+            events.append(event)
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    assert events[-1].type == "response.incomplete"  # max_output_tokens reached
+    final = events[-1].response
+    assert len({e.response.id for e in events if hasattr(e, "response")}) == 1
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert final.output_text == text
+    return Answer(text, final.usage.output_tokens if final.usage else None)
+
+
 def sagemaker_stream_tgi(url: str, prompt: str, ready: Ready, started: Started) -> Answer:
     """boto3's InvokeEndpointWithResponseStream with a TGI payload: TGI's SSE events inside PayloadParts."""
     body = {"inputs": prompt, "parameters": {"max_new_tokens": MAX_TOKENS, "details": True}, "stream": True}
@@ -184,7 +205,7 @@ def sagemaker_invoke_chat(url: str, prompt: str, ready: Ready, started: Started)
 
 Family = Callable[[str, str, Ready, Started], Answer]
 FAMILIES: dict[str, Family] = {"openai-chat": openai_chat, "openai-completions": openai_completion,
-                               "sagemaker-stream-tgi": sagemaker_stream_tgi,
+                               "openai-responses": openai_responses, "sagemaker-stream-tgi": sagemaker_stream_tgi,
                                "sagemaker-invoke-chat": sagemaker_invoke_chat}
 
 

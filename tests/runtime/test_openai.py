@@ -125,3 +125,36 @@ def test_an_assistant_message_that_only_calls_tools_is_taken(gw: Gateway) -> Non
     answer = client(gw.url + "/v1").chat.completions.create(model="llm", messages=messages,  # type: ignore[arg-type]
                                                             max_tokens=3)
     assert answer.choices[0].message.role == "assistant"
+
+
+@pytest.mark.parametrize("path", ["/endpoints/llm/v1", "/endpoints/llm/openai/v1", "/v1"])
+def test_responses_through_the_gateway_match_the_copy(gw: Gateway, copy: CopyServer, path: str) -> None:
+    fields = {"model": "llm", "instructions": "Be brief.", "input": "hello world", "max_output_tokens": 5,
+              "temperature": 0}
+    direct = client(copy.url + "/v1").responses.create(**fields)  # type: ignore[call-overload]
+    through = client(gw.url + path).responses.create(**fields)  # type: ignore[call-overload]
+    assert through.output_text == direct.output_text and through.model == "llm"
+    events = list(client(gw.url + path).responses.create(**fields, stream=True))  # type: ignore[call-overload]
+    assert "".join(e.delta for e in events if e.type == "response.output_text.delta") == direct.output_text
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    assert events[-1].type == "response.incomplete"
+
+
+@pytest.mark.parametrize("path", ["/v1", "/endpoints/llm/v1", "/endpoints/llm/inference-components/ic/openai/v1"])
+def test_a_stored_response_is_not_found_at_the_gateway(gw: Gateway, path: str) -> None:
+    with pytest.raises(openai.NotFoundError, match="pier keeps no responses"):
+        client(gw.url + path).responses.retrieve("resp_1")
+    answer = httpx.delete(gw.url + path + "/responses/resp_1")
+    assert answer.status_code == 404 and answer.json()["error"]["param"] == "response_id"
+
+
+def test_a_responses_stream_past_its_total_bound_ends_with_an_error_event() -> None:
+    settings = RuntimeSettings(openai_deadline_s=1.0, stream_total_s=1.0)
+    with copy_server(SlowRunner(0.05)) as slow, gateway(settings) as gw:
+        gw.route("llm", [slow.status("slow-1")])
+        with httpx.stream("POST", gw.url + "/v1/responses", json={
+                "model": "llm", "input": "hello", "max_output_tokens": 500, "stream": True}, timeout=30) as answer:
+            blocks = [b for b in answer.read().decode().split("\n\n") if b.strip()]
+    name, data = blocks[-1].split("\n")
+    assert name == "event: error" and "still running after 1.0 s" in data
+    assert all(not b.startswith("data: [DONE]") for b in blocks)

@@ -37,18 +37,36 @@ class _Message(BaseModel):
         return self.content or ""
 
 
+def _item_message(item: Any) -> _Message:
+    """A Responses input item as the chat message it stands for (a call and its output by their text)."""
+    if not isinstance(item, dict):
+        return _Message(role="user", content=str(item))
+    kind = item.get("type", "message")
+    if kind == "function_call":
+        return _Message(role="assistant", content=f"{item.get('name', '')}{item.get('arguments', '')}")
+    if kind == "function_call_output":
+        output = item.get("output")
+        return _Message(role="tool", content=output if isinstance(output, str | list) else "")
+    content = item.get("content")
+    return _Message(role=str(item.get("role", "")), content=content if isinstance(content, str | list) else None)
+
+
 class _Prompted(BaseModel):
-    """The fields that carry a prompt in every payload a copy takes: TGI, OpenAI chat and completions."""
+    """The fields that carry a prompt in every payload a copy takes: TGI, OpenAI chat, completions and responses
+    (`instructions` and `input`, read as the chat's messages)."""
 
     model_config = ConfigDict(extra="ignore")
 
     inputs: str | None = None
     messages: list[_Message] | None = None
     prompt: str | list[int] | list[str] | list[list[int]] | None = None
+    instructions: str | None = None
+    input: str | list[Any] | None = None
 
     def text(self, *, roles: bool = True) -> str:
-        if self.messages:
-            return "".join(m.text() if roles else m.content_text() for m in self.messages)
+        messages = self.messages or self._response_messages()
+        if messages:
+            return "".join(m.text() if roles else m.content_text() for m in messages)
         if self.inputs is not None:
             return self.inputs
         prompt = self.prompt
@@ -58,6 +76,15 @@ class _Prompted(BaseModel):
         if isinstance(prompt, list):
             return " ".join(str(token) for token in prompt)
         return prompt or ""
+
+
+    def _response_messages(self) -> list[_Message]:
+        if self.input is None or self.input == []:
+            return []
+        system = [_Message(role="system", content=self.instructions)] if self.instructions else []
+        if isinstance(self.input, str):
+            return [*system, _Message(role="user", content=self.input)]
+        return [*system, *(_item_message(item) for item in self.input)]
 
 
 def prompt_text(body: bytes) -> str:

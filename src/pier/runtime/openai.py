@@ -1,11 +1,12 @@
-"""OpenAI passthrough: /v1/chat/completions, /v1/completions, /v1/embeddings (and, under an endpoint, GET
-/v1/models and llama-server's /tokenize, /detokenize, /apply-template) forwarded to a copy unchanged, with the
-name of what was called (the component, else the endpoint) in MODEL_NAME_HEADER for the answer's `model`.
+"""OpenAI passthrough: /v1/chat/completions, /v1/completions, /v1/responses, /v1/embeddings (and, under an
+endpoint, GET /v1/models and llama-server's /tokenize, /detokenize, /apply-template) forwarded to a copy
+unchanged, with the name of what was called (the component, else the endpoint) in MODEL_NAME_HEADER for the
+answer's `model`.
 
 The copy speaks OpenAI itself, so its answers, errors included, pass through as they are. Errors the
 gateway raises (no copy ready, a full queue or a full copy: 429 with Retry-After, a broken stream) take OpenAI's
 shape; after a stream has begun, as its last `data:` event, followed by `data: [DONE]` as a stream's end always
-is.
+is (a Responses stream's, as its `error` event).
 
 Which endpoint and inference component a request is for, by route:
 - `/endpoints/E/openai/v1/...` and `/endpoints/E/inference-components/IC/openai/v1/...`: SageMaker's own
@@ -25,6 +26,7 @@ import json
 import uuid
 from collections.abc import AsyncGenerator, Awaitable
 from contextlib import AsyncExitStack
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 from pydantic import ValidationError as PydanticValidationError
@@ -62,6 +64,7 @@ from pier.runtime.target import Resolve, Target, resolve_target
 from pier.served_name import MODEL_NAME_HEADER
 
 REQUEST_ID = "x-request-id"
+RESPONSES = "/v1/responses"  # OpenAI's Responses API: its streams end in their own way
 
 
 class OpenAIBody(BaseModel):
@@ -178,11 +181,11 @@ async def _stream(forwarder: Forwarder, call: Call, request_id: str, receive: Re
         await resources.aclose()
         raise
     media_type = answer.head.headers.get("content-type", "text/event-stream")
-    return ClosingStream(_events(answer), resources.aclose, headers=_headers(answer, request_id),
+    return ClosingStream(_events(answer, call.path), resources.aclose, headers=_headers(answer, request_id),
                          media_type=media_type)
 
 
-async def _events(answer: Answer) -> AsyncGenerator[bytes, None]:
+async def _events(answer: Answer, path: str) -> AsyncGenerator[bytes, None]:
     tail = b"\n\n"
     try:
         async for chunk in answer.relay():
@@ -191,8 +194,18 @@ async def _events(answer: Answer) -> AsyncGenerator[bytes, None]:
     except Exception as error:
         failure = error.error if isinstance(error, StreamEnded) else as_invocation_error(error)
         separator = b"" if tail == b"\n\n" else b"\n\n"  # never glue the error onto a cut-off event
-        body = render(failure, Dialect.OPENAI).body
-        yield separator + b"data: " + json.dumps(body).encode() + b"\n\ndata: [DONE]\n\n"
+        yield separator + _error_event(render(failure, Dialect.OPENAI).body, path)
+
+
+def _error_event(body: dict[str, Any], path: str) -> bytes:
+    """The event that ends a broken stream: a Responses stream's `error` event (it has no [DONE]), else the
+    error object and [DONE], as OpenAI's chat and completion streams end."""
+    if path.endswith(RESPONSES):
+        problem = body.get("error", {})
+        event = {"type": "error", "code": problem.get("code"), "message": problem.get("message"),
+                 "param": problem.get("param")}
+        return b"event: error\ndata: " + json.dumps(event).encode() + b"\n\n"
+    return b"data: " + json.dumps(body).encode() + b"\n\ndata: [DONE]\n\n"
 
 
 def _headers(answer: Answer, request_id: str) -> dict[str, str]:

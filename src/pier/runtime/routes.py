@@ -17,9 +17,13 @@ from collections.abc import Awaitable, Callable
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from pier.dialect import Dialect
+from pier.error_bodies import render
+from pier.errors import ResponseNotStored
 from pier.runtime.errors import sagemaker_error
 from pier.runtime.invocation import Invocation
 from pier.runtime.invoke import RuntimeService
+from pier.runtime.openai import RESPONSES
 
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
@@ -62,7 +66,7 @@ async def _invocation(service: RuntimeService, endpoint: str, request: Request, 
 
 
 def openai_router(service: RuntimeService) -> APIRouter:
-    """/v1/chat/completions, /v1/completions and /v1/embeddings, the endpoint named by the body's `model`
+    """/v1/chat/completions, /v1/completions, /v1/responses and /v1/embeddings, the endpoint named by the body's `model`
     ("ENDPOINT" or "ENDPOINT/INFERENCE_COMPONENT"), and the same under /endpoints/{EndpointName}/v1/,
     where `model` is free (an OpenAI client's base_url then names the endpoint); and SageMaker's own
     OpenAI-compatible paths, /endpoints/{EndpointName}/openai/v1/ and
@@ -70,7 +74,7 @@ def openai_router(service: RuntimeService) -> APIRouter:
     paths, GET /v1/models is the copy's own list (named as the endpoint or component). llama-server's /tokenize,
     /detokenize and /apply-template are forwarded under the same endpoint paths (not under /v1/)."""
     router = APIRouter(tags=["OpenAI"])
-    routes = [(CHAT, "POST"), (COMPLETIONS, "POST"), (EMBEDDINGS, "POST"), (MODELS, "GET")]
+    routes = [(CHAT, "POST"), (COMPLETIONS, "POST"), (RESPONSES, "POST"), (EMBEDDINGS, "POST"), (MODELS, "GET")]
     for path, method in [*routes, *((path, "POST") for path in TOKENIZER)]:
         if method == "POST" and path not in TOKENIZER:  # GET /v1/models lists every endpoint (the gateway's own)
             router.add_api_route(path, _by_model(service, path), methods=[method], response_model=None)
@@ -80,7 +84,17 @@ def openai_router(service: RuntimeService) -> APIRouter:
                              methods=[method], response_model=None)
         router.add_api_route("/endpoints/{endpoint_name}/inference-components/{component_name}/openai" + path,
                              _sagemaker_component_path(service, path), methods=[method], response_model=None)
+    # A stored response, asked for by id: the gateway answers, since no copy keeps one (nor could be chosen: the
+    # request names no model).
+    for prefix in ("", "/endpoints/{endpoint_name}", "/endpoints/{endpoint_name}/openai",
+                   "/endpoints/{endpoint_name}/inference-components/{component_name}/openai"):
+        router.add_api_route(prefix + RESPONSES + "/{response_id}", _not_stored, methods=["GET", "DELETE"],
+                             response_model=None)
     return router
+
+
+async def _not_stored(response_id: str) -> Response:
+    return render(ResponseNotStored(response_id), Dialect.OPENAI, str(uuid.uuid4())).response()
 
 
 def _by_model(service: RuntimeService, path: str) -> Callable[[Request], Awaitable[Response]]:
