@@ -91,6 +91,24 @@ def test_chat_json_schema_answers_always_validate(gemma: ContainerProcess) -> No
         jsonschema.validate(json.loads(choice.message.content or ""), PERSON)
 
 
+def test_responses_json_schema_and_the_chat_it_stands_for(gemma: ContainerProcess) -> None:
+    """The Responses API on the real model: text.format's schema holds, and a response's text is the greedy text
+    of the same chat."""
+    client = client_of(gemma)
+    structured = client.responses.create(
+        model="gemma", input="Describe a programmer as JSON.", temperature=1.0, max_output_tokens=120,
+        text={"format": {"type": "json_schema", "name": "person", "schema": PERSON, "strict": True}},
+        extra_body={"seed": 2})
+    assert structured.status == "completed", structured
+    jsonschema.validate(json.loads(structured.output_text), PERSON)
+    said = client.responses.create(model="gemma", instructions="Answer in one word.", input="Say hello.",
+                                   temperature=0, max_output_tokens=8)
+    chat = client.chat.completions.create(
+        model="gemma", messages=[{"role": "system", "content": "Answer in one word."},
+                                 {"role": "user", "content": "Say hello."}], temperature=0, max_tokens=8)
+    assert said.output_text == chat.choices[0].message.content
+
+
 def test_chat_logprobs_stream(gemma: ContainerProcess) -> None:
     stream = client_of(gemma).chat.completions.create(
         model="gemma", messages=[{"role": "user", "content": "Say hello."}], max_tokens=8, temperature=0,
