@@ -216,3 +216,60 @@ async def test_a_copy_being_stopped_is_draining_and_takes_no_new_requests(world:
     backend.drained.set()
     await world.until(lambda: len(backend.copies) == 1)
     assert [c.state for c in world.reconciler.copies("ic")] == [CopyState.READY]
+
+
+class MidTickBackend(FakeBackend):
+    """A fake backend that runs `during` once, the next time a tick asks for the copies' statuses: a control-plane
+    call landing on the writer thread while the reconciler (on the event loop) is between reading the records and
+    writing their new statuses."""
+
+    def __init__(self) -> None:
+        super().__init__(auto_ready=False)
+        self.during: Callable[[], Any] | None = None
+
+    def statuses(self) -> list[Any]:
+        during, self.during = self.during, None
+        if during is not None:
+            during()
+        return super().statuses()
+
+
+async def test_a_delete_during_a_tick_is_not_undone_by_its_status_write(world: World) -> None:
+    world.backend = world.reconciler.backend = backend = MidTickBackend()
+    hosting(world)
+    await world.until(lambda: len(backend.copies) == 1)
+    backend.ready_all()  # the next tick would move the component from Creating to InService
+    backend.during = lambda: world.call("DeleteInferenceComponent", InferenceComponentName="ic")
+    await world.reconciler.tick()
+    assert world.component("ic")[0] == "Deleting"
+    await world.until(lambda: world.state.components.get("ic") is None)
+
+
+async def test_a_copy_count_changed_during_a_tick_is_kept(world: World) -> None:
+    world.backend = world.reconciler.backend = backend = MidTickBackend()
+    hosting(world)
+    await world.until(lambda: len(backend.copies) == 1)
+    backend.ready_all()
+    backend.during = lambda: world.call("UpdateInferenceComponentRuntimeConfig", InferenceComponentName="ic",
+                                        DesiredRuntimeConfig={"CopyCount": 2})
+    await world.reconciler.tick()
+    described = world.call("DescribeInferenceComponent", InferenceComponentName="ic")
+    assert described["RuntimeConfig"]["DesiredCopyCount"] == 2
+
+
+async def test_a_name_made_again_during_a_tick_is_not_deleted_with_the_old_one(world: World) -> None:
+    world.backend = world.reconciler.backend = backend = MidTickBackend()
+    hosting(world)
+    await world.until(lambda: len(backend.copies) == 1)
+    world.call("DeleteInferenceComponent", InferenceComponentName="ic")
+    await world.until(lambda: backend.copies == {})  # its copy stopped; the row goes on the next tick
+
+    def again() -> None:  # the record is read as Deleting; it is deleted and made anew before the tick ends
+        world.state.components.delete("ic")
+        world.call("CreateInferenceComponent", InferenceComponentName="ic", EndpointName="host", Specification={
+            "ModelName": "m", "ComputeResourceRequirements": {"NumberOfCpuCoresRequired": 1,
+                                                              "MinMemoryRequiredInMb": 256}})
+
+    backend.during = again
+    await world.reconciler.tick()
+    assert world.component("ic")[0] == "Creating"

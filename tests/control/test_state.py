@@ -44,6 +44,20 @@ def test_put_replaces(tmp_path: Path) -> None:
     assert [m.arn for m in state.models.all()] == ["changed"]
 
 
+def test_replace_and_delete_if_write_only_over_the_record_they_were_decided_on(tmp_path: Path) -> None:
+    state = State.open(tmp_path)
+    read = model("m", 1.0)
+    state.models.put(read)
+    state.models.put(read.model_copy(update={"arn": "changed meanwhile"}))
+    assert not state.models.replace(read, read.model_copy(update={"arn": "stale"}))
+    assert not state.models.delete_if(read)
+    [kept] = state.models.all()
+    assert kept.arn == "changed meanwhile"
+    assert state.models.replace(kept, kept.model_copy(update={"arn": "next"}))
+    assert state.models.delete_if(state.models.get("m"))  # type: ignore[arg-type]
+    assert state.models.all() == [] and not state.models.replace(kept, kept)
+
+
 def test_a_state_from_another_schema_is_refused_with_a_way_out(tmp_path: Path) -> None:
     State.open(tmp_path).close()
     db = sqlite3.connect(tmp_path / "state.sqlite3")

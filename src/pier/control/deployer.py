@@ -38,12 +38,12 @@ class Deployer:
             self._complete(endpoint, pending, now)
         elif step.outcome == ROLLED_BACK:
             log.warning("endpoint %s: update to %s rolled back: %s", endpoint.name, pending.config_name, step.reason)
-            self.state.endpoints.put(endpoint.model_copy(update={
+            self.state.endpoints.replace(endpoint, endpoint.model_copy(update={
                 "deployment": None, "status": pending.was, "failure_reason": step.reason, "modified": now}))
         elif step.step != pending.step:
             log.info("endpoint %s: update to %s %s", endpoint.name, pending.config_name,
                      deployment.phase(step.step, policy))
-            self.state.endpoints.put(endpoint.model_copy(update={
+            self.state.endpoints.replace(endpoint, endpoint.model_copy(update={
                 "deployment": pending.model_copy(update={"step": step.step, "since": step.since}), "modified": now}))
 
     def roll(self, component: ComponentRecord, healthy: bool, problem: str) -> None:
@@ -62,11 +62,11 @@ class Deployer:
                                 rollout.Seen(now, healthy, problem, firing))
         if after.outcome == rollout.COMPLETED:
             log.info("inference component %s: rolling update completed", component.name)
-            self.state.components.put(component.model_copy(update={
+            self.state.components.replace(component, component.model_copy(update={
                 "rollout": None, "status": "InService", "failure_reason": "", "modified": now}))
         elif after.outcome == rollout.ROLLED_BACK:
             log.warning("inference component %s: rolling update rolled back: %s", component.name, after.reason)
-            self.state.components.put(component.model_copy(update={
+            self.state.components.replace(component, component.model_copy(update={
                 "specification": pending.specification, "container": pending.container,
                 "model_dir": pending.model_dir, "weights_mb": pending.weights_mb, "rollout": None,
                 "status": "InService", "failure_reason": after.reason, "modified": now}))
@@ -74,13 +74,13 @@ class Deployer:
             if after.updated != before.updated:
                 log.info("inference component %s: %d of %d copies on the new specification%s", component.name,
                          after.updated, component.copies, " (rolling back)" if after.rolling_back else "")
-            self.state.components.put(component.model_copy(update={"rollout": pending.model_copy(update={
+            self.state.components.replace(component, component.model_copy(update={"rollout": pending.model_copy(update={
                 "updated": after.updated, "since": after.since, "baking": after.baking,
                 "rolling_back": after.rolling_back, "reason": after.reason})}))
 
     def _complete(self, endpoint: EndpointRecord, pending: DeploymentRecord, now: float) -> None:
         log.info("endpoint %s: update to %s completed", endpoint.name, pending.config_name)
-        self.state.endpoints.put(endpoint.model_copy(update={
+        self.state.endpoints.replace(endpoint, endpoint.model_copy(update={
             "variants": pending.variants, "config_name": pending.config_name, "deployment": None,
             "data_capture": pending.data_capture, "async_inference": pending.async_inference,
             "status": "InService", "failure_reason": "", "modified": now}))

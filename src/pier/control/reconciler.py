@@ -195,7 +195,7 @@ class Reconciler:
                 continue
             fetched = self.fetches.get(_component_source(component))
             if fetched.folder is not None:
-                self.state.components.put(component.model_copy(
+                self.state.components.replace(component, component.model_copy(
                     update={"model_dir": str(fetched.folder), "weights_mb": fetched.weights_mb}))
             elif fetched.error:
                 problems[Workload.of_component(component.name)] = fetched.error
@@ -217,7 +217,7 @@ class Reconciler:
             change: dict[str, Any] = {"variants": tuple(own)}
             if endpoint.deployment is not None:
                 change["deployment"] = endpoint.deployment.model_copy(update={"variants": tuple(pending)})
-            self.state.endpoints.put(endpoint.model_copy(update=change))
+            self.state.endpoints.replace(endpoint, endpoint.model_copy(update=change))
         return problems
 
     # ---- copies
@@ -266,7 +266,7 @@ class Reconciler:
                 reason = component.failure_reason  # why its last rolling update rolled back
             if (status, reason) != (component.status, component.failure_reason) and component.status != "Deleting":
                 self._log_status("inference component", component.name, status, reason)
-                self.state.components.put(component.model_copy(
+                self.state.components.replace(component, component.model_copy(
                     update={"status": status, "failure_reason": reason, "modified": self.clock()}))
         for endpoint in endpoints:
             if endpoint.deployment is not None and endpoint.status == "Updating":
@@ -282,7 +282,7 @@ class Reconciler:
                 reason = endpoint.failure_reason  # why its last update rolled back, shown until the next one
             if (status, reason) != (endpoint.status, endpoint.failure_reason):
                 self._log_status("endpoint", endpoint.name, status, reason)
-                self.state.endpoints.put(endpoint.model_copy(
+                self.state.endpoints.replace(endpoint, endpoint.model_copy(
                     update={"status": status, "failure_reason": reason, "modified": self.clock()}))
 
     def _progress(self, workloads: list[Workload], wanted: int, desired: Desired,
@@ -300,13 +300,13 @@ class Reconciler:
         """A deleting resource disappears once none of its copies runs any more."""
         running = {c.component for c in actual if c.state is not CopyState.STOPPED}
         for component in components:
-            if component.status == "Deleting" and component.name not in running:
-                self.state.components.delete(component.name)
+            # delete_if: not a component made again under this name since the tick read this one
+            if (component.status == "Deleting" and component.name not in running
+                    and self.state.components.delete_if(component)):
                 log.info("inference component %s deleted", component.name)
         for endpoint in endpoints:
             mine = {v.workload(endpoint.name) for v in endpoint.fleet_variants}
-            if endpoint.status == "Deleting" and not mine & running:
-                self.state.endpoints.delete(endpoint.name)
+            if endpoint.status == "Deleting" and not mine & running and self.state.endpoints.delete_if(endpoint):
                 log.info("endpoint %s deleted", endpoint.name)
 
 

@@ -124,6 +124,27 @@ class Table(Generic[R]):
                 (record.name, record.created, record.model_dump_json()),
             )
 
+    def replace(self, old: R, new: R) -> bool:
+        """Store `new` only while the stored record is still `old`; False (and nothing written) when it changed
+        or went. The reconciler, on the event loop, decides from records it read earlier, while control-plane calls
+        change them on the writer thread: a plain put would undo a DeleteInferenceComponent or a new CopyCount
+        that landed in between. Skipped, the write is decided again, from the new record, on the next tick."""
+        with self._state.transaction() as db:
+            if not self._still(db, old):
+                return False
+            db.execute(f"UPDATE {self._name} SET body = ? WHERE name = ?", (new.model_dump_json(), old.name))
+            return True
+
+    def delete_if(self, old: R) -> bool:
+        """Remove the row only while it is still `old`: not a record made again under the same name since."""
+        with self._state.transaction() as db:
+            return self._still(db, old) and db.execute(
+                f"DELETE FROM {self._name} WHERE name = ?", (old.name,)).rowcount == 1
+
+    def _still(self, db: sqlite3.Connection, old: R) -> bool:
+        row = db.execute(self._select + " WHERE name = ?", (old.name,)).fetchone()
+        return row is not None and read_row(self._name, *row) == old
+
     def delete(self, name: str) -> bool:
         """Removes the row whether or not it reads."""
         with self._state.transaction() as db:
