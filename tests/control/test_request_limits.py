@@ -101,13 +101,25 @@ def test_lists_are_bounded_as_botocore_says() -> None:
         in refused("CreateModel", {"ModelName": "m", "Tags": [{"Key": "", "Value": "v"}]})
 
 
-@pytest.mark.parametrize("operation", [op for op in OPERATIONS if op.startswith("List")])
+def _max_results_shape(operation: str) -> str:
+    return str(MODEL.operation_model(operation).input_shape.members["MaxResults"].name)
+
+
+@pytest.mark.parametrize("operation", [op for op in OPERATIONS
+                                       if op.startswith("List") and _max_results_shape(op) == "MaxResults"])
 def test_list_sizes_are_botocores(operation: str) -> None:
     low, high = limit("MaxResults", "min"), limit("MaxResults")
     assert (low, high) == (1, 100)
     check_request(operation, {"MaxResults": high})
     assert f"Member must have value less than or equal to {high}" in refused(operation, {"MaxResults": high + 1})
     assert f"Member must have value greater than or equal to {low}" in refused(operation, {"MaxResults": low - 1})
+
+
+def test_list_tags_takes_pages_of_at_least_fifty_as_botocore_says() -> None:
+    low = limit("ListTagsMaxResults", "min")
+    assert _max_results_shape("ListTags") == "ListTagsMaxResults" and low == 50
+    check_request("ListTags", {"ResourceArn": "arn:aws:sagemaker:us-east-1:000000000000:model/m", "MaxResults": low})
+    assert f"Member must have value greater than or equal to {low}" in refused("ListTags", {"MaxResults": low - 1})
 
 
 def test_numbers_ranges_and_enums() -> None:

@@ -48,12 +48,13 @@ from pier.control.shapes import (
     UpdateEndpointWeightsAndCapacitiesInput,
 )
 from pier.control.state import State, UnreadableRecord
+from pier.control.tags import TagOperations, tags_of
 from pier.control.validation_message import parse
 
 
-class ControlPlane(ComponentOperations):
+class ControlPlane(ComponentOperations, TagOperations):
     """Every operation by its SageMaker name; the model, endpoint config and endpoint ones here, the inference
-    component ones in component_operations.py, what they share in resources.py."""
+    component ones in component_operations.py, the tag ones in tags.py, what they share in resources.py."""
 
     def __init__(self, state: State, *, copies: views.Copies, wake: Callable[[], None] = lambda: None,
                  clock: Callable[[], float] = time.time, copy_cap: CopyCap | None = None,
@@ -80,7 +81,7 @@ class ControlPlane(ComponentOperations):
         request = parse(CreateModelInput, body)
         check_source(request.container)
         record = ModelRecord(name=request.ModelName, arn=arn("model", request.ModelName, region),
-                             created=self.clock(), request=request)
+                             created=self.clock(), request=request, tags=tags_of(request))
         if not self.state.models.insert(record):
             raise already_exists("model", record.arn)
         return {"ModelArn": record.arn}
@@ -109,6 +110,7 @@ class ControlPlane(ComponentOperations):
             if variant.ModelName is not None:
                 self._model(variant.ModelName, region)
         record = ConfigRecord(name=request.EndpointConfigName, created=self.clock(), request=request,
+                              tags=tags_of(request),
                               arn=arn("endpoint configuration", request.EndpointConfigName, region))
         if not self.state.configs.insert(record):
             raise already_exists("endpoint configuration", record.arn)
@@ -137,6 +139,7 @@ class ControlPlane(ComponentOperations):
             config_name=request.EndpointConfigName, variants=self._variants(request.EndpointConfigName, region),
             data_capture=self._config(request.EndpointConfigName).request.DataCaptureConfig,
             async_inference=self._config(request.EndpointConfigName).request.AsyncInferenceConfig,
+            tags=tags_of(request),
         )
         self._check_copy_cap(classic_copies(record.variants))
         if not self.state.endpoints.insert(record):
@@ -280,6 +283,7 @@ OPERATIONS = (
     "UpdateEndpointWeightsAndCapacities",
     "CreateInferenceComponent", "DescribeInferenceComponent", "DeleteInferenceComponent", "ListInferenceComponents",
     "UpdateInferenceComponent", "UpdateInferenceComponentRuntimeConfig",
+    "AddTags", "ListTags", "DeleteTags",
 )
 
 

@@ -24,6 +24,7 @@ from pier.control.shapes import (
     UpdateInferenceComponentRuntimeConfigInput,
 )
 from pier.control.state import UnreadableRecord
+from pier.control.tags import tags_of
 from pier.control.validation_message import parse
 from pier.control.workload import Workload
 
@@ -47,7 +48,7 @@ class ComponentOperations(Resources):
             arn=arn("inference component", request.InferenceComponentName, region),
             endpoint=endpoint.name, variant=variant, specification=request.Specification,
             container=self._component_container(request.Specification, region),
-            copies=request.RuntimeConfig.CopyCount,
+            copies=request.RuntimeConfig.CopyCount, tags=tags_of(request),
         )
         if not self.state.components.insert(record):
             raise already_exists("inference component", record.arn)
@@ -69,7 +70,7 @@ class ComponentOperations(Resources):
             name=request.InferenceComponentName, created=now, modified=now,
             arn=arn("inference component", request.InferenceComponentName, region),
             endpoint=endpoint.name, variant=base.variant, specification=request.Specification,
-            container=self._component_container(request.Specification, region), copies=0,
+            container=self._component_container(request.Specification, region), copies=0, tags=tags_of(request),
         )
         adapters.scale(record)  # a bad PIER_LORA_SCALE is refused now
         if not self.state.components.insert(record):

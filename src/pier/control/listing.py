@@ -24,7 +24,7 @@ def page(rows: Sequence[Row], query: ListInput) -> tuple[list[dict[str, Any]], s
     """One page of summaries, and the NextToken for the next page (None on the last)."""
     kept = sorted((r for r in rows if _matches(r, query)), key=lambda r: _sort_key(r, query.SortBy),
                   reverse=query.SortOrder == "Descending")
-    start = _offset(query.NextToken)
+    start = offset(query.NextToken)
     end = start + query.MaxResults
     return [r.summary for r in kept[start:end]], (str(end) if end < len(kept) else None)
 
@@ -52,7 +52,8 @@ def _sort_key(row: Row, by: str) -> tuple[Any, ...]:
     return (row.created, row.name.lower())
 
 
-def _offset(token: str | None) -> int:
+def offset(token: str | None) -> int:
+    """Where the page a NextToken asks for starts."""
     if token is None:
         return 0
     if not (token.isascii() and token.isdigit() and len(token) <= 12):

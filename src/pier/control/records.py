@@ -32,6 +32,7 @@ class Record(BaseModel):
     name: str
     arn: str
     created: float
+    tags: dict[str, str] = {}  # AddTags / ListTags / DeleteTags (pier.control.tags), and Create*'s Tags
 
 
 class ModelRecord(Record):
