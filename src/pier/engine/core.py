@@ -17,6 +17,7 @@ import numpy as np
 from pier.engine import continuation
 from pier.engine.common_prefix import common_prefix
 from pier.engine.detok import TextStream
+from pier.engine.draft import Drafter
 from pier.engine.host_cache import HostCache
 from pier.engine.kv_cache import KvCache
 from pier.engine.logprobs import TokenLogprob, token_logprob
@@ -44,6 +45,9 @@ class EngineConfig:
     # a step with generating sequences costs at most this many decode-only steps (engine/scheduler.py); None: no
     # bound, prompts may fill the whole step
     itl_bound: float | None = ITL_BOUND
+    # n-gram speculation (engine/draft.py): a generating sequence may feed up to this many drafted tokens with its
+    # next one when its history predicts them (TGI's SPECULATE); 0 = off
+    speculate: int = 0
 
     def __post_init__(self) -> None:
         if self.max_running < 1 or self.step_tokens < self.max_running:
@@ -70,6 +74,8 @@ class EngineStats:
     host_cache_entries: int = 0
     host_cache_bytes: int = 0
     step_timer: StepTimes = field(default_factory=StepTimes)  # the engine's own, read when asked (not each step)
+    drafted_tokens: int = 0  # n-gram speculation: tokens drafted, and those the model wrote as drafted
+    draft_kept_tokens: int = 0
 
     @property
     def step_times(self) -> StepTimesSnapshot:
@@ -109,7 +115,8 @@ class EngineCore:
         self.step_cost = StepCost(self.config.itl_bound or ITL_BOUND)
         self.step_times = StepTimes()
         self._saturated_for = 0  # steps the engine still counts as saturated (engine/scheduler.py)
-        self._totals = {"prompt": 0, "cached": 0, "restored": 0, "generated": 0, "preemptions": 0, "steps": 0}
+        self._totals = {"prompt": 0, "cached": 0, "restored": 0, "generated": 0, "preemptions": 0, "steps": 0,
+                        "drafted": 0, "draft_kept": 0}
 
     def _retention_budget(self) -> RetentionBudget | None:
         if not self.config.prefix_cache:
@@ -134,6 +141,7 @@ class EngineCore:
         seq = Sequence(
             request=ok.request, tokens=list(ok.prompt_tokens), prompt_len=len(ok.prompt_tokens),
             max_tokens=ok.max_tokens, sampler=sampler, text=TextStream(ok.request.stop), emit=emit,
+            drafter=Drafter() if self.config.speculate > 0 else None,
         )
         if ok.request.continuation:  # resumed from a copy that died (engine/continuation.py)
             seq.replay = continuation.replay(seq, ok.request.continuation, self.runner)
@@ -197,6 +205,7 @@ class EngineCore:
             prefix_budget_cells=self.prefix.budget.cells if self.prefix.budget else 0,
             restored_prompt_tokens=t["restored"], host_cache_entries=len(host) if host is not None else 0,
             host_cache_bytes=host.nbytes if host is not None else 0, step_timer=self.step_times,
+            drafted_tokens=t["drafted"], draft_kept_tokens=t["draft_kept"],
         )
 
     # -- admission -----------------------------------------------------------------------------------
@@ -278,9 +287,24 @@ class EngineCore:
             if self.prefix.make_room(sum(w.n_tokens for w in work)) or len(self.running) == 1:
                 for seq, charge in zip(self.running, overtaken(pending, work), strict=True):
                     seq.slack -= charge
+                self._draft(work)
                 return work
             self._preempt(self.running[-1])
         return []
+
+    def _draft(self, work: list[Work]) -> None:
+        """Give the step's generating sequences their drafts (engine/draft.py), within the step's token budget and
+        the cells free without evicting a cached prefix for them; a draft never runs past a sequence's max_tokens."""
+        planned = sum(w.n_tokens for w in work)
+        room = min(self.step_tokens - planned, self.kv.free_cells - planned)
+        for w in work:
+            seq = self.running[w.index]
+            seq.draft = []
+            if seq.drafter is None or w.n_tokens != 1 or seq.pending != 1 or seq.needs_every_logit or room <= 0:
+                continue
+            seq.draft = seq.drafter.propose(seq.tokens, min(self.config.speculate, room,
+                                                            seq.max_tokens - seq.n_generated - 1))
+            room -= len(seq.draft)
 
     def _capped(self, streams: int, new: list[bool], saturated: bool) -> bool:
         """Whether the cap holds any of this step's prompts (engine/scheduler.py, `capped`)."""
@@ -313,9 +337,9 @@ class EngineCore:
             seq = self.running[w.index]
             assert seq.slot is not None
             start = seq.n_computed
-            chunk = seq.tokens[start : start + w.n_tokens]
+            chunk = seq.tokens[start : start + w.n_tokens] + seq.draft  # a draft is checked row by row: _sample
             last = start + w.n_tokens == len(seq.tokens)
-            every = seq.needs_every_logit and start < len(seq.tokens) - 1
+            every = (seq.needs_every_logit and start < len(seq.tokens) - 1) or bool(seq.draft)
             batch.add(seq.slot.seq_id, start, chunk, want_logits=last, every=every, adapter=seq.request.adapter)
             n_rows = len(chunk) if every else int(last)
             rows.append(_Rows(seq, start + len(chunk) - n_rows, first_row, n_rows))
@@ -324,7 +348,7 @@ class EngineCore:
             if seq.scheduled is None:
                 seq.scheduled = now
         decode_rows = sum(1 for w in work if w.n_tokens == 1 and self.running[w.index].pending == 1)
-        prompt_tokens = sum(w.n_tokens for w in work) - decode_rows
+        prompt_tokens = len(batch) - decode_rows  # drafted tokens count as prompt tokens: extra rows to compute
         try:
             started = time.perf_counter()
             logits = self.runner.decode(batch)
@@ -345,21 +369,47 @@ class EngineCore:
             seq = out.seq
             if seq.needs_every_logit:
                 self._prompt_logprobs(seq, logits[out.first_row : out.first_row + out.n_rows], out.position)
-            if seq.pending:
-                continue  # a prompt chunk: nothing to sample yet
+            if seq.pending > 0:
+                continue  # a prompt chunk: nothing to sample yet (a drafted sequence has fed more than it knows)
             if seq.replay is not None:  # a continuation's tokens, now with their log-probabilities
                 seq.emit(replace(seq.replay, logprobs=tuple(seq.replay_logprobs or ()),
                                  prompt_logprobs=seq.take_prompt_logprobs()))
                 seq.replay = None
-            raw = logits[out.first_row + out.n_rows - 1]
-            try:
-                token = seq.sampler.sample(self._row(seq, raw))
-            except GrammarExhausted:  # a finished grammar whose end min_tokens forbids: it ends here
-                self._end(seq, FinishReason.STOP, seq.text.flush(), ())
-                continue
-            k = seq.request.logprobs
-            logprob = None if k is None else token_logprob(raw, token, k, seq.request.sampling.logit_bias)
-            self._accept(seq, token, logprob)
+            if seq.draft:
+                self._verify(seq, logits[out.first_row : out.first_row + out.n_rows])
+            else:
+                self._next_token(seq, logits[out.first_row + out.n_rows - 1])
+
+    def _next_token(self, seq: Sequence, raw: np.ndarray) -> int | None:
+        """Sample and take the sequence's next token from its logits row; None when the sequence ended without one."""
+        try:
+            token = seq.sampler.sample(self._row(seq, raw))
+        except GrammarExhausted:  # a finished grammar whose end min_tokens forbids: it ends here
+            self._end(seq, FinishReason.STOP, seq.text.flush(), ())
+            return None
+        k = seq.request.logprobs
+        logprob = None if k is None else token_logprob(raw, token, k, seq.request.sampling.logit_bias)
+        self._accept(seq, token, logprob)
+        return token
+
+    def _verify(self, seq: Sequence, rows: np.ndarray) -> None:
+        """A drafted sequence's rows: row i holds the model's next-token logits after its next token and the
+        draft's first i tokens. Tokens are sampled from them one by one, exactly as step by step (the same
+        sampler, in the same order), while each matches the draft: so the text is the one decoding without a draft
+        writes, whatever the sampling. The cells of the draft tokens past the first mismatch are freed."""
+        draft, seq.draft = seq.draft, []
+        kept = 0
+        for i, row in enumerate(rows):
+            token = self._next_token(seq, row)
+            if seq.slot is None or token is None or i == len(draft) or token != draft[i]:
+                break
+            kept += 1
+        assert seq.drafter is not None
+        seq.drafter.judge(len(draft), kept)
+        self._totals["drafted"] += len(draft)
+        self._totals["draft_kept"] += kept
+        if seq.slot is not None:
+            self.kv.truncate(seq.slot, len(seq.tokens) - 1)
 
     def _prompt_logprobs(self, seq: Sequence, rows: np.ndarray, position: int) -> None:
         """Row i holds the model's guess after position + i: the log-probability of the prompt (or continuation)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pier.engine.detok import TextStream
+from pier.engine.draft import Drafter
 from pier.engine.kv_cache import KvSlot
 from pier.engine.logprobs import TokenLogprob
 from pier.engine.request import GenerateRequest, GenerationChunk, RequestTimings
@@ -38,6 +39,10 @@ class Sequence:
     # Prompt log-probabilities by position while the prompt is evaluated (when asked), handed out once.
     prompt_logprobs: list[TokenLogprob | None] | None = None
     prompt_logprobs_sent: bool = False
+    # n-gram speculation (engine/draft.py): this sequence's drafter, with the engine's `speculate` on, and the draft
+    # fed with its next token in the step being run
+    drafter: Drafter | None = None
+    draft: list[int] = field(default_factory=list)
 
     @property
     def request_id(self) -> str:
