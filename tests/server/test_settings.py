@@ -103,6 +103,17 @@ def test_a_bad_itl_bound_says_what_it_takes(value: str) -> None:
         ServerSettings.from_env({"PIER_ITL_BOUND": value})
 
 
+@pytest.mark.parametrize(("value", "expected"), [(None, 0), ("0", 0), ("4", 4), ("16", 16)])
+def test_speculation_is_tgis_speculate_and_off_unless_set(value: str | None, expected: int) -> None:
+    assert ServerSettings.from_env({} if value is None else {"SPECULATE": value}).speculate == expected
+
+
+@pytest.mark.parametrize("value", ["-1", "17", "many"])
+def test_a_bad_speculate_says_what_it_takes(value: str) -> None:
+    with pytest.raises(SettingsError, match="SPECULATE"):
+        ServerSettings.from_env({"SPECULATE": value})
+
+
 @pytest.mark.parametrize(
     ("env", "kv_type", "mb"),
     [({}, "f16", None), ({"PIER_KV_CACHE_TYPE": "Q8_0", "PIER_KV_CACHE_MB": "512"}, "q8_0", 512),

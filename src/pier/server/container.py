@@ -122,7 +122,7 @@ def start_engine(settings: ServerSettings, gguf: Path) -> Engine:
         config = EngineConfig(
             max_running=settings.parallel, step_tokens=settings.batch_tokens, prefix_cache=settings.prefix_cache,
             prefix_floor_cells=settings.prefix_floor_cells, host_cache_bytes=settings.host_cache_mb << 20,
-            itl_bound=settings.itl_bound)
+            itl_bound=settings.itl_bound, speculate=settings.speculate)
     except Exception:
         runner.close()
         raise

@@ -129,6 +129,9 @@ class _EngineCollector(Collector):
             "pier_generated_tokens": ("Tokens generated.", stats.generated_tokens),
             "pier_preemptions": ("Sequences evicted for KV room and recomputed later.", stats.preemptions),
             "pier_engine_steps": ("Forward passes.", stats.steps),
+            "pier_draft_tokens": ("Tokens drafted by n-gram speculation (SPECULATE).", stats.drafted_tokens),
+            "pier_draft_kept_tokens": ("Drafted tokens the model wrote as drafted: steps saved.",
+                                       stats.draft_kept_tokens),
         }
         for name, (doc, value) in counters.items():
             yield CounterMetricFamily(name, doc, value=value)

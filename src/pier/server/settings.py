@@ -28,6 +28,7 @@ from pier.multi_model import CACHE_ENV, MEMORY_ENV, is_multi_model
 DEFAULT_MODEL_DIR = "/opt/ml/model"
 DEFAULT_CONTEXT = 4096
 DEFAULT_HOST_CACHE_MB = 8192  # llama-server's --cache-ram default
+MAX_SPECULATE = 16  # drafted tokens per step: longer drafts are rarely kept whole
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,9 @@ class ServerSettings:
     # the scheduling policy's k (engine/scheduler.py): a step beside running streams costs at most k decode-only
     # steps; None lets prompts fill whole steps, as llama-server does (PIER_ITL_BOUND=off)
     itl_bound: float | None = ITL_BOUND
+    # n-gram speculation (pier.engine.draft): drafted tokens a generating sequence may feed with its next one
+    # (TGI's SPECULATE); 0 = off
+    speculate: int = 0
     # llama.cpp's type_k and type_v (pier.engine.kv_type): q8_0 and q4_0 hold 1.9x and 3.6x the tokens of f16
     kv_cache_type: str = "f16"
     kv_cache_mb: int | None = None  # the KV cache's memory, sized in cells of kv_cache_type; None = context_size
@@ -145,6 +149,7 @@ class ServerSettings:
             flash_attention=read.get("PIER_FLASH_ATTENTION", cast=boolean_or_auto),
             separate_decode_rows=read.get("PIER_SEPARATE_DECODE_ROWS", cast=boolean, default=True),
             itl_bound=read.get("PIER_ITL_BOUND", cast=_itl_bound, default=DEFAULT_ITL_BOUND),
+            speculate=read.get("SPECULATE", cast=integer(low=0, high=MAX_SPECULATE), default=0),
             kv_cache_type=read.get("PIER_KV_CACHE_TYPE", cast=choice(*KV_TYPE_NAMES), default=DEFAULT_KV_TYPE),
             kv_cache_mb=read.get("PIER_KV_CACHE_MB", cast=integer()),
             gpu=_gpu_settings(read),
