@@ -34,8 +34,8 @@ def test_serve_demo_then_call_it_every_way(tmp_path: Path) -> None:
         env.pop(name, None)
     log = tmp_path / "serve.log"
     with log.open("w") as out:
-        serve = subprocess.Popen([sys.executable, "-m", "pier", "serve", "--demo", "--port", str(port)],
-                                 env=env, stdout=out, stderr=subprocess.STDOUT)
+        serve = subprocess.Popen([sys.executable, "-m", "pier", "serve", "--demo", "--port", str(port),
+                                  "--speculate", "3"], env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 180
         while "Endpoint demo is InService at" not in log.read_text():
@@ -50,6 +50,15 @@ def test_serve_demo_then_call_it_every_way(tmp_path: Path) -> None:
         chat = OpenAI(base_url=f"{url}/v1", api_key="unused").chat.completions.create(
             model="demo", messages=[{"role": "user", "content": "hello"}], max_tokens=6)
         assert chat.choices[0].message.content and chat.usage.completion_tokens == 6
+        response = OpenAI(base_url=f"{url}/v1", api_key="unused").responses.create(
+            model="demo", input="hello", max_output_tokens=6)
+        assert response.output_text and response.usage is not None and response.usage.output_tokens == 6
+
+        control = boto3.client("sagemaker", endpoint_url=url, region_name="us-east-1", aws_access_key_id="x",
+                               aws_secret_access_key="x")
+        [model] = control.list_models()["Models"]
+        environment = control.describe_model(ModelName=model["ModelName"])["PrimaryContainer"]["Environment"]
+        assert environment["SPECULATE"] == "3"  # --speculate, for the copy
 
         runtime = boto3.client("sagemaker-runtime", endpoint_url=url, region_name="us-east-1",
                                aws_access_key_id="x", aws_secret_access_key="x")

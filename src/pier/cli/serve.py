@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 Port = Annotated[int | None, typer.Option(help="Port to listen on (default 8080).")]
 Threads = Annotated[int | None, typer.Option(help="Engine threads (default: the cores the copy may use).")]
 Parallel = Annotated[int | None, typer.Option(help="Sequences decoding at once in each copy (default 8).")]
+Speculate = Annotated[int | None, typer.Option(help=(
+    "n-gram speculation: up to this many tokens drafted from a sequence's own history per step (TGI's SPECULATE; "
+    "pays where text repeats what came before: edits, quotes, structured output). Default off."))]
 StateDir = Annotated[Path | None, typer.Option(envvar="PIER_STATE_DIR",
                                                 help="Where pier keeps models and state (default ~/.pier).")]
 Host = Annotated[str | None, typer.Option(help=(
@@ -112,6 +115,7 @@ def serve(
     port: Port = None,
     host: Host = None,
     parallel: Parallel = None,
+    speculate: Speculate = None,
     state_dir: StateDir = None,
     allow_host: AllowHost = None,
     allow_origin: AllowOrigin = None,
@@ -129,7 +133,9 @@ def serve(
     assert source is not None
     endpoint = name or ("demo" if demo else endpoint_name(source))
     session = session_key()  # this process's own deploy call, should the gateway have keys
-    _deploy_when_up(endpoint, _local_source(source), port or 8080, parallel, session)
+    settings = {"PIER_PARALLEL": parallel, "SPECULATE": speculate}
+    environment = {key: str(value) for key, value in settings.items() if value is not None}
+    _deploy_when_up(endpoint, _local_source(source), port or 8080, environment, session)
     _run_gateway(port, host, folder, allow_host, insecure, (session.stored,), access_log, allow_origin=allow_origin)
 
 
@@ -151,13 +157,12 @@ def session_key() -> IssuedKey:
     return issue("pier-serve", Role.ADMIN)
 
 
-def _deploy_when_up(endpoint: str, source: str, port: int, parallel: int | None, session: IssuedKey) -> None:
-    """Once the gateway answers, create the endpoint through its own API (with `session`, a key that lives in
-    this process only) and print where to call it."""
+def _deploy_when_up(endpoint: str, source: str, port: int, environment: dict[str, str], session: IssuedKey) -> None:
+    """Once the gateway answers, create the endpoint (its model with `environment`) through the gateway's own API
+    (with `session`, a key that lives in this process only) and print where to call it."""
     from pier.client.client import PierClient, PierClientError
     from pier.client.deploy_file import DeployFile, ModelBlock
 
-    environment = {"PIER_PARALLEL": str(parallel)} if parallel else {}
     file = DeployFile(endpoint=endpoint, model=ModelBlock(data=source, environment=environment))
     url = f"http://127.0.0.1:{port}"
 
