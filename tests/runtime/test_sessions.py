@@ -145,3 +145,30 @@ def test_a_session_whose_copy_is_gone_moves_to_another(two: tuple[Gateway, dict[
     gw.route("llm", both)  # back (a replacement): the session stays on its new copy
     invoke(gw, {"inputs": "3"}, SessionId=session_id)
     assert served_by(seen) == {home: 1, other: 2}
+
+
+def test_a_close_on_the_streaming_route_closes_the_session_too(
+        two: tuple[Gateway, dict[str, list[dict[str, Any]]]]) -> None:
+    """The container standard's session requests come to /invocations from either runtime call: a CLOSE streamed is
+    a CLOSE, answered by the gateway as one part, not a payload the model cannot read (a 424 before)."""
+    gw, seen = two
+    session_id = invoke(gw, {"requestType": "NEW_SESSION"}, SessionId="NEW_SESSION")["NewSessionId"].split(";")[0]
+    stream = client(gw.url).invoke_endpoint_with_response_stream(
+        EndpointName="llm", Body=b'{"requestType": "CLOSE"}', ContentType="application/json", SessionId=session_id)
+    assert [json.loads(e["PayloadPart"]["Bytes"]) for e in stream["Body"]] == [{}]
+    assert sum(served_by(seen).values()) == 0
+    with pytest.raises(ClientError) as raised:
+        invoke(gw, {"inputs": "after"}, SessionId=session_id)
+    assert f"Session {session_id} is not open" in raised.value.response["Error"]["Message"]
+
+
+def test_a_close_of_new_session_opens_none(two: tuple[Gateway, dict[str, list[dict[str, Any]]]]) -> None:
+    """CLOSE names the session it closes: with SessionId=NEW_SESSION there is none, and no session is opened (one
+    was, before); the container standard refuses it too ("session not found: NEW_SESSION")."""
+    gw, seen = two
+    with pytest.raises(ClientError) as raised:
+        invoke(gw, {"requestType": "CLOSE"}, SessionId="NEW_SESSION")
+    error = raised.value.response
+    assert (error["ResponseMetadata"]["HTTPStatusCode"], error["Error"]["Code"]) == (400, "ValidationError")
+    assert "SessionId" in error["Error"]["Message"] and "NewSessionId" not in raised.value.response
+    assert len(gw.service.sessions) == 0 and sum(served_by(seen).values()) == 0

@@ -90,7 +90,7 @@ class RuntimeService:
         resources = AsyncExitStack()
         try:
             work = self._open_stream(invocation, resources)
-            call, answer, plan = await (unless_disconnected(work, receive) if receive else work)
+            opened = await (unless_disconnected(work, receive) if receive else work)
         except BaseException as error:
             await resources.aclose()
             if isinstance(error, ClientGone):
@@ -98,6 +98,9 @@ class RuntimeService:
             if not isinstance(error, Exception):
                 raise
             return _error(error, invocation.request_id)
+        if isinstance(opened, Response):  # a session request, answered by the gateway
+            return opened
+        call, answer, plan = opened
         headers = _answer_headers(invocation, call.target, answer.head)
         headers[STREAM_CONTENT_TYPE] = answer.head.headers.get("content-type", "application/octet-stream")
         capture = None
@@ -107,9 +110,14 @@ class RuntimeService:
         return ClosingStream(self._frames(answer, capture), resources.aclose, headers=headers,
                              media_type=EVENT_STREAM)
 
-    async def _open_stream(self, invocation: Invocation, resources: AsyncExitStack) -> tuple[Call, Answer, Plan]:
-        """A copy's successful answer, started; `resources` then hold its turn, lease and connection."""
+    async def _open_stream(self, invocation: Invocation, resources: AsyncExitStack
+                           ) -> tuple[Call, Answer, Plan] | Response:
+        """A copy's successful answer, started; `resources` then hold its turn, lease and connection. A session
+        request is answered here instead, as a one-part stream: the container standard's CLOSE reaches
+        /invocations from InvokeEndpointWithResponseStream too, and pier's copies would not know it."""
         call, session = await self._call(invocation, streaming=True)
+        if (kind := _session_kind(invocation)) is not None:
+            return _streamed(self._session_request(invocation, call, session, kind))
         plan = self._plan(invocation, call.target)
         answer = await resources.enter_async_context(forward(self.forwarder, call))
         if not answer.head.is_success:
@@ -127,8 +135,7 @@ class RuntimeService:
 
     async def _invoke(self, invocation: Invocation) -> Response:
         call, session = await self._call(invocation)
-        kind = request_type(invocation.body) if invocation.session_id is not None else None
-        if kind is not None:
+        if (kind := _session_kind(invocation)) is not None:
             return self._session_request(invocation, call, session, kind)
         plan = self._plan(invocation, call.target)
         async with forward(self.forwarder, call) as answer:
@@ -170,7 +177,11 @@ class RuntimeService:
         """The toolkit's own session requests, answered here: the copies keep no session state to open or close."""
         headers = {INVOKED_VARIANT: call.target.variant, REQUEST_ID: invocation.request_id,
                    "Content-Type": "application/json"}
-        if session is not None and kind == "CLOSE":
+        if kind == "CLOSE":
+            if session is None:  # SessionId=NEW_SESSION: nothing to close, and a CLOSE must not open one
+                raise InvalidInvocation(
+                    f"A CLOSE request closes the session its SessionId names, not {NEW_SESSION}: send it with the "
+                    f"session's id, as the answer that opened it gave it in NewSessionId ({NEW_SESSION_HEADER}).")
             self.sessions.close(session.id)
             headers[CLOSED_SESSION_HEADER] = session.id
         elif invocation.session_id == NEW_SESSION:
@@ -252,6 +263,19 @@ class RuntimeService:
         except Exception as error:
             log.exception("stream from %s failed", answer.copy_id)
             yield eventstream.internal_stream_failure(as_invocation_error(error).message)
+
+
+def _session_kind(invocation: Invocation) -> str | None:
+    """The toolkit's session request (NEW_SESSION or CLOSE) a call with a SessionId carries, else None."""
+    return request_type(invocation.body) if invocation.session_id is not None else None
+
+
+def _streamed(answer: Response) -> Response:
+    """A gateway's whole answer as InvokeEndpointWithResponseStream sends it: one PayloadPart, its content type in
+    X-Amzn-SageMaker-Content-Type."""
+    headers = {name: value for name, value in answer.headers.items() if name not in ("content-type", "content-length")}
+    headers[STREAM_CONTENT_TYPE] = answer.headers.get("content-type", "application/octet-stream")
+    return Response(eventstream.payload_part(bytes(answer.body)), headers=headers, media_type=EVENT_STREAM)
 
 
 def _answer_headers(invocation: Invocation, target: Target, response: httpx.Response) -> dict[str, str]:
