@@ -14,6 +14,7 @@ from botocore.exceptions import ClientError, EventStreamError
 from fastapi import FastAPI, Request, Response
 
 from pier.backends.base import CopyState, CopyStatus
+from pier.runtime.routing import Routing, Strategy
 from pier.runtime.settings import RuntimeSettings
 from pier.runtime.target import Target
 from tests.runtime.servers import (
@@ -394,3 +395,26 @@ def test_tgi_tool_calls_through_invoke_endpoint(gw: Gateway, copy: CopyServer) -
         client(gw.url).invoke_endpoint(EndpointName="llm", Body=json.dumps({**body, "tool_choice": "sometimes"}))
     status, code, response = error_of(raised)
     assert (status, code, response["OriginalStatusCode"]) == (424, "ModelError", 422)
+
+
+def test_prefix_aware_id_is_checked_and_sets_routes_apart() -> None:
+    """boto3's PrefixAwareId on a PREFIX_AWARE variant: one body under many ids reaches both copies (each id its
+    own home copy), under none always the same copy; a value botocore's model forbids is SageMaker's
+    ValidationError."""
+    seen: dict[str, list[dict[str, object]]] = {"a": [], "b": []}
+    routing = Routing(Strategy.PREFIX_AWARE, prefix_length=1024, concurrency_threshold=100)
+    with serving(echo_app(seen["a"])) as url_a, serving(echo_app(seen["b"])) as url_b, gateway() as gw:
+        copies = [CopyStatus("a", "ic", CopyState.READY, url_a), CopyStatus("b", "ic", CopyState.READY, url_b)]
+        gw.targets["llm"] = Target(copies, "ic", "AllTraffic", routing)
+        runtime = client(gw.url)
+        for _ in range(4):
+            runtime.invoke_endpoint(EndpointName="llm", Body=b'{"inputs": "shared"}')
+        assert sorted(len(requests) for requests in seen.values()) == [0, 4]
+        for index in range(16):
+            runtime.invoke_endpoint(EndpointName="llm", Body=b'{"inputs": "shared"}', PrefixAwareId=f"app-{index}")
+        assert all(requests for requests in seen.values())  # 16 ids all on one copy: 1 in 32,768
+        with pytest.raises(ClientError) as raised:
+            runtime.invoke_endpoint(EndpointName="llm", Body=b"{}", PrefixAwareId="x" * 65)
+        assert error_of(raised)[:2] == (400, "ValidationError")
+        assert "at 'prefixAwareId' failed to satisfy constraint: Member must have length less than or equal to 64" \
+            in raised.value.response["Error"]["Message"]

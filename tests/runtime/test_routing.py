@@ -107,3 +107,14 @@ def test_route_key_is_the_first_prefix_length_bytes(routing: Routing, prefix: by
 
 def test_route_key_only_for_prefix_aware() -> None:
     assert route_of(LOR, b"body").key is None and route_of(Routing(), b"body", pin="a") == Route(pin="a")
+
+
+def test_a_prefix_aware_id_sets_apart_the_same_prefix() -> None:
+    """InvokeEndpoint's PrefixAwareId: the same prefix with the same id routes alike, with another id apart (AWS:
+    applications whose prompts share a prefix each set their own), and without one as before."""
+    routing, body = prefix_aware(2, 8), b"x" * 8 + b"own"
+    assert route_of(routing, body, prefix_id="app-1").key == route_of(routing, b"x" * 8, prefix_id="app-1").key
+    assert route_of(routing, body, prefix_id="app-1").key != route_of(routing, body, prefix_id="app-2").key
+    assert route_of(routing, body, prefix_id="app-1").key != route_of(routing, body).key
+    assert route_of(routing, body).key == prefix_key(b"x" * 8)
+    assert route_of(LOR, body, prefix_id="app-1").key is None

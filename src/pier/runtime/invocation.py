@@ -27,6 +27,7 @@ TARGET_CONTAINER_HOSTNAME = HEADER + "Target-Container-Hostname"
 INFERENCE_ID = HEADER + "Inference-Id"
 ENABLE_EXPLANATIONS = HEADER + "Enable-Explanations"
 SESSION_ID = HEADER + "Session-Id"
+PREFIX_AWARE_ID = HEADER + "Prefix-Aware-Id"  # a routing hint for PREFIX_AWARE variants (pier.runtime.routing)
 STREAM_ACCEPT = HEADER + "Accept"
 STREAM_CONTENT_TYPE = HEADER + "Content-Type"
 INVOKED_VARIANT = "x-Amzn-Invoked-Production-Variant"
@@ -71,6 +72,7 @@ VARIANT = Constraint("targetVariant", 63, _NAME, _NAME_REGEX)
 CONTAINER_HOSTNAME = Constraint("targetContainerHostname", 63, _NAME, _NAME_REGEX)
 TARGET = Constraint("targetModel", 1024, _PRINTABLE, _PRINTABLE_REGEX, min_length=1)
 INFERENCE = Constraint("inferenceId", 64, _PRINTABLE, _PRINTABLE_REGEX, min_length=1)
+PREFIX_ID = Constraint("prefixAwareId", 64, _PRINTABLE, _PRINTABLE_REGEX, min_length=1)
 ATTRIBUTES = Constraint("customAttributes", 1024, _ASCII, _ASCII_REGEX, sensitive=True)
 CONTENT_TYPE = Constraint("contentType", 1024, _ASCII, _ASCII_REGEX)
 ACCEPT = Constraint("accept", 1024, _ASCII, _ASCII_REGEX)
@@ -95,6 +97,7 @@ class Invocation:
     target_model: str | None = None  # multi-model endpoints only (pier.runtime.target_model)
     target_container_hostname: str | None = None  # multi-container endpoints only: pier has none
     enable_explanations: str | None = None  # SageMaker Clarify's: accepted, not acted on
+    prefix_aware_id: str | None = None  # X-Amzn-SageMaker-Prefix-Aware-Id: part of a PREFIX_AWARE route's key
     stream: bool = False
     request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     received_at: float = field(default_factory=lambda: asyncio.get_running_loop().time())
@@ -105,6 +108,7 @@ class Invocation:
             (CONTAINER_HOSTNAME, self.target_container_hostname), (TARGET, self.target_model),
             (INFERENCE, self.inference_id), (ATTRIBUTES, self.custom_attributes),
             (CONTENT_TYPE, self.content_type), (ACCEPT, self.accept), (EXPLANATIONS, self.enable_explanations),
+            (PREFIX_ID, self.prefix_aware_id),
             (STREAM_SESSION if self.stream else SESSION, self.session_id),
         ]
         raise_problems([p for constraint, value in checks if value is not None for p in constraint.problems(value)])
@@ -140,7 +144,8 @@ class Invocation:
             component=headers.get(INFERENCE_COMPONENT), variant=headers.get(TARGET_VARIANT),
             inference_id=headers.get(INFERENCE_ID), session_id=headers.get(SESSION_ID),
             target_model=headers.get(TARGET_MODEL), target_container_hostname=headers.get(TARGET_CONTAINER_HOSTNAME),
-            enable_explanations=headers.get(ENABLE_EXPLANATIONS), stream=stream,
+            enable_explanations=headers.get(ENABLE_EXPLANATIONS), prefix_aware_id=headers.get(PREFIX_AWARE_ID),
+            stream=stream,
             request_id=request_id or str(uuid.uuid4()), received_at=received_at,
         )
 

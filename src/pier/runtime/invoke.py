@@ -229,7 +229,8 @@ class RuntimeService:
         return Call(
             invocation.endpoint, target, "/invocations", invocation.body, headers,
             request_prefix(invocation.body), invocation.received_at + deadline_s, deadline_s, retarget=resolve,
-            route=route_of(target.routing, invocation.body, pin, invocation.target_model), stream=clock,
+            route=route_of(target.routing, invocation.body, pin, invocation.target_model,
+                           prefix_id=invocation.prefix_aware_id), stream=clock,
         ), session
 
     def _session(self, invocation: Invocation, target: Target) -> Session | None:

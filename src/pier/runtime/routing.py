@@ -5,9 +5,10 @@
 - `LEAST_OUTSTANDING_REQUESTS`: the copy with the fewest requests in flight, nothing else.
 - `RANDOM`: any copy with room, uniformly.
 - `PREFIX_AWARE`: requests whose first `prefix_length` bytes of body (characters of an OpenAI request's messages)
-  are equal go to one copy (highest-random-weight hashing: the same copy for the same prefix while the set of copies
-  stays, and only the prefixes of a copy that leaves move), until it has `concurrency_threshold` in flight; then to
-  the next copy in the same hashed order that is under the threshold; when every copy is at it, the least busy.
+  are equal, and whose PrefixAwareId (the runtime's optional routing hint) is too, go to one copy
+  (highest-random-weight hashing: the same copy for the same prefix while the set of copies stays, and only the
+  prefixes of a copy that leaves move), until it has `concurrency_threshold` in flight; then to the next copy in the
+  same hashed order that is under the threshold; when every copy is at it, the least busy.
 
 Whatever the strategy, a copy at its concurrency is never chosen (the request waits in admission instead), and a
 request of a stateful session goes to its session's copy (`Route.pin`). On a multi-model endpoint, the copies that
@@ -58,15 +59,20 @@ class Route:
 DEFAULT_ROUTE = Route()
 
 
-def route_of(routing: Routing, prefix: bytes | str, pin: str | None = None, model: str | None = None) -> Route:
+def route_of(routing: Routing, prefix: bytes | str, pin: str | None = None, model: str | None = None, *,
+             prefix_id: str | None = None) -> Route:
     """A request's route: `prefix` is its body (SageMaker runtime) or its messages' text (OpenAI), of which the
-    first `prefix_length` bytes or characters make its PREFIX_AWARE key."""
-    key = prefix_key(prefix[: routing.prefix_length]) if routing.prefix_aware else None
+    first `prefix_length` bytes or characters make its PREFIX_AWARE key, with `prefix_id` (PrefixAwareId) if given."""
+    key = prefix_key(prefix[: routing.prefix_length], prefix_id) if routing.prefix_aware else None
     return Route(routing, key, pin, model)
 
 
-def prefix_key(prefix: bytes | str) -> str:
+def prefix_key(prefix: bytes | str, prefix_id: str | None = None) -> str:
+    """The PREFIX_AWARE key of `prefix`; a `prefix_id` makes its own key for the same prefix (AWS: applications whose
+    prompts share a prefix each set their own id, so their requests are routed apart)."""
     data = prefix.encode("utf-8", "surrogatepass") if isinstance(prefix, str) else prefix
+    if prefix_id is not None:  # the unit separator cannot occur in an id (printable ASCII)
+        data = prefix_id.encode() + b"\x1f" + data
     return hashlib.blake2b(data, digest_size=12).hexdigest()
 
 

@@ -53,7 +53,7 @@ class Shadowing:
             deadline_s = self.forwarder.settings.deadline_s
             call = Call(invocation.endpoint, target, "/invocations", invocation.body, invocation.upstream_headers(),
                         request_prefix(invocation.body), asyncio.get_running_loop().time() + deadline_s, deadline_s,
-                        route=route_of(target.routing, invocation.body))
+                        route=route_of(target.routing, invocation.body, prefix_id=invocation.prefix_aware_id))
             async with forward(self.forwarder, call) as answer:
                 body = await answer.read()
                 status, content_type = answer.head.status_code, answer.head.headers.get("content-type")
