@@ -39,6 +39,7 @@ from pier.runtime.sessions import (
     Session,
     Sessions,
     request_type,
+    unit_of,
 )
 from pier.runtime.settings import RuntimeSettings
 from pier.runtime.shadowing import Shadowing
@@ -213,14 +214,24 @@ class RuntimeService:
             self.sessions.move(session, answer.copy_id)
 
     async def _call(self, invocation: Invocation, *, streaming: bool = False) -> tuple[Call, Session | None]:
-        def resolve() -> Awaitable[Target]:
-            return resolve_target(self.resolve, invocation.endpoint, invocation.component, invocation.variant)
+        variant = invocation.variant
+
+        def resolve() -> Awaitable[Target]:  # `variant` as last set: a session's own, once known
+            return resolve_target(self.resolve, invocation.endpoint, invocation.component, variant)
 
         target = await resolve()
         if (unsupported := invocation.unsupported()) is not None:
             raise unsupported
         check_target_model(invocation.endpoint, invocation.request_id, invocation.target_model, target.models)
-        session = self._session(invocation, target)
+        session = self._session(invocation)
+        if session is not None and variant is None and session.unit != unit_of(target.component):
+            # A classic endpoint's weights picked another variant: SageMaker sends a session's calls to its instance.
+            variant = session.variant
+            target = await resolve()
+        if session is not None and session.unit != unit_of(target.component):
+            raise InvalidInvocation(
+                f"Session {session.id} was opened on {session.addressed()}, not {_addressed(target)}: call it with "
+                "the same InferenceComponentName (and TargetVariant) it was opened with, or open a new session.")
         ready = {c.copy_id for c in target.ready()}
         pin = session.copy_id if session is not None and session.copy_id in ready else None  # else: it moves
         deadline_s = self.settings.deadline_s
@@ -233,15 +244,11 @@ class RuntimeService:
                            prefix_id=invocation.prefix_aware_id), stream=clock,
         ), session
 
-    def _session(self, invocation: Invocation, target: Target) -> Session | None:
+    def _session(self, invocation: Invocation) -> Session | None:
+        """The open session the call names; None for no session or a new one."""
         if invocation.session_id is None or invocation.session_id == NEW_SESSION:
             return None
-        session = self.sessions.find(invocation.session_id, invocation.endpoint)
-        if session.component != target.component:
-            raise InvalidInvocation(
-                f"Session {session.id} was opened on {session.component}, not {target.component}: call it with the "
-                "same InferenceComponentName (and TargetVariant) it was opened with, or open a new session.")
-        return session
+        return self.sessions.find(invocation.session_id, invocation.endpoint)
 
     async def _frames(self, answer: Answer,
                       capture: Callable[[bytes], None] | None = None) -> AsyncGenerator[bytes, None]:
@@ -277,6 +284,11 @@ def _streamed(answer: Response) -> Response:
     headers = {name: value for name, value in answer.headers.items() if name not in ("content-type", "content-length")}
     headers[STREAM_CONTENT_TYPE] = answer.headers.get("content-type", "application/octet-stream")
     return Response(eventstream.payload_part(bytes(answer.body)), headers=headers, media_type=EVENT_STREAM)
+
+
+def _addressed(target: Target) -> str:
+    unit = unit_of(target.component)
+    return f"variant {target.variant}" if "/" in unit else f"inference component {unit}"
 
 
 def _answer_headers(invocation: Invocation, target: Target, response: httpx.Response) -> dict[str, str]:

@@ -46,6 +46,21 @@ class Session:
     copy_id: str
     expires: float  # wall-clock seconds
 
+    @property
+    def unit(self) -> str:
+        """What the session's calls address: its inference component, or `<endpoint>/<variant>` without the fleet
+        an update added (`@<fleet>`: neither component nor variant names hold an '@'), so it outlives updates."""
+        return unit_of(self.component)
+
+    @property
+    def variant(self) -> str | None:
+        """The variant of a classic endpoint's session (its calls go there when they name none); None for a
+        component's."""
+        return self.unit.split("/", 1)[1] if "/" in self.unit else None
+
+    def addressed(self) -> str:
+        return f"variant {self.variant}" if self.variant is not None else f"inference component {self.unit}"
+
     def header(self) -> str:
         """X-Amzn-SageMaker-New-Session-Id's value."""
         when = datetime.fromtimestamp(self.expires, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -119,6 +134,11 @@ class Sessions:
     def _forget(self, ids: list[str]) -> None:
         if self.store is not None and ids:
             self.store.delete(ids)
+
+
+def unit_of(component: str) -> str:
+    """A target's component (workload) as a session addresses it: see `Session.unit`."""
+    return component.split("@", 1)[0]
 
 
 def request_type(body: bytes) -> str | None:
