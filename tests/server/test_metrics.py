@@ -71,7 +71,8 @@ async def test_engine_steps_are_timed_by_kind(client: httpx.AsyncClient) -> None
     for name in ("pier_engine_forward_seconds", "pier_engine_step_seconds"):
         counts = {kind: value(text, f"{name}_count", kind=kind) for kind in ("decode", "mixed", "prompt")}
         assert counts["prompt"] >= 1 and counts["decode"] >= 1  # the prompt alone, then its stream alone
-        assert sum(counts.values()) == steps
+        # the step times are read a moment after the step count, so they may hold one more step (EngineStats)
+        assert steps <= sum(counts.values()) <= steps + 1
         assert value(text, f"{name}_bucket", kind="decode", le="+Inf") == counts["decode"]
         assert value(text, f"{name}_sum", kind="decode") > 0
     assert value(text, "pier_engine_step_seconds_sum", kind="prompt") >= value(

@@ -88,8 +88,9 @@ def openai_router(service: RuntimeService) -> APIRouter:
     # request names no model).
     for prefix in ("", "/endpoints/{endpoint_name}", "/endpoints/{endpoint_name}/openai",
                    "/endpoints/{endpoint_name}/inference-components/{component_name}/openai"):
-        router.add_api_route(prefix + RESPONSES + "/{response_id}", _not_stored, methods=["GET", "DELETE"],
-                             response_model=None)
+        for method in ("GET", "DELETE"):  # one route each: one OpenAPI operation id each
+            router.add_api_route(prefix + RESPONSES + "/{response_id}", _not_stored, methods=[method],
+                                 response_model=None, name=f"{method.lower()}_stored_response")
     return router
 
 

@@ -123,6 +123,12 @@ async def test_truncate_keeps_the_end_of_the_input() -> None:
             "`inputs` tokens + `max_new_tokens` must be <= 1024. Given: 3 `inputs` tokens and 2000 `max_new_tokens`",
         ),
         ({"max_new_tokens": "x"}, "`parameters.max_new_tokens`: Input should be a valid integer"),
+        # TGI's serde takes no loose types: not 1 for true, 5 for "5", true for "yes"
+        ({"max_new_tokens": True}, "`parameters.max_new_tokens`: Input should be a valid integer"),
+        ({"max_new_tokens": "5"}, "`parameters.max_new_tokens`: Input should be a valid integer"),
+        ({"max_new_tokens": 5.0}, "`parameters.max_new_tokens`: Input should be a valid integer"),
+        ({"do_sample": "yes"}, "`parameters.do_sample`: Input should be a valid boolean"),
+        ({"details": 1}, "`parameters.details`: Input should be a valid boolean"),
     ],
 )
 async def test_validation_errors_are_422_with_tgi_messages(

@@ -37,8 +37,13 @@ async def responses(body: ResponseRequest, http: Request, state: State) -> Respo
     return await respond(response_spec(body), http, state)
 
 
-@router.api_route("/v1/responses/{response_id}", methods=["GET", "DELETE"], response_model=None)
+@router.get("/v1/responses/{response_id}", response_model=None)
 async def stored_response(response_id: str) -> Response:
+    raise ResponseNotStored(response_id)
+
+
+@router.delete("/v1/responses/{response_id}", response_model=None)
+async def delete_stored_response(response_id: str) -> Response:
     raise ResponseNotStored(response_id)
 
 

@@ -32,7 +32,9 @@ MAX_TOP_N_TOKENS = 5  # TGI's --max-top-n-tokens default
 
 
 class GenerateParameters(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    # Strict types, as TGI's serde reads them: `"max_new_tokens": true` or `"5"`, `"do_sample": "yes"` are 422s, not
+    # quietly 1, 5 and true (a number where a float goes is fine, as in serde).
+    model_config = ConfigDict(extra="allow", strict=True)
 
     do_sample: bool = False
     temperature: float | None = None
@@ -110,7 +112,7 @@ class GenerateParameters(BaseModel):
 class GenerateRequestBody(BaseModel):
     """TGI's generate payload (also accepted on /invocations, where `stream` picks the streaming answer)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
     inputs: str
     parameters: GenerateParameters = Field(default_factory=GenerateParameters)
