@@ -13,6 +13,7 @@ from pier.gateway.app import create_gateway
 from pier.gateway.settings import GatewaySettings
 from tests.control.fakes import FakeBackend
 from tests.gateway.served import sagemaker_client, wait_for
+from tests.runtime.servers import runtime_client
 from tests.sockets import serving
 
 
@@ -47,3 +48,9 @@ def test_failed_endpoints_do_not_block_new_ones(tmp_path: Path) -> None:
         backend.set_state(fresh, CopyState.READY)
         wait_for(lambda: status("fresh") == "InService")
         assert status("broken1") == "Failed"
+        reason = sagemaker.describe_endpoint(EndpointName="broken1")["FailureReason"]
+        with pytest.raises(ClientError) as raised:  # an invocation says why the endpoint failed
+            runtime_client(url).invoke_endpoint(EndpointName="broken1", Body=b'{"inputs": "hi"}',
+                                                ContentType="application/json")
+        assert raised.value.response["Error"]["Code"] == "ServiceUnavailable"
+        assert reason and f"It failed: {reason}" in raised.value.response["Error"]["Message"]

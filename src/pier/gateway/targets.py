@@ -103,7 +103,7 @@ class Targets:
         chosen = self._variant(self._fleet(record, variant), variant)
         workload = chosen.workload(record.name)
         return Target(self.copies(workload), workload, chosen.name, routing(chosen.routing),
-                      models=_models(chosen))
+                      models=_models(chosen), failure=_failure(record))
 
     def _fleet(self, record: EndpointRecord, variant: str | None) -> EndpointRecord:
         """The endpoint as this request sees it: during an update, its new fleet for the share of traffic that has
@@ -130,7 +130,7 @@ class Targets:
         ready = any(c.state is CopyState.READY for c in copies)
         if not ready and self.waker is not None and self.waker.scaled(record.name):
             return self._when_ready(record, workload, woken=False)  # a copy the scaler started is on its way
-        return Target(copies, workload, record.variant, self._routing(record))
+        return Target(copies, workload, record.variant, self._routing(record), failure=_failure(record))
 
     def _adapter_target(self, record: ComponentRecord) -> Target | Awaitable[Target]:
         """An adapter runs on its base's copies, which are told which adapter (pier.control.adapters)."""
@@ -212,3 +212,8 @@ def _models(variant: VariantRecord) -> Models | None:
     url = container.ModelDataUrl or (container.ModelDataSource.S3DataSource.S3Uri
                                      if container.ModelDataSource and container.ModelDataSource.S3DataSource else "")
     return Models(variant.model_dir, url)
+
+
+def _failure(record: EndpointRecord | ComponentRecord) -> str:
+    """A Failed endpoint's or component's FailureReason, for the invocation no copy can take."""
+    return record.failure_reason if record.status == "Failed" else ""

@@ -33,6 +33,9 @@ class Target:
     # Headers that name a file on the gateway's host (an adapter's GGUF): each copy is sent the path where it reads
     # that file (Forwarder.paths_on), which on another Ray node is the node's copy of it.
     files: Mapping[str, str] = field(default_factory=dict)
+    # Why the control plane says the endpoint or component is not in service (its FailureReason), for the answer
+    # when no copy can take a request
+    failure: str = ""
 
     @classmethod
     def of(cls, endpoint: str, copies: Sequence[CopyStatus]) -> Target:
@@ -47,10 +50,9 @@ class Target:
     def unavailable(self, endpoint: str) -> InvocationError:
         """Why no copy can take a request now: loading (429, not retried by boto3), or none usable (503)."""
         if not self.copies:
-            return ServiceUnavailable(
-                f"Endpoint {endpoint} has no copies of {self.component} running. Check the endpoint's status and "
-                "its inference components' copy counts."
-            )
+            why = f" It failed: {self.failure}" if self.failure else (
+                " Check the endpoint's status and its inference components' copy counts.")
+            return ServiceUnavailable(f"Endpoint {endpoint} has no copies of {self.component} running.{why}")
         states = "; ".join(f"{c.copy_id} {c.state.value.lower()}{': ' + c.message if c.message else ''}"
                            for c in self.copies)
         if any(c.state is CopyState.STARTING for c in self.copies):
@@ -58,6 +60,9 @@ class Target:
                 f"The model of endpoint {endpoint} ({self.component}) is still loading ({states}). Retry in a few "
                 "seconds."
             )
+        if self.failure:
+            return ServiceUnavailable(f"No copy of {self.component} on endpoint {endpoint} is ready ({states}). It "
+                                      f"failed: {self.failure}")
         return ServiceUnavailable(
             f"No copy of {self.component} on endpoint {endpoint} is ready ({states}). Retry shortly; if copies keep "
             "failing, read their logs."
