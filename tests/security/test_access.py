@@ -56,6 +56,8 @@ def body(model: object) -> bytes:
         (LIMITED, "/v1/completions", b"not json", False),
         (LIMITED, "/v1/completions", body(["chat"]), False),
         (LIMITED, "/v1/models", None, True),
+        (LIMITED, "/v1/models/chat", None, True),
+        (LIMITED, "/v1/models/other", None, True),  # not found by the route: the key may not call it
         (LIMITED, "/endpoints/nonexistent/invocations", None, False),
     ],
 )

@@ -33,6 +33,17 @@ def test_the_model_list_holds_only_what_the_key_may_call(secured: Secured) -> No
     assert listed == {"admin": ["allowed", "chat"], "invoker": ["allowed", "chat"], "limited": ["allowed"]}
 
 
+def test_a_limited_key_retrieves_only_what_it_may_call(secured: Secured) -> None:
+    secured.deploy("chat")
+    secured.deploy("allowed")
+    limited = client(secured, secured.keys["limited"].api_key)
+    assert limited.models.retrieve("allowed").id == "allowed"
+    with pytest.raises(openai.NotFoundError) as raised:  # as if it did not exist: the key learns nothing of it
+        limited.models.retrieve("chat")
+    assert raised.value.code == "model_not_found"
+    assert client(secured, secured.keys["invoker"].api_key).models.retrieve("chat").id == "chat"
+
+
 def test_a_wrong_api_key_is_401(secured: Secured) -> None:
     with pytest.raises(openai.AuthenticationError) as raised:
         chat(client(secured, "pier-not-a-key"), "chat")

@@ -29,6 +29,8 @@ from pier.security.reach import Reach, reach_of
         ("/v1/chat/completions", Reach(Dialect.OPENAI, model_in_body=True)),
         ("/v1/completions", Reach(Dialect.OPENAI, model_in_body=True)),
         ("/v1/models", Reach(Dialect.OPENAI)),
+        ("/v1/models/chat", Reach(Dialect.OPENAI)),  # the route answers only what the caller may call
+        ("/v1/models/chat/ic", Reach(Dialect.OPENAI)),
         ("/pier/copies", Reach(Dialect.PIER)),
         ("/pier/copies/c-1/logs", Reach(Dialect.PIER)),
         ("/docs", Reach(Dialect.PIER)),  # anything unnamed needs admin

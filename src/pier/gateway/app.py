@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
+from starlette.exceptions import HTTPException
 
 from pier.autoscaling.application_autoscaling import ApplicationAutoScaling
 from pier.autoscaling.cloudwatch import ALARM, CloudWatch
@@ -46,6 +47,7 @@ from pier.gateway.deploy_route import deploy_route
 from pier.gateway.drain import Drain, Draining
 from pier.gateway.endpoint_scope import endpoint_of_state
 from pier.gateway.parts import Gateway
+from pier.gateway.router_errors import router_error
 from pier.gateway.scaling import GatewayCapacity, Waking
 from pier.gateway.settings import GatewaySettings
 from pier.gateway.taps import Taps
@@ -77,11 +79,13 @@ def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: f
     app.state.gateway = gateway
     app.state.drain = Drain(gateway.runtime.forwarder.stop)  # stopping drains (gateway/drain.py)
     app.add_middleware(Draining, drain=app.state.drain)
+    app.add_exception_handler(HTTPException, router_error)  # an unknown /v1/ path answers as OpenAI does
     app.add_api_route("/", control_route, methods=["POST"], response_model=None, include_in_schema=False)
     app.add_api_route(CBOR_PATH + "{operation}", autoscaling_route.cbor_route, methods=["POST"],
                       response_model=None, include_in_schema=False)
     app.add_api_route("/ping", pier_routes.ping, methods=["GET"], response_model=None)
     app.add_api_route("/v1/models", pier_routes.openai_models, methods=["GET"], response_model=None)
+    app.add_api_route("/v1/models/{model:path}", pier_routes.openai_model, methods=["GET"], response_model=None)
     app.add_api_route("/pier/copies", pier_routes.copies, methods=["GET"], response_model=None)
     app.add_api_route("/pier/copies/{copy_id}/logs", pier_routes.copy_logs, methods=["GET"], response_model=None)
     app.add_api_route("/pier/gpus", pier_routes.gpus, methods=["GET"], response_model=None)

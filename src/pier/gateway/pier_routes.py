@@ -1,6 +1,6 @@
-"""The gateway's own routes besides the SageMaker APIs: health, the OpenAI model list, the copies the
-backend runs (for `pier ls`, `describe` and `logs`) with the device each runs on, this host's GPUs, and the live
-summary the web console charts."""
+"""The gateway's own routes besides the SageMaker APIs: health, the OpenAI model list (and one model of it), the
+copies the backend runs (for `pier ls`, `describe` and `logs`) with the device each runs on, this host's GPUs, and
+the live summary the web console charts."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import generate_latest
 
 from pier.backends.base import CopySpec
-from pier.error_bodies import pier_answer
+from pier.error_bodies import openai_answer, pier_answer
 from pier.gateway import copy_metrics, metrics_summary
 from pier.gateway.parts import gateway_of
 from pier.gpus import gpu_build_advice
@@ -27,13 +27,27 @@ async def ping(request: Request) -> Response:
 async def openai_models(request: Request) -> Response:
     """Every endpoint and inference component in service that the caller's key may call, by the name the OpenAI
     routes take as `model` (a key limited to some endpoints sees only those and their components)."""
+    return JSONResponse({"object": "list", "data": _listed(request)})
+
+
+async def openai_model(model: str, request: Request) -> Response:
+    """One model of the list (the openai client's `models.retrieve`); one the caller may not call is not found,
+    as OpenAI answers for a model the key has no access to, so a limited key learns nothing of the others."""
+    for listed in _listed(request):
+        if listed["id"] == model:
+            return JSONResponse(listed)
+    return openai_answer(404, f"The model `{model}` does not exist or you do not have access to it. GET /v1/models "
+                         "lists the endpoints and inference components in service that you may call.",
+                         code="model_not_found").response()
+
+
+def _listed(request: Request) -> list[dict[str, Any]]:
     state = gateway_of(request).state
     who = caller(request.state)
     models = [(e.name, e.created, e.name) for e in state.endpoints.all() if e.status == "InService"]
     models += [(c.name, c.created, c.endpoint) for c in state.components.all() if c.status == "InService"]
-    data = [{"id": name, "object": "model", "created": int(created), "owned_by": "pier"}
+    return [{"id": name, "object": "model", "created": int(created), "owned_by": "pier"}
             for name, created, endpoint in models if who is None or who.may_invoke(endpoint)]
-    return JSONResponse({"object": "list", "data": data})
 
 
 async def copies(request: Request) -> Response:

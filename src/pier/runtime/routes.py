@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
+from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
@@ -71,7 +72,8 @@ def openai_router(service: RuntimeService) -> APIRouter:
     where `model` is free (an OpenAI client's base_url then names the endpoint); and SageMaker's own
     OpenAI-compatible paths, /endpoints/{EndpointName}/openai/v1/ and
     /endpoints/{EndpointName}/inference-components/{InferenceComponentName}/openai/v1/. Under an endpoint's
-    paths, GET /v1/models is the copy's own list (named as the endpoint or component). llama-server's /tokenize,
+    paths, GET /v1/models is the copy's own list (named as the endpoint or component), and GET /v1/models/{model}
+    the copy's own answer. llama-server's /tokenize,
     /detokenize and /apply-template are forwarded under the same endpoint paths (not under /v1/)."""
     router = APIRouter(tags=["OpenAI"])
     routes = [(CHAT, "POST"), (COMPLETIONS, "POST"), (RESPONSES, "POST"), (EMBEDDINGS, "POST"), (MODELS, "GET")]
@@ -84,6 +86,10 @@ def openai_router(service: RuntimeService) -> APIRouter:
                              methods=[method], response_model=None)
         router.add_api_route("/endpoints/{endpoint_name}/inference-components/{component_name}/openai" + path,
                              _sagemaker_component_path(service, path), methods=[method], response_model=None)
+    for prefix, sagemaker_path in (("/endpoints/{endpoint_name}", False), ("/endpoints/{endpoint_name}/openai", True),
+                                   ("/endpoints/{endpoint_name}/inference-components/{component_name}/openai", True)):
+        router.add_api_route(prefix + MODELS + "/{model_id:path}", _model(service, sagemaker_path), methods=["GET"],
+                             response_model=None)
     # A stored response, asked for by id: the gateway answers, since no copy keeps one (nor could be chosen: the
     # request names no model).
     for prefix in ("", "/endpoints/{endpoint_name}", "/endpoints/{endpoint_name}/openai",
@@ -96,6 +102,17 @@ def openai_router(service: RuntimeService) -> APIRouter:
 
 async def _not_stored(response_id: str) -> Response:
     return render(ResponseNotStored(response_id), Dialect.OPENAI, str(uuid.uuid4())).response()
+
+
+def _model(service: RuntimeService, sagemaker_path: bool) -> Callable[[Request], Awaitable[Response]]:
+    """GET /v1/models/{model} under an endpoint's paths (the openai client's `models.retrieve`): the copy's own
+    answer, as for its list, so a model is found by the name the list gives it."""
+    async def route(request: Request) -> Response:
+        named = request.path_params
+        return await service.openai(request, f"{MODELS}/{quote(named['model_id'])}", named["endpoint_name"],
+                                    sagemaker_path=sagemaker_path, component=named.get("component_name"))
+
+    return route
 
 
 def _by_model(service: RuntimeService, path: str) -> Callable[[Request], Awaitable[Response]]:

@@ -32,7 +32,7 @@ def authorize(principal: Principal, reach: Reach, operation: str, body: bytes | 
     elif reach.model_in_body:
         endpoint = model_endpoint(body)
     else:
-        return  # GET /v1/models: names only
+        return  # GET /v1/models[/MODEL]: names only, the caller's
     if endpoint is None or not _may_call(principal, endpoint, endpoint_of):
         named = f"endpoint {endpoint}" if endpoint else "a request whose body names no endpoint in `model`"
         raise AccessDenied(

@@ -43,7 +43,8 @@ def reach_of(path: str) -> Reach:
     if path.startswith("/endpoints/"):
         return Reach(dialect, endpoint=path.removeprefix("/endpoints/").partition("/")[0])
     if path.startswith("/v1/"):
-        return Reach(dialect, model_in_body=path != "/v1/models")
+        # GET /v1/models and /v1/models/MODEL name no endpoint: they answer only what the caller may call
+        return Reach(dialect, model_in_body=path != "/v1/models" and not path.startswith("/v1/models/"))
     if dialect is Dialect.CONTROL:
         return Reach(dialect)
     return Reach(Dialect.PIER)

@@ -52,6 +52,17 @@ class HttpError(PierError):
         self.code = self._CODES.get(status, "http_error")
 
 
+class ModelNotFound(InvalidRequest):
+    """GET /v1/models/{model} for a name the copy does not serve: OpenAI's 404, in its words."""
+
+    code = "model_not_found"
+    wire = InvalidRequest.wire.with_status(404)
+
+    def __init__(self, model: str, served: str) -> None:
+        super().__init__(f"The model `{model}` does not exist or you do not have access to it. This server serves "
+                         f"`{served}` (GET /v1/models).")
+
+
 class ShuttingDown(EngineStopped):
     code = "shutting_down"
 

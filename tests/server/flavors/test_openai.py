@@ -183,6 +183,17 @@ async def test_models_lists_the_served_model(client: httpx.AsyncClient) -> None:
     assert [m["id"] for m in body["data"]] == ["fake-model"]
 
 
+async def test_the_served_model_is_retrieved_by_its_listed_name(client: httpx.AsyncClient) -> None:
+    """GET /v1/models/{model}, the openai client's `models.retrieve`: the model as listed, or OpenAI's 404."""
+    listed = (await client.get("/v1/models")).json()["data"][0]
+    assert (await client.get("/v1/models/fake-model")).json() == listed
+    missing = await client.get("/v1/models/other")
+    assert missing.status_code == 404
+    error = missing.json()["error"]
+    assert (error["type"], error["code"]) == ("invalid_request_error", "model_not_found")
+    assert "`other`" in error["message"] and "fake-model" in error["message"]
+
+
 @pytest.mark.parametrize(
     ("path", "body", "param", "fragment"),
     [

@@ -1,5 +1,5 @@
-"""The OpenAI API's routes: /v1/chat/completions, /v1/completions and /v1/responses (with SSE streaming), and
-/v1/models."""
+"""The OpenAI API's routes: /v1/chat/completions, /v1/completions and /v1/responses (with SSE streaming),
+/v1/models and /v1/models/{model}."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from fastapi.responses import Response
 
 from pier.errors import ResponseNotStored
 from pier.served_name import MODEL_NAME_HEADER, listed_name
+from pier.server.errors import ModelNotFound
 from pier.server.flavors.openai.requests import ChatCompletionRequest, CompletionRequest
 from pier.server.flavors.openai.response_request import ResponseRequest
 from pier.server.flavors.openai.spec import ChatSpec, CompletionSpec, response_spec
@@ -49,8 +50,19 @@ async def delete_stored_response(response_id: str) -> Response:
 
 @router.get("/v1/models")
 async def models(http: Request, state: State) -> dict[str, Any]:
+    return {"object": "list", "data": [_listed(http, state)]}
+
+
+@router.get("/v1/models/{model:path}")
+async def model(model: str, http: Request, state: State) -> dict[str, Any]:
+    """The openai client's `models.retrieve`: the one model served, by the name /v1/models lists."""
+    listed = _listed(http, state)
+    if listed["id"] != model:
+        raise ModelNotFound(model, listed["id"])
+    return listed
+
+
+def _listed(http: Request, state: State) -> dict[str, Any]:
     name, created, max_len = state.listed()
-    return {"object": "list", "data": [{
-        "id": listed_name(http.headers, name), "object": "model", "created": created, "owned_by": "pier",
-        "max_model_len": max_len,
-    }]}
+    return {"id": listed_name(http.headers, name), "object": "model", "created": created, "owned_by": "pier",
+            "max_model_len": max_len}
