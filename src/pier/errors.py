@@ -108,15 +108,24 @@ class ContextLengthExceeded(InvalidRequest):
         self.limit = limit
 
     @classmethod
-    def requested(cls, limit: int, prompt_tokens: int, max_tokens: int) -> ContextLengthExceeded:
-        """Prompt plus max_tokens over `limit`, in OpenAI's words (clients match on its first sentence)."""
+    def requested(cls, limit: int, prompt_tokens: int, max_tokens: int, *, max_prompt: int | None = None
+                  ) -> ContextLengthExceeded:
+        """Prompt plus max_tokens over `limit`, in OpenAI's words (clients match on its first sentence).
+        `max_prompt`: the longest prompt taken (default: one token short of `limit`)."""
         return cls(
             f"This model's maximum context length is {limit} tokens. However, you requested "
             f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the prompt, {max_tokens} in the completion). "
-            f"Please reduce the prompt or the completion length "
-            f"(max_tokens <= {max(limit - prompt_tokens, 0)} for this prompt).",
+            f"{_fix(limit, prompt_tokens, limit - 1 if max_prompt is None else max_prompt)}",
             prompt_tokens=prompt_tokens, max_tokens=max_tokens, limit=limit,
         )
+
+
+def _fix(limit: int, prompt_tokens: int, max_prompt: int) -> str:
+    """What to change: a prompt that leaves no room for one token cannot be helped by any max_tokens."""
+    if prompt_tokens >= limit:
+        return (f"The prompt alone fills the context: no max_tokens fits. Shorten the prompt to at most {max_prompt} "
+                "tokens.")
+    return f"Please reduce the prompt or the completion length (max_tokens <= {limit - prompt_tokens} for this prompt)."
 
 
 class InputTooLong(ContextLengthExceeded):

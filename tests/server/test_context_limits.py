@@ -48,3 +48,16 @@ def test_checks_total_before_input_as_tgi_does() -> None:
 def test_room_is_what_is_left() -> None:
     limits = Limits(max_input_tokens=10, max_total_tokens=20)
     assert limits.room(5) == 15 and limits.room(25) == 1
+
+
+def test_a_prompt_that_fills_the_context_alone_is_told_to_shrink_not_max_tokens() -> None:
+    """OpenAI's first sentence stays (clients match on it); the advice is the one that can work: no max_tokens
+    fits a prompt that leaves no room, so "max_tokens <= 0" would send the user after the wrong value."""
+    with pytest.raises(ContextLengthExceeded) as raised:
+        Limits(max_input_tokens=10, max_total_tokens=20).check(25, 1)
+    message = raised.value.message
+    assert message.startswith("This model's maximum context length is 20 tokens. However, you requested 26 tokens")
+    assert "max_tokens <=" not in message and "Shorten the prompt to at most 10 tokens" in message
+    with pytest.raises(ContextLengthExceeded) as fits:
+        Limits(max_input_tokens=10, max_total_tokens=20).check(8, 15)
+    assert "(max_tokens <= 12 for this prompt)" in fits.value.message

@@ -38,7 +38,8 @@ class Limits:
     def check(self, n_prompt: int, max_new_tokens: int) -> None:
         """Raise in TGI's order: the total first, then the input alone."""
         if n_prompt + max_new_tokens > self.max_total_tokens:
-            raise ContextLengthExceeded.requested(self.max_total_tokens, n_prompt, max_new_tokens)
+            raise ContextLengthExceeded.requested(self.max_total_tokens, n_prompt, max_new_tokens,
+                                                   max_prompt=self.max_input_tokens)
         if n_prompt > self.max_input_tokens:
             raise InputTooLong(
                 f"This model's maximum input length is {self.max_input_tokens} tokens. However, your prompt "
