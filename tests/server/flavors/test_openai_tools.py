@@ -95,6 +95,22 @@ async def test_the_stream_sends_the_same_calls_as_deltas(client: openai.AsyncOpe
     assert sum(len(c["arguments"]) > 0 for c in calls.values()) == len(expected)
 
 
+async def test_a_call_cut_by_max_tokens_ends_with_length_whole_and_streamed(client: openai.AsyncOpenAI) -> None:
+    """As OpenAI answers: `length`, never `tool_calls`, when max_tokens cut the answer; a client that runs the calls
+    of a `tool_calls` answer would otherwise run one whose arguments were cut off (the stream announced it)."""
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    fields: dict[str, Any] = {"model": "fake-model", "messages": ASK, "tools": TOOLS, "max_tokens": 60,
+                              "temperature": 0, "tool_choice": named}
+    whole = await client.chat.completions.create(**fields)
+    assert whole.choices[0].finish_reason == "length"
+    finishes, names = [], []
+    async for chunk in await client.chat.completions.create(**fields, stream=True):
+        for choice in chunk.choices:
+            finishes += [choice.finish_reason] if choice.finish_reason else []
+            names += [d.function.name for d in choice.delta.tool_calls or [] if d.function and d.function.name]
+    assert names == ["get_weather"] and finishes == ["length"]  # announced, then cut
+
+
 async def test_auto_and_none_leave_the_fake_models_words_as_content(client: openai.AsyncOpenAI) -> None:
     for choice_value in ("auto", "none"):
         answer = await client.chat.completions.create(model="fake-model", messages=ASK, tools=TOOLS, max_tokens=8,

@@ -26,6 +26,13 @@ from pier.server.served_model import ServedModel
 _FINISH = {FinishReason.STOP: "stop", FinishReason.LENGTH: "length"}
 
 
+def _finish(reason: FinishReason | None, *, called: bool) -> str:
+    """`tool_calls` for an answer that ended in calls; but `length` stays, as OpenAI's does, for one that max_tokens
+    cut: its last call may be cut off (a stream announced it), and a client runs the calls of `tool_calls`."""
+    finish = _FINISH.get(reason, "stop") if reason is not None else "stop"
+    return "tool_calls" if called and finish != "length" else finish
+
+
 class OpenAIView:
     """Shapes one request's output as a chat completion or a text completion, whole or in chunks. With `piece`
     (the runner's token bytes) it writes the log-probabilities too; with `check` (a response_format schema) the
@@ -60,9 +67,7 @@ class OpenAIView:
         if self.chat:
             choice = {"index": 0, "message": self._message(text)}
         logprobs = self._logprobs(done.token_ids, done.logprobs, done.prompt_logprobs, first=True)
-        finish = _FINISH.get(done.finish_reason, "stop")
-        if self.chat and choice["message"].get("tool_calls"):
-            finish = "tool_calls"
+        finish = _finish(done.finish_reason, called=self.chat and bool(choice["message"].get("tool_calls")))
         choice |= {"logprobs": logprobs, "finish_reason": finish}
         report = self.check.report(done.text) if self.check is not None else None
         if report is not None:
@@ -121,9 +126,7 @@ class OpenAIView:
             logprobs = self._logprobs(chunk.token_ids, chunk.logprobs, chunk.prompt_logprobs, first=first)
             events.append(self._chunk({"content": chunk.text} if self.chat else chunk.text, None, logprobs))
         if chunk.finish_reason is not None:
-            finish = _FINISH.get(chunk.finish_reason, "stop")
-            if self.tools is not None and self.tools.called:
-                finish = "tool_calls"
+            finish = _finish(chunk.finish_reason, called=self.tools is not None and self.tools.called)
             last = self._chunk({} if self.chat else "", finish)
             report = self.check.report(self.text) if self.check is not None else None
             if report is not None:
