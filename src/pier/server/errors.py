@@ -128,10 +128,44 @@ def describe_validation(errors: Sequence[Any]) -> tuple[str, str | None]:
             "The request body must be a JSON object sent with Content-Type: application/json "
             f"({first.get('msg', 'not an object')})."
         ), None
-    path = ".".join(loc)
-    more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
-    problem = first.get("msg", "invalid value")
-    return f"Invalid request body: `{path}`: {problem}{more}. Fix it and retry.", path
+    fields = _by_field(errors)
+    path, problems = next(iter(fields.items()))
+    more = f" (and {len(fields) - 1} more problem{'s' if len(fields) > 2 else ''})" if len(fields) > 1 else ""
+    if problems[0][0] is None:
+        return f"Invalid request body: `{path}`: {problems[0][1]}{more}. Fix it and retry.", path
+    tried = "; ".join(f"{member}: {msg}" for member, msg in problems)
+    return f"Invalid request body: `{path}` is none of its accepted types ({tried}){more}. Fix it and retry.", path
+
+
+# The names pydantic gives builtin types as members of a union, in an error's loc (`stop.str`, `stop.list[str]`).
+_TYPE_NAMES = frozenset({"str", "int", "float", "bool", "dict", "list", "bytes", "none"})
+
+
+def _is_member(part: str) -> bool:
+    """Whether a part of an error's loc is pydantic's name of a union's member (`str`, `list[str]`, `TextPart`)
+    rather than a field (OpenAI's fields are snake_case) or a list index."""
+    if part.isdigit():
+        return False
+    return part in _TYPE_NAMES or not part.isidentifier() or part[:1].isupper()
+
+
+def _by_field(errors: Sequence[Any]) -> dict[str, list[tuple[str | None, str]]]:
+    """Each field's problems, in order: one value that is none of a union's types fails once per member, and the
+    client should read the field it sent (`stop`), with what each member wanted, not one member's name as the
+    field (`stop.str`)."""
+    fields: dict[str, list[tuple[str | None, str]]] = {}
+    for error in errors:
+        loc = [str(part) for part in error.get("loc", ()) if part != "body"]
+        at = next((i for i, part in enumerate(loc) if _is_member(part)), len(loc))
+        member = None if at == len(loc) else loc[at] + _within(loc[at + 1:])
+        fields.setdefault(".".join(loc[:at]), []).append((member, str(error.get("msg", "invalid value"))))
+    return fields
+
+
+def _within(rest: Sequence[str]) -> str:
+    if not rest:
+        return ""
+    return f", item {'.'.join(rest)}" if rest[0].isdigit() else f", {'.'.join(rest)}"
 
 
 def flavor_of(connection: HTTPConnection | Mapping[str, Any]) -> Flavor:

@@ -234,6 +234,17 @@ async def test_the_served_model_is_retrieved_by_its_listed_name(client: httpx.As
         ("/v1/completions", {"prompt": [1, 99999], "echo": True}, "prompt", "outside the vocabulary"),
         ("/v1/completions", {"prompt": "hi", "max_tokens": 0}, "max_tokens", "at least 1"),
         ("/v1/completions", {"prompt": "hi", "max_tokens": "many"}, "max_tokens", "valid integer"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 0},
+         "max_completion_tokens", "max_completion_tokens must be at least 1; got 0"),
+        # a value of none of a field's types names the field, not pydantic's name of the union's member (`stop.str`)
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "stop": 5}, "stop",
+         "`stop` is none of its accepted types (str: Input should be a valid string; list[str]: Input should be a "
+         "valid list)"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "stop": [5]}, "stop",
+         "list[str], item 0: Input should be a valid string"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": 5}]}, "messages.0.content",
+         "`messages.0.content` is none of its accepted types"),
+        ("/v1/completions", {"prompt": "hi", "stop": 5, "n": "two"}, "n", "integer (and 1 more problem)."),
     ],
 )
 async def test_bad_requests_are_400_in_openai_shape(

@@ -203,6 +203,9 @@ class ChatCompletionRequest(OpenAIRequest):
 
     def refuse_unsupported(self) -> None:
         super().refuse_unsupported()
+        if self.max_completion_tokens is not None and self.max_completion_tokens < 1:  # named as the client sent it
+            raise InvalidRequest(f"max_completion_tokens must be at least 1; got {self.max_completion_tokens}.",
+                                 param="max_completion_tokens")
         for index, message in enumerate(self.messages):
             if (problem := message_problem(index, message)) is not None:
                 raise problem
