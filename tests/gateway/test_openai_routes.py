@@ -51,6 +51,7 @@ def test_a_listed_model_is_retrieved_as_listed(url: str) -> None:
     listed = client(url).models.list().data
     assert [m.id for m in listed] == ["chat"]
     assert client(url).models.retrieve("chat") == listed[0]
+    assert httpx.get(url + "/v1/models/").json() == httpx.get(url + "/v1/models").json()  # as when it was redirected
 
 
 def test_an_unknown_model_is_not_found_in_openais_words(url: str) -> None:

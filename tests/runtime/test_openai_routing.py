@@ -55,6 +55,7 @@ def test_models_and_completions_on_sagemakers_paths(gw: Gateway, copies: tuple[C
     # the copy's own list, its model named as what the path calls (pier.served_name)
     assert [m.id for m in client(gw.url + path).models.list()] == [name]
     assert client(gw.url + path).models.retrieve(name).id == name
+    assert [m["id"] for m in httpx.get(gw.url + path + "/models/").json()["data"]] == [name]
     with pytest.raises(openai.NotFoundError):
         client(gw.url + path).models.retrieve("not-" + name)
     assert client(gw.url + path).completions.create(model="x", prompt="hello", max_tokens=2).model == "x"

@@ -32,7 +32,10 @@ async def openai_models(request: Request) -> Response:
 
 async def openai_model(model: str, request: Request) -> Response:
     """One model of the list (the openai client's `models.retrieve`); one the caller may not call is not found,
-    as OpenAI answers for a model the key has no access to, so a limited key learns nothing of the others."""
+    as OpenAI answers for a model the key has no access to, so a limited key learns nothing of the others. No name
+    (`/v1/models/`) is the list, as it was when the path was redirected there."""
+    if not model:
+        return await openai_models(request)
     for listed in _listed(request):
         if listed["id"] == model:
             return JSONResponse(listed)

@@ -109,7 +109,8 @@ def _model(service: RuntimeService, sagemaker_path: bool) -> Callable[[Request],
     answer, as for its list, so a model is found by the name the list gives it."""
     async def route(request: Request) -> Response:
         named = request.path_params
-        return await service.openai(request, f"{MODELS}/{quote(named['model_id'])}", named["endpoint_name"],
+        path = f"{MODELS}/{quote(named['model_id'])}" if named["model_id"] else MODELS  # `/v1/models/`: the list
+        return await service.openai(request, path, named["endpoint_name"],
                                     sagemaker_path=sagemaker_path, component=named.get("component_name"))
 
     return route

@@ -187,6 +187,7 @@ async def test_the_served_model_is_retrieved_by_its_listed_name(client: httpx.As
     """GET /v1/models/{model}, the openai client's `models.retrieve`: the model as listed, or OpenAI's 404."""
     listed = (await client.get("/v1/models")).json()["data"][0]
     assert (await client.get("/v1/models/fake-model")).json() == listed
+    assert (await client.get("/v1/models/")).json()["data"] == [listed]
     missing = await client.get("/v1/models/other")
     assert missing.status_code == 404
     error = missing.json()["error"]

@@ -55,7 +55,10 @@ async def models(http: Request, state: State) -> dict[str, Any]:
 
 @router.get("/v1/models/{model:path}")
 async def model(model: str, http: Request, state: State) -> dict[str, Any]:
-    """The openai client's `models.retrieve`: the one model served, by the name /v1/models lists."""
+    """The openai client's `models.retrieve`: the one model served, by the name /v1/models lists (no name, as
+    `/v1/models/`, is the list)."""
+    if not model:
+        return await models(http, state)
     listed = _listed(http, state)
     if listed["id"] != model:
         raise ModelNotFound(model, listed["id"])
