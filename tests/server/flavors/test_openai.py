@@ -246,6 +246,12 @@ async def test_the_served_model_is_retrieved_by_its_listed_name(client: httpx.As
         ("/v1/chat/completions", {"messages": [{"role": "user", "content": 5}]}, "messages.0.content",
          "`messages.0.content` is none of its accepted types"),
         ("/v1/completions", {"prompt": "hi", "stop": 5, "n": "two"}, "n", "integer (and 1 more problem)."),
+        # OpenAI's deprecated form of tools: refused with the fix, never ignored (the model would be told no tools)
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
+                                  "functions": [{"name": "f", "parameters": {"type": "object"}}]}, "functions",
+         "send them as `tools`"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "function_call": "auto"},
+         "function_call", "`tool_choice`"),
     ],
 )
 async def test_bad_requests_are_400_in_openai_shape(

@@ -174,6 +174,18 @@ class ChatMessage(BaseModel):
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")  # OpenAI's
 
 
+def _refuse_functions(extra: dict[str, Any]) -> None:
+    """OpenAI's deprecated `functions` and `function_call`, refused with the fix: ignored, like other unknown
+    fields, the model would answer as if it had no functions and the client would wait for a call in vain."""
+    for field, instead in (("functions", "send them as `tools`: [{\"type\": \"function\", \"function\": "
+                                         "{\"name\", \"description\", \"parameters\"}}]"),
+                           ("function_call", "send it as `tool_choice` (\"auto\", \"none\", \"required\" or "
+                                             "{\"type\": \"function\", \"function\": {\"name\": ...}})")):
+        if extra.get(field) not in (None, [], "none"):  # asking for no functions is no loss
+            raise InvalidRequest(f"`{field}` is OpenAI's deprecated form of tool calling, which pier does not take; "
+                                 f"{instead}. Calls come back in message.tool_calls.", param=field)
+
+
 def message_problem(index: int, message: ChatMessage) -> InvalidRequest | None:
     """Why OpenAI would refuse the `index`th message (400, naming the field): a role it does not know, or no
     content where the role needs one (only an assistant message that makes tool calls may have none)."""
@@ -206,6 +218,7 @@ class ChatCompletionRequest(OpenAIRequest):
         if self.max_completion_tokens is not None and self.max_completion_tokens < 1:  # named as the client sent it
             raise InvalidRequest(f"max_completion_tokens must be at least 1; got {self.max_completion_tokens}.",
                                  param="max_completion_tokens")
+        _refuse_functions(self.model_extra or {})
         for index, message in enumerate(self.messages):
             if (problem := message_problem(index, message)) is not None:
                 raise problem
