@@ -177,6 +177,15 @@ async def test_text_content_parts_are_joined(client: httpx.AsyncClient) -> None:
     assert as_parts["choices"][0]["message"]["content"] == as_text["choices"][0]["text"]
 
 
+async def test_top_p_zero_is_taken_as_openai_takes_it_the_top_token_only(client: httpx.AsyncClient) -> None:
+    """OpenAI's top_p is in [0, 1]: 0 keeps the smallest nucleus, the one most likely token, whatever the seed."""
+    greedy = (await chat(client, max_tokens=6, ignore_eos=True, **GREEDY)).json()["choices"][0]["message"]["content"]
+    for seed in range(3):
+        answer = await chat(client, max_tokens=6, ignore_eos=True, temperature=1.0, top_p=0, seed=seed)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["choices"][0]["message"]["content"] == greedy
+
+
 async def test_models_lists_the_served_model(client: httpx.AsyncClient) -> None:
     body = (await client.get("/v1/models")).json()
     assert body["object"] == "list"

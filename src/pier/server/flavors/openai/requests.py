@@ -69,10 +69,13 @@ class OpenAIRequest(BaseModel):
 
     def sampling(self, n_vocab: int) -> SamplingParams:
         top_k = self.top_k if self.top_k is not None else 0
+        top_p = 1.0 if self.top_p is None else self.top_p
+        if top_p == 0:  # OpenAI takes [0, 1]: the smallest nucleus is the most likely token (the engine takes (0, 1])
+            top_k, top_p = 1, 1.0
         return SamplingParams(
             temperature=1.0 if self.temperature is None else self.temperature,
             top_k=0 if top_k == -1 else min(top_k, n_vocab),  # vLLM spells "off" as -1
-            top_p=1.0 if self.top_p is None else self.top_p,
+            top_p=top_p,
             min_p=self.min_p or 0.0,
             repetition_penalty=1.0 if self.repetition_penalty is None else self.repetition_penalty,
             frequency_penalty=self.frequency_penalty or 0.0,
