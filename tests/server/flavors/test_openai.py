@@ -177,6 +177,20 @@ async def test_text_content_parts_are_joined(client: httpx.AsyncClient) -> None:
     assert as_parts["choices"][0]["message"]["content"] == as_text["choices"][0]["text"]
 
 
+async def test_an_assistant_refusal_part_in_the_history_is_its_text(client: httpx.AsyncClient) -> None:
+    """OpenAI's assistant messages may hold `refusal` parts (what the model said when it refused): a conversation
+    sent back with one goes on, the refusal read as the assistant's text."""
+    refused = [{"role": "user", "content": "hi"},
+               {"role": "assistant", "content": [{"type": "refusal", "refusal": "I cannot"}]},
+               {"role": "user", "content": "why"}]
+    answer = await client.post("/v1/chat/completions", json={"messages": refused, "max_tokens": 2})
+    assert answer.status_code == 200, answer.text
+    said = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "I cannot"},
+            {"role": "user", "content": "why"}]
+    same = await client.post("/v1/chat/completions", json={"messages": said, "max_tokens": 2})
+    assert answer.json()["usage"]["prompt_tokens"] == same.json()["usage"]["prompt_tokens"]
+
+
 async def test_top_p_zero_is_taken_as_openai_takes_it_the_top_token_only(client: httpx.AsyncClient) -> None:
     """OpenAI's top_p is in [0, 1]: 0 keeps the smallest nucleus, the one most likely token, whatever the seed."""
     greedy = (await chat(client, max_tokens=6, ignore_eos=True, **GREEDY)).json()["choices"][0]["message"]["content"]
@@ -255,6 +269,10 @@ async def test_the_served_model_is_retrieved_by_its_listed_name(client: httpx.As
         ("/v1/chat/completions", {"messages": [{"role": "user", "content": 5}]}, "messages.0.content",
          "`messages.0.content` is none of its accepted types"),
         ("/v1/completions", {"prompt": "hi", "stop": 5, "n": "two"}, "n", "integer (and 1 more problem)."),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": [{"type": "text"}]}]},
+         "messages[0].content[0].text", "messages[0].content[0] is a text part without its `text`"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": [{"type": "refusal", "refusal": "no"}]}]},
+         "messages", "got a 'refusal' part"),  # only an assistant's own words may be a refusal
         # OpenAI's deprecated form of tools: refused with the fix, never ignored (the model would be told no tools)
         ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
                                   "functions": [{"name": "f", "parameters": {"type": "object"}}]}, "functions",

@@ -134,6 +134,14 @@ class TextPart(BaseModel):
     type: str
     text: str | None = None
 
+    def text_of(self, role: str) -> str | None:
+        """The part's text, or None for a part pier cannot read. OpenAI's assistant messages may hold `refusal` parts
+        (the words the model refused with): a conversation sent back with one goes on, the refusal as its text."""
+        if self.type == "text":
+            return self.text
+        refusal = (self.model_extra or {}).get("refusal")
+        return refusal if self.type == "refusal" and role == "assistant" and isinstance(refusal, str) else None
+
 
 class CalledFunction(BaseModel):
     model_config = ConfigDict(extra="allow")
@@ -165,13 +173,16 @@ class ChatMessage(BaseModel):
     def _text(self) -> str | None:
         if not isinstance(self.content, list):
             return self.content
+        texts = []
         for part in self.content:
-            if part.type != "text" or part.text is None:
+            text = part.text_of(self.role)
+            if text is None:
                 raise InvalidRequest(
                     f"Only text content parts are supported; got a {part.type!r} part. Send the message "
                     "content as a string or as parts of type \"text\".", param="messages",
                 )
-        return "\n".join(part.text or "" for part in self.content)
+            texts.append(text)
+        return "\n".join(texts)
 
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")  # OpenAI's
@@ -196,6 +207,10 @@ def message_problem(index: int, message: ChatMessage) -> InvalidRequest | None:
     if message.role not in ROLES:
         return InvalidRequest(f"Invalid value: {message.role!r} for {where}.role. Supported values are: "
                               f"{', '.join(repr(r) for r in ROLES)}.", param=f"{where}.role")
+    for k, part in enumerate(message.content if isinstance(message.content, list) else ()):
+        if part.type == "text" and part.text is None:  # not "only text parts are supported": it is one
+            return InvalidRequest(f"{where}.content[{k}] is a text part without its `text`: send "
+                                  "{\"type\": \"text\", \"text\": \"...\"}.", param=f"{where}.content[{k}].text")
     if message.content is None and not (message.role == "assistant" and message.tool_calls):
         needs = ("an assistant message needs content unless it has tool_calls" if message.role == "assistant"
                  else f"a {message.role} message needs its text")
