@@ -144,3 +144,17 @@ async def test_completion_stream_with_echo_carries_the_prompt_s_logprobs_first()
     parts = [json.loads(d)["choices"][0]["logprobs"] for d in sse_data(streamed.text)[:-1]]
     joined = {k: [v for p in parts if p for v in p[k]] for k in whole}
     assert joined == whole
+
+
+async def test_a_streamed_echo_carries_the_prompt_s_logprobs_on_its_own_chunk() -> None:
+    """The echoed prompt's logprobs ride on the chunk that carries the prompt's text, not on the first generated
+    token's: a client that reads a chunk's tokens against its text finds the prompt's where the prompt is."""
+    body = {"prompt": "the quick", "max_tokens": 4, "temperature": 0, "logprobs": 1, "echo": True, "stream": True}
+    async with app_client(runner()) as client:
+        streamed = await client.post("/v1/completions", json=body)
+    chunks = [json.loads(d)["choices"][0] for d in sse_data(streamed.text)[:-1]]
+    echoed = chunks[0]["logprobs"]
+    assert chunks[0]["text"] == "the quick" and echoed["token_logprobs"][0] is None
+    assert "".join(echoed["tokens"]).strip() == "the quick"  # the fake tokenizer reads "the" as " the"
+    generated = [chunk["logprobs"]["tokens"] for chunk in chunks[1:] if chunk["logprobs"]]
+    assert sum(len(tokens) for tokens in generated) == 4  # max_tokens: the prompt's are on the first chunk only

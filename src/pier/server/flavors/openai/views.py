@@ -111,7 +111,20 @@ class OpenAIView:
     def opening(self) -> list[dict[str, Any]]:
         if self.chat:
             return [self._chunk({"role": "assistant", "content": ""}, None)]
-        return [self._chunk(self.echo, None)] if self.echo else []
+        return [self._chunk(self.echo, None)] if self.echo and not self._echo_waits else []
+
+    @property
+    def _echo_waits(self) -> bool:
+        """An echo with logprobs goes out with the first chunk, which brings the prompt's logprobs: they ride on
+        the chunk whose text is the prompt's, so each chunk's tokens spell its own text."""
+        return not self.chat and bool(self.echo) and self.piece is not None
+
+    def _echoed(self, chunk: GenerationChunk) -> dict[str, Any]:
+        assert self.piece is not None
+        with_prompt = chunk.prompt_logprobs is not None
+        self._offsets = CompletionLogprobs(self.piece, 0 if with_prompt else len(self.echo))
+        logprobs = self._offsets.add(self.prompt, chunk.prompt_logprobs) if chunk.prompt_logprobs is not None else None
+        return self._chunk(self.echo, None, logprobs)
 
     def chunk(self, chunk: GenerationChunk) -> list[dict[str, Any]]:
         first = self.completion_tokens == 0 and self._offsets is None
@@ -120,6 +133,9 @@ class OpenAIView:
         if self.check is not None:
             self.text += chunk.text
         events = []
+        if first and self._echo_waits:
+            events.append(self._echoed(chunk))
+            first = False
         if self.tools is not None:
             events += self._tool_chunks(chunk)
         elif chunk.text or (self.piece is not None and chunk.token_ids):
