@@ -62,6 +62,16 @@ def test_gateway_errors_take_openais_shape(gw: Gateway, body: dict[str, object],
     assert error["code"] == code and words in error["message"] and error["type"]
 
 
+@pytest.mark.parametrize(("model", "status"), [("missing", 404), ("bad_name", 400), ("llm/bad name", 400)])
+def test_a_model_the_gateway_cannot_resolve_is_named_as_the_param_at_fault(gw: Gateway, model: str,
+                                                                             status: int) -> None:
+    """On /v1/ the body's `model` is what names the endpoint: the error points the openai client's user there."""
+    answer = httpx.post(gw.url + "/v1/completions", json={"model": model, "prompt": "x"})
+    assert answer.status_code == status
+    error = answer.json()["error"]
+    assert error["param"] == "model" and "GET /v1/models lists" in error["message"], error
+
+
 def test_invalid_json_is_a_400(gw: Gateway) -> None:
     answer = httpx.post(gw.url + "/v1/completions", content=b"{nope")
     assert answer.status_code == 400 and "Invalid request body" in answer.json()["error"]["message"]

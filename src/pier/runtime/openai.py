@@ -24,8 +24,8 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncGenerator, Awaitable
-from contextlib import AsyncExitStack
+from collections.abc import AsyncGenerator, Awaitable, Iterator
+from contextlib import AsyncExitStack, contextmanager
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -44,6 +44,7 @@ from pier.runtime.call import Call, StreamEnded
 from pier.runtime.disconnect import unless_disconnected
 from pier.runtime.errors import (
     ComponentRequired,
+    EndpointNotFound,
     InvalidInvocation,
     as_invocation_error,
     openai_error,
@@ -96,7 +97,8 @@ async def passthrough(forwarder: Forwarder, resolve: Resolve, request: Request, 
                     "INFERENCE_COMPONENT/openai/v1/..., and drop the header.")
             header = component
         variant = request.headers.get(TARGET_VARIANT)
-        name, component = _address(endpoint, parsed.model, header)
+        with _in_model(endpoint):
+            name, component = _address(endpoint, parsed.model, header)
         if variant is not None:
             check_member(VARIANT, variant)
 
@@ -104,7 +106,8 @@ async def passthrough(forwarder: Forwarder, resolve: Resolve, request: Request, 
             return resolve_target(resolve, name, component, variant)
 
         try:
-            target = await retarget()
+            with _in_model(endpoint, EndpointNotFound):  # not the component's errors: SageMaker's words, exactly
+                target = await retarget()
         except ComponentRequired as error:
             if sagemaker_path:  # the header SageMaker's words ask for is refused on this path
                 raise InvalidInvocation(
@@ -145,6 +148,21 @@ def _parse(body: bytes) -> OpenAIBody:
             f"Invalid request body: `{where}`: {problem['msg']}. Send a JSON object with `model` set to the endpoint "
             "name."
         ) from None
+
+
+@contextmanager
+def _in_model(endpoint: str | None, kind: type[InvalidInvocation] = InvalidInvocation) -> Iterator[None]:
+    """On /v1/ (no endpoint in the path) the body's `model` names what is called: a name that is malformed or not
+    found is the fault of `model`, and the list of what may be called is where to look (the words stay
+    SageMaker's, as InvokeEndpoint's, for code that matches them)."""
+    try:
+        yield
+    except kind as error:
+        if endpoint is None and error.param is None:
+            error.param = "model"
+            error.message += " GET /v1/models lists the endpoints and inference components you may name in `model`."
+            error.args = (error.message,)
+        raise
 
 
 def _address(endpoint: str | None, model: str | None, component: str | None) -> tuple[str, str | None]:
