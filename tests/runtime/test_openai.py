@@ -72,6 +72,17 @@ def test_a_model_the_gateway_cannot_resolve_is_named_as_the_param_at_fault(gw: G
     assert error["param"] == "model" and "GET /v1/models lists" in error["message"], error
 
 
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions"])
+def test_nulls_for_optional_fields_are_their_defaults_through_the_gateway(gw: Gateway, path: str) -> None:
+    """OpenAI takes null for every optional field (LiteLLM and JS clients send them): `"stream": null` is no stream,
+    `"n": null` one choice, at the gateway and at the copy."""
+    nulls = {"stream": None, "n": None, "stream_options": None, "ignore_eos": None, "min_tokens": None}
+    fields = {"messages": MESSAGES} if path.endswith("chat/completions") else {"prompt": "hi", "echo": None}
+    answer = httpx.post(gw.url + path, json={"model": "llm", "max_tokens": 2, **fields, **nulls})
+    assert answer.status_code == 200, answer.text
+    assert len(answer.json()["choices"]) == 1
+
+
 def test_invalid_json_is_a_400(gw: Gateway) -> None:
     answer = httpx.post(gw.url + "/v1/completions", content=b"{nope")
     assert answer.status_code == 400 and "Invalid request body" in answer.json()["error"]["message"]

@@ -74,7 +74,7 @@ class OpenAIBody(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     model: str | None = None
-    stream: bool = False
+    stream: bool | None = False  # null: no stream, as OpenAI reads it
 
 
 async def passthrough(forwarder: Forwarder, resolve: Resolve, request: Request, path: str,

@@ -7,10 +7,10 @@ Extras that benchmark tools and vLLM/llama.cpp clients send (`top_k`, `min_p`, `
 from __future__ import annotations
 
 import uuid
-from functools import cached_property
-from typing import Any
+from functools import cache, cached_property
+from typing import Any, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pier.engine.request import GenerateRequest, SamplingParams
 from pier.engine.schema_check import SchemaCheck
@@ -24,6 +24,14 @@ MAX_TOP_LOGPROBS = 20  # OpenAI's limit for chat's top_logprobs (pier takes it f
 MAX_CHOICES = 16  # n and best_of; each also counts against the copy's concurrency
 
 
+@cache
+def _not_nullable(model: type[BaseModel]) -> frozenset[str]:
+    """The optional fields of `model` whose type does not take None."""
+    return frozenset(name for name, field in model.model_fields.items()
+                     if not field.is_required() and field.annotation is not Any
+                     and type(None) not in get_args(field.annotation))
+
+
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="allow")
     include_usage: bool = False
@@ -33,6 +41,15 @@ class OpenAIRequest(BaseModel):
     """Fields both APIs share. Unknown fields are accepted and ignored, as OpenAI-compatible servers do."""
 
     model_config = ConfigDict(extra="allow")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_the_default(cls, data: Any) -> Any:
+        """OpenAI takes null for every optional field, meaning its default (`"n": null` is one choice, `"stream":
+        null` no stream); clients such as LiteLLM send them. A field whose type has no None takes its default."""
+        if not isinstance(data, dict):
+            return data
+        return {k: v for k, v in data.items() if v is not None or k not in _not_nullable(cls)}
 
     model: str | None = None
     stream: bool = False
