@@ -60,6 +60,13 @@ def test_openai_client_gets_llama_cpps_vectors(embedding_server: str, expected: 
     assert answer.usage.prompt_tokens == answer.usage.total_tokens > len(TEXTS)
 
 
+def test_nulls_are_the_defaults(embedding_server: str, expected: list[np.ndarray]) -> None:
+    """As OpenAI reads them: `"encoding_format": null` is float, `"dimensions": null` the model's own."""
+    body = httpx.post(embedding_server + "/v1/embeddings", json={
+        "input": TEXTS[1], "encoding_format": None, "dimensions": None, "user": None}).json()
+    assert np.allclose(body["data"][0]["embedding"], expected[1], atol=1e-6)
+
+
 @pytest.mark.parametrize("encoding", ["float", "base64"])
 def test_raw_encodings_and_token_ids(embedding_server: str, expected: list[np.ndarray], encoding: str) -> None:
     tokens = httpx.post(embedding_server + "/v1/embeddings", json={"input": TEXTS[1]}).json()["usage"]["prompt_tokens"]

@@ -31,7 +31,7 @@ class EmbeddingRequest(BaseModel):
 
     input: str | list[str] | list[int] | list[list[int]]
     model: str | None = None
-    encoding_format: Literal["float", "base64"] = "float"
+    encoding_format: Literal["float", "base64"] | None = "float"  # null: float, as OpenAI reads it
     dimensions: int | None = None
     user: str | None = None
 
@@ -105,7 +105,7 @@ async def _openai_inputs(served: ServedEmbedder, given: str | list[str] | list[i
     return [list(item) for item in given if isinstance(item, list)]
 
 
-def _encoded(vector: np.ndarray, encoding: str) -> list[float] | str:
+def _encoded(vector: np.ndarray, encoding: str | None) -> list[float] | str:
     if encoding == "base64":
         return base64.b64encode(np.asarray(vector, "<f4").tobytes()).decode("ascii")
     return [float(x) for x in vector]
