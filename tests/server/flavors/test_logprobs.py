@@ -158,3 +158,26 @@ async def test_a_streamed_echo_carries_the_prompt_s_logprobs_on_its_own_chunk() 
     assert "".join(echoed["tokens"]).strip() == "the quick"  # the fake tokenizer reads "the" as " the"
     generated = [chunk["logprobs"]["tokens"] for chunk in chunks[1:] if chunk["logprobs"]]
     assert sum(len(tokens) for tokens in generated) == 4  # max_tokens: the prompt's are on the first chunk only
+
+
+async def test_echo_with_max_tokens_0_scores_the_prompt_alone() -> None:
+    """OpenAI's way to read a text's own log-probabilities (scoring, evaluation harnesses): `echo` with
+    `max_tokens: 0` answers the prompt and its logprobs, and nothing generated; whole and streamed."""
+    body = {"prompt": "the quick", "temperature": 0, "logprobs": 1, "echo": True}
+    async with app_client(runner()) as client:
+        generated = (await client.post("/v1/completions", json={**body, "max_tokens": 4})).json()
+        scored = (await client.post("/v1/completions", json={**body, "max_tokens": 0})).json()
+        streamed = await client.post("/v1/completions", json={**body, "max_tokens": 0, "stream": True,
+                                                                "stream_options": {"include_usage": True}})
+        alone = await client.post("/v1/completions", json={"prompt": "the quick", "max_tokens": 0})
+    n_prompt = generated["usage"]["prompt_tokens"]
+    [choice] = scored["choices"]
+    assert (choice["text"], choice["finish_reason"]) == ("the quick", "length")
+    assert choice["logprobs"] == {k: v[:n_prompt] for k, v in generated["choices"][0]["logprobs"].items()}
+    assert scored["usage"] == {"prompt_tokens": n_prompt, "completion_tokens": 0, "total_tokens": n_prompt}
+    events = [json.loads(d) for d in sse_data(streamed.text)[:-1]]
+    texts = [(e["choices"][0]["text"], e["choices"][0]["finish_reason"]) for e in events if e["choices"]]
+    assert texts == [("the quick", None), ("", "length")]
+    assert events[0]["choices"][0]["logprobs"] == choice["logprobs"]
+    assert events[-1]["usage"]["completion_tokens"] == 0
+    assert alone.status_code == 400 and "max_tokens 0 needs echo" in alone.json()["error"]["message"]

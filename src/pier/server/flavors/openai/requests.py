@@ -281,6 +281,10 @@ class CompletionRequest(OpenAIRequest):
 
     def refuse_unsupported(self) -> None:
         super().refuse_unsupported()
+        if self.max_tokens == 0 and not self.echo:
+            raise InvalidRequest("max_tokens 0 needs echo: it asks for the prompt's own logprobs (\"echo\": true, "
+                                 "\"logprobs\": 0 or more) and nothing generated; to generate, set max_tokens to at "
+                                 "least 1.", param="max_tokens")
         if self.logprobs is not None and not 0 <= self.logprobs <= MAX_TOP_LOGPROBS:
             raise InvalidRequest(f"logprobs must be between 0 and {MAX_TOP_LOGPROBS}; got {self.logprobs}.",
                                  param="logprobs")
@@ -295,6 +299,12 @@ class CompletionRequest(OpenAIRequest):
     @property
     def sequences(self) -> int:
         return max(self.n, self.best_of or 1)
+
+    @property
+    def prompt_only(self) -> bool:
+        """`echo` with max_tokens 0: OpenAI's scoring of a text, the prompt and its logprobs with nothing generated
+        (the engine generates one token, which the answer leaves out)."""
+        return self.echo and self.max_tokens == 0
 
     def engine_logprobs(self) -> tuple[int | None, int | None]:
         if self.logprobs is None:  # best_of ranks by cumulative logprob: the chosen tokens' are needed

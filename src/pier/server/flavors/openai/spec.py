@@ -20,7 +20,7 @@ from pier.server import choices
 from pier.server.flavors.openai.requests import ChatCompletionRequest, CompletionRequest, OpenAIRequest
 from pier.server.flavors.openai.response_request import ResponseRequest
 from pier.server.flavors.openai.response_view import ResponseView
-from pier.server.flavors.openai.views import OpenAIView, chat_view, usage
+from pier.server.flavors.openai.views import OpenAIView, chat_view, usage, without_output
 from pier.server.generation import Completion
 from pier.server.pipeline import View
 from pier.server.served_model import ServedModel
@@ -112,7 +112,7 @@ class CompletionSpec:
         self._given = given = body.single_prompt()
         # Token ids are used exactly as given (no BOS), as llama-server and vLLM do.
         self._prompt = await model.tokenize(given) if isinstance(given, str) else list(given)
-        request = body.generate_request(model, self._prompt, body.max_tokens)
+        request = body.generate_request(model, self._prompt, 1 if body.prompt_only else body.max_tokens)
         return choices.choice_requests(request, body.sequences)
 
     def views(self, model: ServedModel, checked: Sequence[CheckedRequest]) -> list[OpenAIView]:
@@ -125,14 +125,14 @@ class CompletionSpec:
 
         def make() -> OpenAIView:
             return OpenAIView(body.model or model.name, chat=False, include_usage=body.include_usage, echo=echo,
-                              piece=piece, prompt=self._prompt, check=check)
+                              piece=piece, prompt=self._prompt, check=check, prompt_only=body.prompt_only)
 
         return siblings(make, len(checked))
 
     def answer(
         self, views: Sequence[OpenAIView], checked: Sequence[CheckedRequest], done: Sequence[Completion],
     ) -> Response:
-        return whole(self.body, views, done)
+        return whole(self.body, views, [without_output(d) for d in done] if self.body.prompt_only else done)
 
 
 def siblings(make: Callable[[], V], n: int) -> list[V]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import replace
+from typing import Any, TypeVar
 
 from pier import __version__
 from pier.engine.logprobs import TokenLogprob
@@ -26,6 +27,16 @@ from pier.server.served_model import ServedModel
 _FINISH = {FinishReason.STOP: "stop", FinishReason.LENGTH: "length"}
 
 
+Output = TypeVar("Output", GenerationChunk, Completion)
+
+
+def without_output(output: Output) -> Output:
+    """A chunk or a completion with what was generated left out, ended by its length (max_tokens 0), as OpenAI
+    answers `echo` with max_tokens 0; the prompt's logprobs stay."""
+    ended = FinishReason.LENGTH if output.finish_reason is not None else None
+    return replace(output, text="", token_ids=(), logprobs=(), finish_reason=ended, stop_reason=None)
+
+
 def _finish(reason: FinishReason | None, *, called: bool) -> str:
     """`tool_calls` for an answer that ended in calls; but `length` stays, as OpenAI's does, for one that max_tokens
     cut: its last call may be cut off (a stream announced it), and a client runs the calls of `tool_calls`."""
@@ -43,8 +54,10 @@ class OpenAIView:
     def __init__(
         self, model: str, *, chat: bool, include_usage: bool, echo: str = "", piece: Piece | None = None,
         prompt: Sequence[int] = (), tools: ToolReader | None = None, check: SchemaCheck | None = None,
+        prompt_only: bool = False,
     ) -> None:
         self.chat = chat
+        self.prompt_only = prompt_only  # echo with max_tokens 0: what was generated is left out
         self.check = check
         self.text = ""  # a stream's output so far, for the check at its end
         self.tools = tools
@@ -127,6 +140,8 @@ class OpenAIView:
         return self._chunk(self.echo, None, logprobs)
 
     def chunk(self, chunk: GenerationChunk) -> list[dict[str, Any]]:
+        if self.prompt_only:
+            chunk = without_output(chunk)
         first = self.completion_tokens == 0 and self._offsets is None
         self.prompt_tokens = chunk.prompt_tokens
         self.completion_tokens += len(chunk.token_ids)
