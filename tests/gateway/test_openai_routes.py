@@ -64,10 +64,10 @@ def test_an_unknown_model_is_not_found_in_openais_words(url: str) -> None:
 
 def test_a_path_the_gateway_does_not_serve_is_an_openai_404(url: str) -> None:
     with pytest.raises(openai.NotFoundError) as raised:
-        client(url).responses.create(model="chat", input="hi")
+        client(url).images.generate(model="chat", prompt="hi")
     error = error_of(raised)
     assert error["type"] == "invalid_request_error"
-    assert "POST /v1/responses" in error["message"] and "/v1/chat/completions" in error["message"]
+    assert "POST /v1/images/generations" in error["message"] and "/v1/chat/completions" in error["message"]
 
 
 def test_a_method_the_route_does_not_take_is_an_openai_405(url: str) -> None:

@@ -14,8 +14,9 @@ from pier.dialect import Dialect, dialect_of
 from pier.error_bodies import openai_answer
 
 OPENAI_ROUTES = (
-    "The gateway serves POST /v1/chat/completions, POST /v1/completions, POST /v1/embeddings, GET /v1/models and "
-    "GET /v1/models/MODEL (also under /endpoints/ENDPOINT/v1/ and SageMaker's /endpoints/ENDPOINT/openai/v1/)."
+    "The gateway serves POST /v1/chat/completions, POST /v1/completions, POST /v1/responses, POST /v1/embeddings, "
+    "GET /v1/models and GET /v1/models/MODEL (also under /endpoints/ENDPOINT/v1/ and SageMaker's "
+    "/endpoints/ENDPOINT/openai/v1/)."
 )
 
 
