@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from pier.cli.app import app, console
@@ -25,8 +28,10 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 
 
 def _client(url: str, ca_bundle: Path | None) -> PierClient:
-    from pier.client.client import PierClient, PierClientError
+    from pier.client.client import PierClient, PierClientError, url_problem
 
+    if (problem := url_problem(url)) is not None:  # a usage mistake: 2, as for any bad option
+        _fail(f"--url {url} {problem}", 2)
     try:
         client = PierClient(url, ca_bundle_file=ca_bundle)
         client.ping()
@@ -36,8 +41,27 @@ def _client(url: str, ca_bundle: Path | None) -> PierClient:
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
-    console.print(f"[red]error:[/] {message}")
+    console.print(f"[red]error:[/] {escape(message)}")  # messages quote patterns and names with [brackets]
     raise typer.Exit(code)
+
+
+@contextmanager
+def _answered() -> Iterator[None]:
+    """Whatever the gateway refused, as one line and exit 1: botocore's and httpx's errors would otherwise end
+    the command in a traceback."""
+    import httpx
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from pier.client.client import PierClientError, refusal
+
+    try:
+        yield
+    except PierClientError as error:
+        _fail(str(error))
+    except ClientError as error:
+        _fail(refusal(error))
+    except (BotoCoreError, httpx.HTTPError) as error:  # ParamValidationError, a connection lost midway
+        _fail(f"{type(error).__name__}: {error}")
 
 
 def _print_json(value: Any) -> None:
@@ -52,7 +76,6 @@ def deploy(
     wait: Annotated[bool, typer.Option(help="Wait until the endpoint is InService.")] = True,
 ) -> None:
     """Create or update an endpoint from a deploy file (like the seeds' config.yaml); only what changed moves."""
-    from pier.client.client import PierClientError
     from pier.client.deploy_file import DeployFileError, load
 
     try:
@@ -61,16 +84,20 @@ def deploy(
         _fail(str(error), 2)
     client = _client(url, ca_bundle)
     try:
-        client.deploy(spec, file.resolve().parent, wait=wait, say=lambda line: console.print(f"  {line}"))
-    except PierClientError as error:
-        _fail(str(error))
+        with _answered():
+            client.deploy(spec, file.resolve().parent, wait=wait, say=lambda line: console.print(f"  {line}"))
+    except KeyboardInterrupt:  # the gateway goes on with what it was sent: say how to look at it or undo it
+        _fail(f"Stopped waiting (Ctrl-C); the gateway goes on with what was sent: `pier describe {spec.endpoint}` "
+              f"says where it stands, `pier delete {spec.endpoint}` removes it.", 130)
     console.print(f"[green]{spec.endpoint}[/] deployed.")
 
 
 @app.command("ls")
 def ls(url: Url = DEFAULT_URL, ca_bundle: CaBundle = None, as_json: Json = False) -> None:
     """List endpoints with their status, instances and ready copies."""
-    rows = _client(url, ca_bundle).endpoints()
+    client = _client(url, ca_bundle)
+    with _answered():
+        rows = client.endpoints()
     if as_json:
         _print_json([row.__dict__ for row in rows])
         return
@@ -85,12 +112,9 @@ def ls(url: Url = DEFAULT_URL, ca_bundle: CaBundle = None, as_json: Json = False
 @app.command("describe")
 def describe(name: str, url: Url = DEFAULT_URL, ca_bundle: CaBundle = None, as_json: Json = False) -> None:
     """An endpoint (or inference component), its components and its copies."""
-    from pier.client.client import PierClientError
-
-    try:
-        described = _client(url, ca_bundle).describe(name)
-    except PierClientError as error:
-        _fail(str(error))
+    client = _client(url, ca_bundle)
+    with _answered():
+        described = client.describe(name)
     if as_json:
         _print_json(described)
         return
@@ -129,11 +153,9 @@ def invoke(
     ca_bundle: CaBundle = None,
 ) -> None:
     """Call an endpoint through the SageMaker runtime API, as boto3 does; the reply goes to stdout."""
-    from pier.client.client import PierClientError
-
     payload = _payload(prompt, body, max_new_tokens, stream)
     client = _client(url, ca_bundle)
-    try:
+    with _answered():
         if stream:
             for part in client.invoke_stream(name, payload, content_type=content_type, component=component):
                 sys.stdout.write(part.decode("utf-8", "replace"))
@@ -141,10 +163,6 @@ def invoke(
         else:
             sys.stdout.write(client.invoke(name, payload, content_type=content_type, component=component)
                              .decode("utf-8", "replace") + "\n")
-    except PierClientError as error:
-        _fail(str(error))
-    except Exception as error:  # botocore's ClientError carries SageMaker's own message
-        _fail(f"{type(error).__name__}: {error}")
 
 
 def _payload(prompt: str | None, body: str | None, max_new_tokens: int, stream: bool) -> str:
@@ -155,7 +173,12 @@ def _payload(prompt: str | None, body: str | None, max_new_tokens: int, stream: 
     assert body is not None
     if body == "-":
         return sys.stdin.read()
-    return Path(body[1:]).read_text() if body.startswith("@") else body
+    if not body.startswith("@"):
+        return body
+    try:
+        return Path(body[1:]).read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        _fail(f"Cannot read {body[1:]}: {getattr(error, 'strerror', None) or error}.", 2)
 
 
 @app.command("chat")
@@ -167,9 +190,9 @@ def chat(
     ca_bundle: CaBundle = None,
 ) -> None:
     """Talk to an endpoint in the terminal; replies stream as they are generated. Ctrl-D or `exit` ends it."""
-    from pier.client.client import PierClientError
-
     client = _client(url, ca_bundle)
+    with _answered():  # a misspelt name is said before the first prompt, not after it
+        client.check_named(name)
     messages = [{"role": "system", "content": system}] if system else []
     console.print(f"Chatting with [bold]{name}[/]. Ctrl-D or `exit` to leave.")
     while True:
@@ -182,12 +205,10 @@ def chat(
         messages.append({"role": "user", "content": text})
         reply = []
         console.print(f"[bold magenta]{name}>[/] ", end="")
-        try:
+        with _answered():
             for piece in client.chat(name, messages, max_tokens=max_tokens):
                 reply.append(piece)
                 console.print(piece, end="", markup=False, highlight=False)
-        except PierClientError as error:
-            _fail(str(error))
         console.print()
         messages.append({"role": "assistant", "content": "".join(reply)})
 
@@ -200,12 +221,9 @@ def logs(
     ca_bundle: CaBundle = None,
 ) -> None:
     """The end of the log of each copy serving an endpoint or inference component."""
-    from pier.client.client import PierClientError
-
-    try:
-        found = _client(url, ca_bundle).logs(name, lines)
-    except PierClientError as error:
-        _fail(str(error))
+    client = _client(url, ca_bundle)
+    with _answered():
+        found = client.logs(name, lines)
     if not found:
         console.print(f"No copies serve {name} right now.")
     for copy_id, text in found.items():
@@ -221,12 +239,9 @@ def delete(
     wait: Annotated[bool, typer.Option(help="Wait until it is gone.")] = True,
 ) -> None:
     """Delete an endpoint with its inference components, its config and the models nothing else uses."""
-    from pier.client.client import PierClientError
-
-    try:
-        _client(url, ca_bundle).delete(name, wait=wait, say=lambda line: console.print(f"  {line}"))
-    except PierClientError as error:
-        _fail(str(error))
+    client = _client(url, ca_bundle)
+    with _answered():
+        client.delete(name, wait=wait, say=lambda line: console.print(f"  {line}"))
     console.print(f"[green]{name}[/] deleted.")
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import boto3
 import httpx
@@ -49,6 +50,8 @@ class PierClient:
         """`credentials`: an access key id and secret (`pier keys create`); default: see cli_credentials.
         `ca_bundle_file`: the CAs an https:// gateway's certificate is checked against; default: see
         client_trust.ca_bundle (AWS_CA_BUNDLE, REQUESTS_CA_BUNDLE, SSL_CERT_FILE, else the public CAs)."""
+        if (problem := url_problem(url)) is not None:
+            raise PierClientError(f"{url} {problem}")
         self.url = url.rstrip("/")
         key_id, secret = credentials or cli_credentials(self.url)
         try:
@@ -190,6 +193,17 @@ class PierClient:
         components = [self._describe_component(c["InferenceComponentName"]) for c in self._components(name)]
         return {"endpoint": endpoint, "components": [c for c in components if c], "copies": self.copies(name)}
 
+    def check_named(self, name: str) -> None:
+        """Raise PierClientError unless `name` is an endpoint or an inference component (or `ENDPOINT/COMPONENT`,
+        as OpenAI's `model` may name one)."""
+        endpoint, _, component = name.partition("/")
+        if component:
+            found = self._describe_endpoint(endpoint) is not None and self._describe_component(component) is not None
+        else:
+            found = self._describe_endpoint(name) is not None or self._describe_component(name) is not None
+        if not found:
+            raise PierClientError(f"No endpoint or inference component is called {name}; `pier ls` lists them.")
+
     def copies(self, name: str) -> list[dict[str, Any]]:
         """The copies serving endpoint or component `name`."""
         workloads = {name} | {c["InferenceComponentName"] for c in self._components(name)}
@@ -198,6 +212,7 @@ class PierClient:
 
     def logs(self, name: str, lines: int = 200) -> dict[str, str]:
         """The end of each copy's log, by copy id."""
+        self.check_named(name)  # else a misspelt name would read as "no copies right now"
         found = {}
         for copy in self.copies(name):
             reply = self.http.get(f"/pier/copies/{copy['copy_id']}/logs", params={"lines": lines})
@@ -342,6 +357,23 @@ class PierClient:
         except ClientError as error:
             if "Could not find" not in _message(error):
                 raise
+
+
+def url_problem(url: str) -> str | None:
+    """What is wrong with `url` as a gateway's address, if anything: botocore refuses one without a scheme with a
+    bare ValueError, and a path (the OpenAI base URL, `.../v1`) would make every call miss its route."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "is not a gateway's address: give http://HOST:PORT (https:// for one started with --tls-cert)."
+    if parts.path.strip("/") or parts.query:
+        return f"has a path: give the gateway's address without a path ({parts.scheme}://{parts.netloc})."
+    return None
+
+
+def refusal(error: ClientError) -> str:
+    """A refused SageMaker call in one line: which call, SageMaker's error code, and its message (the fix)."""
+    code = error.response.get("Error", {}).get("Code", "Error")
+    return f"{error.operation_name} refused: {code}: {_message(error)}"
 
 
 def _message(error: ClientError) -> str:

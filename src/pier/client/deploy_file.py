@@ -32,7 +32,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
-from pier.control.names import ENDPOINT_NAME, MODEL_NAME, NAME_MAX
+from pier.control.names import ENDPOINT_NAME, MODEL_NAME, NAME_HINT, NAME_MAX
 
 Name = Annotated[str, StringConstraints(pattern=ENDPOINT_NAME, max_length=NAME_MAX)]
 ComponentName = Annotated[str, StringConstraints(pattern=MODEL_NAME, max_length=NAME_MAX - 7)]
@@ -210,4 +210,6 @@ def _problem(problem: Any) -> str:
     message = str(problem["msg"]).removeprefix("Value error, ")
     if problem["type"] == "extra_forbidden":
         message = "is not a field pier knows (check its spelling)"
+    elif problem["type"] == "string_pattern_mismatch":  # a regular expression says nothing to a newcomer
+        message = f"{message}: {problem['input']!r} is not a name SageMaker accepts. {NAME_HINT}"
     return f"`{where}` {message}"

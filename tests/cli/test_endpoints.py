@@ -1,0 +1,91 @@
+"""`pier deploy / ls / describe / invoke / logs` as a newcomer gets them wrong: every mistake is one line that
+says what to fix, a non-zero exit code, and no traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from pier.cli import app
+from tests.gateway.served import Served
+
+
+def pier(*args: str) -> Result:
+    return CliRunner().invoke(app, list(args))
+
+
+def refused(result: Result, code: int, *words: str) -> None:
+    """Exit `code`, the words in the message, and no traceback (typer prints one for an uncaught exception)."""
+    assert result.exit_code == code, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.output
+    for word in words:
+        assert word in result.output, result.output
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "tiny.gguf").write_bytes(b"GGUF")
+    path = tmp_path / "pier.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_an_unknown_instance_type_is_one_line(served: Served, tmp_path: Path) -> None:
+    path = write(tmp_path, "endpoint: chat\ninstance_type: ml.nope.xlarge\nmodel: {data: tiny.gguf}\n")
+    refused(pier("deploy", str(path), "--url", served.url), 1, "Unknown InstanceType 'ml.nope.xlarge'")
+
+
+def test_a_component_too_big_for_its_instance_is_one_line(served: Served, tmp_path: Path) -> None:
+    path = write(tmp_path, "endpoint: big\ncomponents: [{name: c, model: {data: tiny.gguf}, memory_mb: 99999999}]\n")
+    refused(pier("deploy", str(path), "--url", served.url), 1, "ResourceLimitExceeded", "needs 99999999 MiB")
+
+
+def test_a_bad_endpoint_name_says_what_a_name_may_hold(tmp_path: Path) -> None:
+    path = write(tmp_path, "endpoint: my_endpoint\nmodel: {data: tiny.gguf}\n")
+    result = pier("deploy", str(path), "--url", "http://127.0.0.1:9")
+    refused(result, 2, "`endpoint`", "'my_endpoint'", "letters, digits and hyphens")
+
+
+def test_messages_keep_their_brackets(served: Served) -> None:
+    """rich reads `[a-z]` as markup and drops it: a message is printed as it was written."""
+    refused(pier("describe", "[x]", "--url", served.url), 1, "Value '[x]'", "^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+
+
+@pytest.mark.parametrize("url", ["localhost:8080", "127.0.0.1", "ftp://127.0.0.1:8080"])
+def test_a_url_without_its_scheme_is_one_line(url: str) -> None:
+    refused(pier("ls", "--url", url), 2, f"--url {url}", "http://HOST:PORT")
+
+
+def test_the_openai_base_url_is_not_the_gateway(served: Served) -> None:
+    refused(pier("ls", "--url", served.url + "/v1"), 2, "without a path", served.url)
+
+
+def test_a_body_file_that_is_not_there_is_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.json"
+    refused(pier("invoke", "chat", "--body", f"@{missing}", "--url", "http://127.0.0.1:9"), 2,
+            f"Cannot read {missing}")
+
+
+def test_logs_of_nothing_is_an_error(served: Served) -> None:
+    refused(pier("logs", "nope", "--url", served.url), 1, "No endpoint or inference component is called nope")
+
+
+def test_chat_with_nothing_says_so_before_the_first_prompt(served: Served) -> None:
+    result = CliRunner().invoke(app, ["chat", "nope", "--url", served.url], input="hello\n")
+    refused(result, 1, "No endpoint or inference component is called nope")
+    assert "you>" not in result.output
+
+
+def test_ctrl_c_while_deploy_waits_says_what_goes_on(served: Served, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from pier.client.client import PierClient
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(PierClient, "deploy", interrupted)
+    path = write(tmp_path, "endpoint: chat\nmodel: {data: tiny.gguf}\n")
+    refused(pier("deploy", str(path), "--url", served.url), 130,
+            "Stopped waiting", "pier describe chat", "pier delete chat")
