@@ -141,3 +141,29 @@ def test_an_update_shows_where_it_stands(described: dict[str, Any], shown: str) 
     from pier.client.client import update_progress
 
     assert update_progress(described) == shown
+
+
+def test_a_fixed_file_deploys_over_a_failed_endpoint(client: PierClient, tmp_path: Path) -> None:
+    """SageMaker updates a Failed endpoint; a newcomer's typo in a model path must not need a `pier delete`."""
+    path = tmp_path / "pier.yaml"
+    path.write_text("endpoint: chat\nmodel: {data: missing.gguf}\n")
+    with pytest.raises(PierClientError, match="Endpoint chat is Failed"):
+        deploy(client, path)
+    path = deploy_file(tmp_path, "endpoint: chat\nmodel: {data: tiny.gguf}\n")
+    said = deploy(client, path)
+    assert any(s.startswith("updating endpoint chat to chat-") for s in said), said
+    [row] = client.endpoints()
+    assert (row.status, row.copies_ready) == ("InService", 1)
+
+
+def test_a_failed_endpoint_deployed_again_unchanged_is_created_again(client: PierClient, tmp_path: Path) -> None:
+    """The cause fixed outside the file (the model file put in place): the same config is tried again."""
+    path = tmp_path / "pier.yaml"
+    path.write_text("endpoint: chat\nmodel: {data: missing.gguf}\n")
+    with pytest.raises(PierClientError, match="Endpoint chat is Failed"):
+        deploy(client, path)
+    (tmp_path / "missing.gguf").write_bytes(b"GGUF")
+    said = deploy(client, path)
+    assert any("is Failed with this same config" in s for s in said), said
+    [row] = client.endpoints()
+    assert (row.status, row.copies_ready) == ("InService", 1)

@@ -45,6 +45,10 @@ def _fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
+def _say(line: str) -> None:
+    console.print(f"  {escape(line)}")  # progress lines quote failure reasons, which may hold [brackets]
+
+
 @contextmanager
 def _answered() -> Iterator[None]:
     """Whatever the gateway refused, as one line and exit 1: botocore's and httpx's errors would otherwise end
@@ -85,7 +89,7 @@ def deploy(
     client = _client(url, ca_bundle)
     try:
         with _answered():
-            client.deploy(spec, file.resolve().parent, wait=wait, say=lambda line: console.print(f"  {line}"))
+            client.deploy(spec, file.resolve().parent, wait=wait, say=_say)
     except KeyboardInterrupt:  # the gateway goes on with what it was sent: say how to look at it or undo it
         _fail(f"Stopped waiting (Ctrl-C); the gateway goes on with what was sent: `pier describe {spec.endpoint}` "
               f"says where it stands, `pier delete {spec.endpoint}` removes it.", 130)
@@ -241,7 +245,7 @@ def delete(
     """Delete an endpoint with its inference components, its config and the models nothing else uses."""
     client = _client(url, ca_bundle)
     with _answered():
-        client.delete(name, wait=wait, say=lambda line: console.print(f"  {line}"))
+        client.delete(name, wait=wait, say=_say)
     console.print(f"[green]{name}[/] deleted.")
 
 

@@ -82,6 +82,7 @@ class PierClient:
                timeout_s: float = 1800.0) -> None:
         """Make the endpoint what the file says (create, or update what changed), then wait for InService."""
         todo = calls(file, base)
+        self._retry_if_failed(todo, say)
         for model in todo.models:
             self._create_unless_exists("model", model, say)
         self._create_unless_exists("endpoint config", todo.config, say)
@@ -97,6 +98,17 @@ class PierClient:
         if wait:
             for component in todo.components:
                 self._wait_component(component["InferenceComponentName"], say, timeout_s)
+
+    def _retry_if_failed(self, todo: Calls, say: Say) -> None:
+        """A Failed endpoint asked for again with the very config it failed with is deleted, to be created anew:
+        its cause may be fixed outside the file (a model file put in place), and nothing would change it else."""
+        name, config = todo.endpoint["EndpointName"], todo.endpoint["EndpointConfigName"]
+        current = self._describe_endpoint(name)
+        if current is None or current["EndpointStatus"] != "Failed" or current["EndpointConfigName"] != config:
+            return
+        reason = (current.get("FailureReason") or "no reason given").splitlines()[0]  # its log lines follow it
+        say(f"endpoint {name} is Failed with this same config ({reason}): deleting it to create it again")
+        self.delete(name, say=say)
 
     def _create_unless_exists(self, kind: str, request: dict[str, Any], say: Say) -> None:
         create = {"model": self.sagemaker.create_model, "endpoint config": self.sagemaker.create_endpoint_config}
@@ -115,7 +127,9 @@ class PierClient:
             self.sagemaker.create_endpoint(**todo.endpoint)
             say(f"creating endpoint {name}")
         elif current["EndpointConfigName"] != config:
-            self._wait_endpoint(name, say, timeout_s)
+            # SageMaker updates an endpoint that is InService or Failed: a fixed file mends a failed deploy
+            self._wait(lambda: self._describe_endpoint(name) or {"EndpointStatus": "Gone"}, "EndpointStatus",
+                       f"endpoint {name}", say, timeout_s, shown=update_progress)
             extra = {"DeploymentConfig": todo.deployment} if todo.deployment else {}
             try:
                 self.sagemaker.update_endpoint(**todo.endpoint, **extra)
