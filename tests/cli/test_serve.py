@@ -1,9 +1,17 @@
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
+import pier
 from pier.cli import app
 from pier.cli.serve import endpoint_name
 from pier.control.names import ENDPOINT_NAME
+from tests.sockets import free_port
 
 
 @pytest.mark.parametrize(
@@ -44,3 +52,57 @@ def test_up_refuses_an_unknown_backend_and_a_bad_ray_config(tmp_path) -> None:
     config.write_text("cpus_per_vcpu: lots\n")
     result = CliRunner().invoke(app, ["up", "--backend", "ray", "--ray-config", str(config)])
     assert result.exit_code == 2 and "cpus_per_vcpu" in result.output  # refused before Ray is touched
+
+
+def run_pier(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    """The real command in its own process: a gateway that starts by mistake is stopped by the timeout."""
+    env = {**os.environ, "PYTHONPATH": str(Path(pier.__file__).parents[1]), "HOME": str(home)}
+    return subprocess.run([sys.executable, "-m", "pier", *args], capture_output=True, text=True, timeout=90,
+                          env=env, check=False)
+
+
+def test_serve_refuses_a_model_path_that_is_not_there_before_starting(tmp_path: Path) -> None:
+    result = run_pier("serve", str(tmp_path / "qwen.gguf"), "--port", str(free_port()), home=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert f"No model at {tmp_path / 'qwen.gguf'}" in result.stderr
+    assert "Traceback" not in result.stderr and "gateway on" not in result.stderr
+    assert not (tmp_path / ".pier" / "state.sqlite3").exists()  # nothing made that a later serve would trip on
+
+
+def test_serve_refuses_a_name_sagemaker_would_refuse(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["serve", str(tmp_path / "m.gguf"), "--name", "my_qwen"])
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit | None), result.exception
+    assert "--name 'my_qwen' is not an endpoint name" in result.output and "letters, digits" in result.output
+
+
+def test_serve_whose_endpoint_fails_exits_non_zero(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    result = run_pier("serve", str(tmp_path / "empty"), "--port", str(free_port()), "--state-dir",
+                      str(tmp_path / "state"), home=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert "Could not deploy empty" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["up", "serve"])
+def test_a_port_in_use_is_refused_before_anything_starts(command: str, tmp_path: Path) -> None:
+    """`pier serve` used to create its endpoint on whatever answered there (another gateway)."""
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        model = [str(tmp_path / "m.gguf")] if command == "serve" else []
+        result = run_pier(command, *model, "--port", str(port), "--state-dir", str(tmp_path / "s"), home=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert f"127.0.0.1:{port} is in use" in result.stderr and "--port" in result.stderr
+    assert "Traceback" not in result.stderr and "gateway on" not in result.stderr
+
+
+def test_serve_on_another_port_says_where_the_cli_finds_it(capsys: pytest.CaptureFixture[str]) -> None:
+    from pier.cli.serve import _print_urls
+
+    _print_urls("http://127.0.0.1:18080", "qwen")
+    said = capsys.readouterr().err
+    assert "PIER_URL=http://127.0.0.1:18080 pier chat qwen" in said
+    _print_urls("http://127.0.0.1:8080", "qwen")
+    assert "PIER_URL" not in capsys.readouterr().err

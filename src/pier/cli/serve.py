@@ -8,13 +8,15 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
+from rich.markup import escape
 
 from pier.cli.app import app, console
 from pier.cli.backend_flags import chosen_backend, with_backend_flags
 from pier.cli.models import demo_model
+from pier.control.names import ENDPOINT_NAME, NAME_HINT
 
 if TYPE_CHECKING:
     from pier.backends.registry import BackendChoice
@@ -87,22 +89,23 @@ def up(
 ) -> None:
     """Run the gateway: the SageMaker control plane and runtime, OpenAI routes, and the copies it supervises."""
     chosen = chosen_backend(backend, backend_flags or {})
-    _run_gateway(port, host, state_dir, allow_host, insecure, access_log=access_log, grace_period=grace_period,
-                 backend=chosen, allow_origin=allow_origin, tls=(tls_cert, tls_key), cpu_fallback=cpu_fallback)
+    raise typer.Exit(_run_gateway(port, host, state_dir, allow_host, insecure, access_log=access_log,
+                                  grace_period=grace_period, backend=chosen, allow_origin=allow_origin,
+                                  tls=(tls_cert, tls_key), cpu_fallback=cpu_fallback))
 
 
 def _run_gateway(port: int | None, host: str | None, state_dir: Path | None, allow_host: list[str] | None,
                  insecure: bool, session_keys: tuple[StoredKey, ...] = (), access_log: bool = False,
                  grace_period: float | None = None, backend: BackendChoice | None = None,
                  allow_origin: list[str] | None = None, tls: tuple[Path | None, Path | None] = (None, None),
-                 cpu_fallback: bool = False) -> None:
+                 cpu_fallback: bool = False) -> int:
     from pier.gateway.run import DEFAULT_PORT, run_gateway
 
-    raise typer.Exit(run_gateway(port or DEFAULT_PORT, state_dir, host=host or "127.0.0.1",
-                                 allowed_hosts=tuple(allow_host or ()), allowed_origins=tuple(allow_origin or ()),
-                                 insecure=insecure, session_keys=session_keys,
-                                 access_log=access_log, grace_period_s=grace_period, backend=backend,
-                                 tls_cert=tls[0], tls_key=tls[1], cpu_fallback=cpu_fallback))
+    return run_gateway(port or DEFAULT_PORT, state_dir, host=host or "127.0.0.1",
+                       allowed_hosts=tuple(allow_host or ()), allowed_origins=tuple(allow_origin or ()),
+                       insecure=insecure, session_keys=session_keys,
+                       access_log=access_log, grace_period_s=grace_period, backend=backend,
+                       tls_cert=tls[0], tls_key=tls[1], cpu_fallback=cpu_fallback)
 
 
 @app.command("serve")
@@ -128,15 +131,45 @@ def serve(
         return
     if model is not None and demo:
         raise typer.BadParameter("give a MODEL or --demo, not both", param_hint="--demo")
+    if name is not None and not re.fullmatch(ENDPOINT_NAME, name):  # else pydantic's traceback, once deploying
+        _refuse(f"--name {name!r} is not an endpoint name SageMaker accepts. {NAME_HINT}")
     folder = (state_dir or Path.home() / ".pier").expanduser()
     source = str(demo_model(folder)) if demo else model
     assert source is not None
     endpoint = name or ("demo" if demo else endpoint_name(source))
     session = session_key()  # this process's own deploy call, should the gateway have keys
+    failed = threading.Event()
     settings = {"PIER_PARALLEL": parallel, "SPECULATE": speculate}
     environment = {key: str(value) for key, value in settings.items() if value is not None}
-    _deploy_when_up(endpoint, _local_source(source), port or 8080, environment, session)
-    _run_gateway(port, host, folder, allow_host, insecure, (session.stored,), access_log, allow_origin=allow_origin)
+    _deploy_when_up(endpoint, _local_source(source), (host or "127.0.0.1", port or 8080), environment, session,
+                    failed)
+    code = _run_gateway(port, host, folder, allow_host, insecure, (session.stored,), access_log,
+                        allow_origin=allow_origin)
+    raise typer.Exit(1 if failed.is_set() and code == 0 else code)  # a script must see that nothing was served
+
+
+def _refuse_early(source: str, host: str, port: int) -> None:
+    """Mistakes said (exit 2) before the gateway starts: a model path that is not there would leave a Failed
+    endpoint of that name in the state folder, and a port in use would see the endpoint deployed on whatever
+    answers there."""
+    from pier.gateway.run import port_problem
+
+    path = _local_path(source)
+    if path is not None and not path.exists():
+        _refuse(f"No model at {path}: give an existing .gguf file or model folder (or an s3:// or hf:// URL).")
+    if (problem := port_problem(host, port)) is not None:
+        _refuse(f"cannot start: {problem}")
+
+
+def _local_path(model: str) -> Path | None:
+    if model.startswith("file://"):
+        return Path(model.removeprefix("file://"))
+    return None if "://" in model else Path(model).expanduser().resolve()
+
+
+def _refuse(message: str) -> NoReturn:
+    console.print(f"[red]error:[/] {escape(message)}")
+    raise typer.Exit(2)
 
 
 def endpoint_name(source: str) -> str:
@@ -157,12 +190,17 @@ def session_key() -> IssuedKey:
     return issue("pier-serve", Role.ADMIN)
 
 
-def _deploy_when_up(endpoint: str, source: str, port: int, environment: dict[str, str], session: IssuedKey) -> None:
+def _deploy_when_up(endpoint: str, source: str, listen: tuple[str, int], environment: dict[str, str],
+                    session: IssuedKey, failed: threading.Event) -> None:
     """Once the gateway answers, create the endpoint (its model with `environment`) through the gateway's own API
-    (with `session`, a key that lives in this process only) and print where to call it."""
+    (with `session`, a key that lives in this process only) and print where to call it; `failed` is set when that
+    failed (and the gateway stops).
+    What would fail for sure is refused first, before the gateway starts."""
     from pier.client.client import PierClient, PierClientError
     from pier.client.deploy_file import DeployFile, ModelBlock
 
+    _refuse_early(source, *listen)
+    port = listen[1]
     file = DeployFile(endpoint=endpoint, model=ModelBlock(data=source, environment=environment))
     url = f"http://127.0.0.1:{port}"
 
@@ -173,7 +211,8 @@ def _deploy_when_up(endpoint: str, source: str, port: int, environment: dict[str
             client.deploy(file, Path.cwd(), say=lambda line: console.print(f"  {line}"))
             _print_urls(url, endpoint)
         except (PierClientError, OSError) as error:
-            console.print(f"[red]Could not deploy {endpoint}:[/] {error}")
+            console.print(f"[red]Could not deploy {endpoint}:[/] {escape(str(error))}")
+            failed.set()
             os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=deploy, name="pier-serve-deploy", daemon=True).start()
@@ -199,6 +238,8 @@ def _print_urls(url: str, endpoint: str) -> None:
                   f"anything while there are no keys>\"), model=\"{endpoint}\"")
     console.print(f"  SageMaker:  AWS_ENDPOINT_URL={url}  boto3 invoke_endpoint(EndpointName=\"{endpoint}\", ...)")
     console.print(f"  HTTP:       POST {url}/endpoints/{endpoint}/invocations  (TGI, Messages or completion JSON)")
-    console.print(f"  CLI:        pier chat {endpoint}   pier invoke {endpoint} --prompt 'Hello'   pier ls   "
-                  f"pier logs {endpoint}")
+    # the CLI calls http://127.0.0.1:8080 unless told: on another port, its commands as they would work
+    cli = "pier" if url == "http://127.0.0.1:8080" else f"PIER_URL={url} pier"
+    console.print(f"  CLI:        {cli} chat {endpoint}   {cli} invoke {endpoint} --prompt 'Hello'   {cli} ls   "
+                  f"{cli} logs {endpoint}")
     console.print("  Stop with Ctrl-C (the copies stop with the gateway).\n")

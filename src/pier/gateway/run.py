@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import gc
 import logging
+import socket
 from pathlib import Path
 
 import uvicorn
@@ -54,6 +56,9 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
         return 2
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per health check otherwise
+    if (problem := port_problem(host, port)) is not None:
+        log.error("cannot start: %s", problem)
+        return 2
     folder = (state_dir or DEFAULT_STATE_DIR).expanduser()
     try:  # before keys decide where it may listen: a key file that does not read is refused with its fix
         state_files.refuse_damaged(folder)
@@ -102,6 +107,23 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
     finally:
         lock.release()
     return 0
+
+
+def port_problem(host: str, port: int) -> str | None:
+    """Why the gateway could not listen on host:port, if it could not. Asked before anything starts: uvicorn
+    finds out only after the gateway's start-up, and `pier serve` would meanwhile have deployed its endpoint on
+    whatever answers at that port (another gateway)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is free
+            probe.bind(address)
+    except OSError as error:
+        if error.errno == errno.EADDRINUSE:
+            return f"{host}:{port} is in use (another pier gateway, or another server): stop it or pass another --port."
+        return f"cannot listen on {host}:{port}: {error.strerror or error}; pass another --host or --port."
+    return None
 
 
 def gateway_origin(host: str, port: int, tls: TlsFiles | None) -> str:
