@@ -122,3 +122,19 @@ def test_token_source() -> None:
     assert token_source([]) is None
     assert token_source(["usage", "usage"]) == "usage"
     assert token_source(["usage", "chunks"]) == "mixed"
+
+
+def test_a_target_that_answered_nothing_says_why_in_one_line() -> None:
+    """The error column is cut to a few characters on a narrow terminal: the first failure is said in full."""
+    info = target("A")
+    failed = [RequestRecord(i, i, 0, error_code="400", error_message="Inference Component Name header is required")
+              for i in range(2)]
+    runs = [RunResult(info, level, 0, 0.0, 0.0, failed, summarize(failed, duration_s=1.0)) for level in LEVELS[:2]]
+    bench = BenchResult(BenchOptions(target="http://A/v1/completions", concurrency=(1, 4)), [info], runs, [], None)
+    console = Console(record=True, width=80)
+    print_report(bench, console)
+    assert ("error: no request to http://A/v1/completions was answered: 400: Inference Component Name header is "
+            "required") in " ".join(console.export_text().split())
+    console = Console(record=True, width=200)
+    print_report(result(), console)
+    assert "was answered" not in console.export_text()  # a target that answered some is only counted

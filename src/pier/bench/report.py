@@ -353,6 +353,21 @@ def _number(value: float) -> str:
     return f"{value:.1f}" if magnitude >= 10 else f"{value:.3g}"
 
 
+def unanswered(result: BenchResult) -> list[str]:
+    """A line for each target none of whose requests was answered, with its first failure in full: the table's
+    error column holds only codes, cut short on a narrow terminal, and the fix is in the message (a server that is
+    not running, an inference component to name, a model the server does not have)."""
+    lines = []
+    for target in result.targets:
+        runs = [run for run in result.runs if run.target.label == target.label]
+        if not runs or any(run.metrics.completed for run in runs):
+            continue
+        failed = next((r for run in runs for r in run.records if r.error_code is not None), None)
+        why = f": {failed.error_code}: {failed.error_message}" if failed is not None else ""
+        lines.append(f"no request to {target.url} was answered{why}")
+    return lines
+
+
 def print_report(result: BenchResult, console: Console) -> None:
     console.print(summary_table(result))
     if (engine := engine_table(result)) is not None:
@@ -371,5 +386,7 @@ def print_report(result: BenchResult, console: Console) -> None:
         console.print(f"[dim]price: {result.price.usd_per_hour:g} USD/hour ({result.price.source})[/]")
     if result.interrupted:
         console.print("[yellow]Interrupted: only the runs that finished are reported.[/]")
+    for line in unanswered(result):
+        console.print(f"[red]error:[/] {escape(line)}")
     for path in result.files:
         console.print(f"[green]wrote[/] {path}")
