@@ -89,3 +89,13 @@ def test_ctrl_c_while_deploy_waits_says_what_goes_on(served: Served, tmp_path: P
     path = write(tmp_path, "endpoint: chat\nmodel: {data: tiny.gguf}\n")
     refused(pier("deploy", str(path), "--url", served.url), 130,
             "Stopped waiting", "pier describe chat", "pier delete chat")
+
+
+def test_calling_an_endpoint_of_components_by_its_name_says_which_to_name(served: Served, tmp_path: Path) -> None:
+    path = write(tmp_path, "endpoint: host\ncomponents: [{name: qwen, model: {data: tiny.gguf}, memory_mb: 256}]\n")
+    assert pier("deploy", str(path), "--url", served.url).exit_code == 0
+    refused(pier("invoke", "host", "--prompt", "hi", "--url", served.url), 1,
+            "Endpoint host hosts inference components (qwen)", "--component qwen")
+    refused(pier("invoke", "host", "--prompt", "hi", "--stream", "--url", served.url), 1, "--component qwen")
+    result = CliRunner().invoke(app, ["chat", "host", "--url", served.url], input="hello\n")
+    refused(result, 1, "Endpoint host hosts inference components (qwen)", "pier chat qwen")

@@ -8,6 +8,7 @@ import functools
 import json
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ from pier.security.client_trust import TrustError, ca_bundle, connection_problem
 from pier.security.signing import SigV4Signer
 
 DEFAULT_URL = "http://127.0.0.1:8080"
+# SageMaker's words for a call to an endpoint of inference components that names none of them
+NO_COMPONENT_NAMED = "Inference Component Name header is required"
 Say = Callable[[str], None]
 
 
@@ -238,19 +241,37 @@ class PierClient:
     def invoke(self, endpoint: str, body: bytes | str, *, content_type: str = "application/json",
                component: str | None = None) -> bytes:
         extra = {"InferenceComponentName": component} if component else {}
-        reply = self.runtime.invoke_endpoint(EndpointName=endpoint, Body=body, ContentType=content_type, **extra)
+        with self._naming_components(endpoint, "name one with --component, e.g. --component {}"):
+            reply = self.runtime.invoke_endpoint(EndpointName=endpoint, Body=body, ContentType=content_type, **extra)
         return bytes(reply["Body"].read())
 
     def invoke_stream(self, endpoint: str, body: bytes | str, *, content_type: str = "application/json",
                       component: str | None = None) -> Iterator[bytes]:
         extra = {"InferenceComponentName": component} if component else {}
-        reply = self.runtime.invoke_endpoint_with_response_stream(
-            EndpointName=endpoint, Body=body, ContentType=content_type, **extra)
+        with self._naming_components(endpoint, "name one with --component, e.g. --component {}"):
+            reply = self.runtime.invoke_endpoint_with_response_stream(
+                EndpointName=endpoint, Body=body, ContentType=content_type, **extra)
         for event in reply["Body"]:
             if "PayloadPart" in event:
                 yield event["PayloadPart"]["Bytes"]
             else:  # ModelStreamError / InternalStreamFailure: botocore raises those itself
                 raise PierClientError(f"The stream ended with {event}")
+
+    @contextmanager
+    def _naming_components(self, endpoint: str, how: str) -> Iterator[None]:
+        """SageMaker's refusal of a call that names an endpoint of inference components but none of them speaks
+        of a header: said instead as the components there are and how to name one (`how`, with `{}` for one)."""
+        try:
+            yield
+        except ClientError as error:
+            if NO_COMPONENT_NAMED not in _message(error):
+                raise
+            raise self._components_needed(endpoint, how) from None
+
+    def _components_needed(self, endpoint: str, how: str) -> PierClientError:
+        names = [c["InferenceComponentName"] for c in self._components(endpoint)] or ["NAME"]
+        return PierClientError(f"Endpoint {endpoint} hosts inference components ({', '.join(names)}): "
+                               f"{how.format(names[0])}.")
 
     def chat(self, model: str, messages: list[dict[str, str]], *, max_tokens: int = 512,
              **parameters: Any) -> Iterator[str]:
@@ -259,6 +280,8 @@ class PierClient:
         with self.http.stream("POST", "/v1/chat/completions", json=body) as reply:
             if not reply.is_success:
                 reply.read()
+                if NO_COMPONENT_NAMED in reply.text:
+                    raise self._components_needed(model, "talk to one by its name, e.g. `pier chat {}`")
                 raise PierClientError(_openai_message(reply.text))
             for line in reply.iter_lines():
                 if not line.startswith("data:") or line.strip() == "data: [DONE]":
