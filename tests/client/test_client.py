@@ -167,3 +167,14 @@ def test_a_failed_endpoint_deployed_again_unchanged_is_created_again(client: Pie
     assert any("is Failed with this same config" in s for s in said), said
     [row] = client.endpoints()
     assert (row.status, row.copies_ready) == ("InService", 1)
+
+
+def test_a_bad_deployment_block_is_refused_on_the_first_deploy_before_anything_is_made(
+        client: PierClient, tmp_path: Path) -> None:
+    """UpdateEndpoint alone carries it: unchecked, the typo would wait for the first changed file."""
+    path = deploy_file(tmp_path, "endpoint: chat\nmodel: {data: tiny.gguf}\n"
+                                 "deployment: {BlueGreenUpdatePolicy: {TrafficRoutingConfiguration: "
+                                 "{Type: CANRY, WaitIntervalInSeconds: 0}}}\n")
+    with pytest.raises(PierClientError, match=r"`deployment` is not a SageMaker DeploymentConfig: .*'CANRY'"):
+        deploy(client, path)
+    assert client.sagemaker.list_models()["Models"] == [] and client.endpoints() == []

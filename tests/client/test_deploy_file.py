@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -117,3 +118,25 @@ def test_a_deployment_block_goes_to_update_endpoint(tmp_path: Path) -> None:
     file = parse("endpoint: chat\nmodel: {data: m.gguf}\ndeployment:\n" + "\n".join(
         "  " + line for line in __import__("yaml").safe_dump(policy).splitlines()), "pier.yaml")
     assert calls(file, tmp_path).deployment == policy
+
+
+@pytest.mark.parametrize(("deployment", "problem"), [
+    ({"BlueGreenUpdatePolicy": {"TrafficRoutingConfiguration": {"Typo": "ALL_AT_ONCE"}}},
+     'Unknown parameter in deployment.BlueGreenUpdatePolicy.TrafficRoutingConfiguration: "Typo"'),
+    ({"BlueGreenUpdatePolicy": {"TrafficRoutingConfiguration": {"Type": "CANRY", "WaitIntervalInSeconds": 0}}},
+     "deployment.BlueGreenUpdatePolicy.TrafficRoutingConfiguration.Type: 'CANRY' is not one of ALL_AT_ONCE, CANARY"),
+    ({"BlueGreenUpdatePolicy": {"TrafficRoutingConfiguration": {"Type": "CANARY", "WaitIntervalInSeconds": "soon"}}},
+     "Invalid type for parameter deployment.BlueGreenUpdatePolicy.TrafficRoutingConfiguration"
+     ".WaitIntervalInSeconds"),
+])
+def test_deployment_problems_name_their_place(deployment: dict[str, Any], problem: str) -> None:
+    from pier.client.deploy_file import deployment_problems
+
+    assert any(problem in line for line in deployment_problems(deployment)), deployment_problems(deployment)
+
+
+def test_the_readme_s_deployment_block_has_no_problem() -> None:
+    from pier.client.deploy_file import deployment_problems
+
+    assert deployment_problems({"BlueGreenUpdatePolicy": {"TrafficRoutingConfiguration": {
+        "Type": "CANARY", "CanarySize": {"Type": "CAPACITY_PERCENT", "Value": 50}, "WaitIntervalInSeconds": 60}}}) == []

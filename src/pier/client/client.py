@@ -19,7 +19,7 @@ import httpx
 from botocore.config import Config
 from botocore.exceptions import ClientError, ParamValidationError
 
-from pier.client.deploy_file import Calls, DeployFile, calls, component_changed
+from pier.client.deploy_file import Calls, DeployFile, calls, component_changed, deployment_problems
 from pier.control.records import IN_PROGRESS
 from pier.security.client_credentials import cli_credentials
 from pier.security.client_trust import TrustError, ca_bundle, connection_problem, ssl_context
@@ -85,6 +85,10 @@ class PierClient:
                timeout_s: float = 1800.0) -> None:
         """Make the endpoint what the file says (create, or update what changed), then wait for InService."""
         todo = calls(file, base)
+        if todo.deployment is not None and (problems := deployment_problems(todo.deployment)):
+            # sent only with an update: unchecked, a typo would wait for the first changed file, unnoticed
+            raise PierClientError("The deploy file's `deployment` is not a SageMaker DeploymentConfig: "
+                                  + "; ".join(problems))
         self._retry_if_failed(todo, say)
         for model in todo.models:
             self._create_unless_exists("model", model, say)

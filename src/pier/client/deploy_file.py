@@ -205,6 +205,33 @@ def _resolve(data: str, base: Path) -> str:
     return str(path if path.is_absolute() else (base / path).resolve())
 
 
+def deployment_problems(config: dict[str, Any]) -> list[str]:
+    """What botocore would refuse in UpdateEndpoint's DeploymentConfig (unknown, missing and mistyped fields),
+    and the enum values it leaves to the server, each named by its place under `deployment`."""
+    import botocore.session
+    from botocore.validate import ParamValidator
+
+    request = botocore.session.get_session().get_service_model("sagemaker").shape_for("UpdateEndpointInput")
+    report = ParamValidator().validate({"EndpointName": "e", "EndpointConfigName": "c", "DeploymentConfig": config},
+                                       request)
+    problems = [line.replace("DeploymentConfig", "deployment", 1)
+                for line in report.generate_report().splitlines() if line.strip()] if report.has_errors() else []
+    return problems + _enum_problems(request.members["DeploymentConfig"], config, "deployment")
+
+
+def _enum_problems(shape: Any, value: Any, where: str) -> list[str]:
+    if shape.type_name == "structure" and isinstance(value, dict):
+        return [problem for key, item in value.items() if key in shape.members
+                for problem in _enum_problems(shape.members[key], item, f"{where}.{key}")]
+    if shape.type_name == "list" and isinstance(value, list):
+        return [problem for i, item in enumerate(value)
+                for problem in _enum_problems(shape.member, item, f"{where}[{i}]")]
+    allowed = getattr(shape, "enum", None)  # only string shapes have one
+    if allowed and isinstance(value, str) and value not in allowed:
+        return [f"{where}: {value!r} is not one of {', '.join(allowed)}"]
+    return []
+
+
 def _problem(problem: Any) -> str:
     where = ".".join(str(part) for part in problem["loc"]) or "the file"
     message = str(problem["msg"]).removeprefix("Value error, ")
