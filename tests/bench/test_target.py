@@ -70,3 +70,11 @@ def test_endpoint_name_without_gateway_says_how_to_fix(monkeypatch: pytest.Monke
 def test_resolve_refuses(target: str, api: Api | None, message: str) -> None:
     with pytest.raises(BenchError, match=message):
         resolve(target, api, label="x")
+
+
+def test_an_endpoint_name_finds_the_gateway_the_other_commands_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pier serve` on another port says PIER_URL=...; docs/security.md names it for `pier bench` too."""
+    for name in ("PIER_GATEWAY_URL", "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PIER_URL", "http://127.0.0.1:18080")
+    assert resolve("my-llm", None, label="x").url.startswith("http://127.0.0.1:18080/endpoints/my-llm/")

@@ -11,8 +11,9 @@ from pier.env import Env
 
 # SageMaker's endpoint name rule: a bare name is an endpoint on the pier gateway.
 ENDPOINT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
-# Where a SageMaker runtime client is pointed, in the order boto3 reads them; PIER_GATEWAY_URL first.
-GATEWAY_VARIABLES = ("PIER_GATEWAY_URL", "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", "AWS_ENDPOINT_URL")
+# Where a SageMaker runtime client is pointed, in the order boto3 reads them; pier's own first (PIER_URL: what
+# every other `pier` command reads, and what `pier serve` on another port tells the user to set).
+GATEWAY_VARIABLES = ("PIER_GATEWAY_URL", "PIER_URL", "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", "AWS_ENDPOINT_URL")
 
 ROUTES: dict[Api, str] = {
     Api.OPENAI_COMPLETIONS: "/v1/completions",
@@ -77,7 +78,7 @@ def _endpoint(name: str, api: Api | None, label: str, gateway: str | None) -> Ta
     if url is None:
         raise BenchError(
             f"{name!r} looks like a pier endpoint name, but no gateway URL is known: pass --gateway URL or set "
-            f"{GATEWAY_VARIABLES[0]} (or {GATEWAY_VARIABLES[1]}, as for boto3)."
+            f"{GATEWAY_VARIABLES[1]} (or {GATEWAY_VARIABLES[2]}, as for boto3)."
         )
     return _on_gateway(url.rstrip("/"), name, api, label)
 

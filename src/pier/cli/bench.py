@@ -50,8 +50,8 @@ def bench(
     price_per_hour: Annotated[float | None, Opt(help="Instance price, for cost per million tokens.")] = None,
     instance_type: Annotated[str | None, Opt(help="A SageMaker instance type, priced from pier's table.")] = None,
     instance_count: Annotated[int, Opt(min=1)] = 1,
-    gateway: Annotated[str | None, Opt(help="Gateway URL for endpoint names (default: PIER_GATEWAY_URL or "
-                                            "AWS_ENDPOINT_URL).")] = None,
+    gateway: Annotated[str | None, Opt(help="Gateway URL for endpoint names (default: PIER_GATEWAY_URL, "
+                                            "PIER_URL or AWS_ENDPOINT_URL).")] = None,
     api_key: Annotated[str | None, Opt(envvar="OPENAI_API_KEY", help="Bearer token, never written out.")] = None,
     inference_component: Annotated[str | None, Opt(help="SageMaker routes: the inference component to invoke "
                                                         "(InferenceComponentName).")] = None,
