@@ -99,3 +99,19 @@ def test_calling_an_endpoint_of_components_by_its_name_says_which_to_name(served
     refused(pier("invoke", "host", "--prompt", "hi", "--stream", "--url", served.url), 1, "--component qwen")
     result = CliRunner().invoke(app, ["chat", "host", "--url", served.url], input="hello\n")
     refused(result, 1, "Endpoint host hosts inference components (qwen)", "pier chat qwen")
+
+
+def test_deploy_without_waiting_does_not_say_deployed(served: Served, tmp_path: Path) -> None:
+    result = pier("deploy", str(write(tmp_path, "endpoint: chat\nmodel: {data: tiny.gguf}\n")), "--url", served.url,
+                  "--no-wait")
+    assert result.exit_code == 0, result.output
+    assert "chat deployed" not in result.output and "`pier describe chat`" in result.output
+
+
+def test_ls_shows_the_first_line_of_a_failure_reason() -> None:
+    """A copy's failure reason carries its last log lines: they belong to `pier describe`, not to a table row."""
+    from pier.cli.endpoints import reason_line
+
+    said = reason_line("Copy c failed: gave up.\nINFO: log\nERROR: log")
+    assert said == "Copy c failed: gave up. (`pier describe` has the rest)"
+    assert reason_line("No model at /x.") == "No model at /x."

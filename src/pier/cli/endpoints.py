@@ -93,7 +93,10 @@ def deploy(
     except KeyboardInterrupt:  # the gateway goes on with what it was sent: say how to look at it or undo it
         _fail(f"Stopped waiting (Ctrl-C); the gateway goes on with what was sent: `pier describe {spec.endpoint}` "
               f"says where it stands, `pier delete {spec.endpoint}` removes it.", 130)
-    console.print(f"[green]{spec.endpoint}[/] deployed.")
+    if wait:
+        console.print(f"[green]{spec.endpoint}[/] deployed.")
+    else:
+        console.print(f"{spec.endpoint}: sent; `pier describe {spec.endpoint}` says when it is InService.")
 
 
 @app.command("ls")
@@ -109,8 +112,14 @@ def ls(url: Url = DEFAULT_URL, ca_bundle: CaBundle = None, as_json: Json = False
     for row in rows:
         status = {"InService": "green", "Failed": "red"}.get(row.status, "yellow")
         table.add_row(row.name, f"[{status}]{row.status}[/]", row.instance_type, str(row.instances), row.serves,
-                      f"{row.copies_ready}/{row.copies_wanted}", row.failure_reason)
+                      f"{row.copies_ready}/{row.copies_wanted}", escape(reason_line(row.failure_reason)))
     console.print(table if rows else "No endpoints yet: `pier deploy FILE.yaml` or `pier serve MODEL` makes one.")
+
+
+def reason_line(reason: str) -> str:
+    """A failure reason's first line: a copy's failure carries its last log lines after it."""
+    first, _, rest = reason.partition("\n")
+    return f"{first} (`pier describe` has the rest)" if rest.strip() else first
 
 
 @app.command("describe")
