@@ -106,3 +106,20 @@ def test_serve_on_another_port_says_where_the_cli_finds_it(capsys: pytest.Captur
     assert "PIER_URL=http://127.0.0.1:18080 pier chat qwen" in said
     _print_urls("http://127.0.0.1:8080", "qwen")
     assert "PIER_URL" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["up"], ["serve", "--demo"], ["container"]])
+def test_a_port_out_of_range_is_refused(command: list[str], tmp_path: Path) -> None:
+    """uvicorn listened on 99999 modulo 65536 and said it listened on 99999."""
+    result = run_pier(*command, "--port", "99999", home=tmp_path)
+    assert result.returncode == 2 and "--port" in result.stderr and "65535" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["up", "serve"])
+def test_a_state_dir_that_is_a_file_is_refused(command: str, tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("")
+    demo = ["--demo"] if command == "serve" else []
+    result = run_pier(command, *demo, "--port", str(free_port()), "--state-dir", str(tmp_path / "afile"),
+                      home=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert f"--state-dir {tmp_path / 'afile'} is a file" in result.stderr and "Traceback" not in result.stderr

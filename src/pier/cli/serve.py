@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from pier.client.client import PierClient
     from pier.security.keystore import IssuedKey, StoredKey
 
-Port = Annotated[int | None, typer.Option(help="Port to listen on (default 8080).")]
+# uvicorn takes 99999 and listens on it modulo 65536, saying it listens on 99999
+Port = Annotated[int | None, typer.Option(min=1, max=65535, help="Port to listen on (default 8080).")]
 Threads = Annotated[int | None, typer.Option(help="Engine threads (default: the cores the copy may use).")]
 Parallel = Annotated[int | None, typer.Option(help="Sequences decoding at once in each copy (default 8).")]
 Speculate = Annotated[int | None, typer.Option(help=(
@@ -134,6 +135,10 @@ def serve(
     if name is not None and not re.fullmatch(ENDPOINT_NAME, name):  # else pydantic's traceback, once deploying
         _refuse(f"--name {name!r} is not an endpoint name SageMaker accepts. {NAME_HINT}")
     folder = (state_dir or Path.home() / ".pier").expanduser()
+    from pier.gateway.run import state_dir_problem
+
+    if (problem := state_dir_problem(folder)) is not None:  # before the demo model is written into it
+        _refuse(problem)
     source = str(demo_model(folder)) if demo else model
     assert source is not None
     endpoint = name or ("demo" if demo else endpoint_name(source))

@@ -60,6 +60,9 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
         log.error("cannot start: %s", problem)
         return 2
     folder = (state_dir or DEFAULT_STATE_DIR).expanduser()
+    if (problem := state_dir_problem(folder)) is not None:
+        log.error("cannot start: %s", problem)
+        return 2
     try:  # before keys decide where it may listen: a key file that does not read is refused with its fix
         state_files.refuse_damaged(folder)
     except PierError as error:
@@ -107,6 +110,13 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
     finally:
         lock.release()
     return 0
+
+
+def state_dir_problem(folder: Path) -> str | None:
+    """A state folder that is a file: every store would fail on its first file with NotADirectoryError."""
+    if folder.exists() and not folder.is_dir():
+        return f"--state-dir {folder} is a file: give a folder (it is made when missing)."
+    return None
 
 
 def port_problem(host: str, port: int) -> str | None:
