@@ -115,3 +115,9 @@ def test_ls_shows_the_first_line_of_a_failure_reason() -> None:
     said = reason_line("Copy c failed: gave up.\nINFO: log\nERROR: log")
     assert said == "Copy c failed: gave up. (`pier describe` has the rest)"
     assert reason_line("No model at /x.") == "No model at /x."
+
+
+def test_logs_refuses_a_count_of_lines_below_one() -> None:
+    """The gateway answered `--lines -5` with empty logs: it looked as if the copies had written nothing."""
+    result = pier("logs", "chat", "--lines", "-5", "--url", "http://127.0.0.1:9")
+    assert result.exit_code == 2 and "--lines" in result.output

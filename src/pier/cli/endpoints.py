@@ -229,7 +229,7 @@ def chat(
 @app.command("logs")
 def logs(
     name: str,
-    lines: Annotated[int, typer.Option(help="Lines from the end of each copy's log.")] = 200,
+    lines: Annotated[int, typer.Option(min=1, help="Lines from the end of each copy's log.")] = 200,
     url: Url = DEFAULT_URL,
     ca_bundle: CaBundle = None,
 ) -> None:
