@@ -18,7 +18,10 @@ state_app = typer.Typer(help="Check, back up and restore the gateway's state fol
                              "autoscaling.sqlite3, keys.json).", no_args_is_help=True)
 app.add_typer(state_app, name="state")
 
-StateDir = Annotated[Path | None, typer.Option(help="The gateway's state folder (default ~/.pier).")]
+# PIER_STATE_DIR as `pier up` and `pier keys` read it: else a gateway refused for a damaged file in that folder
+# would be checked, backed up or restored in ~/.pier
+StateDir = Annotated[Path | None, typer.Option(envvar="PIER_STATE_DIR",
+                                                help="The gateway's state folder (default ~/.pier).")]
 
 
 def _folder(state_dir: Path | None) -> Path:
