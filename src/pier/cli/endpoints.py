@@ -79,7 +79,7 @@ def deploy(
     ca_bundle: CaBundle = None,
     wait: Annotated[bool, typer.Option(help="Wait until the endpoint is InService.")] = True,
 ) -> None:
-    """Create or update an endpoint from a deploy file (like the seeds' config.yaml); only what changed moves."""
+    """Create or update an endpoint from a deploy file (YAML, see the README); only what changed moves."""
     from pier.client.deploy_file import DeployFileError, load
 
     try:
