@@ -11,6 +11,7 @@ import pier
 from pier.cli import app
 from pier.cli.serve import endpoint_name
 from pier.control.names import ENDPOINT_NAME
+from tests.gateway.served import Served
 from tests.sockets import free_port
 
 
@@ -103,7 +104,7 @@ def test_serve_on_another_port_says_where_the_cli_finds_it(capsys: pytest.Captur
 
     _print_urls("http://127.0.0.1:18080", "qwen")
     said = capsys.readouterr().err
-    assert "PIER_URL=http://127.0.0.1:18080 pier chat qwen" in said
+    assert "export PIER_URL=http://127.0.0.1:18080, then: pier chat qwen" in said
     _print_urls("http://127.0.0.1:8080", "qwen")
     assert "PIER_URL" not in capsys.readouterr().err
 
@@ -123,3 +124,37 @@ def test_a_state_dir_that_is_a_file_is_refused(command: str, tmp_path: Path) -> 
                       home=tmp_path)
     assert result.returncode == 2, result.stderr
     assert f"--state-dir {tmp_path / 'afile'} is a file" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_gateway_stopped_while_serve_deploys_is_no_failure(monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C while the endpoint was Creating: the deploy thread died in a botocore traceback."""
+    import threading
+
+    from pier.cli import serve
+    from pier.client.client import PierClient
+    from pier.client.deploy_file import DeployFile, ModelBlock
+
+    monkeypatch.setattr(serve, "_wait_for_gateway", lambda client: None)  # it answered, then stopped
+    failed = threading.Event()
+    file = DeployFile(endpoint="qwen", model=ModelBlock(data="/m.gguf"))
+    serve._deploy(PierClient(f"http://127.0.0.1:{free_port()}", credentials=("a", "b")), file, failed)
+    assert not failed.is_set() and "Could not deploy" not in capsys.readouterr().err
+
+
+def test_a_refused_serve_deploy_is_one_line(served: Served, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    import threading
+
+    from pier.cli import serve
+    from pier.client.client import PierClient
+    from pier.client.deploy_file import DeployFile, ModelBlock
+
+    stopped: list[int] = []
+    monkeypatch.setattr(os, "kill", lambda pid, number: stopped.append(number))
+    failed = threading.Event()
+    file = DeployFile(endpoint="qwen", instance_type="ml.nope.large", model=ModelBlock(data="/m.gguf"))
+    serve._deploy(PierClient(served.url), file, failed)
+    assert failed.is_set() and stopped
+    assert "Could not deploy qwen: CreateEndpointConfig refused: ValidationException: Unknown InstanceType" in (
+        capsys.readouterr().err)

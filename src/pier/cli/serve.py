@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
+import httpx
 import typer
 from rich.markup import escape
 
@@ -21,6 +22,7 @@ from pier.control.names import ENDPOINT_NAME, NAME_HINT
 if TYPE_CHECKING:
     from pier.backends.registry import BackendChoice
     from pier.client.client import PierClient
+    from pier.client.deploy_file import DeployFile
     from pier.security.keystore import IssuedKey, StoredKey
 
 # uvicorn takes 99999 and listens on it modulo 65536, saying it listens on 99999
@@ -201,7 +203,7 @@ def _deploy_when_up(endpoint: str, source: str, listen: tuple[str, int], environ
     (with `session`, a key that lives in this process only) and print where to call it; `failed` is set when that
     failed (and the gateway stops).
     What would fail for sure is refused first, before the gateway starts."""
-    from pier.client.client import PierClient, PierClientError
+    from pier.client.client import PierClient
     from pier.client.deploy_file import DeployFile, ModelBlock
 
     _refuse_early(source, *listen)
@@ -209,18 +211,33 @@ def _deploy_when_up(endpoint: str, source: str, listen: tuple[str, int], environ
     file = DeployFile(endpoint=endpoint, model=ModelBlock(data=source, environment=environment))
     url = f"http://127.0.0.1:{port}"
 
-    def deploy() -> None:
-        client = PierClient(url, credentials=(session.stored.access_key_id, session.secret_access_key))
-        try:
-            _wait_for_gateway(client)
-            client.deploy(file, Path.cwd(), say=lambda line: console.print(f"  {line}"))
-            _print_urls(url, endpoint)
-        except (PierClientError, OSError) as error:
-            console.print(f"[red]Could not deploy {endpoint}:[/] {escape(str(error))}")
-            failed.set()
-            os.kill(os.getpid(), signal.SIGTERM)
+    client = PierClient(url, credentials=(session.stored.access_key_id, session.secret_access_key))
+    threading.Thread(target=_deploy, args=(client, file, failed), name="pier-serve-deploy", daemon=True).start()
 
-    threading.Thread(target=deploy, name="pier-serve-deploy", daemon=True).start()
+
+def _deploy(client: PierClient, file: DeployFile, failed: threading.Event) -> None:
+    """`pier serve`'s deploy, on its own thread: a failure is said, sets `failed` and stops the gateway; a gateway
+    that stopped under it (Ctrl-C while the endpoint was Creating) is no failure of the deploy, and says so itself."""
+    from botocore.exceptions import ClientError, EndpointConnectionError
+
+    from pier.client.client import PierClientError, refusal
+
+    try:
+        _wait_for_gateway(client)
+        client.deploy(file, Path.cwd(), say=lambda line: console.print(f"  {escape(line)}"))
+        _print_urls(client.url, file.endpoint)
+        return
+    except (EndpointConnectionError, httpx.TransportError):
+        return
+    except PierClientError as error:
+        problem = str(error)
+    except ClientError as error:
+        problem = refusal(error)
+    except OSError as error:
+        problem = str(error)
+    console.print(f"[red]Could not deploy {file.endpoint}:[/] {escape(problem)}")
+    failed.set()
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _wait_for_gateway(client: PierClient, timeout_s: float = 60.0) -> None:
@@ -243,8 +260,8 @@ def _print_urls(url: str, endpoint: str) -> None:
                   f"anything while there are no keys>\"), model=\"{endpoint}\"")
     console.print(f"  SageMaker:  AWS_ENDPOINT_URL={url}  boto3 invoke_endpoint(EndpointName=\"{endpoint}\", ...)")
     console.print(f"  HTTP:       POST {url}/endpoints/{endpoint}/invocations  (TGI, Messages or completion JSON)")
-    # the CLI calls http://127.0.0.1:8080 unless told: on another port, its commands as they would work
-    cli = "pier" if url == "http://127.0.0.1:8080" else f"PIER_URL={url} pier"
-    console.print(f"  CLI:        {cli} chat {endpoint}   {cli} invoke {endpoint} --prompt 'Hello'   {cli} ls   "
-                  f"{cli} logs {endpoint}")
+    # the CLI calls http://127.0.0.1:8080 unless told: on another port, how to tell it
+    told = "" if url == "http://127.0.0.1:8080" else f"export PIER_URL={url}, then: "
+    console.print(f"  CLI:        {told}pier chat {endpoint}   pier invoke {endpoint} --prompt 'Hello'   pier ls   "
+                  f"pier logs {endpoint}")
     console.print("  Stop with Ctrl-C (the copies stop with the gateway).\n")
