@@ -12,7 +12,6 @@ import pytest
 from pier.engine.core import EngineConfig, EngineCore
 from pier.engine.fake import FakeRunner
 from pier.engine.request import FinishReason, GenerateRequest, SamplingParams
-from pier.engine.scheduler import Work
 
 from .conftest import Collector, run
 
@@ -129,22 +128,3 @@ def test_no_drafts_when_off_or_when_nothing_repeats() -> None:
     _, core, _ = generate(None, 4, GenerateRequest("r", [1, 5, 6, 7, 8], SamplingParams(temperature=0.0),
                                                     max_tokens=3, ignore_eos=True))
     assert core.stats().drafted_tokens == 0
-
-
-def test_beside_other_streams_drafts_share_the_prompts_cap() -> None:
-    """Drafted tokens cost what prompt tokens do: beside other streams, a step carries no more of them than the
-    ITL bound's cap allows prompt tokens (engine/scheduler.py); without a cap (a lone stream, saturation) each
-    stream may draft up to SPECULATE."""
-    fake = FakeRunner(n_ctx=1024, n_seq_max=16, n_batch=64, script=repeating(60))
-    core = EngineCore(fake, EngineConfig(max_running=8, step_tokens=64, speculate=4))
-    collector = Collector()
-    for i in range(4):
-        core.add(core.prepare(request(f"r{i}", 40), collector))
-    while not (len(core.running) == 4 and all(s.pending == 1 and len(s.tokens) > len(PROMPT) + 2
-                                              for s in core.running)):
-        core.step()
-    work = [Work(i, 1) for i in range(4)]
-    core._draft(work, 5)  # the step's drafting, with a cap of 5 tokens
-    assert 0 < sum(len(s.draft) for s in core.running) <= 5
-    core._draft(work, None)
-    assert sum(len(s.draft) for s in core.running) > 5

@@ -287,21 +287,16 @@ class EngineCore:
             if self.prefix.make_room(sum(w.n_tokens for w in work)) or len(self.running) == 1:
                 for seq, charge in zip(self.running, overtaken(pending, work), strict=True):
                     seq.slack -= charge
-                self._draft(work, None if cap is None or saturated or streams < 2 else cap)
+                self._draft(work)
                 return work
             self._preempt(self.running[-1])
         return []
 
-    def _draft(self, work: list[Work], cap: int | None) -> None:
+    def _draft(self, work: list[Work]) -> None:
         """Give the step's generating sequences their drafts (engine/draft.py), within the step's token budget and
-        the cells free without evicting a cached prefix for them; a draft never runs past a sequence's max_tokens.
-        Drafted tokens cost a step what prompt tokens do, so beside other streams they share the prompts' `cap` (the
-        ITL bound, engine/scheduler.py): a draft the model rejects must not slow the streams it runs beside more
-        than a prompt chunk may. A lone stream's drafts slow only itself, and at saturation the cap is off."""
+        the cells free without evicting a cached prefix for them; a draft never runs past a sequence's max_tokens."""
         planned = sum(w.n_tokens for w in work)
         room = min(self.step_tokens - planned, self.kv.free_cells - planned)
-        if cap is not None:
-            room = min(room, cap - sum(w.n_tokens for w in work if self.running[w.index].pending > 1))
         for w in work:
             seq = self.running[w.index]
             seq.draft = []
