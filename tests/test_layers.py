@@ -36,6 +36,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "deadline": _(),
     "multi_model": _(),  # what a multi-model copy and the gateway tell each other
     "served_name": _(),
+    "ports": _(),  # can a process listen where it was told to (asked before it starts anything)
     "lora_file": _(),  # a LoRA GGUF read without llama.cpp: the control plane's check and the engine's
     "storage": _("env"),  # users' objects (s3://, file://) and the one S3 client
     "synthetic": _(),
@@ -50,7 +51,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "gpus": _("env", "errors", "engine.devices"),
     "model": _("errors", "engine"),  # chat templates and tool formats, on the engine's ModelInfo and grammars
     "server": _("env", "pier", "errors", "error_bodies", "deadline", "channel", "multi_model", "dialect",
-                "served_name", "engine", "model",
+                "served_name", "ports", "engine", "model",
                 # the copy's guard reads a bearer token and compares secrets as the gateway's guard does
                 "security.bearer", "security.credentials"),
     # The gateway's process: the gateway joins the rest; control and runtime never import each other.
@@ -61,7 +62,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "control": _("env", "errors", "gpus", "lora_file", "multi_model", "state_folder", "storage", "backends"),
     "transform": _("pier", "storage", "channel", "state_folder", "backends", "control"),
     "security": _("env", "errors", "error_bodies", "dialect"),
-    "gateway": _("env", "pier", "errors", "error_bodies", "dialect", "channel", "gpus", "lora_file", "storage",
+    "gateway": _("env", "pier", "errors", "error_bodies", "dialect", "channel", "gpus", "lora_file", "ports", "storage",
                  "state_folder", "capture",
                  "console", "backends", "runtime", "autoscaling", "control", "transform", "security",
                  "client.deploy_file"),
@@ -69,7 +70,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "client": _("control.names", "control.records", "security"),
     "bench": _("env", "pier", "errors", "gpus", "synthetic", "security.client_trust"),
     "tune": _("bench", "client", "control.instance_types", "engine.kv_type", "server.kv_budget"),
-    "cli": _("backends", "bench", "client", "control", "engine.kv_type", "gateway", "gpus", "security",
+    "cli": _("backends", "bench", "client", "control", "engine.kv_type", "gateway", "gpus", "ports", "security",
              "server.container", "state_folder", "synthetic", "tune"),
     "__main__": _("cli"),
 }

@@ -159,7 +159,7 @@ def _refuse_early(source: str, host: str, port: int) -> None:
     """Mistakes said (exit 2) before the gateway starts: a model path that is not there would leave a Failed
     endpoint of that name in the state folder, and a port in use would see the endpoint deployed on whatever
     answers there."""
-    from pier.gateway.run import port_problem
+    from pier.ports import port_problem
 
     path = _local_path(source)
     if path is not None and not path.exists():

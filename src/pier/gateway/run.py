@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import errno
 import gc
 import logging
-import socket
 from pathlib import Path
 
 import uvicorn
@@ -19,6 +17,7 @@ from pier.gateway.app import create_gateway
 from pier.gateway.drain import DrainingServer
 from pier.gateway.settings import GatewaySettings
 from pier.gpus import discover, gpu_build_advice
+from pier.ports import port_problem
 from pier.security.exposure import may_listen
 from pier.security.keystore import StoredKey
 from pier.security.tls import TlsError, TlsFiles, plain_http_warning, tls_files
@@ -116,23 +115,6 @@ def state_dir_problem(folder: Path) -> str | None:
     """A state folder that is a file: every store would fail on its first file with NotADirectoryError."""
     if folder.exists() and not folder.is_dir():
         return f"--state-dir {folder} is a file: give a folder (it is made when missing)."
-    return None
-
-
-def port_problem(host: str, port: int) -> str | None:
-    """Why the gateway could not listen on host:port, if it could not. Asked before anything starts: uvicorn
-    finds out only after the gateway's start-up, and `pier serve` would meanwhile have deployed its endpoint on
-    whatever answers at that port (another gateway)."""
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-        with socket.socket(family, kind, proto) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is free
-            probe.bind(address)
-    except OSError as error:
-        if error.errno == errno.EADDRINUSE:
-            return f"{host}:{port} is in use (another pier gateway, or another server): stop it or pass another --port."
-        return f"cannot listen on {host}:{port}: {error.strerror or error}; pass another --host or --port."
     return None
 
 

@@ -30,6 +30,7 @@ from pier.env import Env, SettingsError
 from pier.errors import PierError
 from pier.model.chat import ChatTemplate
 from pier.model.gguf_meta import read_metadata
+from pier.ports import port_problem
 from pier.server.app import Lifespan, attach_model, create_app, create_handler_app
 from pier.server.guard import guard_model_server
 from pier.server.kv_budget import kv_cells
@@ -72,6 +73,9 @@ def serve_container(
         settings = ServerSettings.from_env(
             env, model=model, port=port, host=host, threads=threads, parallel=parallel)
         logging.getLogger().setLevel(settings.log_level.upper())
+        if (problem := port_problem(settings.host, settings.port)) is not None:  # before a model load, not after
+            log.error("cannot serve: %s", problem)
+            return 1
         if settings.multi_model is not None:
             app = create_multi_model_app(settings, Path(settings.model), settings.multi_model)
             served: object = f"every model under {settings.model} (multi-model)"
