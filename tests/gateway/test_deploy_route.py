@@ -97,3 +97,30 @@ def test_a_failed_endpoint_ends_the_deploy_with_its_reason(served: Served, tmp_p
     message = answer.json()["message"]
     assert message.startswith("Endpoint broken is Failed: ") and "missing.gguf" in message
     assert "deploy a changed file" in message
+
+
+DEPLOYMENT = ("deployment:\n  BlueGreenUpdatePolicy:\n    TrafficRoutingConfiguration: {Type: ALL_AT_ONCE, "
+              "WaitIntervalInSeconds: 0}\n    TerminationWaitInSeconds: 0\n")
+
+
+def test_a_changed_file_moves_the_endpoint_as_its_deployment_block_says(served: Served, sagemaker: Any,
+                                                                       tmp_path: Path) -> None:
+    """The console's deploy of a changed model is the UpdateEndpoint `pier deploy` makes, DeploymentConfig and all."""
+    first, second = tmp_path / "a.gguf", tmp_path / "b.gguf"
+    for path in (first, second):
+        path.write_bytes(b"GGUF" + bytes(64))
+    deploy_until_done(served, f"endpoint: moved\nmodel: {{data: {first}}}\n{DEPLOYMENT}")
+    steps = deploy_until_done(served, f"endpoint: moved\nmodel: {{data: {second}}}\n{DEPLOYMENT}")
+    assert any(step.startswith("updating endpoint moved") for step in steps)
+    described = sagemaker.describe_endpoint(EndpointName="moved")
+    routing = described["LastDeploymentConfig"]["BlueGreenUpdatePolicy"]["TrafficRoutingConfiguration"]
+    assert routing["Type"] == "ALL_AT_ONCE" and described["EndpointStatus"] == "InService"
+
+
+def test_a_mistyped_deployment_block_is_refused_before_anything_is_made(served: Served, sagemaker: Any,
+                                                                        model: Path) -> None:
+    answer = deploy(served, f"endpoint: typo\nmodel: {{data: {model}}}\ndeployment:\n  BlueGreenUpdatePolicy:\n"
+                            "    TrafficRoutingConfiguration: {Type: SOMETIMES}\n")
+    assert answer.status_code == 400 and "`deployment`" in answer.json()["message"]
+    assert "SOMETIMES" in answer.json()["message"]
+    assert sagemaker.list_endpoints()["Endpoints"] == [] and sagemaker.list_models()["Models"] == []
