@@ -51,3 +51,15 @@ class FakeBackend:
     def ready_all(self) -> None:
         for copy_id in self.copies:
             self.set_state(copy_id, CopyState.READY)
+
+
+class ServingBackend(FakeBackend):
+    """The fake backend, its copies answering at a real server's address (`url`): every copy the same server."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        self.url = url
+
+    async def start(self, spec: CopySpec) -> None:
+        await super().start(spec)
+        self.copies[spec.copy_id] = dataclasses.replace(self.copies[spec.copy_id], url=self.url)

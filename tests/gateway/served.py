@@ -60,3 +60,15 @@ def sagemaker_client(url: str) -> Any:
 
 def wait_for(condition: Any, timeout: float = 5.0) -> Any:
     return until(condition, timeout, interval=0.02)
+
+
+def classic_endpoint(url: str, model: Path, name: str, instances: int = 1) -> Any:
+    """Model `m` from `model`, config `c` of `instances` local instances, and endpoint `name` on it, InService; the
+    sagemaker client that made them."""
+    sagemaker = sagemaker_client(url)
+    sagemaker.create_model(ModelName="m", PrimaryContainer={"ModelDataUrl": str(model)})
+    sagemaker.create_endpoint_config(EndpointConfigName="c", ProductionVariants=[{
+        "VariantName": "AllTraffic", "ModelName": "m", "InstanceType": "local", "InitialInstanceCount": instances}])
+    sagemaker.create_endpoint(EndpointName=name, EndpointConfigName="c")
+    wait_for(lambda: sagemaker.describe_endpoint(EndpointName=name)["EndpointStatus"] == "InService")
+    return sagemaker

@@ -11,7 +11,6 @@ import json
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -28,10 +27,9 @@ from fastapi import FastAPI, Request
 from starlette.responses import Response
 
 from pier.autoscaling.settings import ScalingSettings
-from pier.backends.base import CopySpec
 from pier.gateway.app import create_gateway
 from pier.gateway.settings import GatewaySettings
-from tests.control.fakes import FakeBackend
+from tests.control.fakes import ServingBackend
 from tests.gateway.served import Served, sagemaker_client, wait_for
 from tests.sockets import serving
 
@@ -50,18 +48,6 @@ def copy_app() -> FastAPI:
         return Response(body, media_type="application/json")
 
     return app
-
-
-class ServingBackend(FakeBackend):
-    """The fake backend, its copies answering at a real server's address."""
-
-    def __init__(self, url: str) -> None:
-        super().__init__()
-        self.url = url
-
-    async def start(self, spec: CopySpec) -> None:
-        await super().start(spec)
-        self.copies[spec.copy_id] = replace(self.copies[spec.copy_id], url=self.url)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ client reads only in OpenAI's shape."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -14,7 +13,7 @@ import pytest
 
 from pier.gateway.app import create_gateway
 from tests.control.fakes import FakeBackend
-from tests.gateway.served import sagemaker_client, wait_for
+from tests.gateway.served import classic_endpoint
 from tests.sockets import serving
 
 
@@ -24,17 +23,8 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     (folder / "model").mkdir()
     (folder / "model" / "m.gguf").write_bytes(b"GGUF")
     with serving(create_gateway(folder / "state", backend=FakeBackend(), tick_s=0.05), lifespan="on") as served:
-        _endpoint(served, folder / "model")
+        classic_endpoint(served, folder / "model", "chat")
         yield served
-
-
-def _endpoint(url: str, model: Path) -> None:
-    sagemaker = sagemaker_client(url)
-    sagemaker.create_model(ModelName="m", PrimaryContainer={"ModelDataUrl": str(model)})
-    sagemaker.create_endpoint_config(EndpointConfigName="c", ProductionVariants=[{
-        "VariantName": "AllTraffic", "ModelName": "m", "InstanceType": "local", "InitialInstanceCount": 1}])
-    sagemaker.create_endpoint(EndpointName="chat", EndpointConfigName="c")
-    wait_for(lambda: sagemaker.describe_endpoint(EndpointName="chat")["EndpointStatus"] == "InService")
 
 
 def client(url: str) -> openai.OpenAI:

@@ -20,7 +20,7 @@ from pier.backends.base import CopySpec
 from pier.gateway.app import create_gateway
 from pier.gateway.state_files import SESSIONS
 from tests.control.fakes import FakeBackend
-from tests.gateway.served import sagemaker_client, wait_for
+from tests.gateway.served import classic_endpoint, sagemaker_client, wait_for
 from tests.runtime.test_sessions import client
 from tests.sockets import serving
 
@@ -71,12 +71,7 @@ def test_a_session_goes_to_its_copy_after_a_gateway_restart(tmp_path: Path, home
     (model / "m.gguf").write_bytes(b"GGUF")
     with serving(copy_app("a")) as url_a, serving(copy_app("b")) as url_b:
         with gateway(state_dir, [url_a, url_b]) as url:
-            sagemaker = sagemaker_client(url)
-            sagemaker.create_model(ModelName="m", PrimaryContainer={"ModelDataUrl": str(model)})
-            sagemaker.create_endpoint_config(EndpointConfigName="c", ProductionVariants=[{
-                "VariantName": "AllTraffic", "ModelName": "m", "InstanceType": "local", "InitialInstanceCount": 2}])
-            sagemaker.create_endpoint(EndpointName="llm", EndpointConfigName="c")
-            wait_for(lambda: sagemaker.describe_endpoint(EndpointName="llm")["EndpointStatus"] == "InService")
+            classic_endpoint(url, model, "llm", instances=2)
             for _ in range(10):  # open sessions until one lands on `home`
                 copy, opened = answered_by(url, SessionId="NEW_SESSION")
                 if copy == home:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +14,8 @@ from botocore.exceptions import ClientError
 from fastapi import FastAPI, Request
 from starlette.responses import Response
 
-from pier.backends.base import CopySpec
 from pier.gateway.app import create_gateway
-from tests.control.fakes import FakeBackend
+from tests.control.fakes import ServingBackend
 from tests.gateway.served import Served, sagemaker_client, wait_for
 from tests.runtime.test_sessions import client
 from tests.sockets import serving
@@ -36,25 +34,13 @@ def copy_app() -> FastAPI:
     return app
 
 
-class OneServer(FakeBackend):
-    """Every copy answers at `url`."""
-
-    def __init__(self, url: str) -> None:
-        super().__init__()
-        self.url = url
-
-    async def start(self, spec: CopySpec) -> None:
-        await super().start(spec)
-        self.copies[spec.copy_id] = replace(self.copies[spec.copy_id], url=self.url)
-
-
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
     model = tmp_path / "model"
     model.mkdir()
     (model / "m.gguf").write_bytes(b"GGUF")
     with serving(copy_app()) as copy_url:
-        backend = OneServer(copy_url)
+        backend = ServingBackend(copy_url)
         with serving(create_gateway(tmp_path / "state", backend=backend, tick_s=0.05), lifespan="on") as url:
             sagemaker = sagemaker_client(url)
             sagemaker.create_model(ModelName="m", PrimaryContainer={"ModelDataUrl": str(model)})
