@@ -3,7 +3,6 @@ fake engine; and the clients users have (boto3, the sagemaker SDK, openai), sign
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Iterator
@@ -17,30 +16,17 @@ import pytest
 from botocore.config import Config
 from openai.types.chat import ChatCompletion
 
-from pier.backends.base import CopySpec
 from pier.gateway.app import create_gateway
 from pier.security.keystore import IssuedKey, KeyStore
 from pier.security.principal import Role
 from tests.backends.conftest import model_dir  # noqa: F401  (the TINY model folder, for e2e tests)
-from tests.control.fakes import FakeBackend
+from tests.control.fakes import ServingBackend
 from tests.runtime.servers import CopyServer, copy_server
 from tests.sockets import serving
 
 REGION = "us-east-1"
 GENERATE = {"inputs": "the quick brown fox", "parameters": {"max_new_tokens": 4}}
 WAIT = {"Delay": 1, "MaxAttempts": 30}
-
-
-class CopyBackend(FakeBackend):
-    """Every copy it starts is the one model server the module runs."""
-
-    def __init__(self, url: str) -> None:
-        super().__init__()
-        self.url = url
-
-    async def start(self, spec: CopySpec) -> None:
-        await super().start(spec)
-        self.copies[spec.copy_id] = dataclasses.replace(self.copies[spec.copy_id], url=self.url)
 
 
 @dataclass
@@ -98,7 +84,7 @@ def create_keys(state_dir: Path) -> dict[str, IssuedKey]:
 def secured(tmp_path: Path, copy: CopyServer) -> Iterator[Secured]:
     state_dir = tmp_path / "state"
     keys = create_keys(state_dir)
-    app = create_gateway(state_dir, backend=CopyBackend(copy.url), tick_s=0.05)
+    app = create_gateway(state_dir, backend=ServingBackend(copy.url), tick_s=0.05)
     with serving(app, lifespan="on") as url:
         yield Secured(url, state_dir, model_folder(tmp_path), keys)
 
@@ -107,7 +93,7 @@ def secured(tmp_path: Path, copy: CopyServer) -> Iterator[Secured]:
 def open_gateway(tmp_path: Path, copy: CopyServer) -> Iterator[Secured]:
     """A gateway without keys (the laptop default): no authentication, but Host and Origin still checked."""
     state_dir = tmp_path / "state"
-    app = create_gateway(state_dir, backend=CopyBackend(copy.url), tick_s=0.05)
+    app = create_gateway(state_dir, backend=ServingBackend(copy.url), tick_s=0.05)
     with serving(app, lifespan="on") as url:
         yield Secured(url, state_dir, model_folder(tmp_path), {})
 

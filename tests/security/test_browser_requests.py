@@ -12,7 +12,8 @@ import pytest
 from pier.gateway.app import create_gateway
 from pier.gateway.settings import GatewaySettings
 from pier.security.settings import SecuritySettings
-from tests.security.conftest import GENERATE, CopyBackend, Secured
+from tests.control.fakes import ServingBackend
+from tests.security.conftest import GENERATE, Secured
 from tests.sockets import serving
 
 LIST_MODELS = {"X-Amz-Target": "SageMaker.ListModels", "Content-Type": "application/x-amz-json-1.1"}
@@ -64,7 +65,7 @@ def test_host_and_origin_are_checked_before_credentials(secured: Secured) -> Non
 
 def test_names_the_user_allows_are_served(tmp_path: Path) -> None:
     security = SecuritySettings.from_env({"PIER_ALLOWED_HOSTS": "pier.lan, other.lan"}, allowed_hosts=["gpu-box"])
-    app = create_gateway(tmp_path / "state", backend=CopyBackend("http://127.0.0.1:9"),
+    app = create_gateway(tmp_path / "state", backend=ServingBackend("http://127.0.0.1:9"),
                          settings=GatewaySettings(security=security))
     with serving(app) as url:
         for host, status in [("pier.lan", 200), ("gpu-box:8080", 200), ("OTHER.lan", 200), ("evil.example", 403),
@@ -81,7 +82,7 @@ def test_names_the_user_allows_are_served(tmp_path: Path) -> None:
 def test_only_pier_s_own_origin_and_listed_ones_are_trusted(tmp_path: Path) -> None:
     security = SecuritySettings.from_env({"PIER_ALLOWED_ORIGINS": "https://console.example"},
                                          allowed_origins=["http://localhost:3000"])
-    app = create_gateway(tmp_path / "state", backend=CopyBackend("http://127.0.0.1:9"),
+    app = create_gateway(tmp_path / "state", backend=ServingBackend("http://127.0.0.1:9"),
                          settings=GatewaySettings(security=security))
     with serving(app) as url:
         port = url.rsplit(":", 1)[1]

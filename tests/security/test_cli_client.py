@@ -17,8 +17,9 @@ from pier.security.client_credentials import PLACEHOLDER, cli_credentials
 from pier.security.keystore import KeyStore
 from pier.security.principal import Role
 from pier.security.settings import SecuritySettings
+from tests.control.fakes import ServingBackend
 from tests.runtime.servers import CopyServer
-from tests.security.conftest import CopyBackend, Secured, create_keys
+from tests.security.conftest import Secured, create_keys
 from tests.sockets import serving
 
 
@@ -72,13 +73,13 @@ def test_pier_serves_session_key_works_in_its_own_gateway_only(tmp_path: Path, c
     create_keys(state_dir)  # the user's keys turn authentication on
     session = session_key()
     security = SecuritySettings(session_keys=(session.stored,))
-    app = create_gateway(state_dir, backend=CopyBackend(copy.url), tick_s=0.05,
+    app = create_gateway(state_dir, backend=ServingBackend(copy.url), tick_s=0.05,
                          settings=GatewaySettings(security=security))
     own = (session.stored.access_key_id, session.secret_access_key)
     with serving(app, lifespan="on") as url:
         assert PierClient(url, credentials=own).endpoints() == []
     assert session.stored.access_key_id not in (state_dir / "keys.json").read_text()
-    other = create_gateway(tmp_path / "other", backend=CopyBackend(copy.url))
+    other = create_gateway(tmp_path / "other", backend=ServingBackend(copy.url))
     create_keys(tmp_path / "other")
     with serving(other, lifespan="on") as url, pytest.raises(ClientError, match="UnrecognizedClient"):
         PierClient(url, credentials=own).endpoints()

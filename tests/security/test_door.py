@@ -19,7 +19,7 @@ from pier.gateway.settings import GatewaySettings
 from pier.security.keystore import IssuedKey, KeyStore, issue
 from pier.security.principal import Role
 from pier.security.settings import SecuritySettings
-from tests.security.conftest import CopyBackend
+from tests.control.fakes import ServingBackend
 from tests.sockets import serving
 
 SESSION = issue("pier-serve", Role.ADMIN)
@@ -30,7 +30,7 @@ def wide(tmp_path: Path) -> Iterator[tuple[str, KeyStore]]:
     """A gateway that listens beyond loopback (as far as its guard knows), with `pier serve`'s session key."""
     store = KeyStore.in_state_dir(tmp_path / "state")
     security = SecuritySettings.from_env({}, bind_host="0.0.0.0", session_keys=[SESSION.stored])
-    app = create_gateway(tmp_path / "state", backend=CopyBackend("http://127.0.0.1:9"),
+    app = create_gateway(tmp_path / "state", backend=ServingBackend("http://127.0.0.1:9"),
                          settings=GatewaySettings(security=security))
     with serving(app, lifespan="on") as url:
         yield url, store

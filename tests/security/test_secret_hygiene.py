@@ -20,8 +20,9 @@ import pytest
 import uvicorn
 
 from pier.gateway.app import create_gateway
+from tests.control.fakes import ServingBackend
 from tests.runtime.servers import CopyServer
-from tests.security.conftest import GENERATE, CopyBackend, Secured, create_keys, model_folder
+from tests.security.conftest import GENERATE, Secured, create_keys, model_folder
 from tests.security.tokens import presigned_url, sagemaker_api_key
 from tests.sockets import free_port
 
@@ -39,7 +40,7 @@ def logged(tmp_path: Path, copy: CopyServer) -> Iterator[tuple[Secured, list[str
 
     state_dir = tmp_path / "state"
     keys = create_keys(state_dir)
-    app = create_gateway(state_dir, backend=CopyBackend(copy.url), tick_s=0.05)
+    app = create_gateway(state_dir, backend=ServingBackend(copy.url), tick_s=0.05)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="debug",
                                            access_log=True, lifespan="on"))
     thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
