@@ -179,6 +179,18 @@ async def test_logprobs_ride_on_the_output_text(client: openai.AsyncOpenAI) -> N
     ({"input": []}, "input", "at least one item"),
     ({"tool_choice": {"type": "file_search"}}, "tool_choice", "\"required\""),
     ({"top_logprobs": 50}, "top_logprobs", "between 0 and 20"),
+    # the chat path's checks, in this body's words
+    ({"input": [{"role": "wizard", "content": "x"}]}, "input[0].role", "for input[0].role"),
+    ({"instructions": "Be brief.", "input": [{"role": "user", "content": "a"}, {"role": "wizard", "content": "b"}]},
+     "input[1].role", "'wizard'"),
+    ({"input": [{"role": "user", "content": "a"}, {"type": "function_call", "call_id": "c1", "name": "f",
+                                                   "arguments": "{}"},
+                {"type": "function_call", "call_id": "c2", "name": "g", "arguments": "{}"},
+                {"role": "wizard", "content": "b"}]}, "input[3].role", "'wizard'"),
+    ({"max_output_tokens": 0}, "max_output_tokens", "max_output_tokens must be at least 1"),
+    ({"tools": [{"type": "function", "parameters": {}}]}, "tools[0].name", "tools[0].name must be"),
+    ({"text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "nonsense"}}}},
+     "text.format.schema", "text.format.schema is not a valid JSON Schema"),
 ])
 async def test_what_pier_cannot_do_is_a_400_that_says_what_to_send(
     client: openai.AsyncOpenAI, body: dict[str, Any], param: str, words: str,

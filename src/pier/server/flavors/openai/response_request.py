@@ -12,6 +12,7 @@ references) is refused with how to send the same thing whole. The sampling extra
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -90,6 +91,35 @@ class ResponseRequest(OpenAIRequest):
         if not self.input:
             raise InvalidRequest("input must not be empty: send a string or at least one item.", param="input")
         return [*system, *_conversation(self.input)]
+
+    def origins(self) -> list[str]:
+        """Where each of the chat's messages came from in this body ("instructions", "input", "input[3]"), to name
+        the field in the chat path's errors."""
+        system = ["instructions"] if self.instructions else []
+        if isinstance(self.input, str):
+            return [*system, "input"]
+        origins: list[tuple[str, str]] = []
+        for index, item in enumerate(self.input):
+            kind = item.get("type", "message")
+            follows_a_call = origins and origins[-1][1] == "function_call"
+            if kind == "reasoning" or (kind == "function_call" and follows_a_call):
+                continue  # left out, or one message with the call before it
+            origins.append((f"input[{index}]", kind))
+        return [*system, *(where for where, _ in origins)]
+
+    def renamed(self, error: InvalidRequest) -> InvalidRequest:
+        """A chat path's error in this body's words: `messages[2].content` as the input item it came from,
+        `max_completion_tokens` as max_output_tokens, response_format as text.format, a tool's function as the tool."""
+        names = [(f"messages[{k}]", where) for k, where in enumerate(self.origins())][::-1]  # [12] before [1]
+        names += [("max_completion_tokens", "max_output_tokens"), ("response_format.json_schema", "text.format"),
+                  ("response_format", "text.format"), (".function.", ".")]
+        message, param = error.message, error.param
+        for old, new in names:
+            message = message.replace(old, new)
+            param = param.replace(old, new) if param is not None else None
+        renamed = copy.copy(error)
+        renamed.message, renamed.param, renamed.args = message, param, (message,)
+        return renamed
 
 
 def _conversation(items: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from pier.served_name import MODEL_NAME_HEADER, listed_name
 from pier.server.errors import ModelNotFound
 from pier.server.flavors.openai.requests import ChatCompletionRequest, CompletionRequest
 from pier.server.flavors.openai.response_request import ResponseRequest
-from pier.server.flavors.openai.spec import ChatSpec, CompletionSpec, response_spec
+from pier.server.flavors.openai.spec import ChatSpec, CompletionSpec, ResponseSpec
 from pier.server.pipeline import respond
 from pier.server.state import State
 
@@ -35,7 +35,7 @@ async def completions(body: CompletionRequest, http: Request, state: State) -> R
 @router.post("/v1/responses", response_model=None)
 async def responses(body: ResponseRequest, http: Request, state: State) -> Response:
     body.model = body.model or http.headers.get(MODEL_NAME_HEADER)
-    return await respond(response_spec(body), http, state)
+    return await respond(ResponseSpec(body), http, state)
 
 
 @router.get("/v1/responses/{response_id}", response_model=None)

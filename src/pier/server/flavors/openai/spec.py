@@ -89,9 +89,29 @@ class ChatSpec:
         return whole(self.body, views, done)
 
 
-def response_spec(body: ResponseRequest) -> ChatSpec:
-    """A Responses API request: the chat it is, answered as a `response` (flavors/openai/response_view.py)."""
-    return ChatSpec(body.chat(), view=ResponseView.of(body))
+class ResponseSpec(ChatSpec):
+    """A Responses API request: the chat it is, answered as a `response` (flavors/openai/response_view.py), its
+    errors naming the Responses body's fields."""
+
+    def __init__(self, body: ResponseRequest) -> None:
+        self.response_body = body
+        try:
+            chat = body.chat()
+        except InvalidRequest as error:
+            raise body.renamed(error) from None
+        super().__init__(chat, view=ResponseView.of(body))
+
+    def refuse(self) -> None:
+        try:
+            super().refuse()
+        except InvalidRequest as error:
+            raise self.response_body.renamed(error) from None
+
+    async def requests(self, model: ServedModel) -> list[GenerateRequest]:
+        try:
+            return await super().requests(model)
+        except InvalidRequest as error:
+            raise self.response_body.renamed(error) from None
 
 
 class CompletionSpec:
