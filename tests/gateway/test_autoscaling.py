@@ -567,3 +567,50 @@ def test_a_scheduled_action_sets_the_bounds_and_the_copies_follow(gateway: Serve
     assert "outside 0-23" in raised.value.response["Error"]["Message"]
     aas.delete_scheduled_action(**resource, ScheduledActionName="morning")
     assert aas.describe_scheduled_actions(ServiceNamespace="sagemaker")["ScheduledActions"] == []
+
+
+def test_a_next_token_resumes_after_its_page_when_rows_are_deleted_or_added_in_between(gateway: Served) -> None:
+    aas = client(gateway, "application-autoscaling")
+    names = ["page-a", "page-b", "page-c"]
+    ids = [f"inference-component/{n}" for n in names]
+    ic = {"ServiceNamespace": "sagemaker", "ScalableDimension": "sagemaker:inference-component:DesiredCopyCount"}
+    for name, resource_id in zip(names, ids, strict=True):
+        component(gateway, name)
+        aas.register_scalable_target(**ic, ResourceId=resource_id, MinCapacity=1, MaxCapacity=2)
+    first = aas.describe_scalable_targets(ServiceNamespace="sagemaker", ResourceIds=ids, MaxResults=1)
+    assert [t["ResourceId"] for t in first["ScalableTargets"]] == ids[:1]
+    aas.deregister_scalable_target(**ic, ResourceId=ids[0])  # an index token would now skip page-b
+    second = aas.describe_scalable_targets(ServiceNamespace="sagemaker", ResourceIds=ids, MaxResults=1,
+                                           NextToken=first["NextToken"])
+    assert [t["ResourceId"] for t in second["ScalableTargets"]] == ids[1:2]
+    aas.register_scalable_target(**ic, ResourceId=ids[0], MinCapacity=1, MaxCapacity=2)  # comes last now
+    third = aas.describe_scalable_targets(ServiceNamespace="sagemaker", ResourceIds=ids, MaxResults=1,
+                                          NextToken=second["NextToken"])
+    assert [t["ResourceId"] for t in third["ScalableTargets"]] == ids[2:3]
+    cw = client(gateway, "cloudwatch")
+    alarm = {"MetricName": "Invocations", "Namespace": "AWS/SageMaker", "Statistic": "Sum", "Period": 60,
+             "EvaluationPeriods": 1, "Threshold": 1, "ComparisonOperator": "GreaterThanThreshold"}
+    for name in names:
+        cw.put_metric_alarm(AlarmName=name, **alarm)
+    first = cw.describe_alarms(AlarmNamePrefix="page-", MaxRecords=1)
+    cw.delete_alarms(AlarmNames=["page-a"])
+    second = cw.describe_alarms(AlarmNamePrefix="page-", MaxRecords=1, NextToken=first["NextToken"])
+    assert [a["AlarmName"] for a in second["MetricAlarms"]] == ["page-b"]
+
+
+def test_page_sizes_are_awss(gateway: Served) -> None:
+    aas = client(gateway, "application-autoscaling")
+    for size in (0, 51, -1):
+        with pytest.raises(ClientError) as raised:
+            aas.describe_scalable_targets(ServiceNamespace="sagemaker", MaxResults=size)
+        assert raised.value.response["Error"]["Code"] == "ValidationException", size
+        assert "between 1 and 50" in raised.value.response["Error"]["Message"]
+    with pytest.raises(ClientError) as raised:
+        aas.describe_scaling_policies(ServiceNamespace="sagemaker", MaxResults=11)  # its most is 10
+    assert "between 1 and 10" in raised.value.response["Error"]["Message"]
+    with pytest.raises(ClientError) as raised:
+        aas.describe_scalable_targets(ServiceNamespace="sagemaker", NextToken="-1")
+    assert raised.value.response["Error"]["Code"] == "ValidationException"
+    with pytest.raises(ClientError) as raised:
+        client(gateway, "cloudwatch").describe_alarms(MaxRecords=101)
+    assert raised.value.response["Error"]["Code"] == "InvalidParameterValue"

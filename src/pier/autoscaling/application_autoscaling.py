@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from pier.autoscaling import schedule
+from pier.autoscaling import paging, schedule
 from pier.autoscaling.capacity import Capacity
 from pier.autoscaling.errors import ObjectNotFound, ScalingValidation, UnknownOperation
 from pier.autoscaling.policies import check_policy
@@ -20,7 +20,8 @@ Body = dict[str, Any]
 TARGET, POLICY, SCHEDULED = "target", "policy", "scheduled"
 ACCOUNT = "000000000000"
 SUSPENDED = ("DynamicScalingInSuspended", "DynamicScalingOutSuspended", "ScheduledScalingSuspended")
-PAGE = 50
+PAGE = 50  # DescribeScalableTargets, DescribeScalingActivities, DescribeScheduledActions: 1 to 50, 50 by default
+POLICY_PAGE = 10  # DescribeScalingPolicies: 1 to 10, 10 by default
 
 
 class ApplicationAutoScaling:
@@ -85,10 +86,10 @@ class ApplicationAutoScaling:
     def describe_scalable_targets(self, body: Body, region: str) -> Body:
         check_namespace(body["ServiceNamespace"])
         wanted = set(body.get("ResourceIds") or [])
-        rows = [t for t in self.store.all(TARGET)
+        rows = [([seq], t) for seq, t in self.store.numbered(TARGET)
                 if (not wanted or t["ResourceId"] in wanted)
                 and body.get("ScalableDimension", t["ScalableDimension"]) == t["ScalableDimension"]]
-        return _page(body, "ScalableTargets", rows)
+        return _page(body, "ScalableTargets", rows, PAGE)
 
     def deregister_scalable_target(self, body: Body, region: str) -> Body:
         resource = self._resource(body)
@@ -129,11 +130,11 @@ class ApplicationAutoScaling:
     def describe_scaling_policies(self, body: Body, region: str) -> Body:
         check_namespace(body["ServiceNamespace"])
         names = set(body.get("PolicyNames") or [])
-        rows = [p for p in self.store.all(POLICY)
+        rows = [([seq], p) for seq, p in self.store.numbered(POLICY)
                 if (not names or p["PolicyName"] in names)
                 and body.get("ResourceId", p["ResourceId"]) == p["ResourceId"]
                 and body.get("ScalableDimension", p["ScalableDimension"]) == p["ScalableDimension"]]
-        return _page(body, "ScalingPolicies", rows)
+        return _page(body, "ScalingPolicies", rows, POLICY_PAGE)
 
     def delete_scaling_policy(self, body: Body, region: str) -> Body:
         resource = self._resource(body)
@@ -174,11 +175,11 @@ class ApplicationAutoScaling:
     def describe_scheduled_actions(self, body: Body, region: str) -> Body:
         check_namespace(body["ServiceNamespace"])
         names = set(body.get("ScheduledActionNames") or [])
-        rows = [a for a in self.store.all(SCHEDULED)
+        rows = [([seq], a) for seq, a in self.store.numbered(SCHEDULED)
                 if (not names or a["ScheduledActionName"] in names)
                 and body.get("ResourceId", a["ResourceId"]) == a["ResourceId"]
                 and body.get("ScalableDimension", a["ScalableDimension"]) == a["ScalableDimension"]]
-        return _page(body, "ScheduledActions", rows)
+        return _page(body, "ScheduledActions", rows, PAGE)
 
     def delete_scheduled_action(self, body: Body, region: str) -> Body:
         resource = self._resource(body)
@@ -191,9 +192,9 @@ class ApplicationAutoScaling:
 
     def describe_scaling_activities(self, body: Body, region: str) -> Body:
         check_namespace(body["ServiceNamespace"])
-        rows = [a for a in self.store.activities(body.get("ResourceId"))
+        rows = [([-seq], a) for seq, a in self.store.numbered_activities(body.get("ResourceId"))
                 if body.get("ScalableDimension", a["ScalableDimension"]) == a["ScalableDimension"]]
-        return _page(body, "ScalingActivities", rows)
+        return _page(body, "ScalingActivities", rows, PAGE)
 
     def _resource(self, body: Body) -> Resource:
         check_namespace(body["ServiceNamespace"])
@@ -223,16 +224,7 @@ def _check_bounds(resource: Resource, low: int, high: int, floor: int) -> None:
             "instance; inference components and the variants of asynchronous endpoints may scale to zero.")
 
 
-def _page(body: Body, key: str, rows: list[Body]) -> Body:
-    """MaxResults and NextToken over `rows` (the token is the next row's index)."""
-    size = int(body.get("MaxResults") or PAGE)
-    token = body.get("NextToken")
-    try:
-        start = int(token) if token else 0
-    except ValueError:
-        raise ScalingValidation(f"Invalid NextToken {token!r}: pass the NextToken of the previous answer.") from None
-    end = start + size
-    reply: Body = {key: rows[start:end]}
-    if end < len(rows):
-        reply["NextToken"] = str(end)
-    return reply
+def _page(body: Body, key: str, rows: list[tuple[paging.Place, Body]], most: int) -> Body:
+    """MaxResults (1 to `most`, `most` when not given, as AWS pages each operation) and NextToken over `rows`."""
+    size = paging.size_of(body, "MaxResults", most, most, ScalingValidation)
+    return paging.page(rows, key, size, body.get("NextToken"), ScalingValidation)

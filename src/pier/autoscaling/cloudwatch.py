@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from pier.autoscaling import paging
 from pier.autoscaling.alarms import COMPARE, INSUFFICIENT
 from pier.autoscaling.errors import InvalidParameterValue, ResourceNotFound, UnknownOperation
 from pier.autoscaling.history import STATISTICS, Bucket, History, MetricId, aggregate, matches, statistic
@@ -19,7 +20,9 @@ Body = dict[str, Any]
 ALARM = "alarm"
 ACCOUNT = "000000000000"
 MAX_DATAPOINTS = 1440  # GetMetricStatistics' limit per call
-PAGE = 50
+PAGE = 50  # DescribeAlarms answers 50 a page unless MaxRecords says otherwise
+MOST_ALARMS = 100  # its MaxRecords: 1 to 100
+METRICS_PAGE = 500  # ListMetrics answers 500 a page
 
 
 class CloudWatch:
@@ -100,9 +103,10 @@ class CloudWatch:
         filters = [(d["Name"], d.get("Value")) for d in body.get("Dimensions", [])]
         found = [m for m, _ in self.history.metrics()
                  if matches(m, body.get("Namespace"), body.get("MetricName"), filters)]
-        rows = [{"Namespace": m.namespace, "MetricName": m.name,
-                 "Dimensions": [{"Name": k, "Value": v} for k, v in m.dims]} for m in found]
-        return _page(body, "Metrics", rows, "NextToken")
+        rows = [([m.namespace, m.name, [list(d) for d in m.dims]],
+                 {"Namespace": m.namespace, "MetricName": m.name,
+                  "Dimensions": [{"Name": k, "Value": v} for k, v in m.dims]}) for m in found]
+        return paging.page(rows, "Metrics", METRICS_PAGE, body.get("NextToken"), InvalidParameterValue)
 
     def put_metric_data(self, body: Body, region: str) -> Body:
         namespace = body["Namespace"]
@@ -159,12 +163,13 @@ class CloudWatch:
     def describe_alarms(self, body: Body, region: str) -> Body:
         names = set(body.get("AlarmNames") or [])
         prefix = body.get("AlarmNamePrefix", "")
-        rows = [a for a in self.store.all(ALARM)
+        rows = [([seq], a) for seq, a in self.store.numbered(ALARM)
                 if (not names or a["AlarmName"] in names) and a["AlarmName"].startswith(prefix)
                 and body.get("StateValue", a["StateValue"]) == a["StateValue"]
                 and (not body.get("ActionPrefix") or any(x.startswith(body["ActionPrefix"])
                                                          for x in a["AlarmActions"]))]
-        reply = _page(body, "MetricAlarms", rows, "NextToken", size_key="MaxRecords")
+        size = paging.size_of(body, "MaxRecords", PAGE, MOST_ALARMS, InvalidParameterValue)
+        reply = paging.page(rows, "MetricAlarms", size, body.get("NextToken"), InvalidParameterValue)
         reply["CompositeAlarms"] = []
         return reply
 
@@ -206,15 +211,3 @@ def _check_period(period: int, start: float, end: float) -> None:
         raise InvalidParameterValue(f"That asks for more than {MAX_DATAPOINTS} datapoints: use a longer Period or a "
                                     "shorter time range.")
 
-
-def _page(body: Body, key: str, rows: list[Body], token_key: str, size_key: str = "MaxResults") -> Body:
-    size = int(body.get(size_key) or PAGE)
-    token = body.get(token_key)
-    try:
-        start = int(token) if token else 0
-    except ValueError:
-        raise InvalidParameterValue(f"Invalid {token_key} {token!r}: pass the one of the previous answer.") from None
-    reply: Body = {key: rows[start:start + size]}
-    if start + size < len(rows):
-        reply[token_key] = str(start + size)
-    return reply

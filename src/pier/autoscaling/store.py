@@ -154,10 +154,15 @@ class Store:
 
     def all(self, kind: str) -> list[Body]:
         """Every record of `kind` that reads, in the order they were first put."""
+        return [body for _, body in self.numbered(kind)]
+
+    def numbered(self, kind: str) -> list[tuple[int, Body]]:
+        """`all(kind)` with each record's place in that order (never reused), which a page's NextToken names so
+        the next page starts after it whatever was put or deleted in between."""
         with self.lock:
-            rows = self.db.execute("SELECT CAST(key AS BLOB), CAST(body AS BLOB) FROM records WHERE kind = ? "
+            rows = self.db.execute("SELECT seq, CAST(key AS BLOB), CAST(body AS BLOB) FROM records WHERE kind = ? "
                                    "ORDER BY seq", (kind,)).fetchall()
-        return [body for key, raw in rows if (body := self._readable(kind, _text(key), raw)) is not None]
+        return [(seq, body) for seq, key, raw in rows if (body := self._readable(kind, _text(key), raw)) is not None]
 
     def _readable(self, kind: str, key: str, raw: Any) -> Body | None:
         found = read_body(kind, key, raw)
@@ -180,12 +185,17 @@ class Store:
                             (MAX_ACTIVITIES,))
 
     def activities(self, resource: str | None = None) -> list[Body]:
-        query, args = "SELECT CAST(id AS BLOB), CAST(body AS BLOB) FROM activities", tuple[str, ...]()
+        return [body for _, body in self.numbered_activities(resource)]
+
+    def numbered_activities(self, resource: str | None = None) -> list[tuple[int, Body]]:
+        """The activities, newest first, each with its place (never reused; larger is newer)."""
+        query, args = "SELECT seq, CAST(id AS BLOB), CAST(body AS BLOB) FROM activities", tuple[str, ...]()
         if resource is not None:
             query, args = query + " WHERE resource = ?", (resource,)
         with self.lock:
             rows = self.db.execute(query + " ORDER BY seq DESC", args).fetchall()
-        return [body for key, raw in rows if (body := self._readable("activity", _text(key), raw)) is not None]
+        return [(seq, body) for seq, key, raw in rows
+                if (body := self._readable("activity", _text(key), raw)) is not None]
 
     def close(self) -> None:
         with self.lock:
