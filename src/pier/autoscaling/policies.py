@@ -3,6 +3,8 @@ target-tracking policy follows, and the pure decision inputs (`decide.Tracking`,
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,6 +13,7 @@ from pier.autoscaling.errors import ScalingValidation
 from pier.autoscaling.resource import Resource
 
 NAMESPACE = "AWS/SageMaker"
+ADJUSTMENT_TYPES = ("ChangeInCapacity", "ExactCapacity", "PercentChangeInCapacity")
 
 
 @dataclass(frozen=True)
@@ -51,11 +54,41 @@ def check_policy(kind: str, body: dict[str, Any], resource: Resource) -> None:
         if config is None or not config.get("StepAdjustments"):
             raise ScalingValidation("StepScalingPolicyConfiguration with at least one StepAdjustments entry is "
                                     "required for a StepScaling policy.")
-        if config.get("AdjustmentType") is None:
-            raise ScalingValidation("StepScalingPolicyConfiguration.AdjustmentType is required (ChangeInCapacity, "
-                                    "ExactCapacity or PercentChangeInCapacity).")
+        check_stepping(config)
     else:
         raise ScalingValidation(f"pier serves TargetTrackingScaling and StepScaling policies, not {kind}.")
+
+
+def check_stepping(config: dict[str, Any]) -> None:
+    """AWS's rules for a step policy, which decide.step relies on: a known AdjustmentType, and step intervals
+    that cover the metric without gap or overlap (else a breach matches no step, or two)."""
+    kind = config.get("AdjustmentType")
+    if kind not in ADJUSTMENT_TYPES:
+        raise ScalingValidation(f"StepScalingPolicyConfiguration.AdjustmentType must be one of "
+                                f"{', '.join(ADJUSTMENT_TYPES)}; got {kind!r}.")
+    if config.get("MinAdjustmentMagnitude") is not None and kind != "PercentChangeInCapacity":
+        raise ScalingValidation("MinAdjustmentMagnitude is only for AdjustmentType PercentChangeInCapacity.")
+    steps = sorted(stepping(config).steps, key=lambda s: -math.inf if s.lower is None else s.lower)
+    if kind == "ExactCapacity" and any(s.adjustment < 0 for s in steps):
+        raise ScalingValidation("With ExactCapacity, each ScalingAdjustment is a capacity: 0 or more.")
+    for found in steps:
+        if found.lower is None and found.upper is None:
+            raise ScalingValidation("A step adjustment needs MetricIntervalLowerBound, MetricIntervalUpperBound or "
+                                    "both; they cannot both be null.")
+        if found.lower is not None and found.upper is not None and found.lower >= found.upper:
+            raise ScalingValidation(f"A step adjustment's MetricIntervalLowerBound ({found.lower:g}) must be less "
+                                    f"than its MetricIntervalUpperBound ({found.upper:g}).")
+    for before, after in itertools.pairwise(steps):
+        if before.upper is None or after.lower is None or before.upper != after.lower:
+            raise ScalingValidation("Step adjustments' intervals must not overlap or leave a gap: each step's "
+                                    "MetricIntervalUpperBound is the next one's MetricIntervalLowerBound (got "
+                                    f"{_interval(before)} then {_interval(after)}).")
+
+
+def _interval(found: Step) -> str:
+    low = "-inf" if found.lower is None else f"{found.lower:g}"
+    high = "+inf" if found.upper is None else f"{found.upper:g}"
+    return f"[{low}, {high})"
 
 
 def followed(config: dict[str, Any], resource: Resource) -> Followed:
