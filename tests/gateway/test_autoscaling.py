@@ -614,3 +614,16 @@ def test_page_sizes_are_awss(gateway: Served) -> None:
     with pytest.raises(ClientError) as raised:
         client(gateway, "cloudwatch").describe_alarms(MaxRecords=101)
     assert raised.value.response["Error"]["Code"] == "InvalidParameterValue"
+
+
+def test_get_metric_statistics_refuses_a_statistic_it_does_not_compute_instead_of_failing(gateway: Served) -> None:
+    cw = client(gateway, "cloudwatch")
+    cw.put_metric_data(Namespace="Probe", MetricData=[{"MetricName": "Queue", "Value": 3.0}])
+    now = datetime.now(UTC)
+    window = {"Namespace": "Probe", "MetricName": "Queue", "StartTime": now - timedelta(minutes=5),
+              "EndTime": now + timedelta(minutes=1), "Period": 60}
+    wait_for(lambda: cw.get_metric_statistics(**window, Statistics=["Sum"])["Datapoints"] != [])
+    with pytest.raises(ClientError) as raised:  # was a 500 InternalFailure once a datapoint was there
+        cw.get_metric_statistics(**window, Statistics=["Sum", "p99"])
+    assert raised.value.response["Error"]["Code"] == "InvalidParameterValue"
+    assert "ExtendedStatistics" in raised.value.response["Error"]["Message"]

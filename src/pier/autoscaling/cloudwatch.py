@@ -59,6 +59,10 @@ class CloudWatch:
                                         "(ExtendedStatistics) are not served.")
         if not wanted:
             raise InvalidParameterValue("Give at least one of Statistics: " + ", ".join(STATISTICS) + ".")
+        unknown = [name for name in wanted if name not in STATISTICS]
+        if unknown:  # botocore does not check the enum: refused here, before any datapoint asks for it
+            raise InvalidParameterValue(f"Statistics {', '.join(unknown)} not valid: use {', '.join(STATISTICS)} "
+                                        "(percentiles such as p99 go in ExtendedStatistics, not served by pier).")
         _check_period(period, start, end)
         metric = MetricId.of(body["Namespace"], body["MetricName"], _dims(body.get("Dimensions")))
         unit = body.get("Unit") or self._unit(metric)
