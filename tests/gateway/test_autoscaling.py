@@ -627,3 +627,19 @@ def test_get_metric_statistics_refuses_a_statistic_it_does_not_compute_instead_o
         cw.get_metric_statistics(**window, Statistics=["Sum", "p99"])
     assert raised.value.response["Error"]["Code"] == "InvalidParameterValue"
     assert "ExtendedStatistics" in raised.value.response["Error"]["Message"]
+
+
+def test_an_alarm_whose_name_differs_only_in_case_does_not_replace_or_delete_another(gateway: Served) -> None:
+    cw = client(gateway, "cloudwatch")
+    alarm = {"MetricName": "Invocations", "Namespace": "AWS/SageMaker", "Statistic": "Sum", "Period": 60,
+             "EvaluationPeriods": 1, "Threshold": 1, "ComparisonOperator": "GreaterThanThreshold"}
+    cw.put_metric_alarm(AlarmName="CaseAlarm", **alarm)
+    with pytest.raises(ClientError) as raised:
+        cw.put_metric_alarm(AlarmName="casealarm", **alarm)
+    assert raised.value.response["Error"]["Code"] == "InvalidParameterValue"
+    assert "CaseAlarm" in raised.value.response["Error"]["Message"]
+    with pytest.raises(ClientError) as raised:
+        cw.delete_alarms(AlarmNames=["CASEALARM"])
+    assert raised.value.response["Error"]["Code"] == "ResourceNotFound"
+    assert [a["AlarmName"] for a in cw.describe_alarms(AlarmNamePrefix="Case")["MetricAlarms"]] == ["CaseAlarm"]
+    cw.delete_alarms(AlarmNames=["CaseAlarm"])

@@ -142,6 +142,10 @@ class CloudWatch:
         if "Threshold" not in body:
             raise InvalidParameterValue("Threshold is required.")
         found = self.store.get(ALARM, body["AlarmName"]) or {}
+        if found and found["AlarmName"] != body["AlarmName"]:
+            raise InvalidParameterValue(
+                f"An alarm named {found['AlarmName']} exists: pier tells alarm names apart regardless of case, so "
+                f"{body['AlarmName']} would replace it. Use that exact name to update it, or another name.")
         now = self.clock()
         alarm = {
             "AlarmName": body["AlarmName"],
@@ -179,7 +183,7 @@ class CloudWatch:
 
     def delete_alarms(self, body: Body, region: str) -> Body:
         names = body["AlarmNames"]
-        missing = [n for n in names if self.store.get(ALARM, n) is None]
+        missing = [n for n in names if (self.store.get(ALARM, n) or {}).get("AlarmName") != n]  # names are exact
         if missing:
             raise ResourceNotFound(f"No alarm named {', '.join(missing)}; DescribeAlarms lists the alarms. Nothing "
                                    "was deleted.")
