@@ -643,3 +643,30 @@ def test_an_alarm_whose_name_differs_only_in_case_does_not_replace_or_delete_ano
     assert raised.value.response["Error"]["Code"] == "ResourceNotFound"
     assert [a["AlarmName"] for a in cw.describe_alarms(AlarmNamePrefix="Case")["MetricAlarms"]] == ["CaseAlarm"]
     cw.delete_alarms(AlarmNames=["CaseAlarm"])
+
+
+def test_periods_time_ranges_and_query_ids_are_checked_as_aws_checks_them(gateway: Served) -> None:
+    cw = client(gateway, "cloudwatch")
+    cw.put_metric_data(Namespace="Probe", MetricData=[{"MetricName": "Depth", "Value": 2.0}])
+    now = datetime.now(UTC)
+    window = {"StartTime": now - timedelta(minutes=5), "EndTime": now + timedelta(minutes=1)}
+    stat = {"Metric": {"Namespace": "Probe", "MetricName": "Depth"}, "Stat": "Sum"}
+    wait_for(lambda: cw.get_metric_statistics(Namespace="Probe", MetricName="Depth", **window, Period=20,
+                                              Statistics=["Sum"])["Datapoints"] != [])  # 20 s is AWS's too
+    refused: list[tuple[Any, dict[str, Any], str]] = [
+        (cw.get_metric_data, {**window, "MetricDataQueries": [{"Id": "q", "MetricStat": {**stat, "Period": 7}}]},
+         "MetricDataQueries.member.1.MetricStat.Period"),
+        (cw.get_metric_data, {"StartTime": window["EndTime"], "EndTime": window["StartTime"],
+                              "MetricDataQueries": [{"Id": "q", "MetricStat": {**stat, "Period": 60}}]},
+         "StartTime must be less than"),
+        (cw.get_metric_data, {**window, "MetricDataQueries": [{"Id": "q", "MetricStat": {**stat, "Period": 60}}] * 2},
+         "more than one"),
+        (cw.put_metric_alarm, {"AlarmName": "seven", "MetricName": "Depth", "Namespace": "Probe", "Statistic": "Sum",
+                               "Period": 7, "EvaluationPeriods": 1, "Threshold": 1,
+                               "ComparisonOperator": "GreaterThanThreshold"}, "10, 20, 30"),
+    ]
+    for method, arguments, words in refused:
+        with pytest.raises(ClientError) as raised:
+            method(**arguments)
+        assert raised.value.response["Error"]["Code"] == "InvalidParameterValue", words
+        assert words in raised.value.response["Error"]["Message"]

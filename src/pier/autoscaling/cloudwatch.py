@@ -75,6 +75,7 @@ class CloudWatch:
 
     def get_metric_data(self, body: Body, region: str) -> Body:
         start, end = epoch(body["StartTime"]), epoch(body["EndTime"])
+        _check_queries(body["MetricDataQueries"], start, end)
         newest_first = body.get("ScanBy", "TimestampDescending") == "TimestampDescending"
         results: list[Body] = []
         messages: list[Body] = []
@@ -136,6 +137,7 @@ class CloudWatch:
         if body.get("Statistic") not in STATISTICS:
             raise InvalidParameterValue(f"Statistic must be one of {', '.join(STATISTICS)}; percentiles "
                                         "(ExtendedStatistic) are not served.")
+        _check_granularity(int(body["Period"]), (10, 20, 30), "Period")  # an alarm's, as PutMetricAlarm allows
         if body["ComparisonOperator"] not in COMPARE:
             raise InvalidParameterValue(f"pier's alarms compare with {', '.join(COMPARE)}; anomaly detection bands "
                                         "are not served.")
@@ -210,12 +212,37 @@ def _samples(datum: Body) -> list[Bucket]:
     return [Bucket(0, count, value * count, value, value) for value, count in zip(values, counts, strict=True)]
 
 
-def _check_period(period: int, start: float, end: float) -> None:
-    if period <= 0 or (period >= 60 and period % 60) or (period < 60 and period not in (1, 5, 10, 30)):
-        raise InvalidParameterValue(f"Period {period} is not valid: use 1, 5, 10, 30 or a multiple of 60 seconds.")
-    if end <= start:
-        raise InvalidParameterValue("EndTime must be later than StartTime.")
+def _check_period(period: int, start: float, end: float, where: str = "Period") -> None:
+    _check_granularity(period, (1, 5, 10, 20, 30), where)
+    _check_range(start, end)
     if (end - start) / period > MAX_DATAPOINTS:
         raise InvalidParameterValue(f"That asks for more than {MAX_DATAPOINTS} datapoints: use a longer Period or a "
                                     "shorter time range.")
 
+
+
+def _check_granularity(period: int, short: tuple[int, ...], where: str) -> None:
+    """AWS's periods: a multiple of a minute, or one of the short (high-resolution) ones."""
+    if period <= 0 or (period >= 60 and period % 60) or (period < 60 and period not in short):
+        allowed = ", ".join(str(p) for p in short)
+        raise InvalidParameterValue(f"The value {period} for parameter {where} is not valid: use {allowed} or a "
+                                    "multiple of 60 seconds.")
+
+
+def _check_range(start: float, end: float) -> None:
+    if end <= start:
+        raise InvalidParameterValue("The parameter StartTime must be less than the parameter EndTime.")
+
+
+def _check_queries(queries: list[Body], start: float, end: float) -> None:
+    """GetMetricData's own checks: its queries' Ids unique, their periods AWS's, the range not empty."""
+    _check_range(start, end)
+    ids = [q["Id"] for q in queries]
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if repeated:
+        raise InvalidParameterValue(f"The Id {', '.join(repeated)} is used by more than one of MetricDataQueries: "
+                                    "each query needs its own Id.")
+    for number, query in enumerate(queries, 1):
+        if "MetricStat" in query:
+            _check_granularity(int(query["MetricStat"]["Period"]), (1, 5, 10, 20, 30),
+                               f"MetricDataQueries.member.{number}.MetricStat.Period")
