@@ -45,3 +45,11 @@ def test_awss_step_policies_pass() -> None:
 def test_a_step_policy_no_breach_would_pick_one_step_of_is_refused(policy: dict[str, Any], words: str) -> None:
     with pytest.raises(ScalingValidation, match=words):
         check_policy("StepScaling", policy, IC)
+
+
+def test_a_target_tracking_policy_with_two_metrics_is_refused_rather_than_following_one() -> None:
+    predefined = {"PredefinedMetricType": "SageMakerInferenceComponentInvocationsPerCopy"}
+    config = {"TargetValue": 2, "PredefinedMetricSpecification": predefined,
+              "CustomizedMetricSpecification": {"MetricName": "Q", "Namespace": "Mine", "Statistic": "Average"}}
+    with pytest.raises(ScalingValidation, match="not both"):
+        check_policy("TargetTrackingScaling", {"TargetTrackingScalingPolicyConfiguration": config}, IC)

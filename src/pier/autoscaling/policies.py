@@ -48,6 +48,10 @@ def check_policy(kind: str, body: dict[str, Any], resource: Resource) -> None:
                                     "policy.")
         if config["TargetValue"] <= 0:
             raise ScalingValidation(f"TargetValue must be greater than 0; got {config['TargetValue']}.")
+        if "PredefinedMetricSpecification" in config and "CustomizedMetricSpecification" in config:
+            # the scaler would follow the predefined one and silently ignore the other
+            raise ScalingValidation("Give PredefinedMetricSpecification or CustomizedMetricSpecification, not both: a "
+                                    "target tracking policy follows one metric (put a second policy for another).")
         followed(config, resource)
     elif kind == "StepScaling":
         config = body.get("StepScalingPolicyConfiguration")
