@@ -30,3 +30,20 @@ def test_model_path(tmp_path: Path, name: str, found: bool) -> None:
     (tmp_path / "team" / "b.gguf").write_bytes(b"x")
     (tmp_path / "notes.txt").write_text("x")
     assert (model_path(tmp_path, name) is not None) is found
+
+
+@pytest.mark.parametrize("name", ["x" * 300 + ".gguf", "team/" + "y" * 256 + ".tar.gz"])
+def test_a_name_longer_than_the_file_system_allows_names_no_model(tmp_path: Path, name: str) -> None:
+    """TargetModel may be 1024 characters (botocore's model); a path part past the file system's 255 made stat()
+    raise ENAMETOOLONG, which the gateway answered as a 500 InternalFailure."""
+    assert model_path(tmp_path, name) is None
+
+
+@pytest.mark.parametrize("name", ["./a.tar.gz", "team//b.gguf", "team/./b.gguf", "a.tar.gz/"])
+def test_a_name_is_the_key_as_written(tmp_path: Path, name: str) -> None:
+    """SageMaker joins TargetModel to the S3 prefix as a key, and S3 keys are literal: "./a.tar.gz" is no object.
+    Taking such spellings as the same file loaded that model once per spelling on a copy."""
+    (tmp_path / "a.tar.gz").write_bytes(b"x")
+    (tmp_path / "team").mkdir()
+    (tmp_path / "team" / "b.gguf").write_bytes(b"x")
+    assert model_path(tmp_path, name) is None

@@ -32,12 +32,17 @@ def model_path(root: Path, name: str) -> Path | None:
     """The model file a target names under `root` (a GGUF or an archive, by a path relative to it, as SageMaker
     joins TargetModel to the ModelDataUrl prefix); None when there is none or the name would leave `root`."""
     parts = PurePosixPath(name).parts
-    if not name or name.startswith("/") or ".." in parts:
+    # S3 keys are literal: "./m.gguf" or "a//m.gguf" is no object there, and taken here as "m.gguf" it would be
+    # the same file loaded once per spelling (the copy's cache goes by name).
+    if not name or name.startswith("/") or ".." in parts or "/".join(parts) != name:
+        return None
+    if not (name.endswith(".gguf") or name.lower().endswith(ARCHIVES)):
         return None
     path = root.joinpath(*parts)
-    if not (name.endswith(".gguf") or name.lower().endswith(ARCHIVES)) or not path.is_file():
+    try:
+        return path if path.is_file() else None
+    except OSError:  # a part longer than the file system allows (ENAMETOOLONG): no such model either
         return None
-    return path
 
 
 def is_multi_model(environment: Mapping[str, str]) -> bool:

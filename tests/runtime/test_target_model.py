@@ -33,6 +33,9 @@ CASES = [
     ("not a model file", "s3://bucket/mme", "notes.txt", "Failed to download model data(bucket: bucket, key: mme/"),
     ("out of the prefix", "s3://bucket/mme/", "../a.tar.gz", "Failed to download model data"),
     ("absolute", "s3://bucket/mme/", "/a.tar.gz", "Failed to download model data"),
+    # A name the file system cannot hold was a 500 InternalFailure (stat's ENAMETOOLONG).
+    ("longer than a file name", "s3://bucket/mme/", "x" * 300 + ".gguf", "Failed to download model data"),
+    ("another spelling of a key", "s3://bucket/mme/", "./a.tar.gz", "Failed to download model data"),
 ]
 
 
