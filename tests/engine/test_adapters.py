@@ -88,3 +88,21 @@ def test_adapter_problem_says_which_files_load(tmp_path: Path, files: tuple[Path
     paths["text"].write_bytes(b"not gguf at all" * 10)
     found = adapter_problem(paths[kind])
     assert (found is None) if problem is None else (found is not None and problem in found)
+
+
+
+def test_a_loaded_name_is_not_given_another_file(files: tuple[Path, list[Path]]) -> None:
+    """Its KV is filed under its name and its handle may be in a running decode: another file takes another
+    name (the model server versions an updated adapter's name, server/adapters.py)."""
+    model, adapters = files
+    runner = LlamaRunner(model, n_ctx=256, n_seq_max=4, n_threads=2)
+    try:
+        first = runner.adapters.load("a", adapters[0])
+        assert runner.adapters.load("a", adapters[0]) == first
+        with pytest.raises(ValueError, match="under a name of its own"):
+            runner.adapters.load("a", adapters[1])
+        with pytest.raises(ValueError, match="under a name of its own"):
+            runner.adapters.load("a", adapters[0], scale=0.5)
+        assert runner.adapters.loaded == [first]
+    finally:
+        runner.close()

@@ -63,3 +63,30 @@ async def test_an_adapter_is_loaded_once_and_changes_the_answer(tiny_gguf: Path,
     finally:
         engine.stop()
         engine.runner.close()
+
+
+async def test_an_adapter_given_another_file_answers_as_that_file(tiny_gguf: Path, adapter: Path,
+                                                                  tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """UpdateInferenceComponent gives an adapter a new artifact under the same name: the copy answered the new
+    file's requests with the KV its prefix cache had computed under the old file (and swapped the adapter's
+    llama.cpp handle under the engine's feet)."""
+    monkeypatch.setenv(COPY_SECRET_ENV, "s")
+    other = build_lora_gguf(tmp_path / "other.gguf", TINY, seed=4)
+    engine = Engine(LlamaRunner(tiny_gguf, n_ctx=512, n_seq_max=8, n_threads=2),
+                    EngineConfig(max_running=4, step_tokens=64)).start()
+    greedy = {"inputs": GENERATE["inputs"], "parameters": {"max_new_tokens": 6, "do_sample": False}}
+    try:
+        app = create_app(ServerSettings(model_name="tiny"), engine=engine)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://pier") as client:
+            async def answer(path: Path, name: str) -> str:
+                reply = await client.post("/generate", json=greedy, headers=named(path, name))
+                return str(reply.json()["generated_text"])
+
+            first = await answer(adapter, "ad")
+            updated = await answer(other, "ad")
+            assert updated == await answer(other, "fresh") != first
+            assert {a["name"] for a in (await client.get("/pier/adapters")).json()["adapters"]} == {"ad", "fresh"}
+    finally:
+        engine.stop()
+        engine.runner.close()

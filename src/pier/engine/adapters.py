@@ -43,12 +43,17 @@ class LoadedAdapters:
         self._current = BASE
 
     def load(self, name: str, path: Path, scale: float = 1.0) -> AdapterInfo:
-        """Load the adapter at `path` as `name` (again only when the path or scale changed)."""
+        """Load the adapter at `path` as `name`, once. A name stays with its file: the KV its sequences computed
+        is filed under the name (prefix and host caches), and its handle may be in the context a decode is
+        running on another thread, so another file gets a name of its own (server/adapters.py versions them)."""
         if not name:
             raise ValueError("An adapter needs a non-empty name.")
         known = self._info.get(name)
-        if known is not None and known.path == str(path) and known.scale == scale:
-            return known
+        if known is not None:
+            if known.path == str(path) and known.scale == scale:
+                return known
+            raise ValueError(f"Adapter {name!r} is loaded from {known.path} (scale {known.scale}): load "
+                             f"{path} (scale {scale}) under a name of its own.")
         problem = adapter_problem(path)
         if problem:
             raise ValueError(problem)
@@ -58,7 +63,6 @@ class LoadedAdapters:
             if not handle:
                 raise ValueError(f"llama.cpp could not load the adapter {path.name}: was it made for this model "
                                  "(same architecture and tensor shapes)? llama.cpp's log says which.")
-            self._drop(name)
             self._handles[name] = handle
             info = self._info[name] = AdapterInfo(name, str(path), scale, nbytes, alpha)
         return info

@@ -10,6 +10,7 @@ Only a copy started by a gateway (one with a copy secret, so only its gateway re
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ ADAPTER_HEADER = b"x-pier-adapter"
 ADAPTER_FILE_HEADER = b"x-pier-adapter-file"
 ADAPTER_SCALE_HEADER = b"x-pier-adapter-scale"
 
+_VERSION = "@"  # between a component's name (which has no "@") and its file's identity: `engine_name`
 _current: ContextVar[str] = ContextVar("pier_adapter", default="")
 
 router = APIRouter()
@@ -50,18 +52,18 @@ class AdapterRequests:
             await self.app(scope, receive, send)
             return
         try:
-            await self._load(scope, name, headers)
+            version = await self._load(scope, name, headers)
         except (InvalidRequest, ValueError) as error:
             refused = error if isinstance(error, InvalidRequest) else InvalidRequest(str(error))
             await error_response(refused, flavor_of(scope))(scope, receive, send)
             return
-        token = _current.set(name)
+        token = _current.set(version)
         try:
             await self.app(scope, receive, send)
         finally:
             _current.reset(token)
 
-    async def _load(self, scope: Scope, name: str, headers: dict[bytes, bytes]) -> None:
+    async def _load(self, scope: Scope, name: str, headers: dict[bytes, bytes]) -> str:
         if not Env().has(COPY_SECRET_ENV):  # a copy its gateway started: adapters come from that gateway
             raise InvalidRequest("This model server takes adapters from its gateway only: create an adapter "
                                  "inference component (BaseInferenceComponentName) and invoke it.")
@@ -71,9 +73,28 @@ class AdapterRequests:
             raise InvalidRequest("This copy's model does not take LoRA adapters (no llama.cpp model loaded).")
         path = Path(headers.get(ADAPTER_FILE_HEADER, b"").decode("utf-8"))
         scale = float(headers.get(ADAPTER_SCALE_HEADER, b"1").decode("latin-1"))
-        lock = self._loading.setdefault(name, asyncio.Lock())
+        version = engine_name(name, path, scale)
+        lock = self._loading.setdefault(version, asyncio.Lock())
         async with lock:
-            await asyncio.to_thread(adapters.load, name, path, scale)
+            await asyncio.to_thread(adapters.load, version, path, scale)
+        return version
+
+
+def engine_name(name: str, path: Path, scale: float) -> str:
+    """The name the engine knows one version of an adapter by: its component's name and its file's identity.
+    An updated adapter (another artifact, a file rewritten in place, another scale) is another engine adapter,
+    so no request runs on KV the prefix cache computed under the old file, and the old handle is never swapped
+    out from under a running decode (engine/adapters.py). The old version stays loaded until the copy stops."""
+    try:
+        stat = path.stat()
+        identity = f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\0{scale!r}"
+    except OSError:  # no file: the engine's load says so
+        identity = f"{path}\0{scale!r}"
+    return f"{name}{_VERSION}{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
+
+
+def component_name(engine: str) -> str:
+    return engine.partition(_VERSION)[0]
 
 
 @router.get("/pier/adapters", include_in_schema=False)
@@ -82,5 +103,5 @@ async def loaded(request: Request) -> dict[str, Any]:
     model = request.app.state.pier.model
     adapters = getattr(model.engine.runner, "adapters", None) if model is not None else None
     listed = adapters.loaded if adapters is not None else []
-    return {"adapters": [{"name": a.name, "path": a.path, "scale": a.scale, "bytes": a.nbytes, "alpha": a.alpha}
-                         for a in listed]}
+    return {"adapters": [{"name": component_name(a.name), "path": a.path, "scale": a.scale, "bytes": a.nbytes,
+                          "alpha": a.alpha} for a in listed]}
