@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from pier.control.adapters import adapter_file
+from pier.control.adapters import adapter_file, readiness, update_change
+from pier.control.records import ComponentRecord, ContainerSpec
+from pier.control.shapes import ComponentSpec
 from pier.synthetic.builder import TINY, build_gguf
 from pier.synthetic.lora import build_lora_gguf
 from tests.control.test_api import component_status, create_for_components
@@ -105,3 +107,22 @@ def test_an_artifact_without_one_lora_gguf_fails_the_adapter_with_why(sagemaker:
     assert reason in sagemaker.describe_inference_component(InferenceComponentName="ad")["FailureReason"]
     with pytest.raises(ValueError, match=reason):
         adapter_file(str(folders[folder]))
+
+
+def test_an_adapter_being_updated_serves_its_old_artifact_until_the_new_one_is_fetched(
+    folders: dict[str, Path],
+) -> None:
+    """UpdateInferenceComponent with another ArtifactUrl forgot the fetched folder at once, so every invocation
+    until the new fetch ended was refused ("is Updating: invoke it once ... InService"); SageMaker keeps serving
+    a component while it updates. The old folder is kept, and only the new one's fetch makes it ready."""
+    def record(spec: dict[str, Any], **fields: Any) -> ComponentRecord:
+        return ComponentRecord(name="ad", arn="a", created=1.0, modified=1.0, endpoint="host", variant="v",
+                               specification=ComponentSpec.model_validate(spec), container=ContainerSpec(), copies=0,
+                               **fields)
+
+    base = record({"ModelName": "m", "ComputeResourceRequirements": RESOURCES}, status="InService")
+    serving = record(adapter_spec(folders["lora"]), status="InService", model_dir=str(folders["lora"]), weights_mb=0)
+    change = update_change(serving, ComponentSpec.model_validate(adapter_spec(folders["lora2"])))
+    updating = serving.model_copy(update={**change, "status": "Updating"})
+    assert updating.model_dir == str(folders["lora"])  # what invocations use meanwhile (adapter_files)
+    assert readiness(updating, base) == (False, "")  # InService only once the new artifact is fetched

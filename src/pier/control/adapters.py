@@ -13,9 +13,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from pier.control.errors import ValidationError
 from pier.control.records import ComponentRecord
+from pier.control.shapes import ComponentSpec
 from pier.lora_file import adapter_problem
 
 # What the gateway tells a copy; a client's own headers never reach a copy (Invocation.upstream_headers).
@@ -77,9 +79,17 @@ def adapter_file(model_dir: str) -> Path:
     return found[0]
 
 
+def update_change(record: ComponentRecord, specification: ComponentSpec) -> dict[str, Any]:
+    """What UpdateInferenceComponent changes on an adapter. One that serves keeps its fetched folder, which its
+    invocations use until the new artifact is fetched (SageMaker serves a component while it updates); the
+    missing `weights_mb` is what makes the reconciler fetch the new one, and `readiness` wait for it."""
+    keep = record.model_dir if record.status == "InService" else None
+    return {"specification": specification, "model_dir": keep, "weights_mb": None}
+
+
 def readiness(record: ComponentRecord, base: ComponentRecord | None) -> tuple[bool, str]:
     """(ready, problem) of an adapter: its artifact fetched and valid, and its base InService."""
-    if record.model_dir is None:
+    if record.model_dir is None or record.weights_mb is None:  # not fetched yet (an update: the old folder)
         return False, ""
     try:
         adapter_file(record.model_dir)

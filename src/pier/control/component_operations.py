@@ -134,8 +134,8 @@ class ComponentOperations(Resources):
             self._check_copy_cap(request.RuntimeConfig.CopyCount - record.copies)
             change["copies"] = request.RuntimeConfig.CopyCount
         if adapters.is_adapter(record) and request.Specification is not None:
-            change |= {"specification": request.Specification, "model_dir": None, "weights_mb": None,
-                       "container": self._component_container(request.Specification, region)}
+            change |= adapters.update_change(record, request.Specification) | {
+                "container": self._component_container(request.Specification, region)}
         self._put_component(record, **change)
         return {"InferenceComponentArn": record.arn}
 
