@@ -4,6 +4,7 @@ reads the file. Imports nothing of pier, so both share it without the gateway im
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 from gguf import GGUFReader
@@ -36,3 +37,37 @@ def tensor_bytes(path: Path) -> tuple[int, float]:
     reader = GGUFReader(path)
     alpha = reader.get_field("adapter.lora.alpha")
     return sum(int(t.n_bytes) for t in reader.tensors), float(alpha.contents()) if alpha is not None else 0.0
+
+
+def base_mismatch(adapter: Path, base: Path) -> str | None:
+    """Why the adapter cannot apply to the base model's weights (llama.cpp's own checks: each lora_a / lora_b pair
+    names a weight of the base, whose input and output sizes it matches, and the two share a rank), or None. Read
+    from the GGUF headers only; the answer is kept per file version, as the control plane asks on every tick."""
+    return _mismatch(_version(adapter), _version(base))
+
+
+def _version(path: Path) -> tuple[str, int, int]:
+    stat = path.stat()
+    return str(path), stat.st_size, stat.st_mtime_ns
+
+
+@lru_cache(maxsize=64)
+def _mismatch(adapter: tuple[str, int, int], base: tuple[str, int, int]) -> str | None:
+    weights = {t.name: [int(n) for n in t.shape] for t in GGUFReader(base[0]).tensors}
+    pairs: dict[str, dict[str, list[int]]] = {}
+    for tensor in GGUFReader(adapter[0]).tensors:
+        weight, _, half = tensor.name.rpartition(".lora_")
+        pairs.setdefault(weight, {})[half] = [int(n) for n in tensor.shape]
+    name, base_name = Path(adapter[0]).name, Path(base[0]).name
+    for weight, halves in pairs.items():
+        a, b, shape = halves.get("a"), halves.get("b"), weights.get(weight)
+        if a is None or b is None or len(a) < 2 or len(b) < 2:
+            return f"{name} has {weight}'s lora_a or lora_b without the other: it is not a whole LoRA adapter."
+        if shape is None or len(shape) < 2:
+            return (f"{name} adapts {weight}, which the base model {base_name} does not have: the adapter was "
+                    "made for another model. Convert it from a PEFT adapter of this base model.")
+        if (a[0], b[1], a[1]) != (shape[0], shape[1], b[0]):
+            return (f"{name} was made for another model: its {weight} maps {a[0]} inputs to {b[1]} outputs "
+                    f"(rank {a[1]}/{b[0]}), the base model {base_name}'s {shape[0]} to {shape[1]}. Convert it "
+                    "from a PEFT adapter of this base model.")
+    return None

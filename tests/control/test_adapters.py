@@ -3,6 +3,7 @@ statuses, Describe/List/Update/Delete as botocore's shapes say, and the base kep
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -126,3 +127,28 @@ def test_an_adapter_being_updated_serves_its_old_artifact_until_the_new_one_is_f
     updating = serving.model_copy(update={**change, "status": "Updating"})
     assert updating.model_dir == str(folders["lora"])  # what invocations use meanwhile (adapter_files)
     assert readiness(updating, base) == (False, "")  # InService only once the new artifact is fetched
+
+
+def test_an_adapter_made_for_another_model_fails_before_it_serves(tmp_path: Path) -> None:
+    """llama.cpp refuses such an adapter at every invocation (424 each time); it fails at readiness instead, saying
+    why. An adapter of the base's own shape is ready."""
+    base_dir, ours, theirs = tmp_path / "base", tmp_path / "ours", tmp_path / "theirs"
+    for folder in (base_dir, ours, theirs):
+        folder.mkdir()
+    build_gguf(base_dir / "model.gguf", TINY, quant="F32")
+    build_lora_gguf(ours / "adapter.gguf", TINY)
+    build_lora_gguf(theirs / "adapter.gguf", dataclasses.replace(TINY, n_embd=128, n_ff=256))
+
+    def adapter(folder: Path) -> ComponentRecord:
+        return ComponentRecord(name="ad", arn="a", created=1.0, modified=1.0, endpoint="host", variant="v",
+                               specification=ComponentSpec.model_validate(adapter_spec(folder)),
+                               container=ContainerSpec(), copies=0, model_dir=str(folder), weights_mb=0)
+
+    base = ComponentRecord(name="base", arn="b", created=1.0, modified=1.0, endpoint="host", variant="v",
+                           specification=ComponentSpec.model_validate({"ModelName": "m",
+                                                                       "ComputeResourceRequirements": RESOURCES}),
+                           container=ContainerSpec(), copies=1, status="InService", model_dir=str(base_dir))
+    assert readiness(adapter(ours), base) == (True, "")
+    ready, problem = readiness(adapter(theirs), base)
+    assert not ready and "was made for another model" in problem and "128 inputs" in problem
+    assert "model.gguf's 64" in problem

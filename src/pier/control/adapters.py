@@ -18,7 +18,7 @@ from typing import Any
 from pier.control.errors import ValidationError
 from pier.control.records import ComponentRecord
 from pier.control.shapes import ComponentSpec
-from pier.lora_file import adapter_problem
+from pier.lora_file import adapter_problem, base_mismatch
 
 # What the gateway tells a copy; a client's own headers never reach a copy (Invocation.upstream_headers).
 ADAPTER_HEADER = "X-Pier-Adapter"  # the adapter's name: its component's
@@ -92,14 +92,28 @@ def readiness(record: ComponentRecord, base: ComponentRecord | None) -> tuple[bo
     if record.model_dir is None or record.weights_mb is None:  # not fetched yet (an update: the old folder)
         return False, ""
     try:
-        adapter_file(record.model_dir)
+        adapter = adapter_file(record.model_dir)
     except ValueError as error:
         return False, str(error)
     if base is None:
         return False, f'Its base inference component "{base_name(record)}" is gone.'
+    if (problem := _shape_problem(adapter, base)) is not None:
+        return False, problem
     if base.status == "Failed":
         return False, f'Its base inference component "{base.name}" failed: {base.failure_reason}'
     return base.status in ("InService", "Updating"), ""
+
+
+def _shape_problem(adapter: Path, base: ComponentRecord) -> str | None:
+    """An adapter made for another model fails here, before it goes InService (llama.cpp would refuse it at its
+    first invocation, every time); a base whose folder does not hold exactly one GGUF is not checked."""
+    found = sorted(p for p in Path(base.model_dir).rglob("*.gguf") if p.is_file()) if base.model_dir else []
+    if len(found) != 1:
+        return None
+    try:
+        return base_mismatch(adapter, found[0])
+    except Exception:
+        return None
 
 
 def adapter_headers(record: ComponentRecord) -> dict[str, str]:
