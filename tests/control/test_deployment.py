@@ -66,6 +66,24 @@ def test_a_full_policy() -> None:
      1, "needs CanarySize"),
     ({"BlueGreenUpdatePolicy": {"TrafficRoutingConfiguration": {"Type": "LINEAR", "WaitIntervalInSeconds": 1}}},
      1, "needs LinearStepSize"),
+    ({"BlueGreenUpdatePolicy": {"TrafficRoutingConfiguration": {"Type": "LINEAR", "WaitIntervalInSeconds": 1,
+                                                                "LinearStepSize": percent(150)}}}, 1, "10-50%"),
+    ({"BlueGreenUpdatePolicy": {"TrafficRoutingConfiguration": {"Type": "LINEAR", "WaitIntervalInSeconds": 1,
+                                                                "LinearStepSize": count(4)}}}, 4, "10-50%"),
+    ({"BlueGreenUpdatePolicy": {"TrafficRoutingConfiguration": {"Type": "LINEAR", "WaitIntervalInSeconds": 1,
+                                                                "LinearStepSize": percent(5)}}}, 1, "10-50%"),
+    ({"BlueGreenUpdatePolicy": {"TrafficRoutingConfiguration": {"Type": "LINEAR", "WaitIntervalInSeconds": 1,
+                                                                "LinearStepSize": count(2)}}}, 4, ""),
+    ({"BlueGreenUpdatePolicy": {"TrafficRoutingConfiguration": {"Type": "LINEAR", "WaitIntervalInSeconds": 1,
+                                                                "LinearStepSize": percent(10)}}}, 1, ""),
+    ({"BlueGreenUpdatePolicy": {"TrafficRoutingConfiguration": {"Type": "CANARY", "WaitIntervalInSeconds": 600,
+                                                                "CanarySize": percent(10)},
+                                "MaximumExecutionTimeoutInSeconds": 600}}, 1, "larger than"),
+    ({"BlueGreenUpdatePolicy": {"TrafficRoutingConfiguration": {"Type": "ALL_AT_ONCE", "WaitIntervalInSeconds": 300},
+                                "TerminationWaitInSeconds": 300, "MaximumExecutionTimeoutInSeconds": 600}},
+     1, "larger than"),
+    ({"BlueGreenUpdatePolicy": {"TrafficRoutingConfiguration": {"Type": "ALL_AT_ONCE", "WaitIntervalInSeconds": 300},
+                                "TerminationWaitInSeconds": 200, "MaximumExecutionTimeoutInSeconds": 600}}, 1, ""),
     ({"RollingUpdatePolicy": {"MaximumBatchSize": count(1), "WaitIntervalInSeconds": 1}}, 2, "blue/green"),
     ({"RollingUpdatePolicy": {}, "BlueGreenUpdatePolicy": {}}, 2, "not both"),
 ])
@@ -130,3 +148,13 @@ def test_retained_variant_properties(retain: bool, exclude: list[str], expected:
     request = UpdateEndpointInput(EndpointName="e", EndpointConfigName="c", RetainAllVariantProperties=retain,
                                   ExcludeRetainedVariantProperties=[{"VariantPropertyType": p} for p in exclude])
     assert [(v.instance_count, v.weight) for v in retained(current, new, request)] == expected
+
+
+def test_without_a_timeout_an_update_is_not_timed_out_by_its_own_waits() -> None:
+    """LINEAR at 10% baking an hour a step bakes ten hours: pier's default timeout (an hour for the new fleet to
+    become healthy) counts from the end of the waits, or every such update would roll back."""
+    policy = policy_of({"BlueGreenUpdatePolicy": {
+        "TrafficRoutingConfiguration": {"Type": "LINEAR", "WaitIntervalInSeconds": 3600,
+                                        "LinearStepSize": percent(10)},
+        "TerminationWaitInSeconds": 600}}, 1)
+    assert policy.timeout_s == 3600 + 10 * 3600 + 600

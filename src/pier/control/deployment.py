@@ -24,8 +24,10 @@ from pier.control.shapes import UpdateEndpointInput
 
 # SageMaker's default when UpdateEndpoint has no DeploymentConfig: blue/green, all traffic at once, no baking.
 DEFAULT_ROUTING: dict[str, Any] = {"Type": "ALL_AT_ONCE", "WaitIntervalInSeconds": 0}
-# AWS documents no default timeout; pier gives up on a fleet that is not healthy after an hour.
+# AWS documents no default timeout; pier gives up on a fleet that is not healthy an hour past the policy's waits.
 DEFAULT_TIMEOUT_S = 3600.0
+# TrafficRoutingConfig.LinearStepSize: "Value must be 10-50% of the variant's total instance count."
+LINEAR_RANGE = (0.1, 0.5)
 
 
 @dataclass(frozen=True)
@@ -64,13 +66,21 @@ def policy_of(config: dict[str, Any] | None, instances: int) -> Policy:
     blue_green = config.get("BlueGreenUpdatePolicy") or {}
     routing = blue_green.get("TrafficRoutingConfiguration") or DEFAULT_ROUTING
     alarms = (config.get("AutoRollbackConfiguration") or {}).get("Alarms") or []
+    steps = shares(routing, instances)
+    wait_s = float(routing.get("WaitIntervalInSeconds") or 0)
+    termination_wait_s = float(blue_green.get("TerminationWaitInSeconds") or 0)
+    # Without a timeout of its own an update must not time out merely by baking (LINEAR 10% of an hour each).
+    waits = waiting_s(steps, wait_s, termination_wait_s)
     return Policy(
-        shares=shares(routing, instances),
-        wait_s=float(routing.get("WaitIntervalInSeconds") or 0),
-        termination_wait_s=float(blue_green.get("TerminationWaitInSeconds") or 0),
-        timeout_s=float(blue_green.get("MaximumExecutionTimeoutInSeconds") or DEFAULT_TIMEOUT_S),
+        shares=steps, wait_s=wait_s, termination_wait_s=termination_wait_s,
+        timeout_s=float(blue_green.get("MaximumExecutionTimeoutInSeconds") or DEFAULT_TIMEOUT_S + waits),
         alarms=tuple(a["AlarmName"] for a in alarms),
     )
+
+
+def waiting_s(steps: tuple[float, ...], wait_s: float, termination_wait_s: float) -> float:
+    """How long an update bakes once its new fleet is healthy: each step's wait, then the termination wait."""
+    return len(steps) * wait_s + termination_wait_s
 
 
 def shares(routing: dict[str, Any], instances: int) -> tuple[float, ...]:
@@ -88,9 +98,7 @@ def shares(routing: dict[str, Any], instances: int) -> tuple[float, ...]:
 
 def fraction(size: dict[str, Any], instances: int) -> float:
     """A CapacitySize as a share of the fleet: INSTANCE_COUNT of `instances`, or CAPACITY_PERCENT."""
-    value = float(size["Value"])
-    share = value / 100.0 if size["Type"] == "CAPACITY_PERCENT" else value / max(1, instances)
-    return min(1.0, share)
+    return min(1.0, raw_fraction(size, instances))
 
 
 def check(config: dict[str, Any], instances: int) -> str:
@@ -109,7 +117,32 @@ def check(config: dict[str, Any], instances: int) -> str:
             if kind == "CANARY" and fraction(routing[field], instances) > 0.5:
                 return (f"CanarySize must be at most 50% of the variant's total instance count ({instances}): a "
                         "canary takes part of the traffic, not most of it.")
-    return ""
+            if kind == "LINEAR" and not _within(raw_fraction(routing[field], instances), LINEAR_RANGE):
+                return (f"LinearStepSize must be 10-50% of the variant's total instance count ({instances}): "
+                        "traffic moves in at least two steps, none smaller than a tenth of it.")
+    return _timeout_problem(config, instances)
+
+
+def _within(value: float, bounds: tuple[float, float]) -> bool:
+    return bounds[0] - 1e-9 <= value <= bounds[1] + 1e-9
+
+
+def raw_fraction(size: dict[str, Any], instances: int) -> float:
+    """A CapacitySize as a share of the fleet, not capped at all of it (what the user asked for)."""
+    value = float(size["Value"])
+    return value / 100.0 if size["Type"] == "CAPACITY_PERCENT" else value / max(1, instances)
+
+
+def _timeout_problem(config: dict[str, Any], instances: int) -> str:
+    """AWS: the timeout "should be larger than the total waiting time"; one that is not could only roll back."""
+    given = (config.get("BlueGreenUpdatePolicy") or {}).get("MaximumExecutionTimeoutInSeconds")
+    policy = policy_of(config, instances)
+    waits = waiting_s(policy.shares, policy.wait_s, policy.termination_wait_s)
+    if given is None or float(given) > waits:
+        return ""
+    return (f"MaximumExecutionTimeoutInSeconds ({given}) must be larger than the update's total waiting time "
+            f"({waits:.0f} s: WaitIntervalInSeconds after each of its {len(policy.shares)} traffic step(s), then "
+            "TerminationWaitInSeconds), or it could only time out and roll back: raise it, or shorten the waits.")
 
 
 def share(policy: Policy, step: int) -> float:
