@@ -206,3 +206,18 @@ async def test_a_failed_endpoint_whose_update_rolls_back_stays_failed(world: Wor
     status, reason = world.endpoint("f")
     assert status == "Failed"
     assert "bad magic" in reason
+
+
+async def test_a_pending_shadow_variant_is_listed_as_a_shadow_not_as_production(world: World) -> None:
+    """PendingDeploymentSummary has its own ShadowProductionVariants (botocore's shape), as DescribeEndpoint has:
+    a shadow listed among ProductionVariants reads as a variant that will take clients' traffic."""
+    world.control.copy_cap = CopyCap(3, "the test's")
+    world.call("CreateEndpointConfig", EndpointConfigName="shadowed", ProductionVariants=[{
+        "VariantName": "AllTraffic", "ModelName": "new", "InstanceType": "local", "InitialInstanceCount": 1}],
+        ShadowProductionVariants=[{"VariantName": "Shadow", "ModelName": "old", "InstanceType": "local",
+                                   "InitialInstanceCount": 1}])
+    world.call("UpdateEndpoint", EndpointName="e", EndpointConfigName="shadowed")
+    pending = world.call("DescribeEndpoint", EndpointName="e")["PendingDeploymentSummary"]
+    assert [v["VariantName"] for v in pending["ProductionVariants"]] == ["AllTraffic"]
+    assert [v["VariantName"] for v in pending["ShadowProductionVariants"]] == ["Shadow"]
+    assert output_problems("DescribeEndpoint", world.call("DescribeEndpoint", EndpointName="e")) == []

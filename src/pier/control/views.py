@@ -71,15 +71,17 @@ def _pending(record: EndpointRecord, pending: DeploymentRecord, copies: Copies) 
     """The update in progress: the new fleet's variants, with the weight they carry now (their share of the
     traffic moved so far) and where the update stands."""
     moved = green_share(pending)
-    variants = []
-    for variant in pending.variants:
-        summary = _variant(record, variant, copies, moved)
-        summary["VariantStatus"] = [{"Status": "Baking" if pending.step >= 0 else "Creating",
-                                     "StatusMessage": phase(pending.step, policy_of(pending.config,
-                                                                                    instances(pending.variants))),
-                                     "StartTime": pending.since}]
-        variants.append(summary)
-    return {"EndpointConfigName": pending.config_name, "ProductionVariants": variants, "StartTime": pending.started}
+    status = [{"Status": "Baking" if pending.step >= 0 else "Creating",
+               "StatusMessage": phase(pending.step, policy_of(pending.config, instances(pending.variants))),
+               "StartTime": pending.since}]
+    summary: dict[str, Any] = {"EndpointConfigName": pending.config_name, "ProductionVariants": [
+        {**_variant(record, v, copies, moved), "VariantStatus": status} for v in pending.variants if not v.shadow],
+        "StartTime": pending.started}
+    # The new config's shadows have a list of their own, as DescribeEndpoint's own ShadowProductionVariants.
+    if shadows := [{**_variant(record, v, copies, moved), "VariantStatus": status}
+                   for v in pending.variants if v.shadow]:
+        summary["ShadowProductionVariants"] = shadows
+    return summary
 
 
 def _variant(record: EndpointRecord, variant: VariantRecord, copies: Copies, share: float = 1.0) -> dict[str, Any]:
