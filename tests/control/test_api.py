@@ -279,3 +279,22 @@ def test_a_restarted_gateway_brings_back_every_endpoint(tmp_path: Path, model_di
         assert client.describe_endpoint(EndpointName="llm")["EndpointStatus"] == "InService"
         assert component_status(client, "ic") == "InService"
         assert {e["EndpointName"] for e in client.list_endpoints()["Endpoints"]} == {"llm", "host"}
+
+
+def test_weights_and_capacities_refuses_an_entry_that_changes_nothing_or_names_a_variant_twice(
+        sagemaker: Any, model_dir: Path) -> None:
+    """Each DesiredWeightAndCapacity must ask for a weight or an instance count; a variant named twice would have
+    its last entry win silently. Both are refused before anything changes, and the endpoint stays InService."""
+    create_classic(sagemaker, model_dir)
+    sagemaker.get_waiter("endpoint_in_service").wait(EndpointName="llm", WaiterConfig=FAST)
+    with pytest.raises(ClientError, match="DesiredWeight or DesiredInstanceCount") as nothing:
+        sagemaker.update_endpoint_weights_and_capacities(EndpointName="llm", DesiredWeightsAndCapacities=[
+            {"VariantName": "AllTraffic"}])
+    assert nothing.value.response["Error"]["Code"] == "ValidationException"
+    with pytest.raises(ClientError, match="more than once") as twice:
+        sagemaker.update_endpoint_weights_and_capacities(EndpointName="llm", DesiredWeightsAndCapacities=[
+            {"VariantName": "AllTraffic", "DesiredWeight": 1}, {"VariantName": "AllTraffic", "DesiredWeight": 5}])
+    assert twice.value.response["Error"]["Code"] == "ValidationException"
+    described = sagemaker.describe_endpoint(EndpointName="llm")
+    assert described["EndpointStatus"] == "InService"
+    assert described["ProductionVariants"][0]["DesiredWeight"] == 1.0

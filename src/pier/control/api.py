@@ -216,6 +216,7 @@ class ControlPlane(ComponentOperations, TagOperations):
         record = self._endpoint(request.EndpointName)
         self._check_not_in_progress(record)
         variants = {v.name: v for v in record.variants}
+        _check_desired(request)
         unknown = [d.VariantName for d in request.DesiredWeightsAndCapacities if d.VariantName not in variants]
         if unknown:
             raise ValidationError(
@@ -270,6 +271,21 @@ class ControlPlane(ComponentOperations, TagOperations):
                 f'Cannot update in-progress endpoint "{record.arn}" ({record.status}): wait until it is InService, '
                 "e.g. with boto3's endpoint_in_service waiter."
             )
+
+
+def _check_desired(request: UpdateEndpointWeightsAndCapacitiesInput) -> None:
+    """Each entry must change something, and name its variant once: a second entry for one variant would win
+    over the first silently."""
+    names = [d.VariantName for d in request.DesiredWeightsAndCapacities]
+    idle = [d.VariantName for d in request.DesiredWeightsAndCapacities
+            if d.DesiredWeight is None and d.DesiredInstanceCount is None]
+    if idle:
+        raise ValidationError(f"Give DesiredWeight or DesiredInstanceCount (or both) for variant(s) {idle}: an entry "
+                              "with neither changes nothing.")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValidationError(f"Variant(s) {repeated} appear more than once in DesiredWeightsAndCapacities: give one "
+                              "entry per variant, with its weight and its instance count.")
 
 
 def _snake(name: str) -> str:
