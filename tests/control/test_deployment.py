@@ -128,6 +128,17 @@ def test_rolls_back(step: int, seen: Seen, why: str) -> None:
     assert why in decided.reason
 
 
+@pytest.mark.parametrize(("step", "since", "seen"), [
+    (0, 3, Seen(13, healthy=False)),  # the canary baked, but the new fleet is loading again (a gateway restart)
+    (1, 13, Seen(23, healthy=False)),
+    (2, 23, Seen(28, healthy=False)),  # the old fleet would stop with the new one not serving
+])
+def test_an_unhealthy_new_fleet_holds_the_update_where_it_is(step: int, since: float, seen: Seen) -> None:
+    """More traffic, or the old fleet's end, waits until every new copy has been ready again: until then the
+    update holds (an alarm or the timeout still rolls it back)."""
+    assert advance(CANARY, step, since, 0.0, seen) == Next(step, since)
+
+
 def test_share_by_step() -> None:
     assert [share(CANARY, step) for step in (-1, 0, 1, 2)] == [0.0, 0.25, 1.0, 1.0]
 

@@ -163,8 +163,12 @@ def advance(policy: Policy, step: int, since: float, started: float, seen: Seen)
     if seen.now - started > policy.timeout_s:
         return Next(step, since, ROLLED_BACK, f"The update did not finish within MaximumExecutionTimeoutInSeconds "
                                               f"({policy.timeout_s:.0f} s).")
+    if not seen.healthy:
+        # No more traffic to a fleet that is not all ready (loading again after a gateway restart), and the old
+        # fleet does not stop under it: the update holds; an alarm or the timeout still rolls it back.
+        return Next(step, since)
     if step < 0:
-        return Next(0, seen.now) if seen.healthy else Next(step, since)
+        return Next(0, seen.now)
     waited = seen.now - since
     if step < last - 1 and waited >= policy.wait_s:
         return Next(step + 1, seen.now)
