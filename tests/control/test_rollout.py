@@ -40,7 +40,21 @@ def test_batch_sizes(kind: str, value: int, copies: int, expected: int) -> None:
 
 def test_rollback_defaults_to_all_copies_at_once() -> None:
     config = {"RollingUpdatePolicy": {"MaximumBatchSize": size("COPY_COUNT", 1), "WaitIntervalInSeconds": 2}}
-    assert roll_policy(config, 4) == RollPolicy(1, 4, 2.0, 3600.0, ())
+    assert roll_policy(config, 4) == RollPolicy(1, 4, 2.0, 3600.0 + 4 * 2, ())  # the default timeout: an hour past
+    # the batches' own baking
+
+
+@pytest.mark.parametrize(("copies", "batch", "wait_s", "timeout_s"), [
+    (10, 1, 600, 3600 + 10 * 600),  # ten batches baking ten minutes each: not timed out by waiting as told
+    (10, 4, 600, 3600 + 3 * 600),
+    (3, 5, 60, 3600 + 60),
+    (0, 1, 60, 3600 + 60),
+])
+def test_without_a_timeout_a_rolling_update_is_not_timed_out_by_its_own_waits(
+    copies: int, batch: int, wait_s: int, timeout_s: float,
+) -> None:
+    config = {"RollingUpdatePolicy": {"MaximumBatchSize": size("COPY_COUNT", batch), "WaitIntervalInSeconds": wait_s}}
+    assert roll_policy(config, copies).timeout_s == timeout_s
 
 
 ONE_BY_ONE = RollPolicy(batch=1, rollback_batch=2, wait_s=5, timeout_s=600, alarms=("errors",))

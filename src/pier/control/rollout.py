@@ -64,11 +64,15 @@ def roll_policy(config: dict[str, Any], copies: int) -> RollPolicy:
     rolling = config["RollingUpdatePolicy"]
     rollback = rolling.get("RollbackMaximumBatchSize")
     alarms = (config.get("AutoRollbackConfiguration") or {}).get("Alarms") or []
+    batch, wait_s = copies_of(rolling["MaximumBatchSize"], copies), float(rolling.get("WaitIntervalInSeconds") or 0)
+    # the default counts the policy's own baking (each batch's wait), as a blue/green update's does: many copies
+    # baking one by one must not time out by waiting as told
+    waits = -(-max(1, copies) // batch) * wait_s
     return RollPolicy(
-        batch=copies_of(rolling["MaximumBatchSize"], copies),
+        batch=batch,
         rollback_batch=copies_of(rollback, copies) if rollback else max(1, copies),
-        wait_s=float(rolling.get("WaitIntervalInSeconds") or 0),
-        timeout_s=float(rolling.get("MaximumExecutionTimeoutInSeconds") or DEFAULT_TIMEOUT_S),
+        wait_s=wait_s,
+        timeout_s=float(rolling.get("MaximumExecutionTimeoutInSeconds") or DEFAULT_TIMEOUT_S + waits),
         alarms=tuple(a["AlarmName"] for a in alarms),
     )
 
