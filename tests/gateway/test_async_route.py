@@ -54,8 +54,24 @@ def test_an_inline_body_is_queued_with_the_request() -> None:
     ({H + "InputLocation": "s3://b/x", H + "InvocationTimeoutSeconds": "soon"}, b"", "be an integer"),
     ({H + "InputLocation": "s3://b/x", H + "Filename": "a/b"}, b"", "at 'filename'"),
     ({}, b"x" * 128_001, "The inline Body is 128001 bytes; it may be up to 128000"),
+    # botocore's patterns: no '%' (a file:// output's path is unquoted), no two dots in a name, at most 32 and 512
+    ({H + "InputLocation": "s3://b/x", H + "Filename": "%2e%2e%2fx"}, b"", "at 'filename'"),
+    ({H + "InputLocation": "s3://b/x", H + "Filename": ".."}, b"", "at 'filename'"),
+    ({H + "InputLocation": "s3://b/x", H + "Filename": "a" * 33}, b"", "length less than or equal to 32"),
+    ({H + "InputLocation": "s3://b/x", H + "S3OutputPathExtension": "%2e%2e"}, b"", "at 's3OutputPathExtension'"),
+    ({H + "InputLocation": "s3://b/x", H + "S3OutputPathExtension": "s3://other/x"}, b"",
+     "at 's3OutputPathExtension'"),
+    ({H + "InputLocation": "s3://b/x", H + "S3OutputPathExtension": "a" * 513}, b"",
+     "length less than or equal to 512"),
 ])
 def test_bad_calls_are_validation_errors_that_say_what_to_fix(headers: dict[str, str], body: bytes,
                                                               problem: str) -> None:
     with pytest.raises(InvalidInvocation, match=problem):
         accepted("e", headers, body, CONFIG, 0.0)
+
+
+@pytest.mark.parametrize("extension", ["..", "../../etc", "day1/../..", "./x/."])
+def test_an_extension_that_leaves_the_output_folder_is_refused(extension: str) -> None:
+    """A file:// S3OutputPath is a folder on the gateway's host: an invoker must not write outside it."""
+    with pytest.raises(InvalidInvocation, match=r"S3OutputPathExtension .* folder under the endpoint's S3OutputPath"):
+        accepted("e", {H + "InputLocation": "s3://b/x", H + "S3OutputPathExtension": extension}, b"", CONFIG, 0.0)

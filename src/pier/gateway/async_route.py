@@ -51,9 +51,12 @@ MAX_INLINE_BYTES = 128_000  # AWS's limit on an inline Body
 # operator's, set in the endpoint config). https:// inputs, which AWS also takes, pier does not fetch.
 LOCATION = Constraint("inputLocation", 1024, r"^(https|s3)://([^/]+)/?(.*)$", re.compile(r"s3://[^/]+/?.*"),
                       min_length=1)
-PATH_EXTENSION = Constraint("s3OutputPathExtension", 1024, r"^(https|s3)://([^/]+)/?(.*)$|^[^/\\]+(/[^/\\]+)*/?$",
-                            re.compile(r"[^/\\]+(/[^/\\]+)*/?"), min_length=1)
-FILE_NAME = Constraint("filename", 1024, r"^[^/\\]+$", re.compile(r"[^/\\]+"), min_length=1)
+# botocore's patterns: no '%' (a file:// output's path is unquoted, so %2e%2e%2f would climb out of its folder), no
+# URL as an extension, no two dots in a file name.
+PATH_EXTENSION = Constraint("s3OutputPathExtension", 512, r"^(?!s3:|https:)[a-zA-Z0-9!_.*'()/-]+$",
+                            re.compile(r"(?!s3:|https:)[a-zA-Z0-9!_.*'()/-]+"), min_length=1)
+FILE_NAME = Constraint("filename", 32, r"^(?!.*\..*\.)[a-zA-Z0-9][a-zA-Z0-9-_\.]*$",
+                       re.compile(r"(?!.*\..*\.)[a-zA-Z0-9][a-zA-Z0-9\-_.]*"), min_length=1)
 
 
 async def invoke_endpoint_async(endpoint_name: str, request: Request) -> Response:
@@ -93,6 +96,7 @@ def accepted(endpoint: str, headers: Mapping[str, str], body: bytes, config: Asy
     ttl = _seconds(headers.get(TTL), "requestTTLSeconds", DEFAULT_TTL_S, TTL_RANGE, problems)
     timeout = _seconds(headers.get(TIMEOUT), "invocationTimeoutSeconds", DEFAULT_TIMEOUT_S, TIMEOUT_RANGE, problems)
     raise_problems(problems)
+    _check_folder(values["extension"])
     location = values["input_location"]
     if (location is None) == (not body):
         raise InvalidInvocation("Give InputLocation (the s3:// URI of the request's payload) or an inline Body, "
@@ -112,6 +116,14 @@ def accepted(endpoint: str, headers: Mapping[str, str], body: bytes, config: Asy
         failure_location=storage.join(failure_path, f"{id}-error.out"), received=now, ttl_s=ttl, timeout_s=timeout,
         input_location=location, body=body.decode("latin-1") if location is None else None,
         content_type=values["content_type"], accept=values["accept"], custom_attributes=values["custom_attributes"])
+
+
+def _check_folder(extension: str | None) -> None:
+    """AWS's pattern lets '.' and '..' be segments; under a file:// S3OutputPath (a folder on the gateway's host) they
+    would let whoever may invoke write anywhere the gateway may, so they are refused wherever the output goes."""
+    if extension and any(part in (".", "..") for part in extension.split("/")):
+        raise InvalidInvocation(f"S3OutputPathExtension {extension!r} has a '.' or '..' segment; it must name a "
+                                "folder under the endpoint's S3OutputPath (e.g. 'day1/batch2').")
 
 
 def _seconds(value: str | None, member: str, default: int, bounds: tuple[int, int], problems: list[str]) -> int:
