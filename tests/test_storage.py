@@ -50,6 +50,7 @@ def test_local_files_appear_whole(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("url", "problem"), [
     ("http://host/x", "is not an s3://"), ("s3:///key", "names no bucket"), ("ftp://x/y", "is not an s3://"),
+    ("file://relative/out", "is not an absolute path"),  # 'relative' is a host: the path would have been /out
 ])
 def test_urls_pier_cannot_use_are_refused(url: str, problem: str) -> None:
     with pytest.raises(storage.StorageError, match=problem):

@@ -32,7 +32,8 @@ def check_url(url: str) -> None:
         raise StorageError(f"{url!r} is not an s3://bucket/key or file:///path URL; pier stores objects only there.")
     if parsed.scheme == "s3" and not parsed.netloc:
         raise StorageError(f"{url!r} names no bucket: write s3://BUCKET/KEY.")
-    if parsed.scheme == "file" and not parsed.path.startswith("/"):
+    # file://folder/x parses as host 'folder', path '/x': refused, or it would write to /x.
+    if parsed.scheme == "file" and (parsed.netloc not in ("", "localhost") or not parsed.path.startswith("/")):
         raise StorageError(f"{url!r} is not an absolute path: write file:///absolute/path.")
 
 
@@ -55,7 +56,7 @@ def read(url: str) -> bytes:
         data: bytes = reply["Body"].read()
         return data
     except Exception as error:
-        raise StorageError(f"Cannot read {url}: {_why(error)}.") from None
+        raise StorageError(f"Cannot read {url}: {why(error)}.") from None
 
 
 def write(url: str, data: bytes, content_type: str | None = None) -> None:
@@ -79,7 +80,7 @@ def write(url: str, data: bytes, content_type: str | None = None) -> None:
     try:
         client().put_object(Bucket=parsed.netloc, Key=parsed.path.lstrip("/"), Body=data, **extra)
     except Exception as error:
-        raise StorageError(f"Cannot write {url}: {_why(error)}.") from None
+        raise StorageError(f"Cannot write {url}: {why(error)}.") from None
 
 
 def exists(url: str) -> bool:
@@ -95,9 +96,9 @@ def exists(url: str) -> bool:
     except ClientError as error:
         if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
             return False
-        raise StorageError(f"Cannot look for {url}: {_why(error)}.") from None
+        raise StorageError(f"Cannot look for {url}: {why(error)}.") from None
     except Exception as error:
-        raise StorageError(f"Cannot look for {url}: {_why(error)}.") from None
+        raise StorageError(f"Cannot look for {url}: {why(error)}.") from None
 
 
 def s3_client() -> Any:
@@ -125,7 +126,7 @@ def _path(url: str) -> Path:
     return Path(unquote(urlparse(url).path))
 
 
-def _why(error: Exception) -> str:
+def why(error: Exception) -> str:
     from botocore.exceptions import ClientError
 
     if isinstance(error, ClientError):

@@ -72,3 +72,8 @@ def test_s3_prefix_read_and_write(s3: object, monkeypatch: pytest.MonkeyPatch) -
     assert [s.relative for s in found] == ["x.jsonl", "y/z.jsonl"]
     storage.write(storage.join("s3://batch/out/", found[1].relative + ".out"), storage.read(found[1].url))
     assert s3.get_object(Bucket="batch", Key="out/y/z.jsonl.out")["Body"].read() == b"data/in/y/z.jsonl"  # type: ignore[attr-defined]
+
+
+def test_a_bucket_that_is_not_there_says_so_rather_than_blaming_pier(s3: object) -> None:
+    with pytest.raises(StorageError, match=r"Cannot list s3://nothing/in/: S3 answered NoSuchBucket"):
+        storage.inputs("s3://nothing/in/", "S3Prefix")

@@ -29,6 +29,10 @@ def check_url(url: str, member: str) -> None:
     scheme = urlparse(url).scheme
     if scheme not in ("s3", "file"):
         raise StorageError(f"{member} {url!r} must be an s3://bucket/prefix or file:///path URL.")
+    try:  # a bucket, an absolute path: refused at CreateTransformJob rather than failing the job as pier's error
+        storage.check_url(url)
+    except storage.StorageError as error:
+        raise StorageError(f"{member} {error}") from None
 
 
 def inputs(url: str, data_type: str) -> list[Source]:
@@ -72,8 +76,12 @@ def _listing(url: str) -> list[str]:
                 if path.is_file() and path.relative_to(folder).as_posix().startswith(stem)]
     bucket, prefix = s3.split(url)
     found = []
-    for page in _s3().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        found += [f"s3://{bucket}/{item['Key']}" for item in page.get("Contents", []) if not item["Key"].endswith("/")]
+    try:  # a bucket not there, or not the gateway's to list, is the job's input at fault, not pier
+        for page in _s3().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            found += [f"s3://{bucket}/{item['Key']}" for item in page.get("Contents", [])
+                      if not item["Key"].endswith("/")]
+    except Exception as error:
+        raise StorageError(f"Cannot list {url}: {storage.why(error)}.") from None
     return found
 
 
