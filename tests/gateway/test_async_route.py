@@ -46,6 +46,11 @@ def test_an_inline_body_is_queued_with_the_request() -> None:
     ({}, b"", "Give InputLocation .* or an inline Body, exactly one"),
     ({H + "InputLocation": "s3://b/x"}, b"{}", "exactly one"),
     ({H + "InputLocation": "http://b/x"}, b"", "at 'inputLocation' failed to satisfy constraint"),
+    # AWS's pattern takes these; pier says why it cannot and what to give instead
+    ({H + "InputLocation": "https://b.s3.amazonaws.com/x"}, b"",
+     "pier reads InputLocation only from s3://.*upload the payload to S3"),
+    ({H + "InputLocation": "s3://b"}, b"", "InputLocation 's3://b' names no object: give s3://BUCKET/KEY"),
+    ({H + "InputLocation": "s3://b/"}, b"", "names no object"),
     ({H + "InputLocation": "file:///etc/passwd"}, b"", "at 'inputLocation' failed to satisfy constraint"),
     ({H + "InputLocation": "s3://b/x", H + "RequestTTLSeconds": "59"}, b"",
      "requestTTLSeconds' failed to satisfy constraint: Member must have value greater than or equal to 60"),

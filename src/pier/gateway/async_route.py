@@ -49,7 +49,7 @@ MAX_INLINE_BYTES = 128_000  # AWS's limit on an inline Body
 
 # s3:// only: a caller who may invoke never makes the gateway read its host's files (file:// outputs are the
 # operator's, set in the endpoint config). https:// inputs, which AWS also takes, pier does not fetch.
-LOCATION = Constraint("inputLocation", 1024, r"^(https|s3)://([^/]+)/?(.*)$", re.compile(r"s3://[^/]+/?.*"),
+LOCATION = Constraint("inputLocation", 1024, r"^(https|s3)://([^/]+)/?(.*)$", re.compile(r"(https|s3)://[^/]+/?.*"),
                       min_length=1)
 # botocore's patterns: no '%' (a file:// output's path is unquoted, so %2e%2e%2f would climb out of its folder), no
 # URL as an extension, no two dots in a file name.
@@ -98,6 +98,8 @@ def accepted(endpoint: str, headers: Mapping[str, str], body: bytes, config: Asy
     raise_problems(problems)
     _check_folder(values["extension"])
     location = values["input_location"]
+    if location is not None:
+        _check_input(location)
     if (location is None) == (not body):
         raise InvalidInvocation("Give InputLocation (the s3:// URI of the request's payload) or an inline Body, "
                                 "exactly one of them.")
@@ -116,6 +118,16 @@ def accepted(endpoint: str, headers: Mapping[str, str], body: bytes, config: Asy
         failure_location=storage.join(failure_path, f"{id}-error.out"), received=now, ttl_s=ttl, timeout_s=timeout,
         input_location=location, body=body.decode("latin-1") if location is None else None,
         content_type=values["content_type"], accept=values["accept"], custom_attributes=values["custom_attributes"])
+
+
+def _check_input(location: str) -> None:
+    """What AWS's pattern takes and pier cannot read, refused now rather than failed later with S3's words."""
+    if location.startswith("https://"):
+        raise InvalidInvocation(f"pier reads InputLocation only from s3:// (AWS also fetches https:// URLs such as "
+                                f"{location!r}; pier does not): upload the payload to S3 and give its s3://BUCKET/KEY.")
+    if not location.removeprefix("s3://").partition("/")[2]:
+        raise InvalidInvocation(f"InputLocation {location!r} names no object: give s3://BUCKET/KEY, the object "
+                                "holding the request's payload.")
 
 
 def _check_folder(extension: str | None) -> None:
