@@ -126,3 +126,29 @@ async def test_a_backlog_at_zero_instances_wakes_the_variant_and_says_it_has_no_
     assert seen.woken == ["endpoint/e/variant/AllTraffic"]
     assert seen.backlog == [("e", 1, 0, 1.0, True)]
     assert [r.id for r in work.queue.waiting("e")] == ["a"]  # waits for the copy, never fails for the lack of one
+
+
+@pytest.mark.anyio
+async def test_a_slow_notification_does_not_hold_the_copys_slot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                                ) -> None:
+    """A topic that answers slowly (up to DELIVERY_TIMEOUT_S) must not keep the next request from the copy."""
+    import pier.gateway.async_inference as module
+
+    async def slow_notify(*_: Any, **__: Any) -> None:
+        await asyncio.sleep(5)
+
+    async def answer(request: AsyncRequest, body: bytes) -> tuple[bytes, str | None]:
+        return b"ok", "text/plain"
+
+    monkeypatch.setattr(module, "notify", slow_notify)
+    work = dispatcher(tmp_path, endpoint(tmp_path, 1), ready=1, seen=Seen(), now=1000.0)
+    work._invoke = answer  # type: ignore[method-assign]
+    for id in ("a", "b"):
+        work.queue.add(queued(tmp_path, id, 999.0))
+    work._dispatch()
+    await asyncio.sleep(0.3)
+    assert (tmp_path / "out" / "a.out").read_bytes() == b"ok"
+    work._dispatch()  # a is answered; only its notification is still on its way
+    await asyncio.sleep(0.3)
+    assert (tmp_path / "out" / "b.out").read_bytes() == b"ok"
+    await work._stop()

@@ -85,6 +85,7 @@ class AsyncInference:
         self.clock = clock
         self.relay = relay  # PIER_ASYNC_NOTIFICATION_URL: where notifications for SNS topics go (None: logged only)
         self._running: dict[str, tuple[str, asyncio.Task[None]]] = {}  # request id -> (endpoint, its task)
+        self._notices: set[asyncio.Task[None]] = set()  # notifications on their way, apart: they hold no slot
         self._wake = asyncio.Event()
         self._client = httpx.AsyncClient()
 
@@ -110,7 +111,7 @@ class AsyncInference:
             await self._stop()
 
     async def _stop(self) -> None:
-        tasks = [task for _, task in self._running.values()]
+        tasks = [task for _, task in self._running.values()] + list(self._notices)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -237,14 +238,19 @@ class AsyncInference:
         await self._notify(request, Outcome(False, reason=reason))
 
     async def _notify(self, request: AsyncRequest, outcome: Outcome) -> None:
+        """Sent on a task of its own: a topic that answers slowly (up to DELIVERY_TIMEOUT_S) would otherwise keep
+        the request counted as running, and the copy's slot from the next request, after its answer is written."""
         try:
             record = self.state.endpoints.get(request.endpoint)
         except UnreadableRecord:
             return
         if record is None or record.async_inference is None:
             return
-        await notify(record.async_inference.OutputConfig.NotificationConfig, request, outcome,
-                     self.runtime.settings.region, self._client, self.relay)
+        task = asyncio.create_task(notify(record.async_inference.OutputConfig.NotificationConfig, request, outcome,
+                                          self.runtime.settings.region, self._client, self.relay),
+                                   name=f"async notice {request.id}")
+        self._notices.add(task)
+        task.add_done_callback(self._notices.discard)
 
 
 def _headers(request: AsyncRequest) -> dict[str, str]:
