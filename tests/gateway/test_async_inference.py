@@ -4,6 +4,7 @@ what is recorded, and an endpoint at zero instances woken."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,8 +81,9 @@ def queued(tmp_path: Path, id: str, received: float) -> AsyncRequest:
                         body="{}")
 
 
-def dispatcher(tmp_path: Path, record: EndpointRecord, ready: int, seen: Seen, now: float) -> AsyncInference:
-    copies = [CopyStatus(f"c{i}", "e/AllTraffic", CopyState.READY, url="http://127.0.0.1:9") for i in range(ready)]
+def dispatcher(tmp_path: Path, record: EndpointRecord, ready: int, seen: Seen, now: float,
+               url: str = "http://127.0.0.1:9") -> AsyncInference:
+    copies = [CopyStatus(f"c{i}", "e/AllTraffic", CopyState.READY, url=url) for i in range(ready)]
 
     def copies_of(workload: Workload) -> list[CopyStatus]:
         return copies if workload == Workload.of_variant("e", "AllTraffic") else []
@@ -152,3 +154,33 @@ async def test_a_slow_notification_does_not_hold_the_copys_slot(tmp_path: Path, 
     await asyncio.sleep(0.3)
     assert (tmp_path / "out" / "b.out").read_bytes() == b"ok"
     await work._stop()
+
+
+def slow_copy() -> Any:
+    from fastapi import FastAPI
+
+    app = FastAPI()
+
+    @app.post("/invocations")
+    async def invocations() -> dict[str, str]:
+        await asyncio.sleep(5)
+        return {}
+
+    return app
+
+
+@pytest.mark.anyio
+async def test_a_request_out_of_time_says_to_raise_its_invocation_timeout(tmp_path: Path) -> None:
+    """The knob is the request's own InvocationTimeoutSeconds, not the real-time deadline."""
+    from tests.sockets import serving
+
+    with serving(slow_copy()) as url:
+        work = dispatcher(tmp_path, endpoint(tmp_path, 1), ready=1, seen=Seen(), now=1000.0, url=url)
+        request = queued(tmp_path, "a", 999.0)
+        work.queue.add(dataclasses.replace(request, timeout_s=1))
+        work._dispatch()
+        await asyncio.sleep(2)
+        reason = (tmp_path / "out" / "a-error.out").read_text()
+        await work._stop()
+    assert "did not answer within 1.0 s" in reason
+    assert "InvocationTimeoutSeconds" in reason and "invocation deadline" not in reason

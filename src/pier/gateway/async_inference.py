@@ -46,6 +46,7 @@ from pier.runtime.target import Target, resolve_target
 log = logging.getLogger("pier.async")
 TICK_S = 1.0
 Work = Callable[[AsyncRequest], Coroutine[Any, Any, None]]
+TIMEOUT_SETTING = "the request's InvocationTimeoutSeconds (InvokeEndpointAsync; at most 3600, 900 when not given)"
 NOT_TAKEN = (Throttled, ServiceUnavailable, ModelNotReady)  # no copy did any of the work: it waits again
 
 
@@ -214,7 +215,7 @@ class AsyncInference:
         now = asyncio.get_running_loop().time()
         call = Call(request.endpoint, target, "/invocations", body, _headers(request), request_prefix(body),
                     now + request.timeout_s, request.timeout_s, retarget=resolve,
-                    route=route_of(target.routing, body, None))
+                    route=route_of(target.routing, body, None), deadline_setting=TIMEOUT_SETTING)
         async with forward(forwarder, call) as answer:
             body = await answer.read()
             if not answer.head.is_success:

@@ -235,7 +235,8 @@ class Answer:
         except TimeoutError:
             if self._frames is not None:
                 raise self._out_of_time() from None
-            raise self.forwarder.unless_stopping(origin.timed_out(call.deadline_s or 0.0)) from None
+            late = origin.timed_out(call.deadline_s or 0.0, call.deadline_setting)
+            raise self.forwarder.unless_stopping(late) from None
         except (CopyUnreachable, httpx.TransportError) as error:
             self._cut = error
             return (NOT_REACHED if isinstance(error, CopyUnreachable) else CUT), None

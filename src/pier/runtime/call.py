@@ -31,6 +31,7 @@ class Call:
     # A streaming route's moving deadline (the first part, then each silence, within `deadline_s`; and the
     # operator's total bound): a stream that keeps flowing is not cut at `deadline`.
     stream: StreamClock | None = None
+    deadline_setting: str | None = None  # what raises `deadline_s`, named when out of time (None: the endpoint's)
 
     def due(self) -> float | None:
         """When the wait under way is out of time (event-loop time); None: left to the copy."""

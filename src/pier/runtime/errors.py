@@ -133,12 +133,15 @@ class Origin:
         """The copy answered `status` with `body`."""
         return self._error(status, body.decode("utf-8", "replace"))
 
-    def timed_out(self, deadline_s: float) -> ModelError:
+    def timed_out(self, deadline_s: float, setting: str | None = None) -> ModelError:
+        """`setting`: what raises the deadline, when it is not the endpoint's (an asynchronous request's own)."""
         # SageMaker reports a model that runs out of time as status 0.
+        advice = (f"or raise {setting}" if setting else
+                  "use the streaming route, or raise the endpoint's invocation deadline")
         return self._error(0, (
             f"Your invocation timed out: the model did not answer within {deadline_s:.1f} s, and it was stopped "
-            "so that this error reaches you before your client gives up. Ask for fewer tokens, send a shorter "
-            "prompt, use the streaming route, or raise the endpoint's invocation deadline."
+            f"so that this error reaches you before your client gives up. Ask for fewer tokens, send a shorter "
+            f"prompt, {advice}."
         ), openai_status=424)
 
     def stream_timed_out(self, limit: Limit, clock: StreamClock, setting: str) -> ModelError:

@@ -144,7 +144,7 @@ class Forwarder:
         if call.stream is not None:
             error = origin.stream_timed_out(call.stream.limit(), call.stream, DEADLINE_SETTING)
             return StreamEnded(error, StreamErrorCode.TIMEOUT)
-        return StreamEnded(origin.timed_out(call.deadline_s or 0.0), StreamErrorCode.TIMEOUT)
+        return StreamEnded(origin.timed_out(call.deadline_s or 0.0, call.deadline_setting), StreamErrorCode.TIMEOUT)
 
     def origin_of(self, call: Call, copy_id: str) -> Origin:
         return Origin(call.endpoint, call.target.variant, copy_id, self.settings.region, self.settings.account)
@@ -160,7 +160,7 @@ class Forwarder:
             try:
                 yield
             except TimeoutError:
-                raise origin.timed_out(call.deadline_s or 0.0) from None
+                raise origin.timed_out(call.deadline_s or 0.0, call.deadline_setting) from None
             except httpx.TransportError as error:
                 raise origin.broken(error) from None
         except ModelError as error:
