@@ -41,6 +41,17 @@ def test_a_missing_s3_object_is_an_error_naming_it(bucket: str) -> None:
         storage.read(f"s3://{bucket}/nothing")
 
 
+def test_an_object_over_the_limit_is_refused_before_it_is_read(bucket: str, tmp_path: Path) -> None:
+    """An asynchronous input of gigabytes must not be read into the gateway's memory to be refused by the copy."""
+    url = f"s3://{bucket}/in/big"
+    storage.write(url, b"x" * 101)
+    (tmp_path / "big").write_bytes(b"x" * 101)
+    for where in (url, (tmp_path / "big").as_uri()):
+        assert storage.read(where, limit=101) == b"x" * 101
+        with pytest.raises(storage.TooLarge, match=rf"Cannot read {where}: it is 101 bytes, more than the 100 "):
+            storage.read(where, limit=100)
+
+
 def test_local_files_appear_whole(tmp_path: Path) -> None:
     url = (tmp_path / "deep" / "answer.out").as_uri()
     storage.write(url, b"hello")

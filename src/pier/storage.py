@@ -25,6 +25,10 @@ class StorageError(Exception):
     """An object could not be read or written; the message says which and why."""
 
 
+class TooLarge(StorageError):
+    """An object larger than its reader takes, found before it was read."""
+
+
 def check_url(url: str) -> None:
     """Raises StorageError unless `url` is an s3://bucket/key or file:///path pier can use."""
     parsed = urlparse(url)
@@ -42,21 +46,33 @@ def join(base: str, name: str) -> str:
     return base.rstrip("/") + "/" + name.lstrip("/")
 
 
-def read(url: str) -> bytes:
+def read(url: str, limit: int | None = None) -> bytes:
+    """The whole object; TooLarge, before reading it, when it is over `limit` bytes (it would be read into memory)."""
     check_url(url)
     parsed = urlparse(url)
     if parsed.scheme == "file":
         try:
+            _within(url, _path(url).stat().st_size, limit)
             return _path(url).read_bytes()
         except OSError as error:
             raise StorageError(f"Cannot read {url}: {error.strerror or error}.") from None
     bucket, key = parsed.netloc, parsed.path.lstrip("/")
     try:
         reply = client().get_object(Bucket=bucket, Key=key)
-        data: bytes = reply["Body"].read()
-        return data
     except Exception as error:
         raise StorageError(f"Cannot read {url}: {why(error)}.") from None
+    with reply["Body"] as body:
+        _within(url, reply.get("ContentLength", 0), limit)
+        try:
+            data: bytes = body.read()
+            return data
+        except Exception as error:
+            raise StorageError(f"Cannot read {url}: {why(error)}.") from None
+
+
+def _within(url: str, size: int, limit: int | None) -> None:
+    if limit is not None and size > limit:
+        raise TooLarge(f"Cannot read {url}: it is {size} bytes, more than the {limit} this takes.")
 
 
 def write(url: str, data: bytes, content_type: str | None = None) -> None:

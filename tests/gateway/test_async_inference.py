@@ -184,3 +184,18 @@ async def test_a_request_out_of_time_says_to_raise_its_invocation_timeout(tmp_pa
         await work._stop()
     assert "did not answer within 1.0 s" in reason
     assert "InvocationTimeoutSeconds" in reason and "invocation deadline" not in reason
+
+
+@pytest.mark.anyio
+async def test_an_input_larger_than_a_copy_takes_fails_unread_with_what_to_do(tmp_path: Path) -> None:
+    work = dispatcher(tmp_path, endpoint(tmp_path, 1), ready=1, seen=Seen(), now=1000.0)
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * (work.runtime.settings.max_payload_bytes + 1))
+    request = dataclasses.replace(queued(tmp_path, "a", 999.0), body=None, input_location=big.as_uri())
+    work.queue.add(request)
+    work._dispatch()
+    await asyncio.sleep(0.5)
+    reason = (tmp_path / "out" / "a-error.out").read_text()
+    await work._stop()
+    assert f"it is {big.stat().st_size} bytes" in reason
+    assert "split the input over several requests" in reason

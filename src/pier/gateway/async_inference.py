@@ -187,7 +187,7 @@ class AsyncInference:
                 await asyncio.to_thread(self.queue.finish, request.id)
                 return
             body = (request.body.encode("latin-1") if request.body is not None
-                    else await asyncio.to_thread(storage.read, str(request.input_location)))
+                    else await asyncio.to_thread(self._input, str(request.input_location)))
             answer, content_type = await self._invoke(request, body)
             await asyncio.to_thread(storage.write, request.output_location, answer, content_type)
         except asyncio.CancelledError:
@@ -204,6 +204,17 @@ class AsyncInference:
         log.info("async inference %s done: %s", request.inference_id, request.output_location)
         await asyncio.to_thread(self.queue.finish, request.id)
         await self._notify(request, Outcome(True, content_type, answer))
+
+    def _input(self, url: str) -> bytes:
+        """The payload, refused unread when no copy would take it: an object of gigabytes (AWS's asynchronous
+        endpoints take up to 1 GB) must not be held in the gateway's memory only for the copy to answer 413."""
+        limit = self.runtime.settings.max_payload_bytes
+        try:
+            return storage.read(url, limit=limit)
+        except storage.TooLarge as error:
+            raise storage.StorageError(
+                f"{error} A request to pier's copies may be at most {limit} bytes (SageMaker's real-time limit, which "
+                "pier's copies keep for asynchronous requests too): split the input over several requests.") from None
 
     async def _invoke(self, request: AsyncRequest, body: bytes) -> tuple[bytes, str | None]:
         forwarder = self.runtime.forwarder
