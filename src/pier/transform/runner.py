@@ -17,6 +17,7 @@ import httpx
 
 from pier.backends.base import CopyStatus
 from pier.channel.copy_secret import copy_secret_header
+from pier.channel.deadline import TIMEOUT_HEADER
 from pier.transform import records as cutting
 from pier.transform import storage
 from pier.transform.job import JobRecord, Settings
@@ -130,8 +131,10 @@ class JobRun:
         config = self.job.request.get("ModelClientConfig") or {}
         retries = config.get("InvocationsMaxRetries", DEFAULT_RETRIES)
         timeout = float(config.get("InvocationsTimeoutInSeconds", DEFAULT_TIMEOUT_S))
+        # The copy is told the job's limit: its own SAGEMAKER_MODEL_SERVER_TIMEOUT (60 s, for real-time clients)
+        # would cut a record short that the job allows (600 s by default, as on AWS).
         headers = {"Content-Type": self.settings.content_type or "application/octet-stream",
-                   **({"Accept": self.settings.accept} if self.settings.accept else {})}
+                   TIMEOUT_HEADER: f"{timeout:g}", **({"Accept": self.settings.accept} if self.settings.accept else {})}
         failures, last, avoid = 0, "", ""
         while True:
             copy = await self.turns.take(avoid)
