@@ -12,7 +12,7 @@ from pier.channel.deadline import TIMEOUT_HEADER
 from pier.control.shapes import ContainerSpec
 from pier.transform.job import JobRecord, check
 from pier.transform.records import Unit
-from pier.transform.runner import JobRun
+from pier.transform.runner import JobFailed, JobRun
 from pier.transform.store import ObjectRow
 from pier.transform.turns import Turns
 
@@ -53,3 +53,37 @@ async def test_the_copy_is_given_the_jobs_invocation_timeout_not_its_own_60_s() 
     assert (await sent_headers(REQUEST))[TIMEOUT_HEADER] == "600"
     given = {**REQUEST, "ModelClientConfig": {"InvocationsTimeoutInSeconds": 1800}}
     assert (await sent_headers(given))[TIMEOUT_HEADER] == "1800"
+
+
+async def failure(request: dict[str, Any], unit: Unit) -> str:
+    """Why the job fails when the copy refuses `unit` (422, as pier's model server refuses JSON lines)."""
+    job = JobRecord(name="j", arn="arn", created=0.0, modified=0.0, request=request,
+                    container=ContainerSpec.model_validate({"Image": "pier"}))
+    copy = CopyStatus("c0", "transform.j/AllTraffic", CopyState.READY, url="http://copy")
+    refuse = httpx.MockTransport(lambda _: httpx.Response(422, text='{"error": "not valid JSON (Extra data)"}'))
+    async with httpx.AsyncClient(transport=refuse) as client:
+        run = JobRun(job, check(request), store=None, turns=Turns(lambda: [copy]), client=client,  # type: ignore[arg-type]
+                     senders=1)
+        with pytest.raises(JobFailed) as failed:
+            await run._invoke(ObjectRow("s3://b/in/a", "a", 0, 1, 2, False), unit, unit.body)
+    return str(failed.value)
+
+
+@pytest.mark.anyio
+async def test_a_refused_mini_batch_says_to_send_single_records() -> None:
+    reason = await failure({**REQUEST, "BatchStrategy": "MultiRecord",
+                            "TransformInput": {**REQUEST["TransformInput"], "SplitType": "Line"}},
+                           Unit(0, (b"{}", b"{}")))
+    assert "the model answered 422" in reason and "joined 2 records" in reason and "SingleRecord" in reason
+
+
+@pytest.mark.anyio
+async def test_a_refused_whole_object_of_lines_says_to_split_by_line() -> None:
+    reason = await failure(REQUEST, Unit(0, (b"{}\n{}\n",)))
+    assert "the model answered 422" in reason and "SplitType Line" in reason
+
+
+@pytest.mark.anyio
+async def test_a_refused_single_record_has_no_hint() -> None:
+    reason = await failure(REQUEST, Unit(0, (b"{}",)))
+    assert "SplitType" not in reason and "SingleRecord" not in reason

@@ -151,7 +151,7 @@ class JobRun:
                 continue
             if reply is not None and reply.status_code < 500:
                 raise JobFailed(f"{_where(row, unit)}: the model answered {reply.status_code}: "
-                                f"{reply.text[:400]}")
+                                f"{reply.text[:400]}{_hint(self.settings, unit)}")
             if reply is not None:
                 last = f"the model answered {reply.status_code}: {reply.text[:400]}"
             failures += 1
@@ -186,6 +186,19 @@ async def _first_failure(tasks: list[asyncio.Task[None]], *, until: asyncio.Futu
                 raise task.exception()  # type: ignore[misc]
         watched -= done
     until.result()
+
+
+def _hint(settings: Settings, unit: Unit) -> str:
+    """What to change when a refused request held several JSON lines: pier's model server reads one request a
+    body, so a mini-batch (MultiRecord) or a whole object of lines (SplitType None) is refused as invalid JSON."""
+    if len(unit.records) > 1:
+        return (f" (this request joined {len(unit.records)} records with newlines, as BatchStrategy MultiRecord "
+                "does; pier's model server reads one request a body: use BatchStrategy SingleRecord, its continuous "
+                "batching is the batching)")
+    if settings.split_type == "None" and unit.records and b"\n" in unit.records[0].strip():
+        return (" (this request was the whole object, as SplitType None sends it; to send each line as a request, "
+                "give TransformInput SplitType Line)")
+    return ""
 
 
 def _where(row: ObjectRow, unit: Unit) -> str:
