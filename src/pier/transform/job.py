@@ -98,6 +98,9 @@ def _problems(request: dict[str, Any]) -> list[str]:
             check_url(url, member)
         except StorageError as error:
             found.append(str(error).rstrip("."))
+    if request.get("DataCaptureConfig"):  # refused, not ignored: nothing would ever be written where it says
+        found.append("pier's transform jobs capture no data: remove DataCaptureConfig (the outputs are at "
+                     "TransformOutput.S3OutputPath; DataProcessing.JoinSource Input puts each input beside its output)")
     payload = request.get("MaxPayloadInMB", DEFAULT_PAYLOAD_MB)
     concurrent = request.get("MaxConcurrentTransforms") or 0
     if payload > MAX_PAYLOAD_MB:
