@@ -77,3 +77,15 @@ def test_s3_prefix_read_and_write(s3: object, monkeypatch: pytest.MonkeyPatch) -
 def test_a_bucket_that_is_not_there_says_so_rather_than_blaming_pier(s3: object) -> None:
     with pytest.raises(StorageError, match=r"Cannot list s3://nothing/in/: S3 answered NoSuchBucket"):
         storage.inputs("s3://nothing/in/", "S3Prefix")
+
+
+@pytest.mark.parametrize("relative", ["../../escape.jsonl", "a/./b.jsonl", "a/../../b.jsonl"])
+def test_an_output_never_lands_outside_a_local_output_folder(relative: str) -> None:
+    """S3 keys may hold '..' segments: under a file:// S3OutputPath their outputs would escape the folder."""
+    with pytest.raises(StorageError, match=r"outside file:///out/job: rename the object"):
+        storage.output_url("file:///out/job", relative)
+    assert storage.output_url("s3://b/out", relative) == f"s3://b/out/{relative}.out"  # a key, never a path
+
+
+def test_an_output_is_named_after_its_input() -> None:
+    assert storage.output_url("file:///out/job/", "sub/a.jsonl") == "file:///out/job/sub/a.jsonl.out"

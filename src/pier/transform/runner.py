@@ -169,7 +169,7 @@ class JobRun:
         answered = self.store.answered(self.job.name, item.row.url)
         outputs = [answered[u.index] for u in item.units]
         data = cutting.assemble(outputs, self.settings.assemble_with)
-        target = storage.join(self.settings.output_url, cutting.output_name(item.row.relative))
+        target = storage.output_url(self.settings.output_url, item.row.relative)
         await asyncio.to_thread(storage.write, target, data)
         self.store.written(self.job.name, item.row.url)
         log.info("transform job %s wrote %s (%d units)", self.job.name, target, len(item.units))

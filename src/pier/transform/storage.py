@@ -13,6 +13,7 @@ from urllib.parse import unquote, urlparse
 
 from pier import storage
 from pier.control.fetch import s3
+from pier.transform import records as cutting
 
 
 class StorageError(ValueError):
@@ -64,6 +65,15 @@ def write(url: str, data: bytes) -> None:
 
 
 join = storage.join
+
+
+def output_url(base: str, relative: str) -> str:
+    """Where the output of the input named `relative` goes: `<base>/<relative>.out`. S3 keys may hold '.' and '..'
+    segments; under a file:// base (a folder on the gateway's host) they would write outside it, so they fail."""
+    if base.startswith("file:") and any(part in (".", "..") for part in relative.split("/")):
+        raise StorageError(f"The input {relative!r} has a '.' or '..' segment in its name: its output would land "
+                           f"outside {base}: rename the object, or write the outputs to s3://.")
+    return join(base, cutting.output_name(relative))
 
 
 def _listing(url: str) -> list[str]:
