@@ -199,3 +199,33 @@ async def test_an_input_larger_than_a_copy_takes_fails_unread_with_what_to_do(tm
     await work._stop()
     assert f"it is {big.stat().st_size} bytes" in reason
     assert "split the input over several requests" in reason
+
+
+@pytest.mark.anyio
+async def test_a_tick_reads_only_the_requests_it_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dispatching runs on the event loop each second: reading every queued request whole (inline bodies of up to
+    128 KB) stalled the gateway for seconds with a thousand queued. Only those started (or expired) are read."""
+    work = dispatcher(tmp_path, endpoint(tmp_path, 1), ready=1, seen=Seen(), now=1000.0)
+    for i in range(50):
+        work.queue.add(queued(tmp_path, f"r{i:02d}", 999.0 + i / 100))
+    work.queue.add(dataclasses.replace(queued(tmp_path, "old", 900.0), ttl_s=60))
+    read: list[str] = []
+    from_json = AsyncRequest.from_json.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[AsyncRequest], text: str) -> AsyncRequest:
+        request: AsyncRequest = from_json(cls, text)
+        read.append(request.id)
+        return request
+
+    monkeypatch.setattr(AsyncRequest, "from_json", classmethod(counted))
+    started: list[str] = []
+
+    async def run(request: AsyncRequest) -> None:
+        started.append(request.id)
+
+    work._run = run  # type: ignore[method-assign]
+    work._dispatch()
+    await asyncio.sleep(0.3)
+    assert started == ["r00"] and (tmp_path / "out" / "old-error.out").is_file()
+    assert sorted(read) == ["old", "r00"]
+    await work._stop()

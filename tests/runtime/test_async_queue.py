@@ -54,3 +54,19 @@ def test_state_check_counts_requests_and_names_a_bad_row(tmp_path: Path) -> None
         ("broken", "its request does not read")]
     assert [r.id for r in AsyncQueue.open(tmp_path).waiting()] == ["a"]  # the bad row is left for the check
     assert by_name(state_files.FILES, FILE) is state_files.ASYNC
+
+
+def test_pending_names_queued_requests_and_when_they_expire_after_a_restart(tmp_path: Path) -> None:
+    queue = AsyncQueue.open(tmp_path)
+    for id, received in (("b", 2.0), ("a", 1.0)):
+        queue.add(request(id, received))
+    assert [(w.id, w.expires) for w in queue.pending("e")] == [("a", 61.0), ("b", 62.0)]
+    queue.close()
+    with sqlite3.connect(tmp_path / FILE) as db:
+        db.execute("INSERT INTO requests VALUES ('broken', 'e', 'queued', 3.0, '{not json')")
+    again = AsyncQueue.open(tmp_path)
+    again.read_ttls()
+    assert [(w.id, w.expires) for w in again.pending("e")] == [("a", 61.0), ("b", 62.0)]  # the bad row left out
+    assert again.get("a") == request("a", 1.0) and again.get("broken") is None and again.get("none") is None
+    fresh = AsyncQueue.open(tmp_path)  # without read_ttls: each row is read once when first seen
+    assert [w.id for w in fresh.pending("e")] == ["a", "b"]

@@ -97,6 +97,7 @@ class AsyncInference:
     async def run(self) -> None:
         """Dispatch until cancelled; then the requests running wait again, for the next start."""
         restarted = await asyncio.to_thread(self.queue.requeue_running)
+        await asyncio.to_thread(self.queue.read_ttls)
         if restarted:
             log.info("async inference: %d request(s) that were running when the gateway stopped wait again", restarted)
         try:
@@ -139,11 +140,11 @@ class AsyncInference:
             config = record.async_inference
             assert config is not None
             free = free_slots(capacity, config.max_concurrent or self.runtime.settings.per_copy_concurrency, running)
-            for request in self.queue.waiting(name) if queued else []:
-                if expired(request, now):
-                    self._start(request, self._expire)
+            for waiting in self.queue.pending(name) if queued else []:
+                if now >= waiting.expires:
+                    self._start(waiting.id, name, self._expire)
                 elif free > 0:
-                    self._start(request, self._run)
+                    self._start(waiting.id, name, self._run)
                     free -= 1
 
     def _async_endpoints(self) -> list[EndpointRecord]:
@@ -163,15 +164,25 @@ class AsyncInference:
                 log.exception("async inference: waking %s/%s failed", record.name, variant.name)
 
     def _start_all(self, endpoint: str, work: Work) -> None:
-        for request in self.queue.waiting(endpoint):
-            self._start(request, work)
+        for waiting in self.queue.pending(endpoint):
+            self._start(waiting.id, endpoint, work)
 
-    def _start(self, request: AsyncRequest, work: Work) -> None:
-        if request.id in self._running or not self.queue.start(request.id):
+    def _start(self, id: str, endpoint: str, work: Work) -> None:
+        if id in self._running or not self.queue.start(id):
             return
-        task = asyncio.create_task(work(request), name=f"async {request.id}")
-        self._running[request.id] = (request.endpoint, task)
-        task.add_done_callback(lambda _: self._ended(request.id))
+        task = asyncio.create_task(self._read_then(id, work), name=f"async {id}")
+        self._running[id] = (endpoint, task)
+        task.add_done_callback(lambda _: self._ended(id))
+
+    async def _read_then(self, id: str, work: Work) -> None:
+        """The request read whole (its payload may be 128 KB) off the event loop, then worked on."""
+        try:
+            request = await asyncio.to_thread(self.queue.get, id)
+        except asyncio.CancelledError:
+            await asyncio.shield(asyncio.to_thread(self.queue.release, id))
+            raise
+        if request is not None:
+            await work(request)
 
     def _ended(self, id: str) -> None:
         self._running.pop(id, None)

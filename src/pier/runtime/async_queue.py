@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any
 
 from pier.state_folder.database import BadRow, RowsRead, Schema, StoreFile
@@ -52,6 +53,14 @@ class AsyncRequest:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+@dataclass(frozen=True)
+class Waiting:
+    """A queued request as dispatching sees it each tick: no payload."""
+
+    id: str
+    expires: float  # received + RequestTTLSeconds
+
+
 def _rows(db: sqlite3.Connection) -> RowsRead:
     read = RowsRead()
     for row in db.execute("SELECT id, state, request FROM requests ORDER BY received"):
@@ -75,6 +84,16 @@ def row_problem(row: tuple[Any, ...]) -> str:
     return ""
 
 
+def _read(row: tuple[Any, ...] | None) -> AsyncRequest | None:
+    """A stored row as its request, parsed once; None when there is none or it does not read."""
+    if row is None or row[1] not in (QUEUED, RUNNING):
+        return None
+    try:
+        return AsyncRequest.from_json(str(row[2]))
+    except (ValueError, TypeError):
+        return None
+
+
 SCHEMA = Schema(1, ("CREATE TABLE IF NOT EXISTS requests (id TEXT PRIMARY KEY, endpoint TEXT NOT NULL, state TEXT "
                     "NOT NULL, received REAL NOT NULL, request TEXT NOT NULL)",),
                 ("requests",), "no queued asynchronous requests (those accepted before are lost: callers resend them)",
@@ -85,10 +104,52 @@ class AsyncQueue(StoreFile):
     FILE = FILE
     SCHEMA = SCHEMA
 
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self._ttls: dict[str, float] = {}  # id -> RequestTTLSeconds, read from a row's JSON once
+
     def add(self, request: AsyncRequest) -> None:
         with self._lock:
             self._db.execute("INSERT INTO requests (id, endpoint, state, received, request) VALUES (?, ?, ?, ?, ?)",
                              (request.id, request.endpoint, QUEUED, request.received, request.to_json()))
+            self._ttls[request.id] = request.ttl_s
+
+    def pending(self, endpoint: str, limit: int = 1000) -> list[Waiting]:
+        """Queued requests of `endpoint`, oldest first, without reading their rows' JSON (inline bodies of up to
+        128 KB each: a thousand of them took seconds to read, every tick, on the event loop)."""
+        with self._lock:
+            rows = self._db.execute("SELECT id, received FROM requests WHERE state = ? AND endpoint = ? ORDER BY "
+                                    "received LIMIT ?", (QUEUED, endpoint, limit)).fetchall()
+            found = []
+            for id, received in rows:
+                ttl = self._ttls.get(id)
+                if ttl is None:
+                    ttl = self._ttl_of(id)
+                if ttl is not None:  # a row that does not read is left for `pier state check` to name
+                    found.append(Waiting(id, received + ttl))
+            return found
+
+    def read_ttls(self) -> None:
+        """At start: every row's TTL read once, by SQLite (which lets the event loop run meanwhile), so the first
+        ticks need not read a restarted gateway's queue whole."""
+        with self._lock:
+            rows = self._db.execute("SELECT id, json_extract(request, '$.ttl_s') FROM requests "
+                                    "WHERE json_valid(request)").fetchall()
+            self._ttls.update({id: float(ttl) for id, ttl in rows if isinstance(ttl, int | float)})
+
+    def get(self, id: str) -> AsyncRequest | None:
+        """The request whole, or None when it is gone or does not read."""
+        with self._lock:
+            row = self._db.execute("SELECT id, state, request FROM requests WHERE id = ?", (id,)).fetchone()
+        return _read(row)
+
+    def _ttl_of(self, id: str) -> float | None:
+        """A row queued before this process (or by no `add` of it): its TTL, read once (the lock is held)."""
+        request = _read(self._db.execute("SELECT id, state, request FROM requests WHERE id = ?", (id,)).fetchone())
+        if request is None:
+            return None
+        self._ttls[id] = request.ttl_s
+        return request.ttl_s
 
     def requeue_running(self) -> int:
         """At start: what was running when the gateway stopped waits again (it is rerun unless its answer is there)."""
@@ -109,6 +170,7 @@ class AsyncQueue(StoreFile):
     def finish(self, id: str) -> None:
         with self._lock:
             self._db.execute("DELETE FROM requests WHERE id = ?", (id,))
+            self._ttls.pop(id, None)
 
     def waiting(self, endpoint: str | None = None, limit: int = 1000) -> list[AsyncRequest]:
         """Queued requests, oldest first (rows that do not read are left for `pier state check` to name)."""
