@@ -36,6 +36,13 @@ def test_s3_objects_are_written_read_and_found(bucket: str) -> None:
     assert head["ContentType"] == "application/json"
 
 
+def test_an_object_is_encrypted_with_the_kms_key_given(bucket: str) -> None:
+    """KmsKeyId (AsyncInferenceConfig.OutputConfig, TransformOutput) encrypts outputs, as on SageMaker."""
+    storage.write(f"s3://{bucket}/out/secret.out", b"x", "text/plain", kms_key="alias/answers")
+    head = boto3.client("s3", region_name="us-east-1").head_object(Bucket=bucket, Key="out/secret.out")
+    assert (head["ServerSideEncryption"], head["SSEKMSKeyId"]) == ("aws:kms", "alias/answers")
+
+
 def test_a_missing_s3_object_is_an_error_naming_it(bucket: str) -> None:
     with pytest.raises(storage.StorageError, match=r"s3://answers/nothing.*NoSuchKey"):
         storage.read(f"s3://{bucket}/nothing")

@@ -75,8 +75,9 @@ def _within(url: str, size: int, limit: int | None) -> None:
         raise TooLarge(f"Cannot read {url}: it is {size} bytes, more than the {limit} this takes.")
 
 
-def write(url: str, data: bytes, content_type: str | None = None) -> None:
-    """The whole object at `url`, replacing any there (a local file appears whole: written aside, then renamed)."""
+def write(url: str, data: bytes, content_type: str | None = None, kms_key: str | None = None) -> None:
+    """The whole object at `url`, replacing any there (a local file appears whole: written aside, then renamed).
+    `kms_key`: an S3 object is encrypted with it (SSE-KMS); callers refuse it with file:// URLs up front."""
     check_url(url)
     parsed = urlparse(url)
     if parsed.scheme == "file":
@@ -93,6 +94,8 @@ def write(url: str, data: bytes, content_type: str | None = None) -> None:
             raise StorageError(f"Cannot write {url}: {error.strerror or error}.") from None
         return
     extra = {"ContentType": content_type} if content_type else {}
+    if kms_key:
+        extra |= {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": kms_key}
     try:
         client().put_object(Bucket=parsed.netloc, Key=parsed.path.lstrip("/"), Body=data, **extra)
     except Exception as error:

@@ -229,3 +229,27 @@ async def test_a_tick_reads_only_the_requests_it_starts(tmp_path: Path, monkeypa
     assert started == ["r00"] and (tmp_path / "out" / "old-error.out").is_file()
     assert sorted(read) == ["old", "r00"]
     await work._stop()
+
+
+@pytest.mark.anyio
+async def test_answers_and_failures_are_written_with_the_kms_key(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import pier.gateway.async_inference as module
+
+    written: list[tuple[str, str | None]] = []
+
+    def write(url: str, data: bytes, content_type: str | None = None, kms_key: str | None = None) -> None:
+        written.append((url.rsplit("/", 1)[1], kms_key))
+
+    async def answer(request: AsyncRequest, body: bytes) -> tuple[bytes, str | None]:
+        return b"ok", "text/plain"
+
+    monkeypatch.setattr(module.storage, "write", write)
+    work = dispatcher(tmp_path, endpoint(tmp_path, 1), ready=1, seen=Seen(), now=1000.0)
+    work._invoke = answer  # type: ignore[method-assign]
+    work.queue.add(dataclasses.replace(queued(tmp_path, "a", 999.0), kms_key="alias/k"))
+    work.queue.add(dataclasses.replace(queued(tmp_path, "old", 900.0), kms_key="alias/k"))
+    work._dispatch()
+    await asyncio.sleep(0.3)
+    await work._stop()
+    assert sorted(written) == [("a.out", "alias/k"), ("old-error.out", "alias/k")]

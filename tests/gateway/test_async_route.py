@@ -80,3 +80,15 @@ def test_an_extension_that_leaves_the_output_folder_is_refused(extension: str) -
     """A file:// S3OutputPath is a folder on the gateway's host: an invoker must not write outside it."""
     with pytest.raises(InvalidInvocation, match=r"S3OutputPathExtension .* folder under the endpoint's S3OutputPath"):
         accepted("e", {H + "InputLocation": "s3://b/x", H + "S3OutputPathExtension": extension}, b"", CONFIG, 0.0)
+
+
+def test_the_configs_kms_key_goes_with_the_request() -> None:
+    config = AsyncInferenceSpec.model_validate({"OutputConfig": {"S3OutputPath": "s3://b/out", "KmsKeyId": "alias/k"}})
+    assert accepted("e", {H + "InputLocation": "s3://b/x"}, b"", config, 0.0).kms_key == "alias/k"
+    assert accepted("e", {H + "InputLocation": "s3://b/x"}, b"", CONFIG, 0.0).kms_key is None
+
+
+def test_a_kms_key_for_a_local_folder_is_refused() -> None:
+    """A file:// folder has no server-side encryption: the key would be silently unused."""
+    with pytest.raises(ValueError, match="KmsKeyId encrypts outputs in S3; a file:// path has none"):
+        AsyncInferenceSpec.model_validate({"OutputConfig": {"S3OutputPath": "file:///tmp/out", "KmsKeyId": "k"}})

@@ -185,6 +185,10 @@ class AsyncOutputSpec(Shape):
         for name, path in (("S3OutputPath", self.S3OutputPath), ("S3FailurePath", self.S3FailurePath)):
             if path is not None and not re.fullmatch(r"(s3://[^/]+|file:///[^\s]*)(/.*)?", path):
                 raise ValueError(f"{name} {path!r} is not an s3://BUCKET/PREFIX (or file:///folder) path.")
+        local = [path for path in (self.S3OutputPath, self.S3FailurePath) if path and path.startswith("file:")]
+        if self.KmsKeyId and local:  # refused, not ignored: the caller expects encrypted answers
+            raise ValueError(f"KmsKeyId encrypts outputs in S3; a file:// path has none ({local[0]}): remove "
+                             "KmsKeyId, or write to s3://.")
         return self
 
 

@@ -200,7 +200,7 @@ class AsyncInference:
             body = (request.body.encode("latin-1") if request.body is not None
                     else await asyncio.to_thread(self._input, str(request.input_location)))
             answer, content_type = await self._invoke(request, body)
-            await asyncio.to_thread(storage.write, request.output_location, answer, content_type)
+            await asyncio.to_thread(storage.write, request.output_location, answer, content_type, request.kms_key)
         except asyncio.CancelledError:
             await asyncio.shield(asyncio.to_thread(self.queue.release, request.id))
             raise
@@ -254,7 +254,8 @@ class AsyncInference:
     async def _fail(self, request: AsyncRequest, reason: str) -> None:
         log.warning("async inference %s failed: %s", request.inference_id, reason)
         try:
-            await asyncio.to_thread(storage.write, request.failure_location, reason.encode(), "text/plain")
+            await asyncio.to_thread(storage.write, request.failure_location, reason.encode(), "text/plain",
+                                    request.kms_key)
         except storage.StorageError as error:
             log.error("async inference %s: its failure could not be written either: %s", request.inference_id, error)
         await asyncio.to_thread(self.queue.finish, request.id)

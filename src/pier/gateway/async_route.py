@@ -117,7 +117,8 @@ def accepted(endpoint: str, headers: Mapping[str, str], body: bytes, config: Asy
         output_location=storage.join(output_path, values["filename"] or f"{id}.out"),
         failure_location=storage.join(failure_path, f"{id}-error.out"), received=now, ttl_s=ttl, timeout_s=timeout,
         input_location=location, body=body.decode("latin-1") if location is None else None,
-        content_type=values["content_type"], accept=values["accept"], custom_attributes=values["custom_attributes"])
+        content_type=values["content_type"], accept=values["accept"], custom_attributes=values["custom_attributes"],
+        kms_key=config.OutputConfig.KmsKeyId)
 
 
 def _check_input(location: str) -> None:

@@ -38,6 +38,7 @@ class AsyncRequest:
     content_type: str | None = None
     accept: str | None = None
     custom_attributes: str | None = None
+    kms_key: str | None = None  # the config's OutputConfig.KmsKeyId: its answer and failure are encrypted with it
 
     @property
     def expires(self) -> float:
