@@ -44,6 +44,8 @@ def test_defaults_as_sagemaker_has_them() -> None:
     (changed(TransformOutput__S3OutputPath="file://relative/out"), "S3OutputPath .* is not an absolute path"),
     (changed(DataCaptureConfig={"DestinationS3Uri": "s3://b/capture"}),
      "pier's transform jobs capture no data: remove DataCaptureConfig"),
+    (changed(TransformOutput={"S3OutputPath": "file:///out", "KmsKeyId": "k"}),
+     "KmsKeyId encrypts outputs in S3; a file:// S3OutputPath has none"),
     (changed(MaxPayloadInMB=101), "MaxPayloadInMB is at most 100"),
     (changed(MaxPayloadInMB=10, MaxConcurrentTransforms=11), r"\(11 x 10\) may be at most 100"),
     (changed(DataProcessing={"InputFilter": "features"}), "DataProcessing.InputFilter: The JSONPath 'features'"),

@@ -8,7 +8,9 @@ import pytest
 
 from pier import storage as shared
 from pier.transform import storage
+from pier.transform.job import check
 from pier.transform.storage import Source, StorageError
+from tests.transform.test_job import changed
 
 
 @pytest.fixture
@@ -89,3 +91,10 @@ def test_an_output_never_lands_outside_a_local_output_folder(relative: str) -> N
 
 def test_an_output_is_named_after_its_input() -> None:
     assert storage.output_url("file:///out/job/", "sub/a.jsonl") == "file:///out/job/sub/a.jsonl.out"
+
+
+def test_an_output_is_encrypted_with_the_jobs_kms_key(s3: object) -> None:
+    storage.write("s3://batch/out/a.out", b"x", kms_key="alias/k")
+    head = s3.head_object(Bucket="batch", Key="out/a.out")  # type: ignore[attr-defined]
+    assert (head["ServerSideEncryption"], head["SSEKMSKeyId"]) == ("aws:kms", "alias/k")
+    assert check(changed(TransformOutput={"S3OutputPath": "s3://b/out", "KmsKeyId": "alias/k"})).kms_key == "alias/k"

@@ -52,6 +52,7 @@ class Settings:
     max_payload_mb: int
     max_concurrent: int | None  # None: every parallel sequence of every copy
     output_url: str
+    kms_key: str | None  # TransformOutput.KmsKeyId: outputs are encrypted with it (SSE-KMS)
     accept: str | None
     assemble_with: str
     processing: Processing
@@ -70,7 +71,7 @@ class Settings:
             strategy=request.get("BatchStrategy", "SingleRecord"),
             max_payload_mb=request.get("MaxPayloadInMB", DEFAULT_PAYLOAD_MB),
             max_concurrent=request.get("MaxConcurrentTransforms") or None,
-            output_url=output["S3OutputPath"], accept=output.get("Accept"),
+            output_url=output["S3OutputPath"], kms_key=output.get("KmsKeyId") or None, accept=output.get("Accept"),
             assemble_with=output.get("AssembleWith", "None"),
             processing=Processing.of(request.get("DataProcessing"), given_input.get("ContentType")),
             instance_type=resources["InstanceType"], instance_count=resources["InstanceCount"])
@@ -98,6 +99,10 @@ def _problems(request: dict[str, Any]) -> list[str]:
             check_url(url, member)
         except StorageError as error:
             found.append(str(error).rstrip("."))
+    output = request["TransformOutput"]
+    if output.get("KmsKeyId") and output["S3OutputPath"].startswith("file:"):  # refused: it would go unused
+        found.append("KmsKeyId encrypts outputs in S3; a file:// S3OutputPath has none: remove KmsKeyId, or write "
+                     "to s3://")
     if request.get("DataCaptureConfig"):  # refused, not ignored: nothing would ever be written where it says
         found.append("pier's transform jobs capture no data: remove DataCaptureConfig (the outputs are at "
                      "TransformOutput.S3OutputPath; DataProcessing.JoinSource Input puts each input beside its output)")

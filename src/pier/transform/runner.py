@@ -170,7 +170,7 @@ class JobRun:
         outputs = [answered[u.index] for u in item.units]
         data = cutting.assemble(outputs, self.settings.assemble_with)
         target = storage.output_url(self.settings.output_url, item.row.relative)
-        await asyncio.to_thread(storage.write, target, data)
+        await asyncio.to_thread(storage.write, target, data, self.settings.kms_key)
         self.store.written(self.job.name, item.row.url)
         log.info("transform job %s wrote %s (%d units)", self.job.name, target, len(item.units))
 

@@ -56,10 +56,10 @@ def read(url: str) -> bytes:
         raise StorageError(str(error)) from None
 
 
-def write(url: str, data: bytes) -> None:
-    """The whole object: a job resumed after a kill never finds half an output."""
+def write(url: str, data: bytes, kms_key: str | None = None) -> None:
+    """The whole object: a job resumed after a kill never finds half an output. `kms_key`: encrypted with it."""
     try:
-        storage.write(url, data)
+        storage.write(url, data, kms_key=kms_key)
     except storage.StorageError as error:
         raise StorageError(str(error)) from None
 
