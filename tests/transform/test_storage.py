@@ -98,3 +98,9 @@ def test_an_output_is_encrypted_with_the_jobs_kms_key(s3: object) -> None:
     head = s3.head_object(Bucket="batch", Key="out/a.out")  # type: ignore[attr-defined]
     assert (head["ServerSideEncryption"], head["SSEKMSKeyId"]) == ("aws:kms", "alias/k")
     assert check(changed(TransformOutput={"S3OutputPath": "s3://b/out", "KmsKeyId": "alias/k"})).kms_key == "alias/k"
+
+
+def test_a_manifest_cannot_name_files_outside_its_local_prefix(folder: Path) -> None:
+    (folder / "manifest.json").write_text(json.dumps([{"prefix": f"file://{folder}/other/"}, "../in/a.jsonl"]))
+    with pytest.raises(StorageError, match=r"names '../in/a.jsonl', outside its prefix"):
+        storage.inputs(f"file://{folder}/manifest.json", "ManifestFile")

@@ -105,6 +105,9 @@ def _manifest(url: str, data: bytes) -> list[Source]:
         raise StorageError(f"The manifest {url} is not [{{\"prefix\": \"s3://bucket/prefix/\"}}, \"name\", ...].") \
             from None
     check_url(prefix, "The manifest's prefix")
+    for name in names:  # under a file:// prefix, '..' would read any file of the gateway's host
+        if prefix.startswith("file:") and any(part in (".", "..") for part in name.split("/")):
+            raise StorageError(f"The manifest {url} names {name!r}, outside its prefix {prefix}: name files under it.")
     return [Source(join(prefix, name), name) for name in names]
 
 
