@@ -41,3 +41,12 @@ def test_copies_that_all_failed_fail_the_job_with_their_words() -> None:
     turns = Turns(lambda: [copy("a", CopyState.FAILED, message="the model does not load: bad GGUF")])
     with pytest.raises(CopiesFailed, match="bad GGUF"):
         asyncio.run(turns.take())
+
+
+def test_copies_that_cannot_be_placed_fail_the_job_with_why() -> None:
+    """A job whose copies the reconciler cannot place (a GPU type on a host without GPUs) has no copy at all: it
+    waited InProgress for ever."""
+    turns = Turns(lambda: [], problem=lambda: "ml.g5.xlarge needs 1 GPU; this host has none")
+    with pytest.raises(CopiesFailed, match=r"cannot be placed: ml\.g5\.xlarge needs 1 GPU"):
+        turns.free("")
+    assert Turns(lambda: [], problem=lambda: None).free("") is None  # not placed yet: it waits

@@ -106,6 +106,7 @@ class Reconciler:
         self._wake = asyncio.Event()
         fetches.notify = self._wake.set  # a finished download is worth acting on at once
         self._placements: tuple[Placement, ...] = ()
+        self._problems: dict[Workload, str] = {}  # the last tick's placement problems (Desired.problems)
         self._specs: dict[str, CopySpec] = {}  # the copies last asked for, by id: where each one is placed
         self._proven: set[str] = set()
         self._busy: dict[str, asyncio.Task[None]] = {}  # copy id -> its start or stop in progress
@@ -142,6 +143,7 @@ class Reconciler:
         desired = desired_copies(endpoints + self.extra(), components, self._placements, self.host, self.instance_type,
                                  self.copy_cap, running, failed, self.gpus)
         self._placements = desired.placements
+        self._problems = desired.problems
         self._specs = {spec.copy_id: spec for spec in desired.specs}
         self._proven = {c.copy_id for c in actual if c.state is CopyState.READY} | (
             self._proven & {c.copy_id for c in actual})
@@ -157,6 +159,11 @@ class Reconciler:
         return [dataclasses.replace(c, state=CopyState.STARTING, message="draining: stopped by pier")
                 if c.copy_id in self._stopping and c.state is CopyState.READY else c
                 for c in self.backend.statuses() if c.component == workload]
+
+    def placement_problem(self, workload: Workload) -> str | None:
+        """Why some of `workload`'s copies could not be placed at the last tick (None: all were); for workloads
+        with no stored status to carry it (a transform job's)."""
+        return self._problems.get(workload)
 
     def spec(self, copy_id: str) -> CopySpec | None:
         """What the copy was asked to be (its instance and cores), as of the last tick; None: not wanted now."""

@@ -43,13 +43,15 @@ FETCH_POLL_S = 0.5
 class Transforms:
     def __init__(self, store: TransformStore, state: State, *, copies: Callable[[Workload], list[CopyStatus]],
                  fetch: Callable[[ModelSource], Fetched], wake: Callable[[], None],
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 problem: Callable[[Workload], str | None] = lambda _: None) -> None:
         self.store = store
         self.state = state
         self.copies = copies
         self.fetch = fetch
         self.wake = wake  # the reconciler: the set of wanted copies changed
         self.clock = clock
+        self.problem = problem  # why the reconciler could not place a workload's copies
         self._changing = threading.Lock()  # a job's record is read and written back whole: one change at a time
         self._wanted: dict[str, EndpointRecord] = {}  # running job -> the endpoint its copies belong to
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -176,7 +178,8 @@ class Transforms:
             # MaxConcurrentTransforms by default: every parallel sequence of every copy.
             limit = settings.max_concurrent or settings.instance_count * copy_concurrency(job.container.Environment)
             workload = Workload.of_variant(job.endpoint_name, VARIANT)
-            turns = self._turns[key] = Turns(lambda: self.copies(workload), settings.max_concurrent)
+            turns = self._turns[key] = Turns(lambda: self.copies(workload), settings.max_concurrent,
+                                             problem=lambda: self.problem(workload))
             assert self._client is not None
             run = JobRun(job, settings, self.store, turns, self._client, 2 * limit, lambda: self._started(job.name))
             await run.run()

@@ -23,6 +23,7 @@ class CopiesFailed(RuntimeError):
 class Turns:
     copies: Callable[[], list[CopyStatus]]  # the job's copies as the backend reports them
     limit: int | None = None  # records in flight at most over all copies (MaxConcurrentTransforms)
+    problem: Callable[[], str | None] = lambda: None  # why the reconciler could not place the job's copies
     busy: dict[str, int] = field(default_factory=dict)  # copy id -> records in flight there
     _freed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -57,6 +58,8 @@ class Turns:
         statuses = self.copies()
         if statuses and all(c.state is CopyState.FAILED for c in statuses):
             raise CopiesFailed("; ".join(dict.fromkeys(c.message or "it failed" for c in statuses)))
+        if not statuses and (why := self.problem()):  # none placed, and none will be: the job would wait for ever
+            raise CopiesFailed(f"The job's copies cannot be placed: {why}")
         if self.limit is not None and self.in_flight >= self.limit:
             return None
         ready = [c for c in statuses if c.state is CopyState.READY and c.url
