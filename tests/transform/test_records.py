@@ -57,3 +57,15 @@ def test_assemble(outputs: list[bytes], assemble_with: str, whole: bytes) -> Non
 
 def test_output_name() -> None:
     assert output_name("dataset01/data.csv") == "dataset01/data.csv.out"
+
+
+def test_a_gzip_bomb_stops_at_the_limit() -> None:
+    """A small object that expands past the limit is refused without expanding it whole; several gzip members
+    (concatenated files) count together; an object at the limit is read."""
+    bomb = gzip.compress(bytes(4 * MIB))  # 4 KiB of gzip
+    with pytest.raises(RecordError, match="decompresses to more than 1 MiB"):
+        decompress(bomb, "Gzip", limit=MIB)
+    assert decompress(gzip.compress(b"a\n") + gzip.compress(b"b\n"), "Gzip") == b"a\nb\n"
+    with pytest.raises(RecordError, match="more than"):
+        decompress(gzip.compress(bytes(MIB)) * 2, "Gzip", limit=MIB)
+    assert len(decompress(gzip.compress(bytes(MIB)), "Gzip", limit=MIB)) == MIB

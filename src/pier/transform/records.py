@@ -8,9 +8,11 @@ after a restart cuts the same object into the same units and skips the ones alre
 from __future__ import annotations
 
 import gzip
+import io
 from dataclasses import dataclass
 
 MIB = 1024 * 1024
+MAX_DECOMPRESSED = 1024 * MIB  # an object's bytes once gunzipped
 
 
 class RecordError(ValueError):
@@ -28,13 +30,20 @@ class Unit:
         return b"\n".join(self.records)
 
 
-def decompress(data: bytes, compression: str) -> bytes:
+def decompress(data: bytes, compression: str, limit: int = MAX_DECOMPRESSED) -> bytes:
+    """The object's bytes, gunzipped for CompressionType Gzip, at most `limit` of them: an object is held whole in
+    the gateway's memory, and a small gzip can expand to gigabytes (a gzip bomb would take the gateway down)."""
     if compression != "Gzip":
         return data
     try:
-        return gzip.decompress(data)
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as unzipped:
+            out = unzipped.read(limit + 1)
     except (OSError, EOFError) as error:
         raise RecordError(f"the object is not gzip ({error}); set CompressionType None for plain objects") from None
+    if len(out) > limit:
+        raise RecordError(f"the object decompresses to more than {limit // MIB} MiB, more than pier holds at once: "
+                          "split it into smaller objects")
+    return out
 
 
 def split(data: bytes, split_type: str) -> list[bytes]:
