@@ -295,6 +295,8 @@ class EngineCore:
     def _draft(self, work: list[Work]) -> None:
         """Give the step's generating sequences their drafts (engine/draft.py), within the step's token budget and
         the cells free without evicting a cached prefix for them; a draft never runs past a sequence's max_tokens."""
+        if self.config.speculate <= 0:
+            return  # off (the default): nothing drafted, no step pays for looking
         planned = sum(w.n_tokens for w in work)
         room = min(self.step_tokens - planned, self.kv.free_cells - planned)
         for w in work:
