@@ -670,3 +670,33 @@ def test_periods_time_ranges_and_query_ids_are_checked_as_aws_checks_them(gatewa
             method(**arguments)
         assert raised.value.response["Error"]["Code"] == "InvalidParameterValue", words
         assert words in raised.value.response["Error"]["Message"]
+
+
+@pytest.mark.parametrize(("fields", "words"), [
+    ({"EvaluationPeriods": 2, "DatapointsToAlarm": 3}, "DatapointsToAlarm (3) must be less than or equal to "
+                                                       "EvaluationPeriods (2)"),
+    ({"EvaluationPeriods": 2, "TreatMissingData": "sometimes"}, "TreatMissingData 'sometimes' is not one of"),
+])
+def test_an_alarm_that_could_never_fire_as_asked_is_refused(gateway: Served, fields: dict[str, Any],
+                                                            words: str) -> None:
+    cw = client(gateway, "cloudwatch")
+    with pytest.raises(ClientError) as raised:
+        cw.put_metric_alarm(AlarmName="never", MetricName="Queue", Namespace="Mine", Statistic="Maximum", Period=60,
+                            Threshold=1, ComparisonOperator="GreaterThanThreshold", **fields)
+    assert words in raised.value.response["Error"]["Message"]
+    assert cw.describe_alarms(AlarmNames=["never"])["MetricAlarms"] == []
+
+
+def test_a_scheduled_action_that_ends_before_it_starts_is_refused(gateway: Served) -> None:
+    component(gateway, "backwards")
+    aas = client(gateway, "application-autoscaling")
+    resource = {"ServiceNamespace": "sagemaker", "ResourceId": "inference-component/backwards",
+                "ScalableDimension": "sagemaker:inference-component:DesiredCopyCount"}
+    aas.register_scalable_target(**resource, MinCapacity=1, MaxCapacity=3)
+    now = datetime.now(UTC)
+    with pytest.raises(ClientError) as raised:
+        aas.put_scheduled_action(**resource, ScheduledActionName="backwards", Schedule="rate(1 hour)",
+                                 StartTime=now + timedelta(days=2), EndTime=now + timedelta(days=1))
+    assert "StartTime must be before EndTime" in raised.value.response["Error"]["Message"]
+    assert aas.describe_scheduled_actions(ServiceNamespace="sagemaker",
+                                          ResourceId=resource["ResourceId"])["ScheduledActions"] == []

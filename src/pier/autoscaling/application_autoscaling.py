@@ -15,6 +15,7 @@ from pier.autoscaling.errors import ObjectNotFound, ScalingValidation, UnknownOp
 from pier.autoscaling.policies import check_policy
 from pier.autoscaling.resource import NAMESPACE, Resource, check_namespace, resource_of
 from pier.autoscaling.store import Store
+from pier.autoscaling.wire import epoch
 
 Body = dict[str, Any]
 TARGET, POLICY, SCHEDULED = "target", "policy", "scheduled"
@@ -158,6 +159,8 @@ class ApplicationAutoScaling:
             raise ScalingValidation("Schedule is required for a new scheduled action: at(...), rate(...) or "
                                     "cron(...).")
         schedule.check(action["Schedule"], action.get("Timezone"))
+        if "StartTime" in action and "EndTime" in action and epoch(action["StartTime"]) >= epoch(action["EndTime"]):
+            raise ScalingValidation("StartTime must be before EndTime: the scheduled action runs only between them.")
         limits = action.get("ScalableTargetAction", {})
         if "MinCapacity" in limits and "MaxCapacity" in limits:
             _check_bounds(resource, limits["MinCapacity"], limits["MaxCapacity"], self.capacity.floor(resource))

@@ -143,6 +143,7 @@ class CloudWatch:
                                         "are not served.")
         if "Threshold" not in body:
             raise InvalidParameterValue("Threshold is required.")
+        _check_datapoints(body)
         found = self.store.get(ALARM, body["AlarmName"]) or {}
         if found and found["AlarmName"] != body["AlarmName"]:
             raise InvalidParameterValue(
@@ -219,6 +220,22 @@ def _check_period(period: int, start: float, end: float, where: str = "Period") 
         raise InvalidParameterValue(f"That asks for more than {MAX_DATAPOINTS} datapoints: use a longer Period or a "
                                     "shorter time range.")
 
+
+
+TREAT_MISSING = ("breaching", "notBreaching", "ignore", "missing")  # CloudWatch's TreatMissingData values
+
+
+def _check_datapoints(alarm: dict[str, Any]) -> None:
+    """What CloudWatch refuses of an alarm's evaluation: more datapoints to alarm than periods evaluated (it could
+    never fire), and a TreatMissingData it does not know (it was evaluated as `missing`)."""
+    periods, needed = int(alarm["EvaluationPeriods"]), alarm.get("DatapointsToAlarm")
+    if needed is not None and int(needed) > periods:
+        raise InvalidParameterValue(f"DatapointsToAlarm ({needed}) must be less than or equal to EvaluationPeriods "
+                                    f"({periods}): the alarm fires when that many of the last EvaluationPeriods "
+                                    "periods breach.")
+    treat = alarm.get("TreatMissingData", "missing")
+    if treat not in TREAT_MISSING:
+        raise InvalidParameterValue(f"TreatMissingData {treat!r} is not one of {', '.join(TREAT_MISSING)}.")
 
 
 def _check_granularity(period: int, short: tuple[int, ...], where: str) -> None:
