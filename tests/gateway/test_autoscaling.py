@@ -541,12 +541,18 @@ def test_a_scale_out_that_does_not_fit_the_instances_is_a_failed_activity_with_t
     assert copy_count(gateway, "huge")[1] == 1  # the copy it had still serves
 
 
-def test_a_scheduled_action_sets_the_bounds_and_the_copies_follow(gateway: Served) -> None:
-    component(gateway, "nightly")
+def registered(gateway: Served, name: str) -> tuple[Any, dict[str, str]]:
+    """A component `name` whose copy count is a scalable target (1 to 3): the client and the target's fields."""
+    component(gateway, name)
     aas = client(gateway, "application-autoscaling")
-    resource = {"ServiceNamespace": "sagemaker", "ResourceId": "inference-component/nightly",
+    resource = {"ServiceNamespace": "sagemaker", "ResourceId": f"inference-component/{name}",
                 "ScalableDimension": "sagemaker:inference-component:DesiredCopyCount"}
     aas.register_scalable_target(**resource, MinCapacity=1, MaxCapacity=3)
+    return aas, resource
+
+
+def test_a_scheduled_action_sets_the_bounds_and_the_copies_follow(gateway: Served) -> None:
+    aas, resource = registered(gateway, "nightly")
     soon = datetime.now(UTC) + timedelta(seconds=2)
     aas.put_scheduled_action(**resource, ScheduledActionName="morning",
                              Schedule=f"at({soon.strftime('%Y-%m-%dT%H:%M:%S')})",
@@ -688,11 +694,7 @@ def test_an_alarm_that_could_never_fire_as_asked_is_refused(gateway: Served, fie
 
 
 def test_a_scheduled_action_that_ends_before_it_starts_is_refused(gateway: Served) -> None:
-    component(gateway, "backwards")
-    aas = client(gateway, "application-autoscaling")
-    resource = {"ServiceNamespace": "sagemaker", "ResourceId": "inference-component/backwards",
-                "ScalableDimension": "sagemaker:inference-component:DesiredCopyCount"}
-    aas.register_scalable_target(**resource, MinCapacity=1, MaxCapacity=3)
+    aas, resource = registered(gateway, "backwards")
     now = datetime.now(UTC)
     with pytest.raises(ClientError) as raised:
         aas.put_scheduled_action(**resource, ScheduledActionName="backwards", Schedule="rate(1 hour)",

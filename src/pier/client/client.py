@@ -19,7 +19,15 @@ import httpx
 from botocore.config import Config
 from botocore.exceptions import ClientError, ParamValidationError
 
-from pier.client.deploy_file import Calls, DeployFile, calls, component_changed, deployment_problems
+from pier.client.deploy_file import (
+    NOT_A_DEPLOYMENT,
+    Calls,
+    DeployFile,
+    calls,
+    component_changed,
+    deployment_refusal,
+    update_input,
+)
 from pier.control.records import IN_PROGRESS
 from pier.security.client_credentials import cli_credentials
 from pier.security.client_trust import TrustError, ca_bundle, connection_problem, ssl_context
@@ -85,10 +93,8 @@ class PierClient:
                timeout_s: float = 1800.0) -> None:
         """Make the endpoint what the file says (create, or update what changed), then wait for InService."""
         todo = calls(file, base)
-        if todo.deployment is not None and (problems := deployment_problems(todo.deployment)):
-            # sent only with an update: unchecked, a typo would wait for the first changed file, unnoticed
-            raise PierClientError("The deploy file's `deployment` is not a SageMaker DeploymentConfig: "
-                                  + "; ".join(problems))
+        if (refusal := deployment_refusal(todo)) is not None:
+            raise PierClientError(refusal)
         self._retry_if_failed(todo, say)
         for model in todo.models:
             self._create_unless_exists("model", model, say)
@@ -137,12 +143,10 @@ class PierClient:
             # SageMaker updates an endpoint that is InService or Failed: a fixed file mends a failed deploy
             self._wait(lambda: self._describe_endpoint(name) or {"EndpointStatus": "Gone"}, "EndpointStatus",
                        f"endpoint {name}", say, timeout_s, shown=update_progress)
-            extra = {"DeploymentConfig": todo.deployment} if todo.deployment else {}
             try:
-                self.sagemaker.update_endpoint(**todo.endpoint, **extra)
+                self.sagemaker.update_endpoint(**update_input(todo))
             except ParamValidationError as error:
-                raise PierClientError(f"The deploy file's `deployment` is not a SageMaker DeploymentConfig: {error}"
-                                      ) from None
+                raise PierClientError(f"{NOT_A_DEPLOYMENT}{error}") from None
             say(f"updating endpoint {name} to {config}")
 
     def _converge_components(self, endpoint: str, todo: Calls, say: Say) -> None:

@@ -205,6 +205,22 @@ def _resolve(data: str, base: Path) -> str:
     return str(path if path.is_absolute() else (base / path).resolve())
 
 
+NOT_A_DEPLOYMENT = "The deploy file's `deployment` is not a SageMaker DeploymentConfig: "
+
+
+def deployment_refusal(todo: Calls) -> str | None:
+    """Why the file's `deployment` block would be refused, said before anything is made (it is sent only with an
+    update: unchecked, a typo would wait for the first changed file, unnoticed); None when it is fine or absent."""
+    if todo.deployment is None or not (problems := deployment_problems(todo.deployment)):
+        return None
+    return NOT_A_DEPLOYMENT + "; ".join(problems)
+
+
+def update_input(todo: Calls) -> dict[str, Any]:
+    """UpdateEndpoint's input for the file: the endpoint's new config, moved as its `deployment` block says."""
+    return {**todo.endpoint, **({"DeploymentConfig": todo.deployment} if todo.deployment else {})}
+
+
 def deployment_problems(config: dict[str, Any]) -> list[str]:
     """What botocore would refuse in UpdateEndpoint's DeploymentConfig (unknown, missing and mistyped fields),
     and the enum values it leaves to the server, each named by its place under `deployment`."""

@@ -16,7 +16,15 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
-from pier.client.deploy_file import Calls, DeployFileError, calls, component_changed, deployment_problems, parse
+from pier.client.deploy_file import (
+    Calls,
+    DeployFileError,
+    calls,
+    component_changed,
+    deployment_refusal,
+    parse,
+    update_input,
+)
 from pier.control.errors import ControlError, ValidationError
 from pier.control.names import region_of
 from pier.control.records import IN_PROGRESS
@@ -41,9 +49,8 @@ async def deploy_route(request: Request) -> Response:
             todo = calls(parse(text, SOURCE), Path.cwd())
         except DeployFileError as error:
             raise ValidationError(str(error)) from None
-        if todo.deployment is not None and (problems := deployment_problems(todo.deployment)):
-            # before anything is made, as `pier deploy` checks it: not at the first update
-            raise ValidationError(f"{SOURCE}'s `deployment` is not a SageMaker DeploymentConfig: {'; '.join(problems)}")
+        if (refusal := deployment_refusal(todo)) is not None:  # before anything is made, as `pier deploy` does
+            raise ValidationError(refusal)
         return todo, converge(lambda operation, body: control.call(operation, body, region), todo)
 
     try:
@@ -74,7 +81,7 @@ def converge(call: Call, todo: Calls) -> tuple[list[str], str | None]:
     if status in IN_PROGRESS:
         return steps, f"endpoint {name} is {status}"
     if current["EndpointConfigName"] != config:  # moved as the file's `deployment` says (SageMaker's DeploymentConfig)
-        call("UpdateEndpoint", {**todo.endpoint, **({"DeploymentConfig": todo.deployment} if todo.deployment else {})})
+        call("UpdateEndpoint", update_input(todo))
         return [*steps, f"updating endpoint {name} to {config}"], f"endpoint {name} is Updating"
     if status != "InService":
         raise ValidationError(
