@@ -339,7 +339,9 @@ class EngineCore:
             seq = self.running[w.index]
             assert seq.slot is not None
             start = seq.n_computed
-            chunk = seq.tokens[start : start + w.n_tokens] + seq.draft  # a draft is checked row by row: _sample
+            chunk = seq.tokens[start : start + w.n_tokens]
+            if seq.draft:  # checked row by row in _sample
+                chunk += seq.draft
             last = start + w.n_tokens == len(seq.tokens)
             every = (seq.needs_every_logit and start < len(seq.tokens) - 1) or bool(seq.draft)
             batch.add(seq.slot.seq_id, start, chunk, want_logits=last, every=every, adapter=seq.request.adapter)
