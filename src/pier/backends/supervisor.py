@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from pier.backends.logfile import rotate, tail
 from pier.backends.process import CopyProcess, PidFile, describe_exit, environment, free_port, http_url
 from pier.channel.concurrency import CONCURRENCY_HEADER, copy_concurrency, reported_concurrency
 from pier.channel.copy_secret import new_copy_secret
+from pier.channel.kernels import KERNELS_HEADER, UNSERVABLE_EXIT
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,25 @@ class _Run:
 
     ready_for_s: float | None  # None: never became ready
     why: str
+    code: int | None = None  # its exit code (negative: the signal), None when it never ran
+
+
+# Signals of a process that crashed by itself (a bad instruction, address or operand; an abort): a copy that dies
+# of one before it is ready, twice in a row the same way, would die so on every start (its hardware, its model).
+CRASH_CODES = frozenset(-s for s in (signal.SIGSEGV, signal.SIGILL, signal.SIGBUS, signal.SIGFPE, signal.SIGABRT))
+SAME_CRASHES = 2
+
+
+def give_up_reason(run: _Run, failed_starts: int, crashes: list[str], max_failed_starts: int) -> str | None:
+    """Why supervision of a copy ends after this run, or None to start it again. Pure."""
+    if run.ready_for_s is None and run.code == UNSERVABLE_EXIT:
+        return f"it cannot run on this host: the process {run.why} saying no CPU kernel family runs its model."
+    if len(crashes) >= SAME_CRASHES and len(set(crashes[-SAME_CRASHES:])) == 1:
+        return (f"it {crashes[-1]} while loading, {SAME_CRASHES} starts in a row: it would on every start (this "
+                "host's CPU or the model file); not started again.")
+    if failed_starts >= max_failed_starts:
+        return f"gave up after {failed_starts} starts that never became ready; the last one {run.why}."
+    return None
 
 
 class CopySupervisor:
@@ -67,6 +88,7 @@ class CopySupervisor:
         self._task: asyncio.Task[None] | None = None
         self.secret = new_copy_secret()  # the copy answers only requests that carry it (the gateway's)
         self.concurrency = copy_concurrency(environment(spec))  # what the process will take, from what it is given
+        self.kernels: str | None = None  # its CPU kernels, as its /ping says (pier.channel.kernels)
 
     def status(self) -> CopyStatus:
         """The copy as it is now: a process that has just died is reported before supervision notices."""
@@ -78,7 +100,7 @@ class CopySupervisor:
         pid = self.process.pid if alive and self.process else None
         url = self.url if alive else None
         return CopyStatus(self.spec.copy_id, self.spec.component, state, url, message, self.restarts, pid,
-                          concurrency=self.concurrency, secret=self.secret)
+                          concurrency=self.concurrency, secret=self.secret, kernels=self.kernels)
 
     def start(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -99,13 +121,14 @@ class CopySupervisor:
 
     async def _supervise(self) -> None:
         backoff, failed_starts = self.settings.backoff_initial_s, 0
+        crashes: list[str] = []  # how the latest starts in a row crashed before they were ready
         while True:
             run = await self._run_once()
             failed_starts = 0 if run.ready_for_s is not None else failed_starts + 1
-            if failed_starts >= self.settings.max_failed_starts:
+            crashes = [*crashes, run.why] if run.ready_for_s is None and run.code in CRASH_CODES else []
+            if (reason := give_up_reason(run, failed_starts, crashes, self.settings.max_failed_starts)) is not None:
                 self.state = CopyState.FAILED
-                self.message = (f"gave up after {failed_starts} starts that never became ready; the last one {run.why}."
-                                f" Last log lines:\n{self._log_tail(8)}")
+                self.message = f"{reason} Last log lines:\n{self._log_tail(8)}"
                 log.error("copy %s failed: %s", self.spec.copy_id, self.message)
                 return
             if run.ready_for_s is not None and run.ready_for_s >= self.settings.stable_s:
@@ -125,10 +148,12 @@ class CopySupervisor:
         try:
             ready_at = await self._until_ready(process)
             if ready_at is None:
-                return _Run(None, await self._end(process, "did not answer GET /ping with 200 within "
-                                                           f"{self.settings.startup_timeout_s:.0f} s"))
+                why = await self._end(process, "did not answer GET /ping with 200 within "
+                                               f"{self.settings.startup_timeout_s:.0f} s")
+                return _Run(None, why, process.poll())
             await self._watch(process)
-            return _Run(time.monotonic() - ready_at, await self._end(process, "stopped being watched"))
+            why = await self._end(process, "stopped being watched")
+            return _Run(time.monotonic() - ready_at, why, process.poll())
         except asyncio.CancelledError:
             raise  # stop() takes the process down
         except Exception as error:  # a bug here must not leave a copy unsupervised
@@ -196,6 +221,7 @@ class CopySupervisor:
         if response.status_code != 200:
             return False
         self.concurrency = reported_concurrency(response.headers.get(CONCURRENCY_HEADER)) or self.concurrency
+        self.kernels = response.headers.get(KERNELS_HEADER) or self.kernels
         return True
 
     def _note(self, line: str) -> None:

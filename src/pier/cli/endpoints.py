@@ -137,10 +137,10 @@ def describe(name: str, url: Url = DEFAULT_URL, ca_bundle: CaBundle = None, as_j
     for component in described.get("components", []):
         console.print(f"[bold]component[/] {component['InferenceComponentName']}: "
                       f"{component.get('InferenceComponentStatus')}")
-    table = Table("copy", "serves", "state", "device", "url", "restarts", "message")
+    table = Table("copy", "serves", "state", "device", "kernels", "url", "restarts", "message")
     for copy in described.get("copies", []):
-        table.add_row(copy["copy_id"], copy["component"], copy["state"], _device(copy), copy.get("url") or "",
-                      str(copy.get("restarts", 0)), copy.get("message") or "")
+        table.add_row(copy["copy_id"], copy["component"], copy["state"], _device(copy), copy.get("kernels") or "",
+                      copy.get("url") or "", str(copy.get("restarts", 0)), copy.get("message") or "")
     console.print(table)
 
 

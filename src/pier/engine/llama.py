@@ -13,14 +13,19 @@ import numpy as np
 
 from pier.engine import llama_log
 from pier.engine.adapters import LoadedAdapters
+from pier.engine.amx_permission import refuse_amx
 from pier.engine.cpus import engine_threads, usable_cores
 from pier.engine.devices import Device, device_handles
+from pier.engine.kernels import HostKernels, KernelFamily
 from pier.engine.offload import ON_CPU, SPLIT_MODES, Offload
 from pier.engine.passes import plan_adapter_passes, runs
 from pier.engine.runner import LLAMA_MAX_SEQ, Batch, KvCacheFull, ModelInfo, SeqState
 
 _backend_lock = threading.Lock()
 _backend_ready = False
+# Whether models load with llama.cpp's extra buffer types (repacked weights: the AMX and repack kernel families);
+# False once this process chose the plain family (pier.server.kernel_choice).
+_extra_buffers = True
 
 
 def _init_backend() -> None:
@@ -48,14 +53,29 @@ def _kv_ggml_type(name: str) -> int:
     return KV_TYPES[name]
 
 
-def load_model(path: Path, offload: Offload = ON_CPU) -> llama_cpp.llama_model_p:
+def use_family(family: KernelFamily, host: HostKernels) -> None:
+    """Every later load in this process computes with `family` (before the first load: AMX is refused for good)."""
+    global _extra_buffers
+    _extra_buffers = family is not KernelFamily.PLAIN
+    if family is KernelFamily.REPACK and host.amx:
+        refuse_amx()
+
+
+def system_info() -> str:
+    """llama.cpp's own line of what this build computes with ("CPU : SSE3 = 1 | AVX2 = 1 | ... | REPACK = 1 |")."""
+    return bytes(llama_cpp.llama_print_system_info()).decode("utf-8", "replace").strip()
+
+
+def load_model(path: Path, offload: Offload = ON_CPU, extra_buffers: bool | None = None) -> llama_cpp.llama_model_p:
     """A GGUF loaded by llama.cpp (memory-mapped: copies of the same GGUF share its pages), its layers on the
-    offload's GPUs or, with none, on the CPU alone."""
+    offload's GPUs or, with none, on the CPU alone; with repacked weights unless this process chose the plain
+    kernels (`use_family`) or `extra_buffers` says otherwise."""
     if not path.is_file():
         raise FileNotFoundError(f"No GGUF file at {path}: pass the path of a .gguf model file.")
     _init_backend()
     params = llama_cpp.llama_model_default_params()
     params.use_mmap = True
+    params.use_extra_bufts = _extra_buffers if extra_buffers is None else extra_buffers
     keep = _place(params, offload)  # the array params points into, alive until the load is done
     model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
     del keep

@@ -58,6 +58,7 @@ async def copies(request: Request) -> Response:
     gateway = gateway_of(request)
     rows = [{"copy_id": c.copy_id, "component": c.component, "state": c.state.value, "url": c.url,
              "message": c.message, "restarts": c.restarts, "pid": c.pid, "concurrency": c.concurrency,
+             "kernels": c.kernels,
              **_placement(gateway.reconciler.spec(c.copy_id))}
             for c in gateway.backend.statuses()]
     return JSONResponse({"copies": rows})

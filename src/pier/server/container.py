@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, TypeVar
 import uvicorn
 from fastapi import FastAPI
 
+from pier.channel.kernels import UNSERVABLE_EXIT
 from pier.engine.core import EngineConfig
 from pier.engine.engine import Engine
 from pier.engine.prefix_cache import sequence_ids
@@ -33,6 +34,7 @@ from pier.model.gguf_meta import read_metadata
 from pier.ports import port_problem
 from pier.server.app import Lifespan, attach_model, create_app, create_handler_app
 from pier.server.guard import guard_model_server
+from pier.server.kernel_choice import KernelsUnusable, choose_kernels
 from pier.server.kv_budget import kv_cells
 from pier.server.model_location import ModelLocation, ModelNotFound, locate_model
 from pier.server.multi_model import create_multi_model_app
@@ -95,7 +97,7 @@ def serve_container(
     log.info("serving %s on %s:%d", served, settings.host, settings.port)
     server.run()
     state: ServerState = app.state.pier
-    return 1 if state.failure is not None else 0
+    return (state.exit_code or 1) if state.failure is not None else 0
 
 
 def build_app(settings: ServerSettings, location: ModelLocation) -> FastAPI:
@@ -115,10 +117,13 @@ def start_engine(settings: ServerSettings, gguf: Path) -> Engine:
     from pier.server.offload import copy_offload
 
     cells = kv_cells(settings, gguf)  # checks the KV cache type first: a clear error, not llama.cpp's
+    offload = copy_offload(settings, gguf, cells)
+    if not offload.on_gpu:
+        _prove_kernels(settings, gguf)
     runner = LlamaRunner(
         gguf, n_ctx=cells, n_batch=settings.batch_tokens, n_threads=settings.threads,
         flash_attn=settings.flash_attention, kv_type=settings.kv_cache_type,
-        separate_decode_rows=settings.separate_decode_rows, offload=copy_offload(settings, gguf, cells),
+        separate_decode_rows=settings.separate_decode_rows, offload=offload,
         # Finished prompts stay cached as prefixes under sequence ids of their own.
         n_seq_max=sequence_ids(settings.parallel, cells),
     )
@@ -131,6 +136,13 @@ def start_engine(settings: ServerSettings, gguf: Path) -> Engine:
         runner.close()
         raise
     return Engine(runner, config).start()
+
+
+def _prove_kernels(settings: ServerSettings, gguf: Path, embeddings: bool = False) -> None:
+    """The fastest CPU kernels that run this model here (pier.server.kernel_choice), before llama.cpp loads it."""
+    from pier.engine.cpus import engine_threads, usable_cores
+
+    choose_kernels(gguf, settings.cache_dir, settings.threads or engine_threads(usable_cores()), embeddings)
 
 
 def _engine_lifespan(settings: ServerSettings, gguf: Path) -> Lifespan:
@@ -166,10 +178,19 @@ async def _load_embedder(app: FastAPI, settings: ServerSettings, gguf: Path, nam
 
     state: ServerState = app.state.pier
     started = time.monotonic()
+    offload = copy_offload(settings, gguf, settings.context_size)
+
+    def load() -> Embedder:
+        if not offload.on_gpu:
+            _prove_kernels(settings, gguf, embeddings=True)
+        return Embedder(gguf, n_ctx=settings.context_size, n_seq_max=min(settings.parallel, 64),
+                        n_threads=settings.threads, flash_attn=settings.flash_attention, offload=offload)
+
     try:
-        embedder = await _in_daemon_thread(lambda: Embedder(
-            gguf, n_ctx=settings.context_size, n_seq_max=min(settings.parallel, 64), n_threads=settings.threads,
-            flash_attn=settings.flash_attention, offload=copy_offload(settings, gguf, settings.context_size)))
+        embedder = await _in_daemon_thread(load)
+    except KernelsUnusable as error:
+        _unservable(state, error)
+        return
     except Exception as error:
         state.failure = f"{type(error).__name__}: {error}"
         log.error("could not load %s: %s", gguf, state.failure)
@@ -198,6 +219,9 @@ async def _load(app: FastAPI, settings: ServerSettings, gguf: Path) -> None:
         except BaseException:
             engine.stop()
             raise
+    except KernelsUnusable as error:
+        _unservable(state, error)
+        return
     except Exception as error:
         state.failure = f"{type(error).__name__}: {error}"
         log.error("could not load %s: %s", gguf, state.failure)
@@ -208,6 +232,13 @@ async def _load(app: FastAPI, settings: ServerSettings, gguf: Path) -> None:
         settings.kv_cache_type, settings.parallel, model.limits,
         {None: "auto", True: "on", False: "off"}[settings.flash_attention],
     )
+
+
+def _unservable(state: ServerState, error: KernelsUnusable) -> None:
+    """This host cannot run the model: the copy exits with UNSERVABLE_EXIT, so it is not started again."""
+    state.failure = str(error)
+    state.exit_code = UNSERVABLE_EXIT
+    log.error("cannot serve on this host: %s", error)
 
 
 def _handler_lifespan(service: HandlerService) -> Lifespan:

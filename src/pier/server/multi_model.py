@@ -26,11 +26,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pier.channel.concurrency import CONCURRENCY_HEADER
 from pier.env import SettingsError
 from pier.errors import InvalidRequest, PierError
 from pier.multi_model import TARGET_MODEL_HEADER, model_path
 from pier.server.errors import Flavor, ShuttingDown, error_response
+from pier.server.kernel_choice import ready_headers
 from pier.server.kv_budget import kv_cells, kv_shape
 from pier.server.model_cache import Loaded, ModelCache, Prepared
 from pier.server.model_location import ModelNotFound, find_gguf
@@ -107,7 +107,7 @@ def create_multi_model_app(settings: ServerSettings, root: Path, models: MultiMo
         if state.draining:
             return JSONResponse({"status": "draining"}, status_code=503)
         return JSONResponse({"status": "ready", "models": list(cache.loaded)},
-                            headers={CONCURRENCY_HEADER: str(state.concurrency)})
+                            headers=ready_headers(state.concurrency))
 
     async def metrics(request: Request) -> Response:
         body, content_type = state.metrics.exposition()

@@ -123,6 +123,12 @@ class ServerSettings:
     drain_s: float = 25.0  # SIGKILL follows SIGTERM after 30 s
     log_level: str = "info"
 
+    @property
+    def cache_dir(self) -> Path:
+        """pier's cache on this host (PIER_CACHE_DIR, else XDG_CACHE_HOME/pier): handlers' code and environments,
+        the CPU kernels proven for each kind of model."""
+        return self.handler.cache_dir
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> ServerSettings:
         """Settings from the environment; keyword arguments that are not None win."""

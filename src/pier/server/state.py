@@ -46,6 +46,7 @@ class ServerState:
         self.handler: InvocationHandler | None = None
         self.draining = False
         self.failure: str | None = None
+        self.exit_code: int | None = None  # with a failure: what the process exits with (1 unless said)
 
     @property
     def concurrency(self) -> int:

@@ -22,6 +22,7 @@ class RemoteCopy:
     url: str | None = None
     pid: int | None = None
     concurrency: int | None = None  # requests the copy takes at once, as its process reports it
+    kernels: str | None = None  # its CPU kernels, as its process reports them (pier.channel.kernels)
     restarts: int = 0  # actors that had to be replaced
     process_restarts: int = 0  # restarts of the model server by its current actor
     actor: Any = None
@@ -36,7 +37,7 @@ class RemoteCopy:
         alive = self.actor is not None and self.state in (CopyState.STARTING, CopyState.READY)
         return CopyStatus(self.spec.copy_id, self.spec.component, self.state, self.url if alive else None,
                           self.message, self.restarts + self.process_restarts, self.pid if alive else None,
-                          secret=self.secret, concurrency=self.concurrency)
+                          secret=self.secret, concurrency=self.concurrency, kernels=self.kernels)
 
     def set(self, state: CopyState, message: str = "") -> None:
         if state is CopyState.READY and self.state is not CopyState.READY:
@@ -49,5 +50,6 @@ class RemoteCopy:
         status = report.status
         self.url, self.pid, self.process_restarts = status.url, status.pid, status.restarts
         self.concurrency = status.concurrency if status.concurrency is not None else self.concurrency
+        self.kernels = status.kernels or self.kernels
         self.set(status.state, status.message)
         self.mirror.append(report.log, report.log_offset)

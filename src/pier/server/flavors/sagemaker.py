@@ -18,7 +18,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 
-from pier.channel.concurrency import CONCURRENCY_HEADER
 from pier.errors import InvalidRequest
 from pier.server.errors import Flavor, TooDeeplyNested
 from pier.server.flavors import embeddings
@@ -27,6 +26,7 @@ from pier.server.flavors.openai.spec import CompletionSpec
 from pier.server.flavors.tgi.messages import messages_spec
 from pier.server.flavors.tgi.requests import GenerateRequestBody
 from pier.server.flavors.tgi.spec import GenerateSpec
+from pier.server.kernel_choice import ready_headers
 from pier.server.pipeline import respond
 from pier.server.state import State, Status
 
@@ -56,7 +56,7 @@ async def ping(state: State) -> Response:
     """200 once the model is loaded; 503 while loading, draining or failed. Never waits on inference."""
     status = state.status
     if status is Status.READY:
-        return JSONResponse({"status": status.value}, headers={CONCURRENCY_HEADER: str(state.concurrency)})
+        return JSONResponse({"status": status.value}, headers=ready_headers(state.concurrency))
     return JSONResponse({"status": status.value, "message": state.not_ready_message()}, status_code=503)
 
 
