@@ -64,11 +64,13 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "security": _("env", "errors", "error_bodies", "dialect"),
     "gateway": _("env", "pier", "errors", "error_bodies", "dialect", "channel", "gpus", "lora_file", "ports", "storage",
                  "state_folder", "capture",
+                 "engine.kernels",  # the host's CPU and llama.cpp build, logged at start (llama.cpp imported lazily)
                  "console", "backends", "runtime", "autoscaling", "control", "transform", "security",
                  "client.deploy_file"),
     # Clients and tools.
     "client": _("control.names", "control.records", "security"),
-    "bench": _("env", "pier", "errors", "gpus", "synthetic", "security.client_trust"),
+    "bench": _("env", "pier", "errors", "gpus", "synthetic", "security.client_trust",
+               "engine.kernels"),  # which CPU kernels made the figures
     "tune": _("bench", "client", "control.instance_types", "engine.kv_type", "server.kv_budget"),
     "cli": _("backends", "bench", "client", "control", "engine.kv_type", "gateway", "gpus", "ports", "security",
              "server.container", "state_folder", "synthetic", "tune"),

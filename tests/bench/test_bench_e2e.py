@@ -138,9 +138,13 @@ def test_summary_json_has_every_field(pier_server: str, tmp_path: Path, monkeypa
         "targets",
         "price",
         "device",
+        "cpu",
+        "kernels",
         "runs",
         "comparisons",
     }
+    assert "llama_print_system_info: CPU :" in summary["cpu"]  # which kernels this build could run
+    assert list(summary["kernels"].values()) == [None]  # a lone model server, not a gateway: no /pier/copies
     assert summary["device"] == {"kind": "cpu", "gpus": [], "memory_mb": [], "description": "no GPUs",
                                  "source": "PIER_FAKE_GPUS"}  # the test's host, made GPU-less (fixture below)
     assert summary["interrupted"] is False

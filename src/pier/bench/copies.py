@@ -59,6 +59,15 @@ def copies_url(target_url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}/pier/copies"
 
 
+async def copy_kernels(http: httpx.AsyncClient, target_url: str) -> list[dict[str, Any]] | None:
+    """Each copy of a pier gateway with the CPU kernels it computes with (None: not a pier gateway)."""
+    copies = await gateway_copies(http, copies_url(target_url))
+    if copies is None:
+        return None
+    return [{"copy": c.get("copy_id"), "serves": c.get("component"), "device": c.get("device"),
+             "kernels": c.get("kernels")} for c in copies]
+
+
 async def gateway_copies(http: httpx.AsyncClient, url: str) -> list[dict[str, Any]] | None:
     """The copies a gateway's `/pier/copies` lists; None when the server is not a pier gateway (or does not let
     this caller see them, or did not answer)."""

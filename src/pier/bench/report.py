@@ -42,6 +42,8 @@ def summary_json(result: BenchResult) -> dict[str, Any]:
         if result.price is None
         else {"usd_per_hour": result.price.usd_per_hour, "source": result.price.source},
         "device": device_json(result),
+        "cpu": result.cpu,  # the CPU's flags and llama.cpp build: which kernels could have made these figures
+        "kernels": result.kernels,  # which each pier copy measured used, by target
         "runs": [run_json(run, result) for run in result.runs],
         "comparisons": [_comparison_json(c) for c in result.comparisons],
     }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pier.bench.calibration import PromptTokens
 from pier.bench.copies import CopySample
@@ -81,6 +82,10 @@ class BenchResult:
     # The GPUs of the host the benchmark ran on (pier.gpus; none: it ran where only CPUs compute), so figures are
     # never compared across devices unawares. The targets' device when they run on this host, as they usually do.
     device: GpuInventory = field(default_factory=GpuInventory)
+    # The CPU this ran on and its llama.cpp build (pier.engine.kernels.host_line), and each target's copies' kernels
+    # where the target is a pier gateway (its /pier/copies), by target label.
+    cpu: str = ""
+    kernels: dict[str, list[dict[str, Any]] | None] = field(default_factory=dict)
 
     @property
     def slo(self) -> Slo:

@@ -17,7 +17,7 @@ from rich.console import Console
 from pier.bench.calibration import choose_tokens
 from pier.bench.client import ClientSettings, StreamingClient, make_client
 from pier.bench.compare import compare
-from pier.bench.copies import CopyWatcher
+from pier.bench.copies import CopyWatcher, copy_kernels
 from pier.bench.engine_steps import EngineSteps
 from pier.bench.load import Budget, Session, closed_loop, open_loop, scheduled_loop
 from pier.bench.metrics import Slo, summarize
@@ -30,6 +30,7 @@ from pier.bench.result import BenchResult, RunResult, TargetInfo
 from pier.bench.step_source import StepSource
 from pier.bench.target import Target, resolve
 from pier.bench.workload import Workload
+from pier.engine.kernels import host_line
 from pier.gpus import discover
 from pier.security.client_trust import TrustError, ca_bundle, connection_problem, ssl_context
 
@@ -73,9 +74,11 @@ class Bench:
             runs: list[RunResult] = []
             with LiveProgress(self.console, o.progress) as live:
                 interrupted = await self._measure(prepared, live, runs)
+            kernels = {p.info.label: await copy_kernels(http, p.info.url) for p in prepared}
         infos = [p.info for p in prepared]
         comparisons = compare(runs, infos[0], infos[1], o.levels) if len(infos) > 1 else []
-        result = BenchResult(o, infos, runs, comparisons, self.price, interrupted=interrupted, device=discover())
+        result = BenchResult(o, infos, runs, comparisons, self.price, interrupted=interrupted, device=discover(),
+                             cpu=host_line(), kernels=kernels)
         if o.out is not None:
             result.files = write_files(result, o.out) + write_plots(result, o.out)
         print_report(result, self.console)  # --no-progress drops the live display, never the results

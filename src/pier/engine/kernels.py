@@ -128,6 +128,19 @@ def read_host(system_info: str, cpuinfo: Path = Path("/proc/cpuinfo")) -> HostKe
     return HostKernels(platform.machine(), flags, parse_system_info(system_info), model)
 
 
+def host_line() -> str:
+    """This host's CPU flags and the installed llama.cpp build's features, with the build's own
+    llama_print_system_info line: for `pier up`'s log and `pier bench`'s JSON, so figures say which kernels made
+    them. Imports llama.cpp lazily (a gateway or a bench never loads a model)."""
+    try:
+        import llama_cpp
+
+        info = bytes(llama_cpp.llama_print_system_info()).decode("utf-8", "replace").strip()
+    except (ImportError, OSError) as error:
+        return f"{read_host('').summary()} (llama.cpp not loadable here: {error})"
+    return f"{read_host(info).summary()} | llama_print_system_info: {info}"
+
+
 @dataclass(frozen=True)
 class Trial:
     """How one family fared in the probe: None problem means it ran and agreed with the reference."""

@@ -11,6 +11,7 @@ import uvicorn
 
 from pier.backends.registry import FLAGS, LOCAL, NAMES, BackendChoice, choose
 from pier.control.backups import GatewayLock
+from pier.engine.kernels import host_line
 from pier.errors import PierError
 from pier.gateway import listening, state_files
 from pier.gateway.app import create_gateway
@@ -96,6 +97,7 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
                  "; copies asking for GPUs it lacks run on CPU (--cpu-fallback)" if cpu_fallback else "")
         if (advice := gpu_build_advice(gpus)) is not None:
             log.warning("%s", advice)
+        log.info("CPU kernels for copies: %s (each copy proves them on its model: /pier/copies)", host_line())
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5,
                             access_log=access_log, ssl_certfile=tls.cert if tls else None,
                             ssl_keyfile=tls.key if tls else None)

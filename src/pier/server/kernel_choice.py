@@ -86,11 +86,3 @@ def ready_headers(concurrency: int) -> dict[str, str]:
     if _current is not None:
         headers[KERNELS_HEADER] = _current.notice
     return headers
-
-
-def host_line() -> str:
-    """This host's CPU flags and llama.cpp build's features, for `pier up`'s log and `pier bench`'s JSON."""
-    from pier.engine.llama import system_info
-
-    info = system_info()
-    return f"{read_host(info).summary()} ({info})"
