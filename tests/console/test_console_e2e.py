@@ -100,6 +100,7 @@ def test_pages_load_wide_and_on_a_phone(gateway: GatewayProcess, browser: Any) -
         page = context.new_page()
         page.goto(f"{gateway.url}/console#/copies")
         page.locator("tr[data-copy] .copy-state", has_text="Ready").first.wait_for(timeout=WAIT_MS)
+        page.locator("tr[data-copy] .kernels", has_text="kernels").first.wait_for(timeout=WAIT_MS)  # as /ping says
         page.get_by_role("button", name="Show log").first.click()
         page.get_by_role("log").filter(has_text="starting copy").wait_for(timeout=WAIT_MS)
         for name in ("charts", "playground", "deploy", "bench", "endpoints"):

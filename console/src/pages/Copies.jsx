@@ -26,7 +26,7 @@ export function Copies({ path }) {
           <table class="stack">
             <caption class="visually-hidden">Copies</caption>
             <thead>
-              <tr><th scope="col">Copy</th><th scope="col">Workload</th><th scope="col">State</th><th scope="col">Instance</th><th scope="col">Cores</th><th scope="col">Device</th><th scope="col">Restarts</th><th scope="col">Concurrency</th><th scope="col">Message</th><th scope="col">Log</th></tr>
+              <tr><th scope="col">Copy</th><th scope="col">Workload</th><th scope="col">State</th><th scope="col">Instance</th><th scope="col">Cores</th><th scope="col">Device</th><th scope="col">Kernels</th><th scope="col">Restarts</th><th scope="col">Concurrency</th><th scope="col">Message</th><th scope="col">Log</th></tr>
             </thead>
             <tbody>
               {copies.map((c) => (
@@ -37,6 +37,7 @@ export function Copies({ path }) {
                   <td data-label="Instance">{c.instance ? `${c.instance} (${c.instance_type})` : '–'}</td>
                   <td data-label="Cores">{c.cores?.length ? c.cores.join(', ') : '–'}</td>
                   <td data-label="Device" class="device">{device(c)}</td>
+                  <td data-label="Kernels" class="kernels">{c.kernels || '–'}</td>
                   <td data-label="Restarts" class="restarts">{c.restarts}</td>
                   <td data-label="Concurrency">{c.concurrency ?? '–'}</td>
                   <td data-label="Message" class="reason">{c.message}</td>
