@@ -34,11 +34,12 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "channel": _("env"),  # the gateway <-> copy contract: X-Pier-* headers, frames, copy secret, concurrency
     "dialect": _(),  # which API a path speaks: the one decision of error shapes
     "deadline": _(),
+    "host_path": _(),  # the one place a file:// URL, or a name under a folder, becomes a local path
     "multi_model": _(),  # what a multi-model copy and the gateway tell each other
     "served_name": _(),
     "ports": _(),  # can a process listen where it was told to (asked before it starts anything)
     "lora_file": _(),  # a LoRA GGUF read without llama.cpp: the control plane's check and the engine's
-    "storage": _("env"),  # users' objects (s3://, file://) and the one S3 client
+    "storage": _("env", "host_path"),  # users' objects (s3://, file://) and the one S3 client
     "synthetic": _(),
     "console": _(),
     "capture": _("env"),
@@ -60,7 +61,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
                  "state_folder", "backends"),
     "autoscaling": _("env", "errors", "error_bodies", "dialect", "multi_model", "state_folder", "runtime.observer"),
     "control": _("env", "errors", "gpus", "lora_file", "multi_model", "state_folder", "storage", "backends"),
-    "transform": _("pier", "storage", "channel", "state_folder", "backends", "control"),
+    "transform": _("pier", "host_path", "storage", "channel", "state_folder", "backends", "control"),
     "security": _("env", "errors", "error_bodies", "dialect"),
     "gateway": _("env", "pier", "errors", "error_bodies", "dialect", "channel", "gpus", "lora_file", "ports", "storage",
                  "state_folder", "capture",

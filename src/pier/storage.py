@@ -12,8 +12,9 @@ import os
 import threading
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
 
+from pier import host_path
 from pier.env import Env
 
 SCHEMES = ("s3", "file")
@@ -36,9 +37,8 @@ def check_url(url: str) -> None:
         raise StorageError(f"{url!r} is not an s3://bucket/key or file:///path URL; pier stores objects only there.")
     if parsed.scheme == "s3" and not parsed.netloc:
         raise StorageError(f"{url!r} names no bucket: write s3://BUCKET/KEY.")
-    # file://folder/x parses as host 'folder', path '/x': refused, or it would write to /x.
-    if parsed.scheme == "file" and (parsed.netloc not in ("", "localhost") or not parsed.path.startswith("/")):
-        raise StorageError(f"{url!r} is not an absolute path: write file:///absolute/path.")
+    if parsed.scheme == "file":
+        _path(url)
 
 
 def join(base: str, name: str) -> str:
@@ -142,7 +142,10 @@ def client() -> Any:
 
 
 def _path(url: str) -> Path:
-    return Path(unquote(urlparse(url).path))
+    try:
+        return host_path.of_url(url)
+    except host_path.PathRefused as error:
+        raise StorageError(str(error)) from None
 
 
 def why(error: Exception) -> str:
