@@ -134,7 +134,8 @@ def test_a_manifest_entry_spelled_percent_2e_cannot_leave_its_local_prefix(folde
 
 
 def test_a_manifest_entry_spelled_percent_2e_cannot_write_outside_the_output_folder(s3: object) -> None:
-    s3.put_object(Bucket="batch", Key="m.json", Body=json.dumps([{"prefix": "s3://batch/in/"}, "%2e%2e/secret/s.jsonl"]))  # type: ignore[attr-defined]
+    manifest = json.dumps([{"prefix": "s3://batch/in/"}, "%2e%2e/secret/s.jsonl"])
+    s3.put_object(Bucket="batch", Key="m.json", Body=manifest)  # type: ignore[attr-defined]
     [source] = storage.inputs("s3://batch/m.json", "ManifestFile")
     assert source == Source("s3://batch/in/%2e%2e/secret/s.jsonl", "%2e%2e/secret/s.jsonl")  # an S3 key, read as one
     with pytest.raises(StorageError, match=r"cannot have its output under file:///srv/out/job"):
