@@ -1,6 +1,7 @@
 """Objects the gateway reads and writes for users' jobs (asynchronous inference's inputs and answers, batch
 transform's records): `s3://bucket/key` through boto3 against S3 or any S3-compatible store (AWS_ENDPOINT_URL_S3
-picks one: MinIO, moto), and `file:///path` on the gateway's host.
+picks one: MinIO, moto), and `file:///path` on the gateway's host, its path decided by `pier.host_path` (decoded once,
+a '..' segment refused). Nothing here says whether an object is there: what ran is its job's record, not the store's.
 
 Blocking calls: run them off the event loop (asyncio.to_thread). Every failure is a StorageError whose message names
 the URL and how to fix it.
@@ -100,24 +101,6 @@ def write(url: str, data: bytes, content_type: str | None = None, kms_key: str |
         client().put_object(Bucket=parsed.netloc, Key=parsed.path.lstrip("/"), Body=data, **extra)
     except Exception as error:
         raise StorageError(f"Cannot write {url}: {why(error)}.") from None
-
-
-def exists(url: str) -> bool:
-    check_url(url)
-    parsed = urlparse(url)
-    if parsed.scheme == "file":
-        return _path(url).is_file()
-    from botocore.exceptions import ClientError
-
-    try:
-        client().head_object(Bucket=parsed.netloc, Key=parsed.path.lstrip("/"))
-        return True
-    except ClientError as error:
-        if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-            return False
-        raise StorageError(f"Cannot look for {url}: {why(error)}.") from None
-    except Exception as error:
-        raise StorageError(f"Cannot look for {url}: {why(error)}.") from None
 
 
 def s3_client() -> Any:
