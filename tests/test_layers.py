@@ -34,14 +34,15 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "channel": _("env"),  # the gateway <-> copy contract: X-Pier-* headers, frames, copy secret, concurrency
     "dialect": _(),  # which API a path speaks: the one decision of error shapes
     "deadline": _(),
-    "multi_model": _(),  # what a multi-model copy and the gateway tell each other
+    "host_path": _(),  # the one place a file:// URL, or a name under a folder, becomes a local path
+    "multi_model": _("host_path"),  # what a multi-model copy and the gateway tell each other
     "served_name": _(),
     "ports": _(),  # can a process listen where it was told to (asked before it starts anything)
     "lora_file": _(),  # a LoRA GGUF read without llama.cpp: the control plane's check and the engine's
-    "storage": _("env"),  # users' objects (s3://, file://) and the one S3 client
+    "storage": _("env", "host_path"),  # users' objects (s3://, file://) and the one S3 client
     "synthetic": _(),
     "console": _(),
-    "capture": _("env"),
+    "capture": _("env", "host_path"),
     "env": _("errors"),  # the one reader of settings from a process's environment
     "error_bodies": _("errors", "dialect"),  # one renderer per dialect: every error body pier writes
     "state_folder": _("errors"),  # the state folder's files: opened, checked, copied; the stores build on it
@@ -59,8 +60,9 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "runtime": _("env", "errors", "error_bodies", "deadline", "channel", "multi_model", "dialect", "served_name",
                  "state_folder", "backends"),
     "autoscaling": _("env", "errors", "error_bodies", "dialect", "multi_model", "state_folder", "runtime.observer"),
-    "control": _("env", "errors", "gpus", "lora_file", "multi_model", "state_folder", "storage", "backends"),
-    "transform": _("pier", "storage", "channel", "state_folder", "backends", "control"),
+    "control": _("env", "errors", "gpus", "host_path", "lora_file", "multi_model", "state_folder", "storage",
+                 "backends"),
+    "transform": _("pier", "host_path", "storage", "channel", "state_folder", "backends", "control"),
     "security": _("env", "errors", "error_bodies", "dialect"),
     "gateway": _("env", "pier", "errors", "error_bodies", "dialect", "channel", "gpus", "lora_file", "ports", "storage",
                  "state_folder", "capture",
@@ -72,8 +74,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "bench": _("env", "pier", "errors", "gpus", "synthetic", "security.client_trust",
                "engine.kernels"),  # which CPU kernels made the figures
     "tune": _("bench", "client", "control.instance_types", "engine.kv_type", "server.kv_budget"),
-    "cli": _("backends", "bench", "client", "control", "engine.kv_type", "gateway", "gpus", "ports", "security",
-             "server.container", "state_folder", "synthetic", "tune"),
+    "cli": _("backends", "bench", "client", "control", "engine.kv_type", "gateway", "gpus", "host_path", "ports",
+             "security", "server.container", "state_folder", "synthetic", "tune"),
     "__main__": _("cli"),
 }
 

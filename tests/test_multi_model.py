@@ -22,14 +22,17 @@ def test_is_multi_model() -> None:
 
 @pytest.mark.parametrize(("name", "found"), [
     ("a.tar.gz", True), ("team/b.gguf", True), ("c.tgz", False), ("notes.txt", False), ("team", False),
-    ("../a.tar.gz", False), ("/a.tar.gz", False), ("", False),
+    ("../a.tar.gz", False), ("/a.tar.gz", False), ("", False), ("team/../outside.gguf", False),
+    ("%2e%2e/outside.gguf", False),  # a name is a key, never decoded: no folder '%2e%2e' is there
 ])
 def test_model_path(tmp_path: Path, name: str, found: bool) -> None:
-    (tmp_path / "a.tar.gz").write_bytes(b"x")
-    (tmp_path / "team").mkdir()
-    (tmp_path / "team" / "b.gguf").write_bytes(b"x")
-    (tmp_path / "notes.txt").write_text("x")
-    assert (model_path(tmp_path, name) is not None) is found
+    (tmp_path / "outside.gguf").write_bytes(b"x")
+    root = tmp_path / "models"
+    (root / "team").mkdir(parents=True)
+    (root / "a.tar.gz").write_bytes(b"x")
+    (root / "team" / "b.gguf").write_bytes(b"x")
+    (root / "notes.txt").write_text("x")
+    assert (model_path(root, name) is not None) is found
 
 
 @pytest.mark.parametrize("name", ["x" * 300 + ".gguf", "team/" + "y" * 256 + ".tar.gz"])

@@ -4,7 +4,8 @@ The gateway names the model with SageMaker's own header (`TARGET_MODEL_HEADER`, 
 container); the copy answers with how it found the model (`CacheReport`, in headers of its answer), which the
 gateway turns into the AWS/SageMaker metrics ModelCacheHit, ModelLoadingWaitTime, LoadedModelCount,
 ModelUnloadingTime and ModelDownloadingTime, and into which models the copy holds (the router sends a target to
-a copy that holds it). Like `pier.channel`, it imports nothing of pier: the server and the runtime share it.
+a copy that holds it). Like `pier.channel`, it imports nothing of pier but `pier.host_path` (where a target's file
+is): the server and the runtime share it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+
+from pier import host_path
 
 TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"
 MULTI_MODEL_ENV = "SAGEMAKER_MULTI_MODEL"  # "true": the copy serves every model under its model folder by name
@@ -31,14 +34,16 @@ ARCHIVES = (".tar.gz", ".tgz", ".tar")
 def model_path(root: Path, name: str) -> Path | None:
     """The model file a target names under `root` (a GGUF or an archive, by a path relative to it, as SageMaker
     joins TargetModel to the ModelDataUrl prefix); None when there is none or the name would leave `root`."""
-    parts = PurePosixPath(name).parts
     # S3 keys are literal: "./m.gguf" or "a//m.gguf" is no object there, and taken here as "m.gguf" it would be
     # the same file loaded once per spelling (the copy's cache goes by name).
-    if not name or name.startswith("/") or ".." in parts or "/".join(parts) != name:
+    if not name or "/".join(PurePosixPath(name).parts) != name:
         return None
     if not (name.endswith(".gguf") or name.lower().endswith(ARCHIVES)):
         return None
-    path = root.joinpath(*parts)
+    try:
+        path = host_path.under(root, name)
+    except host_path.PathRefused:
+        return None
     try:
         return path if path.is_file() else None
     except OSError:  # a part longer than the file system allows (ENAMETOOLONG): no such model either

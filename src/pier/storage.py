@@ -1,6 +1,7 @@
 """Objects the gateway reads and writes for users' jobs (asynchronous inference's inputs and answers, batch
 transform's records): `s3://bucket/key` through boto3 against S3 or any S3-compatible store (AWS_ENDPOINT_URL_S3
-picks one: MinIO, moto), and `file:///path` on the gateway's host.
+picks one: MinIO, moto), and `file:///path` on the gateway's host, its path decided by `pier.host_path` (decoded once,
+a '..' segment refused). Nothing here says whether an object is there: what ran is its job's record, not the store's.
 
 Blocking calls: run them off the event loop (asyncio.to_thread). Every failure is a StorageError whose message names
 the URL and how to fix it.
@@ -12,8 +13,9 @@ import os
 import threading
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
 
+from pier import host_path
 from pier.env import Env
 
 SCHEMES = ("s3", "file")
@@ -36,9 +38,8 @@ def check_url(url: str) -> None:
         raise StorageError(f"{url!r} is not an s3://bucket/key or file:///path URL; pier stores objects only there.")
     if parsed.scheme == "s3" and not parsed.netloc:
         raise StorageError(f"{url!r} names no bucket: write s3://BUCKET/KEY.")
-    # file://folder/x parses as host 'folder', path '/x': refused, or it would write to /x.
-    if parsed.scheme == "file" and (parsed.netloc not in ("", "localhost") or not parsed.path.startswith("/")):
-        raise StorageError(f"{url!r} is not an absolute path: write file:///absolute/path.")
+    if parsed.scheme == "file":
+        _path(url)
 
 
 def join(base: str, name: str) -> str:
@@ -102,24 +103,6 @@ def write(url: str, data: bytes, content_type: str | None = None, kms_key: str |
         raise StorageError(f"Cannot write {url}: {why(error)}.") from None
 
 
-def exists(url: str) -> bool:
-    check_url(url)
-    parsed = urlparse(url)
-    if parsed.scheme == "file":
-        return _path(url).is_file()
-    from botocore.exceptions import ClientError
-
-    try:
-        client().head_object(Bucket=parsed.netloc, Key=parsed.path.lstrip("/"))
-        return True
-    except ClientError as error:
-        if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-            return False
-        raise StorageError(f"Cannot look for {url}: {why(error)}.") from None
-    except Exception as error:
-        raise StorageError(f"Cannot look for {url}: {why(error)}.") from None
-
-
 def s3_client() -> Any:
     """An S3 client that ignores AWS_ENDPOINT_URL: users point that at pier itself (for the SageMaker clients),
     and pier serves no S3. AWS_ENDPOINT_URL_S3 still picks an S3-compatible store (MinIO, moto)."""
@@ -142,7 +125,10 @@ def client() -> Any:
 
 
 def _path(url: str) -> Path:
-    return Path(unquote(urlparse(url).path))
+    try:
+        return host_path.of_url(url)
+    except host_path.PathRefused as error:
+        raise StorageError(str(error)) from None
 
 
 def why(error: Exception) -> str:

@@ -41,3 +41,13 @@ def test_a_folder_gets_whole_files(tmp_path: Path) -> None:
     destination_of(f"file://{tmp_path}/captured", None, lambda: None).write("e/v/2024/x.jsonl", b"{}\n")
     assert [p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()] == [
         "captured/e/v/2024/x.jsonl"]
+
+
+def test_a_folder_is_its_url_decoded_once_and_a_key_stays_under_it(tmp_path: Path) -> None:
+    """The folder is decided as every file:// URL of pier is (pier.host_path): decoded once, and no key leaves it."""
+    folder = destination_of(f"file://{tmp_path}/cap%20tured", None, lambda: None)
+    folder.write("e/v/x.jsonl", b"{}\n")
+    assert (tmp_path / "cap tured/e/v/x.jsonl").read_bytes() == b"{}\n"
+    with pytest.raises(ValueError, match=r"'\.' or '\.\.' segment"):
+        folder.write("../../escaped.jsonl", b"{}\n")
+    assert not (tmp_path.parent / "escaped.jsonl").exists()

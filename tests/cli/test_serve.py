@@ -70,6 +70,14 @@ def test_serve_refuses_a_model_path_that_is_not_there_before_starting(tmp_path: 
     assert not (tmp_path / ".pier" / "state.sqlite3").exists()  # nothing made that a later serve would trip on
 
 
+def test_serve_reads_a_file_url_as_the_gateway_does(tmp_path: Path) -> None:
+    """Decoded once (pier.host_path): the path checked is the one the gateway will fetch; '..' is refused."""
+    spaced = run_pier("serve", f"file://{tmp_path}/my%20models/qwen.gguf", "--port", str(free_port()), home=tmp_path)
+    assert spaced.returncode == 2 and f"No model at {tmp_path / 'my models' / 'qwen.gguf'}" in spaced.stderr
+    climbing = run_pier("serve", f"file://{tmp_path}/%2e%2e/qwen.gguf", "--port", str(free_port()), home=tmp_path)
+    assert climbing.returncode == 2 and "'.' or '..' segment" in climbing.stderr, climbing.stderr
+
+
 def test_serve_refuses_a_name_sagemaker_would_refuse(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["serve", str(tmp_path / "m.gguf"), "--name", "my_qwen"])
     assert result.exit_code == 2 and isinstance(result.exception, SystemExit | None), result.exception

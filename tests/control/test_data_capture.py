@@ -68,6 +68,8 @@ def test_update_endpoint_turns_capture_off(models: Any, served: Served) -> None:
     ({"DataCaptureConfig": {**CAPTURE, "DestinationS3Uri": "https://bucket.s3.amazonaws.com/x"}},
      "pier captures to s3://BUCKET/PREFIX"),
     ({"DataCaptureConfig": {**CAPTURE, "DestinationS3Uri": "file://relative/folder"}}, "file:///ABSOLUTE/FOLDER"),
+    ({"DataCaptureConfig": {**CAPTURE, "DestinationS3Uri": "file:///srv/capture/%2e%2e/%2e%2e/etc"}},
+     "has a '.' or '..' segment once percent-decoded"),
     ({"DataCaptureConfig": {**CAPTURE, "DestinationS3Uri": "file:///tmp/x", "KmsKeyId": "alias/k"}},
      "remove KmsKeyId, or capture to an s3:// destination"),
     ({"ShadowProductionVariants": [variant("Shadow", "shadow"), variant("Other", "shadow")]},

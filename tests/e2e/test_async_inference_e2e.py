@@ -159,6 +159,22 @@ def test_a_missing_input_goes_to_the_failure_location_with_the_reason(gateway: G
     assert notice["responseParameters"] == {"failureLocation": reply["FailureLocation"]}
 
 
+def test_a_filename_that_names_an_earlier_answer_is_still_run(gateway: GatewayProcess, s3: Any) -> None:
+    """Issue 41: a request whose X-Amzn-SageMaker-Filename named an existing answer never ran (taken as answered
+    before a restart), and its caller read the earlier caller's answer. Both run: two writes of the object."""
+    runtime = aws(gateway.url, "sagemaker-runtime")
+    location = put(s3, "in/named.json", generate(4))
+    first = runtime.invoke_endpoint_async(EndpointName="tiny-async", InputLocation=location, InferenceId="named-1",
+                                          ContentType="application/json", Filename="named.json")
+    assert first["OutputLocation"] == f"s3://{BUCKET}/out/named.json"
+    fetch(s3, first["OutputLocation"])
+    second = runtime.invoke_endpoint_async(EndpointName="tiny-async", InputLocation=location, InferenceId="named-2",
+                                           ContentType="application/json", Filename="named.json")
+    until(lambda: "named-2 done" in gateway.output(), 60, "the second request answered")
+    versions = s3.list_object_versions(Bucket=BUCKET, Prefix="out/named.json").get("Versions", [])
+    assert len(versions) == 2 and second["OutputLocation"] == first["OutputLocation"]
+
+
 def test_bad_calls_are_validation_errors(gateway: GatewayProcess) -> None:
     runtime = aws(gateway.url, "sagemaker-runtime")
     with pytest.raises(ClientError, match=r"requestTTLSeconds.*less than or equal to 21600"):  # botocore checks mins

@@ -161,6 +161,41 @@ def test_file_urls_gzip_and_errors(gateway: GatewayProcess, sagemaker: Any, tmp_
         sagemaker.create_transform_job(**{**job("no-model", "s3://batch/in/", "s3://batch/out"), "ModelName": "none"})
 
 
+def test_keys_and_manifests_cannot_reach_outside_the_jobs_folders(gateway: GatewayProcess, sagemaker: Any, s3: Any,
+                                                                  tmp_path: Path) -> None:
+    """Issue 41, as boto3 sees it: each job fails with its FailureReason, and nothing is read or written outside
+    the folders it names. (Bucket 'batch' for the issue's 'b': S3 takes no one-letter bucket name.)"""
+    s3.put_object(Bucket="batch", Key="pin/%2e%2e/%2e%2e/x.jsonl", Body=lines(0, 1))
+    (tmp_path / "host").mkdir()
+    (tmp_path / "host" / "hostname").write_text('{"inputs": "HOST-FILE-CONTENT"}\n')
+    s3.put_object(Bucket="batch", Key="manifests/host.json",
+                  Body=json.dumps([{"prefix": f"file://{tmp_path}/host/"}, "hostname"]).encode())
+    (tmp_path / "in").mkdir()
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret" / "s.jsonl").write_bytes(lines(0, 1))
+    (tmp_path / "m.json").write_text(json.dumps([{"prefix": f"file://{tmp_path}/in/"}, "%2e%2e/secret/s.jsonl"]))
+    manifest = {"S3DataSource": {"S3DataType": "ManifestFile", "S3Uri": "s3://batch/manifests/host.json"}}
+    local = {"S3DataSource": {"S3DataType": "ManifestFile", "S3Uri": f"file://{tmp_path}/m.json"}}
+    jobs = {"escape": job("escape", "s3://batch/pin/", f"file://{tmp_path}/srv/out/job"),
+            "host-file": job("host-file", "s3://batch/unused/", "s3://batch/stolen"),
+            "encoded": job("encoded", "s3://batch/unused/", f"file://{tmp_path}/out-encoded")}
+    jobs["host-file"]["TransformInput"]["DataSource"] = manifest
+    jobs["encoded"]["TransformInput"]["DataSource"] = local
+    for request in jobs.values():
+        sagemaker.create_transform_job(**request)
+    reasons = {}
+    for name in jobs:
+        described = ended(sagemaker, name)
+        assert described["TransformJobStatus"] == "Failed", described
+        reasons[name] = described["FailureReason"]
+    assert "The input '%2e%2e/%2e%2e/x.jsonl' cannot have its output under" in reasons["escape"]
+    assert "a manifest's prefix must be of its own kind (s3://)" in reasons["host-file"]
+    assert "lists a name outside its prefix: '%2e%2e/secret/s.jsonl'" in reasons["encoded"]
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()) == [
+        "host/hostname", "m.json", "secret/s.jsonl"]
+    assert "Contents" not in s3.list_objects_v2(Bucket="batch", Prefix="stolen/")
+
+
 def test_a_gateway_killed_mid_job_finishes_it_with_every_record_once(gateway: GatewayProcess, sagemaker: Any,
                                                                       s3: Any) -> None:
     total = 300

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -253,3 +254,68 @@ async def test_answers_and_failures_are_written_with_the_kms_key(tmp_path: Path,
     await asyncio.sleep(0.3)
     await work._stop()
     assert sorted(written) == [("a.out", "alias/k"), ("old-error.out", "alias/k")]
+
+
+@pytest.mark.anyio
+async def test_a_filename_naming_an_earlier_answer_still_runs(tmp_path: Path) -> None:
+    """Issue 41: a request whose X-Amzn-SageMaker-Filename named an existing answer never ran (it was taken as
+    'answered before a restart'), and its caller read the earlier caller's answer."""
+    from pier.gateway.async_route import accepted
+
+    record = endpoint(tmp_path, 1)
+    assert record.async_inference is not None
+    asked: list[bytes] = []
+
+    async def answer(request: AsyncRequest, body: bytes) -> tuple[bytes, str | None]:
+        asked.append(body)
+        return b"answer to " + body, "text/plain"
+
+    work = dispatcher(tmp_path, record, ready=1, seen=Seen(), now=1000.0)
+    work._invoke = answer  # type: ignore[method-assign]
+    for caller in (b"first", b"second"):
+        request = accepted("e", {"X-Amzn-SageMaker-Filename": "answer.json"}, caller, record.async_inference, 999.0)
+        assert request.output_location == (tmp_path / "out" / "answer.json").as_uri()
+        work.queue.add(request)
+        work._dispatch()
+        await asyncio.sleep(0.3)
+        assert (tmp_path / "out" / "answer.json").read_bytes() == b"answer to " + caller
+    await work._stop()
+    assert asked == [b"first", b"second"] and work.queue.backlog() == {}
+
+
+@pytest.mark.anyio
+async def test_a_request_answered_before_a_stop_is_not_run_again(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gateway stopping while an answer is written: the write ends, the queue records it answered, and the
+    restarted gateway does not run it again (each answer is written once)."""
+    import pier.gateway.async_inference as module
+
+    write = module.storage.write
+
+    def slow_write(*args: Any, **kwargs: Any) -> None:
+        time.sleep(0.3)
+        write(*args, **kwargs)
+
+    asked: list[str] = []
+
+    async def answer(request: AsyncRequest, body: bytes) -> tuple[bytes, str | None]:
+        asked.append(request.id)
+        return b"ok", "text/plain"
+
+    monkeypatch.setattr(module.storage, "write", slow_write)
+    work = dispatcher(tmp_path, endpoint(tmp_path, 1), ready=1, seen=Seen(), now=1000.0)
+    work._invoke = answer  # type: ignore[method-assign]
+    work.queue.add(queued(tmp_path, "a", 999.0))
+    work._dispatch()
+    await asyncio.sleep(0.1)  # the answer is being written
+    await work._stop()
+    await asyncio.sleep(0.4)
+    assert (tmp_path / "out" / "a.out").read_bytes() == b"ok"
+    work.queue.close()
+    again = dispatcher(tmp_path, endpoint(tmp_path, 1), ready=1, seen=Seen(), now=1000.0)
+    again._invoke = answer  # type: ignore[method-assign]
+    running = asyncio.create_task(again.run())
+    await asyncio.sleep(0.3)
+    running.cancel()
+    await asyncio.gather(running, return_exceptions=True)
+    assert asked == ["a"] and again.queue.backlog() == {} and again.queue.get("a") is None

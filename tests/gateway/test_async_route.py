@@ -92,3 +92,12 @@ def test_a_kms_key_for_a_local_folder_is_refused() -> None:
     """A file:// folder has no server-side encryption: the key would be silently unused."""
     with pytest.raises(ValueError, match="KmsKeyId encrypts outputs in S3; a file:// path has none"):
         AsyncInferenceSpec.model_validate({"OutputConfig": {"S3OutputPath": "file:///tmp/out", "KmsKeyId": "k"}})
+
+
+@pytest.mark.parametrize("member", ["S3OutputPath", "S3FailurePath"])
+def test_a_local_folder_with_a_dot_dot_segment_is_refused(member: str) -> None:
+    """Decided as every file:// path of pier (pier.host_path): '%2e%2e' is a '..' segment, refused, not resolved."""
+    paths = {"S3OutputPath": "file:///srv/out", member: "file:///srv/out/%2e%2e/%2e%2e/etc"}
+    with pytest.raises(ValueError, match=rf"{member} 'file:///srv/out/%2e%2e/%2e%2e/etc' has a '\.' or '\.\.' "
+                                         "segment once percent-decoded"):
+        AsyncInferenceSpec.model_validate({"OutputConfig": paths})

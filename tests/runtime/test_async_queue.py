@@ -70,3 +70,19 @@ def test_pending_names_queued_requests_and_when_they_expire_after_a_restart(tmp_
     assert again.get("a") == request("a", 1.0) and again.get("broken") is None and again.get("none") is None
     fresh = AsyncQueue.open(tmp_path)  # without read_ttls: each row is read once when first seen
     assert [w.id for w in fresh.pending("e")] == ["a", "b"]
+
+
+def test_an_answered_request_never_waits_again(tmp_path: Path) -> None:
+    """What ran is the queue's record: an answered request is not rerun after a restart, and a stop that releases it
+    while its answer is being written leaves it answered."""
+    queue = AsyncQueue.open(tmp_path)
+    for id, received in (("a", 1.0), ("b", 2.0)):
+        queue.add(request(id, received))
+        assert queue.start(id)
+    queue.answered("a")
+    queue.release("a")  # the gateway stopping while the answer was written
+    queue.close()
+    again = AsyncQueue.open(tmp_path)
+    assert state_files.ASYNC.check(tmp_path / FILE).records == {"async requests": 2}  # 'answered' is a state
+    assert again.finish_answered() == 1 and again.requeue_running() == 1
+    assert [r.id for r in again.waiting()] == ["b"] and again.backlog() == {"e": (1, 0, 2.0)}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -87,3 +88,41 @@ async def test_a_refused_whole_object_of_lines_says_to_split_by_line() -> None:
 async def test_a_refused_single_record_has_no_hint() -> None:
     reason = await failure(REQUEST, Unit(0, (b"{}",)))
     assert "SplitType" not in reason and "SingleRecord" not in reason
+
+
+@pytest.mark.anyio
+async def test_a_percent_encoded_key_fails_the_job_before_anything_is_written(tmp_path: Path) -> None:
+    """Issue 41: s3://b/pin/%2e%2e/%2e%2e/x.jsonl under S3Prefix s3://b/pin/ with a file:// S3OutputPath wrote
+    x.jsonl.out two folders above the output folder. Now the job fails, saying why, before a record is sent.
+    (Bucket 'batch': S3 and moto take no one-letter bucket name.)"""
+    moto = pytest.importorskip("moto")
+    import boto3
+
+    from pier import storage as shared
+    from pier.transform.store import TransformStore
+
+    output = tmp_path / "srv" / "out" / "job"
+    request = {**REQUEST, "TransformInput": {"DataSource": {"S3DataSource": {
+        "S3DataType": "S3Prefix", "S3Uri": "s3://batch/pin/"}}}, "TransformOutput": {"S3OutputPath": output.as_uri()}}
+    job = JobRecord(name="j", arn="arn", created=0.0, modified=0.0, request=request,
+                    container=ContainerSpec.model_validate({"Image": "pier"}))
+    copy = CopyStatus("c0", "transform.j/AllTraffic", CopyState.READY, url="http://copy")
+    sent: list[httpx.Request] = []
+    with moto.mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket="batch")
+        s3.put_object(Bucket="batch", Key="pin/%2e%2e/%2e%2e/x.jsonl", Body=b'{"inputs": "x"}\n')
+        shared._client = None
+        try:
+            async with httpx.AsyncClient(transport=httpx.MockTransport(
+                    lambda r: sent.append(r) or httpx.Response(200, content=b"ok"))) as client:
+                run = JobRun(job, check(request), TransformStore.open(tmp_path / "state"), Turns(lambda: [copy]),
+                             client, senders=1)
+                with pytest.raises(JobFailed) as failed:
+                    await run.run()
+        finally:
+            shared._client = None
+    assert str(failed.value).startswith(f"The input '%2e%2e/%2e%2e/x.jsonl' cannot have its output under "
+                                        f"{output.as_uri()}: ")
+    assert "once percent-decoded ('../../x.jsonl.out')" in str(failed.value)
+    assert sent == [] and not [p for p in tmp_path.rglob("*.out")]

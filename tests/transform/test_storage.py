@@ -84,7 +84,7 @@ def test_a_bucket_that_is_not_there_says_so_rather_than_blaming_pier(s3: object)
 @pytest.mark.parametrize("relative", ["../../escape.jsonl", "a/./b.jsonl", "a/../../b.jsonl"])
 def test_an_output_never_lands_outside_a_local_output_folder(relative: str) -> None:
     """S3 keys may hold '..' segments: under a file:// S3OutputPath their outputs would escape the folder."""
-    with pytest.raises(StorageError, match=r"outside file:///out/job: rename the object"):
+    with pytest.raises(StorageError, match=r"outside file:///out/job.* Rename the object"):
         storage.output_url("file:///out/job", relative)
     assert storage.output_url("s3://b/out", relative) == f"s3://b/out/{relative}.out"  # a key, never a path
 
@@ -102,5 +102,74 @@ def test_an_output_is_encrypted_with_the_jobs_kms_key(s3: object) -> None:
 
 def test_a_manifest_cannot_name_files_outside_its_local_prefix(folder: Path) -> None:
     (folder / "manifest.json").write_text(json.dumps([{"prefix": f"file://{folder}/other/"}, "../in/a.jsonl"]))
-    with pytest.raises(StorageError, match=r"names '../in/a.jsonl', outside its prefix"):
+    with pytest.raises(StorageError, match=r"outside its prefix: '../in/a.jsonl' names a file outside"):
         storage.inputs(f"file://{folder}/manifest.json", "ManifestFile")
+
+
+def test_a_percent_encoded_key_cannot_put_its_output_above_a_local_output_folder(s3: object) -> None:
+    """Issue 41: s3://b/pin/%2e%2e/%2e%2e/x.jsonl under S3Prefix s3://b/pin/, S3OutputPath file:///srv/out/job,
+    wrote x.jsonl.out two folders up: the '..' check read the literal key, the path was decoded after the join.
+    (Bucket 'batch': S3 and moto take no one-letter bucket name.)"""
+    s3.put_object(Bucket="batch", Key="pin/%2e%2e/%2e%2e/x.jsonl", Body=b"{}\n")  # type: ignore[attr-defined]
+    [source] = storage.inputs("s3://batch/pin/", "S3Prefix")
+    assert source.relative == "%2e%2e/%2e%2e/x.jsonl"
+    with pytest.raises(StorageError, match=r"^The input '%2e%2e/%2e%2e/x.jsonl' cannot have its output under "
+                                           r"file:///srv/out/job: .* once percent-decoded \('../../x.jsonl.out'\)"):
+        storage.output_url("file:///srv/out/job", source.relative)
+    # In S3 a key is a key: the output keeps its name, under the output prefix.
+    assert storage.output_url("s3://batch/out", source.relative) == "s3://batch/out/%2e%2e/%2e%2e/x.jsonl.out"
+
+
+@pytest.mark.parametrize("entry", ["%2e%2e/secret/s.jsonl", "%2e%2e/" * 40 + "etc/hostname",
+                                   "%2E%2E%2fsecret%2fs.jsonl", "..%2fsecret/s.jsonl"])
+def test_a_manifest_entry_spelled_percent_2e_cannot_leave_its_local_prefix(folder: Path, entry: str) -> None:
+    """Issue 41: '…/in/%2e%2e/secret/s.jsonl' passed the '..' check and read outside the prefix (/etc/hostname the
+    same way)."""
+    (folder / "secret").mkdir()
+    (folder / "secret/s.jsonl").write_text("SECRET")
+    (folder / "manifest.json").write_text(json.dumps([{"prefix": f"file://{folder}/in/"}, entry]))
+    with pytest.raises(StorageError, match=rf"lists a name outside its prefix: .* names a file outside "
+                                           rf"file://{folder}/in/ once percent-decoded"):
+        storage.inputs(f"file://{folder}/manifest.json", "ManifestFile")
+
+
+def test_a_manifest_entry_spelled_percent_2e_cannot_write_outside_the_output_folder(s3: object) -> None:
+    manifest = json.dumps([{"prefix": "s3://batch/in/"}, "%2e%2e/secret/s.jsonl"])
+    s3.put_object(Bucket="batch", Key="m.json", Body=manifest)  # type: ignore[attr-defined]
+    [source] = storage.inputs("s3://batch/m.json", "ManifestFile")
+    assert source == Source("s3://batch/in/%2e%2e/secret/s.jsonl", "%2e%2e/secret/s.jsonl")  # an S3 key, read as one
+    with pytest.raises(StorageError, match=r"cannot have its output under file:///srv/out/job"):
+        storage.output_url("file:///srv/out/job", source.relative)
+
+
+def test_a_literal_dot_dot_in_a_manifests_local_prefix_is_refused(folder: Path) -> None:
+    (folder / "secret").mkdir()
+    (folder / "secret/s.jsonl").write_text("SECRET")
+    (folder / "manifest.json").write_text(json.dumps([{"prefix": f"file://{folder}/in/../secret/"}, "s.jsonl"]))
+    with pytest.raises(StorageError, match=r"The manifest's prefix .* has a '.' or '..' segment"):
+        storage.inputs(f"file://{folder}/manifest.json", "ManifestFile")
+
+
+def test_a_manifest_in_s3_cannot_name_a_file_prefix(s3: object, tmp_path: Path) -> None:
+    """Issue 41: whoever wrote the manifest object read the gateway host's files into the job's S3 output."""
+    (tmp_path / "hostname").write_text("HOST-FILE-CONTENT")
+    s3.put_object(Bucket="batch", Key="manifest.json", Body=json.dumps([{"prefix": f"file://{tmp_path}/"}, "hostname"]))  # type: ignore[attr-defined]
+    with pytest.raises(StorageError, match=r"a manifest's prefix must be of its own kind \(s3://\)"):
+        storage.inputs("s3://batch/manifest.json", "ManifestFile")
+
+
+def test_a_local_manifest_lists_local_files(folder: Path) -> None:
+    (folder / "manifest.json").write_text(json.dumps([{"prefix": "s3://batch/in/"}, "a.jsonl"]))
+    with pytest.raises(StorageError, match=r"must be of its own kind \(file://\)"):
+        storage.inputs(f"file://{folder}/manifest.json", "ManifestFile")
+
+
+def test_local_names_are_url_text_decoded_once(folder: Path) -> None:
+    """A file named '%2e%2e' is a file of that name: its name is quoted, so its output lands beside it, by name."""
+    (folder / "in/%2e%2e").mkdir()
+    (folder / "in/%2e%2e/odd name.jsonl").write_text("x")
+    found = {s.relative: s for s in storage.inputs(f"file://{folder}/in/", "S3Prefix")}
+    odd = found["%252e%252e/odd%20name.jsonl"]
+    assert storage.read(odd.url) == b"x"
+    storage.write(storage.output_url(f"file://{folder}/out", odd.relative), b"y")
+    assert (folder / "out/%2e%2e/odd name.jsonl.out").read_bytes() == b"y"

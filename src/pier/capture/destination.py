@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
+from pier import host_path
+
 
 class Destination(Protocol):
     def write(self, key: str, body: bytes) -> None:
@@ -34,7 +36,7 @@ class FolderDestination:
         self.root = root
 
     def write(self, key: str, body: bytes) -> None:
-        path = self.root / key
+        path = host_path.under(self.root, key)
         path.parent.mkdir(parents=True, exist_ok=True)
         # Whole files only: a reader listing the folder never sees a half-written one.
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".part")
@@ -51,7 +53,7 @@ def destination_of(uri: str, kms_key: str | None, s3_client: Callable[[], Any]) 
     """The destination a DataCaptureConfig's DestinationS3Uri names (checked when the config was made)."""
     parsed = urlparse(uri)
     if parsed.scheme == "file":
-        return FolderDestination(Path(parsed.path))
+        return FolderDestination(host_path.of_url(uri))
     return S3Destination(s3_client(), parsed.netloc, parsed.path.strip("/"), kms_key)
 
 

@@ -14,6 +14,7 @@ import httpx
 import typer
 from rich.markup import escape
 
+from pier import host_path
 from pier.cli.app import app, console
 from pier.cli.backend_flags import chosen_backend, with_backend_flags
 from pier.cli.models import demo_model
@@ -170,7 +171,10 @@ def _refuse_early(source: str, host: str, port: int) -> None:
 
 def _local_path(model: str) -> Path | None:
     if model.startswith("file://"):
-        return Path(model.removeprefix("file://"))
+        try:
+            return host_path.of_url(model)  # decoded as the gateway decodes it when it fetches the model
+        except host_path.PathRefused as error:
+            _refuse(str(error))
     return None if "://" in model else Path(model).expanduser().resolve()
 
 

@@ -9,6 +9,7 @@ from urllib.parse import urlparse
 
 from pydantic import Field, StringConstraints, model_validator
 
+from pier import host_path
 from pier.control.shape import Shape
 
 ContentType = Annotated[str, StringConstraints(min_length=1, max_length=256)]
@@ -61,6 +62,10 @@ def destination_problem(uri: str, kms_key: str | None) -> str:
         if parsed.netloc or not PurePosixPath(parsed.path).is_absolute():
             return (f"DestinationS3Uri {uri!r} is not a file:/// URL of an absolute folder: give "
                     "file:///ABSOLUTE/FOLDER (three slashes).")
+        try:
+            host_path.of_url(uri)
+        except host_path.PathRefused as error:
+            return f"DestinationS3Uri {error}"
         if kms_key:
             return ("KmsKeyId encrypts captured data with S3 server-side encryption; a file:// destination has none: "
                     "remove KmsKeyId, or capture to an s3:// destination.")

@@ -120,9 +120,10 @@ def classic_copies(variants: Iterable[VariantRecord]) -> int:
 def check_source(container: ContainerSpec, artifact_url: str | None = None) -> None:
     try:
         source = source_of(container, artifact_url)
+        local = source.local_path if source.scheme == "file" else None
     except NoModelData as error:
         raise ValidationError(str(error)) from None
-    if source.scheme == "file":
-        reason = whole_filesystem(Path(source.local_path))
+    if local is not None:
+        reason = whole_filesystem(Path(local))
         if reason:
             raise ValidationError(f"{reason}, not a model folder: give the folder that holds the model's files.")

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
+from pier import host_path
 from pier.control.data_capture import DataCaptureSpec
 from pier.control.names import ENDPOINT_NAME, MODEL_NAME, NAME_MAX
 from pier.control.shape import Shape
@@ -185,6 +186,11 @@ class AsyncOutputSpec(Shape):
         for name, path in (("S3OutputPath", self.S3OutputPath), ("S3FailurePath", self.S3FailurePath)):
             if path is not None and not re.fullmatch(r"(s3://[^/]+|file:///[^\s]*)(/.*)?", path):
                 raise ValueError(f"{name} {path!r} is not an s3://BUCKET/PREFIX (or file:///folder) path.")
+            if path is not None and path.startswith("file:"):
+                try:  # refused now: every answer written there would fail, and its failure with it
+                    host_path.of_url(path)
+                except host_path.PathRefused as error:
+                    raise ValueError(f"{name} {error}") from None
         local = [path for path in (self.S3OutputPath, self.S3FailurePath) if path and path.startswith("file:")]
         if self.KmsKeyId and local:  # refused, not ignored: the caller expects encrypted answers
             raise ValueError(f"KmsKeyId encrypts outputs in S3; a file:// path has none ({local[0]}): remove "

@@ -96,8 +96,11 @@ class AsyncInference:
 
     async def run(self) -> None:
         """Dispatch until cancelled; then the requests running wait again, for the next start."""
+        answered = await asyncio.to_thread(self.queue.finish_answered)
         restarted = await asyncio.to_thread(self.queue.requeue_running)
         await asyncio.to_thread(self.queue.read_ttls)
+        if answered:
+            log.info("async inference: %d request(s) answered before the gateway stopped leave the queue", answered)
         if restarted:
             log.info("async inference: %d request(s) that were running when the gateway stopped wait again", restarted)
         try:
@@ -192,15 +195,10 @@ class AsyncInference:
 
     async def _run(self, request: AsyncRequest) -> None:
         try:
-            if await asyncio.to_thread(storage.exists, request.output_location):
-                log.info("async inference %s: its answer is already at %s (it ran before a restart)",
-                         request.inference_id, request.output_location)
-                await asyncio.to_thread(self.queue.finish, request.id)
-                return
             body = (request.body.encode("latin-1") if request.body is not None
                     else await asyncio.to_thread(self._input, str(request.input_location)))
             answer, content_type = await self._invoke(request, body)
-            await asyncio.to_thread(storage.write, request.output_location, answer, content_type, request.kms_key)
+            await asyncio.to_thread(self._deliver, request, answer, content_type)
         except asyncio.CancelledError:
             await asyncio.shield(asyncio.to_thread(self.queue.release, request.id))
             raise
@@ -215,6 +213,13 @@ class AsyncInference:
         log.info("async inference %s done: %s", request.inference_id, request.output_location)
         await asyncio.to_thread(self.queue.finish, request.id)
         await self._notify(request, Outcome(True, content_type, answer))
+
+    def _deliver(self, request: AsyncRequest, answer: bytes, content_type: str | None) -> None:
+        """The answer written, then recorded in the queue. On its own thread: a stop meanwhile releases the request,
+        but the thread goes on and marks it answered (release leaves answered requests be), so it never runs twice.
+        The queue, not the object at OutputLocation, says what ran: a Filename may name an earlier caller's answer."""
+        storage.write(request.output_location, answer, content_type, request.kms_key)
+        self.queue.answered(request.id)
 
     def _input(self, url: str) -> bytes:
         """The payload, refused unread when no copy would take it: an object of gigabytes (AWS's asynchronous

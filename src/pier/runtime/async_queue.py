@@ -1,10 +1,11 @@
 """The asynchronous inference queue in the state folder (`async.sqlite3`): every request InvokeEndpointAsync accepted
 and has not finished, so a restarted gateway runs what was waiting or running when it stopped.
 
-A request is written before its 202 is sent, and removed once its answer (or its failure) is written where the caller
-looks for it. A request that was running when the gateway stopped runs again after the restart, unless its answer is
-already at its OutputLocation (the name is fixed when it is accepted, so a rerun finds it: each answer is written
-once). Opened, checked, backed up and restored as every file of the state folder is (`pier.gateway.state_files`).
+A request is written before its 202 is sent, marked answered as soon as its answer is written, and removed once its
+notification is on its way. A request that was running when the gateway stopped runs again after the restart; one
+marked answered does not (each answer is written once). What ran is the queue's record, never whether an object is
+at the OutputLocation: a Filename may name another caller's answer, and that request must still run. Opened,
+checked, backed up and restored as every file of the state folder is (`pier.gateway.state_files`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from typing import Any
 from pier.state_folder.database import BadRow, RowsRead, Schema, StoreFile
 
 FILE = "async.sqlite3"
-QUEUED, RUNNING = "queued", "running"
+QUEUED, RUNNING, ANSWERED = "queued", "running", "answered"
+STATES = (QUEUED, RUNNING, ANSWERED)
 
 
 @dataclass(frozen=True)
@@ -76,8 +78,8 @@ def _rows(db: sqlite3.Connection) -> RowsRead:
 
 def row_problem(row: tuple[Any, ...]) -> str:
     """Why a stored row is no request ("" when it is one)."""
-    if row[1] not in (QUEUED, RUNNING):
-        return f"its state {row[1]!r} is neither {QUEUED} nor {RUNNING}"
+    if row[1] not in STATES:
+        return f"its state {row[1]!r} is none of {', '.join(STATES)}"
     try:
         AsyncRequest.from_json(str(row[2]))
     except (ValueError, TypeError) as error:
@@ -153,9 +155,19 @@ class AsyncQueue(StoreFile):
         return request.ttl_s
 
     def requeue_running(self) -> int:
-        """At start: what was running when the gateway stopped waits again (it is rerun unless its answer is there)."""
+        """At start: what was running when the gateway stopped, unanswered, waits again (it is rerun)."""
         with self._lock:
             return self._db.execute("UPDATE requests SET state = ? WHERE state = ?", (QUEUED, RUNNING)).rowcount
+
+    def answered(self, id: str) -> None:
+        """Its answer is written: from now on it never runs again, whatever stops the gateway."""
+        with self._lock:
+            self._db.execute("UPDATE requests SET state = ? WHERE id = ?", (ANSWERED, id))
+
+    def finish_answered(self) -> int:
+        """At start: requests answered before the gateway stopped leave the queue (they are not run again)."""
+        with self._lock:
+            return self._db.execute("DELETE FROM requests WHERE state = ?", (ANSWERED,)).rowcount
 
     def start(self, id: str) -> bool:
         """Marks a queued request running; False when it was not queued (already taken, or gone)."""
@@ -164,9 +176,10 @@ class AsyncQueue(StoreFile):
                                     (RUNNING, id, QUEUED)).rowcount == 1
 
     def release(self, id: str) -> None:
-        """A running request waits again (the gateway is stopping, or no copy could take it)."""
+        """A running request waits again (the gateway is stopping, or no copy could take it); an answered one
+        stays answered."""
         with self._lock:
-            self._db.execute("UPDATE requests SET state = ? WHERE id = ?", (QUEUED, id))
+            self._db.execute("UPDATE requests SET state = ? WHERE id = ? AND state = ?", (QUEUED, id, RUNNING))
 
     def finish(self, id: str) -> None:
         with self._lock:

@@ -65,6 +65,8 @@ class JobRun:
     async def _run(self) -> None:
         if not self.store.objects(self.job.name):
             sources = await asyncio.to_thread(storage.inputs, self.settings.input_url, self.settings.data_type)
+            for source in sources:  # an output that cannot be written fails the job before any record is sent
+                storage.output_url(self.settings.output_url, source.relative)
             self.store.add_objects(self.job.name, [(s.url, s.relative) for s in sources])
         await self._first_copy()
         self.on_started()

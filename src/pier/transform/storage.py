@@ -9,9 +9,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import quote, urlparse
 
-from pier import storage
+from pier import host_path, storage
 from pier.control.fetch import s3
 from pier.transform import records as cutting
 
@@ -42,8 +42,7 @@ def inputs(url: str, data_type: str) -> list[Source]:
         return _manifest(url, read(url))
     if data_type != "S3Prefix":
         raise StorageError(f"pier reads S3DataType S3Prefix or ManifestFile, not {data_type}.")
-    base = url[: url.rfind("/") + 1]  # names are relative to the prefix's folder, as SageMaker names outputs
-    found = [Source(u, u[len(base):]) for u in _listing(url)]
+    found = _listing(url)
     if not found:
         raise StorageError(f"There are no objects under {url}: check TransformInput's S3Uri.")
     return sorted(found, key=lambda s: s.url)
@@ -69,27 +68,35 @@ join = storage.join
 
 def output_url(base: str, relative: str) -> str:
     """Where the output of the input named `relative` goes: `<base>/<relative>.out`. S3 keys may hold '.' and '..'
-    segments; under a file:// base (a folder on the gateway's host) they would write outside it, so they fail."""
-    if base.startswith("file:") and any(part in (".", "..") for part in relative.split("/")):
-        raise StorageError(f"The input {relative!r} has a '.' or '..' segment in its name: its output would land "
-                           f"outside {base}: rename the object, or write the outputs to s3://.")
-    return join(base, cutting.output_name(relative))
+    segments, written or percent-encoded; under a file:// base (a folder on the gateway's host) they would write
+    outside it, so they fail."""
+    name = cutting.output_name(relative)
+    if urlparse(base).scheme != "file":
+        return join(base, name)
+    try:
+        return host_path.url_under(base, name)
+    except host_path.PathRefused as error:
+        raise StorageError(f"The input {relative!r} cannot have its output under {base}: {error}. Rename the "
+                           "object, or write the outputs to s3://.") from None
 
 
-def _listing(url: str) -> list[str]:
-    if url.startswith("file://"):
+def _listing(url: str) -> list[Source]:
+    """Names are relative to the prefix's folder, as SageMaker names outputs."""
+    if urlparse(url).scheme == "file":
         root = _local(url)
         folder, stem = (root, "") if url.endswith("/") else (root.parent, root.name)
         if not folder.is_dir():
             return []
-        return [path.as_uri() for path in folder.rglob("*")
-                if path.is_file() and path.relative_to(folder).as_posix().startswith(stem)]
+        # A name is URL text, as the manifest's are: quoted here, decoded once when read or written.
+        return [Source(path.as_uri(), quote(relative)) for path in folder.rglob("*")
+                if path.is_file() and (relative := path.relative_to(folder).as_posix()).startswith(stem)]
     bucket, prefix = s3.split(url)
+    base = prefix[: prefix.rfind("/") + 1]
     found = []
     try:  # a bucket not there, or not the gateway's to list, is the job's input at fault, not pier
         for page in _s3().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-            found += [f"s3://{bucket}/{item['Key']}" for item in page.get("Contents", [])
-                      if not item["Key"].endswith("/")]
+            found += [Source(f"s3://{bucket}/{item['Key']}", item["Key"][len(base):])
+                      for item in page.get("Contents", []) if not item["Key"].endswith("/")]
     except Exception as error:
         raise StorageError(f"Cannot list {url}: {storage.why(error)}.") from None
     return found
@@ -104,16 +111,26 @@ def _manifest(url: str, data: bytes) -> list[Source]:
     except (ValueError, LookupError, TypeError):
         raise StorageError(f"The manifest {url} is not [{{\"prefix\": \"s3://bucket/prefix/\"}}, \"name\", ...].") \
             from None
+    if not isinstance(prefix, str) or urlparse(prefix).scheme != urlparse(url).scheme:
+        # Whoever may write the manifest object would otherwise choose what the gateway reads: one in S3 naming a
+        # file:// prefix read the gateway host's files into the job's outputs. AWS takes s3:// prefixes only.
+        raise StorageError(f"The manifest {url} names the prefix {prefix!r}: a manifest's prefix must be of its own "
+                           f"kind ({urlparse(url).scheme}://): list objects stored where the manifest is.")
     check_url(prefix, "The manifest's prefix")
-    for name in names:  # under a file:// prefix, '..' would read any file of the gateway's host
-        if prefix.startswith("file:") and any(part in (".", "..") for part in name.split("/")):
-            raise StorageError(f"The manifest {url} names {name!r}, outside its prefix {prefix}: name files under it.")
-    return [Source(join(prefix, name), name) for name in names]
+    if urlparse(prefix).scheme != "file":
+        return [Source(join(prefix, name), name) for name in names]  # S3 keys: literal, never paths
+    try:  # under a file:// prefix, '..' (or %2e%2e) would read any file of the gateway's host
+        return [Source(host_path.url_under(prefix, name), name) for name in names]
+    except host_path.PathRefused as error:
+        raise StorageError(f"The manifest {url} lists a name outside its prefix: {error}. Name files under "
+                           f"{prefix}.") from None
 
 
 def _local(url: str) -> Path:
-    parsed = urlparse(url)
-    return Path(unquote(parsed.path))
+    try:
+        return host_path.of_url(url)
+    except host_path.PathRefused as error:
+        raise StorageError(str(error)) from None
 
 
 def _s3() -> Any:

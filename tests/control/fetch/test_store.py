@@ -69,6 +69,15 @@ def test_a_gguf_file_gets_a_folder_of_its_own(store: ModelStore, model_dir: Path
     assert store.fetch(from_url(str(model_dir / "model.gguf"))) == folder
 
 
+def test_a_file_url_is_decided_as_every_file_url_of_pier(store: ModelStore, model_dir: Path) -> None:
+    """Decoded once (pier.host_path); a '..' segment, written or encoded, is refused rather than resolved."""
+    spaced = model_dir.parent / "my models"
+    model_dir.rename(spaced)
+    assert store.fetch(from_url(f"file://{model_dir.parent}/my%20models")) == spaced.resolve()
+    with pytest.raises(ModelDataError, match=r"The model's data .* has a '.' or '..' segment"):
+        store.fetch(from_url(f"file://{spaced}/%2e%2e/my%20models"))
+
+
 def test_a_missing_path_says_so(store: ModelStore, tmp_path: Path) -> None:
     with pytest.raises(ModelDataError, match=r"No model at .*nowhere: give an existing folder"):
         store.fetch(ModelSource(str(tmp_path / "nowhere")))

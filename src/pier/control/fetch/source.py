@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
 
+from pier import host_path
 from pier.control.shapes import ContainerSpec
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
@@ -29,9 +30,13 @@ class ModelSource:
 
     @property
     def local_path(self) -> str:
-        """The path of a local or file:// source."""
-        parsed = urlparse(self.url)
-        return unquote(parsed.path) if parsed.scheme == "file" else os.path.expanduser(self.url)
+        """The path of a local or file:// source; NoModelData when a file:// URL names no path pier will use."""
+        if urlparse(self.url).scheme != "file":
+            return os.path.expanduser(self.url)
+        try:
+            return str(host_path.of_url(self.url))
+        except host_path.PathRefused as error:
+            raise NoModelData(f"The model's data {error}") from None
 
 
 def source_of(container: ContainerSpec, artifact_url: str | None = None) -> ModelSource:

@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
 from pier.control.fetch import archives, folders, hf, s3
-from pier.control.fetch.source import ModelSource
+from pier.control.fetch.source import ModelSource, NoModelData
 from pier.errors import PierError
 from pier.storage import s3_client
 
@@ -83,7 +83,10 @@ class ModelStore:
             raise ModelDataError(str(error)) from None
 
     def _fetch_local(self, source: ModelSource) -> Path:
-        path = Path(source.local_path)
+        try:
+            path = Path(source.local_path)
+        except NoModelData as error:
+            raise ModelDataError(str(error)) from None
         if not path.exists():
             raise ModelDataError(f"No model at {path}: give an existing folder, .gguf file or model.tar.gz.")
         if path.is_dir():
