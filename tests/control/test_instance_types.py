@@ -55,13 +55,24 @@ def test_vcpus_map_onto_host_cores(instance: int, vcpus: tuple[int, ...], host: 
     assert host_cores_for(instance, vcpus, InstanceType("t", 4, 1024), host) == cores
 
 
-def test_oversize_instance_is_named_with_a_way_out() -> None:
-    warning = oversize_warning(lookup("ml.c7g.8xlarge"), (0, 1), 16384)
-    assert warning is not None
-    assert "32 vCPUs but this host gives pier 2 cores" in warning
-    assert "65536 MiB of memory but this host has 16384 MiB" in warning
-    assert "'local'" in warning
-    assert oversize_warning(lookup("ml.c7g.large"), (0, 1), 16384) is None
+@pytest.mark.parametrize(("itype", "cores", "memory_mb", "said"), [
+    ("ml.g5.2xlarge", 2, 24105,  # the host: the line read "... 2 cores and 32768 MiB of memory but ..."
+     "ml.g5.2xlarge has 8 vCPUs and 32768 MiB of memory; this host gives pier 2 cores and 24105 MiB: its copies "
+     "will share cores and run slower than on a real ml.g5.2xlarge, and may not all fit in memory."),
+    ("ml.c7g.8xlarge", 2, 65536,
+     "ml.c7g.8xlarge has 32 vCPUs; this host gives pier 2 cores: its copies will share cores and run slower than "
+     "on a real ml.c7g.8xlarge."),
+    ("ml.c7g.8xlarge", 64, 16384,
+     "ml.c7g.8xlarge has 65536 MiB of memory; this host gives pier 16384 MiB: its copies may not all fit in "
+     "memory."),
+    ("ml.c7g.large", 2, 16384, None),
+])
+def test_oversize_instance_is_named_with_a_way_out(itype: str, cores: int, memory_mb: int, said: str | None) -> None:
+    warning = oversize_warning(lookup(itype), tuple(range(cores)), memory_mb)
+    if said is None:
+        assert warning is None
+    else:
+        assert warning == f"{said} Use InstanceType 'local' (this host as one instance) or a smaller type."
 
 
 @pytest.mark.parametrize(("on_this_host", "warned"), [(True, True), (False, False)])

@@ -91,3 +91,27 @@ def test_a_session_goes_to_its_copy_after_a_gateway_restart(tmp_path: Path, home
                                         ContentType="application/json", SessionId=session)
         with gateway(state_dir, [url_a, url_b]) as url, pytest.raises(ClientError, match="is not open on endpoint"):
             answered_by(url, SessionId=session)  # a closed session stays closed
+
+
+@pytest.mark.parametrize("damage", ["garbage", "folder"])
+def test_a_damaged_sessions_file_is_served_without_and_said(tmp_path: Path, damage: str,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "m.gguf").write_bytes(b"GGUF")
+    path = state_dir / SESSIONS.name
+    if damage == "folder":
+        path.mkdir()
+    else:
+        path.write_bytes(b"\x17garbage\x00" * 512)
+    with serving(copy_app("a")) as url_a, serving(copy_app("b")) as url_b, gateway(state_dir, [url_a, url_b]) as url:
+        classic_endpoint(url, model, "llm", instances=2)
+        home, opened = answered_by(url, SessionId="NEW_SESSION")
+        session = opened["NewSessionId"].split(";", 1)[0]
+        assert [answered_by(url, SessionId=session)[0] for _ in range(4)] == [home] * 4  # sessions still work
+    said = " ".join(caplog.text.split())
+    assert f"pier cannot use its state file {path}" in said and "serving without it" in said
+    assert f"mv {path} {path}.damaged" in said
+    assert path.is_dir() if damage == "folder" else path.read_bytes() == b"\x17garbage\x00" * 512  # left alone

@@ -19,8 +19,10 @@ from typer.testing import CliRunner
 from pier.autoscaling.store import FILE as SCALING_FILE
 from pier.cli import app
 from pier.control import backups
+from pier.control.backups import LOCK_FILE
 from pier.gateway.app import create_gateway
-from pier.gateway.state_files import AUTOSCALING
+from pier.gateway.listening import FILE_NAME as LISTENING_FILE
+from pier.gateway.state_files import AUTOSCALING, FILES, SESSIONS
 from pier.security.keystore import FILE_NAME as KEYS_FILE
 from pier.security.keystore import KeyStore
 from pier.security.principal import Role
@@ -161,3 +163,18 @@ def test_a_key_file_with_one_bad_entry_is_refused_naming_the_entry(saved: Path) 
     restored = CliRunner().invoke(app, ["state", "restore", "--state-dir", str(saved)])
     assert restored.exit_code == 0 and "lacks what the file held: key broken" in " ".join(restored.output.split())
     assert [k.principal.name for k in KeyStore.in_state_dir(saved).saved()] == ["ops"]
+
+
+@pytest.mark.parametrize("name", [*(f.name for f in FILES if f is not SESSIONS), LOCK_FILE, LISTENING_FILE])
+def test_a_state_file_that_is_a_folder_stops_pier_up_with_its_name_and_the_fix(tmp_path: Path, name: str) -> None:
+    state_dir = tmp_path / "state"
+    (state_dir / name).mkdir(parents=True)
+    refused = pier_up(state_dir)
+    assert refused.returncode == 3, refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert f"{state_dir / name}: it is a folder, not a file" in refused.stderr
+    assert f"mv {state_dir / name} " in refused.stderr  # the way out
+    assert (state_dir / name).is_dir()  # left as it is
+    if name in {f.name for f in FILES}:
+        checked = CliRunner().invoke(app, ["state", "check", "--state-dir", str(state_dir)])
+        assert checked.exit_code == 1 and "it is a folder, not a file" in checked.output

@@ -110,9 +110,17 @@ def test_the_last_key_s_revocation_shuts_the_gateway(gateway: tuple[ServerProces
     (state_dir / "keys.json").write_text(json.dumps({"version": 1, "keys": []}))
     assert_shut(process.url, second)
 
-    (state_dir / "keys.json").write_text("")  # not a key file at all: refused too (fail closed)
-    assert refused(sagemaker(process.url, None).list_models)["Code"] != ""
-    assert httpx.post(process.url, headers=LIST_MODELS, content=b"{}").status_code >= 400
+    for damaged in ("", "{}"):  # not a key file at all: refused too (fail closed), as a caller's error
+        (state_dir / "keys.json").write_text(damaged)
+        for client in (sagemaker(process.url, second), sagemaker(process.url, None)):
+            error = refused(client.list_models)
+            assert error["Code"] == "UnrecognizedClientException", error
+            assert "no usable keys" in error["Message"] and str(state_dir) not in error["Message"]
+        with pytest.raises(openai.AuthenticationError) as raised:
+            models(process.url, second["api_key"])
+        assert "no usable keys" in raised.value.message and str(state_dir) not in raised.value.message
+        assert httpx.post(process.url, headers=LIST_MODELS, content=b"{}").status_code == 403
+    assert f"{state_dir / 'keys.json'} is not a pier key file" in process.output()  # the path: in the log only
 
 
 def test_a_signature_for_another_service_or_region_is_refused(

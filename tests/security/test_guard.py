@@ -8,7 +8,7 @@ import httpx
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.security.conftest import GENERATE, Secured
+from tests.security.conftest import GENERATE, Secured, create_keys
 
 
 def bearer(secured: Secured, who: str) -> dict[str, str]:
@@ -39,13 +39,24 @@ def test_a_signed_body_past_the_payload_limit_is_refused_unread(secured: Secured
     assert raised.value.response["ResponseMetadata"]["HTTPStatusCode"] == 413
 
 
-def test_a_damaged_key_file_refuses_everything(secured: Secured) -> None:
+def test_a_damaged_key_file_refuses_everything(secured: Secured, caplog: pytest.LogCaptureFixture) -> None:
     sagemaker = secured.client("sagemaker")
     assert sagemaker.list_models()["Models"] == []
-    (secured.state_dir / "keys.json").write_text("{damaged")
+    keys_file = secured.state_dir / "keys.json"
+    keys_file.write_text("{}")
     with pytest.raises(ClientError) as raised:
         sagemaker.list_models()
     error = raised.value.response
-    assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("InternalFailure", 500)
-    assert "not a pier key file" in error["Error"]["Message"]
-    assert httpx.post(secured.url + "/v1/chat/completions", json={}).status_code == 500  # fail closed, even unsigned
+    assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == (
+        "UnrecognizedClientException", 403)  # was a 500 InternalFailure that named the file
+    assert "no usable keys" in error["Error"]["Message"] and str(secured.state_dir) not in error["Error"]["Message"]
+    chat = httpx.post(secured.url + "/v1/chat/completions", json={})  # fail closed, even unsigned
+    assert chat.status_code == 401 and "no usable keys" in chat.json()["error"]["message"]
+    assert str(secured.state_dir) not in chat.text
+    said = [r.getMessage() for r in caplog.records if r.name == "pier.gateway" and r.levelname == "ERROR"]
+    assert len(said) == 1 and f"{keys_file} is not a pier key file" in said[0]  # once, not once a request
+
+    keys_file.unlink()
+    secured.keys = create_keys(secured.state_dir)  # the file reads again: its keys work at once, no restart
+    assert secured.client("sagemaker").list_models()["Models"] == []
+    assert "keys.json reads again" in caplog.text

@@ -46,7 +46,8 @@ Answer = tuple[int, str | None]
         (RequestRefused("x"), (403, "AccessDeniedException"), (403, "AccessDeniedException"),
          (403, "forbidden_origin")),
         (BodyTooLarge("x"), (413, "ValidationException"), (413, "ValidationError"), (413, "request_too_large")),
-        (KeysUnreadable("x"), (500, "InternalFailure"), (500, "InternalFailure"), (500, "server_error")),
+        (KeysUnreadable(), (403, "UnrecognizedClientException"), (403, "UnrecognizedClientException"),
+         (401, "invalid_api_key")),
     ],
 )
 def test_a_refusal_in_each_dialect(failure: AuthFailure, control: Answer, runtime: Answer, openai: Answer) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -13,8 +15,8 @@ import trustme
 from cryptography.hazmat.primitives import serialization
 
 from pier.gateway.run import gateway_origin
-from pier.security.tls import TlsError, TlsFiles, plain_http_warning, tls_files
-from tests.server.processes import pier_environment
+from pier.security.tls import TlsError, TlsFiles, key_exposure, plain_http_warning, tls_files, validity_problem
+from tests.server.processes import ServerProcess, pier_environment
 from tests.sockets import free_port
 
 
@@ -75,6 +77,63 @@ def test_an_unreadable_key_says_who_must_read_it(pem: dict[str, Path], tmp_path:
         tls_files(pem["cert"], locked)
 
 
+DAY = timedelta(days=1)
+
+
+def dated_pair(folder: Path, not_before: datetime, not_after: datetime) -> tuple[Path, Path]:
+    """A certificate for the loopback names valid only between the two times, and its key (mode 0600)."""
+    issued = trustme.CA().issue_cert("127.0.0.1", "localhost", not_before=not_before, not_after=not_after)
+    cert, key = folder / "dated-cert.pem", folder / "dated-key.pem"
+    cert.write_bytes(b"".join(blob.bytes() for blob in issued.cert_chain_pems))
+    key.write_bytes(issued.private_key_pem.bytes())
+    key.chmod(0o600)
+    return cert, key
+
+
+def test_an_expired_certificate_is_refused(tmp_path: Path) -> None:
+    now = datetime.now(UTC)
+    cert, key = dated_pair(tmp_path, now - 400 * DAY, now - DAY)
+    with pytest.raises(TlsError) as refused:
+        tls_files(cert, key)
+    said = str(refused.value)
+    assert f"--tls-cert {cert}: its certificate" in said and "expired on " in said and "Renew it" in said
+
+
+def test_a_certificate_not_valid_yet_and_a_key_others_may_read_are_warned_about(tmp_path: Path) -> None:
+    now = datetime.now(UTC)
+    cert, key = dated_pair(tmp_path, now + 2 * DAY, now + 400 * DAY)
+    key.chmod(0o644)
+    files = tls_files(cert, key)
+    assert files is not None and len(files.warnings) == 2
+    assert "is not valid until " in files.warnings[0] and "clock" in files.warnings[0]
+    assert f"--tls-key {key} may be read by users other than its owner (mode 0644)" in files.warnings[1]
+    assert f"chmod 600 {key}" in files.warnings[1]
+    key.chmod(0o600)
+    assert tls_files(*dated_pair(tmp_path, now - DAY, now + DAY)).warnings == ()  # type: ignore[union-attr]
+
+
+T = datetime(2030, 6, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("not_before", "not_after", "found"), [
+    (T - DAY, T + DAY, None),
+    (T - 2 * DAY, T - DAY, (True, "expired on 2030-05-31 00:00:00 UTC")),
+    (T + DAY, T + 2 * DAY, (False, "is not valid until 2030-06-02 00:00:00 UTC")),
+])
+def test_a_certificate_s_dates(not_before: datetime, not_after: datetime, found: tuple[bool, str] | None) -> None:
+    problem = validity_problem(not_before, not_after, T)
+    if found is None:
+        assert problem is None
+    else:
+        assert problem is not None and problem[0] == found[0] and problem[1].startswith(found[1])
+
+
+@pytest.mark.parametrize(("mode", "warned"), [(0o600, False), (0o400, False), (0o640, True), (0o644, True),
+                                              (0o604, True), (0o620, False)])
+def test_a_key_file_s_mode(mode: int, warned: bool) -> None:
+    assert (key_exposure(Path("k.pem"), mode) is not None) == warned
+
+
 @pytest.mark.parametrize(("host", "tls", "origin"), [
     ("127.0.0.1", None, "http://127.0.0.1:8080"),
     ("127.0.0.1", TlsFiles(Path("c")), "https://127.0.0.1:8080"),
@@ -111,3 +170,27 @@ def test_pier_up_refuses_before_binding(pem: dict[str, Path], tmp_path: Path, ce
     assert run.returncode == 2, run.stderr
     assert says in run.stderr and str(pem[named]) in run.stderr
     assert "Uvicorn running" not in run.stderr and not (tmp_path / "state").exists()  # nothing started
+
+
+def pier_up(state_dir: Path, cert: Path, key: Path) -> list[str]:
+    return [sys.executable, "-m", "pier", "up", "--port", str(free_port()), "--state-dir", str(state_dir),
+            "--tls-cert", str(cert), "--tls-key", str(key)]
+
+
+def test_pier_up_refuses_an_expired_certificate_and_warns_of_one_not_valid_yet(tmp_path: Path) -> None:
+    now = datetime.now(UTC)
+    expired = subprocess.run(pier_up(tmp_path / "state", *dated_pair(tmp_path, now - 400 * DAY, now - DAY)),
+                             env=pier_environment(), capture_output=True, text=True, timeout=60)
+    assert expired.returncode == 2 and "expired on" in expired.stderr and "Traceback" not in expired.stderr
+    assert "Uvicorn running" not in expired.stderr
+
+    cert, key = dated_pair(tmp_path, now + 2 * DAY, now + 400 * DAY)
+    key.chmod(0o644)
+    argv = pier_up(tmp_path / "state", cert, key)
+    with ServerProcess(argv, int(argv[5]), tmp_path / "up.log", pier_environment()) as process:
+        deadline = time.monotonic() + 60
+        while "Uvicorn running on https://" not in process.output() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        said = " ".join(process.output().split())
+    assert "Uvicorn running on https://" in said  # it serves, warning
+    assert "WARNING" in said and "is not valid until" in said and "may be read by users other than its owner" in said

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 from rich.table import Table
 
-from pier.cli.app import app, console
+from pier.cli.app import app, console, listing
 
 if TYPE_CHECKING:
     from pier.security.keystore import IssuedKey, KeyStore
@@ -154,7 +154,7 @@ def ls(state_dir: StateDir = None, as_json: Json = False) -> None:
         until = f"{row['expires']} (EXPIRED)" if row["expired"] else str(row["expires"])
         table.add_row(str(row["name"]), str(row["role"]), ", ".join(row["endpoints"]) or "all",
                       str(row["access_key_id"]), str(row["created"]), until)
-    console.print(table)
+    listing.print(table)
 
 
 @keys_app.command("revoke")

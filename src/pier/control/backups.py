@@ -32,9 +32,9 @@ from typing import IO
 
 from pier.control.state import STATE_FILE
 from pier.env import GATEWAY, Env, integer, number
-from pier.state_folder.errors import StateError
+from pier.state_folder.errors import NotAFile, StateError
 from pier.state_folder.files import Report, StateFile, by_name, of_backup
-from pier.state_folder.layout import BACKUPS, FILE_MODE, SIDE_FILES, backup_pattern, private_dir
+from pier.state_folder.layout import BACKUPS, FILE_MODE, SIDE_FILES, backup_pattern, not_a_file, private_dir
 
 log = logging.getLogger("pier.control")
 
@@ -312,7 +312,7 @@ class GatewayLock:
 
 def lock_holder(state_dir: Path) -> str | None:
     """The pid of the gateway holding `state_dir` ("unknown" when it wrote none), or None when none does."""
-    if not (state_dir / LOCK_FILE).exists():
+    if not (state_dir / LOCK_FILE).is_file():  # a folder there: no gateway can hold it (GatewayLock refuses it)
         return None
     with _open_lock(state_dir) as file:
         try:
@@ -324,6 +324,8 @@ def lock_holder(state_dir: Path) -> str | None:
 
 
 def _open_lock(state_dir: Path) -> IO[str]:
+    if (problem := not_a_file(state_dir / LOCK_FILE)) is not None:
+        raise NotAFile(state_dir / LOCK_FILE, problem, "the lock that keeps a second gateway off this folder")
     fd = os.open(state_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, FILE_MODE)
     return os.fdopen(fd, "r+")
 

@@ -129,18 +129,20 @@ def host_cores_for(instance: int, vcpus: tuple[int, ...], itype: InstanceType,
 
 def oversize_warning(itype: InstanceType, host: tuple[int, ...], memory_mb: int) -> str | None:
     """Words for the user when one instance of `itype` is more than this host has: its copies will share cores
-    or memory, so they run slower than on the real instance."""
-    short = []
+    (slower than on the real instance) or may not fit in memory."""
+    has, gives, effects = [], [], []
     if itype.vcpus > len(host):
-        short.append(f"{itype.vcpus} vCPUs but this host gives pier {len(host)} cores")
+        has.append(f"{itype.vcpus} vCPUs")
+        gives.append(f"{len(host)} cores")
+        effects.append(f"will share cores and run slower than on a real {itype.name}")
     if itype.memory_mb > memory_mb:
-        short.append(f"{itype.memory_mb} MiB of memory but this host has {memory_mb} MiB")
-    if not short:
+        has.append(f"{itype.memory_mb} MiB of memory")
+        gives.append(f"{memory_mb} MiB")
+        effects.append("may not all fit in memory")
+    if not has:
         return None
-    return (
-        f"{itype.name} has {' and '.join(short)}: its copies will share cores and run slower than on a real "
-        f"{itype.name}. Use InstanceType 'local' (this host as one instance) or a smaller type."
-    )
+    return (f"{itype.name} has {' and '.join(has)}; this host gives pier {' and '.join(gives)}: its copies "
+            f"{', and '.join(effects)}. Use InstanceType 'local' (this host as one instance) or a smaller type.")
 
 
 def warn_if_oversize(itype: InstanceType) -> str | None:

@@ -54,10 +54,10 @@ from pier.gateway.taps import Taps
 from pier.gateway.targets import Targets
 from pier.gateway.writer import Writer
 from pier.gpus import GpuInventory, discover
+from pier.runtime import session_store
 from pier.runtime.async_queue import AsyncQueue
 from pier.runtime.invoke import RuntimeService
 from pier.runtime.routes import openai_router, runtime_router
-from pier.runtime.session_store import SessionStore
 from pier.security.install import install_security
 from pier.storage import s3_client
 from pier.transform.service import Transforms
@@ -69,9 +69,9 @@ def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: f
                    gpus: GpuInventory | None = None) -> FastAPI:
     """The gateway app over the state in `state_dir`; its lifespan runs the reconciler, the autoscaler and the
     state's backups and, on the way out, stops every copy. A damaged state file raises StateDamaged here (never
-    replaced). Every request passes pier.security's guard first (Host/Origin, keys, roles, audit). `settings`:
-    what `pier up` read from its environment and flags (default: the defaults); `gpus`: this host's (default:
-    discovered, pier.gpus)."""
+    replaced), but for sessions.sqlite3, a cache the gateway serves without (saying so in its log). Every request
+    passes pier.security's guard first (Host/Origin, keys, roles, audit). `settings`: what `pier up` read from its
+    environment and flags (default: the defaults); `gpus`: this host's (default: discovered, pier.gpus)."""
     settings = settings or GatewaySettings()
     gateway = _assemble(state_dir, backend or _local_backend(state_dir), tick_s, store, settings, gpus)
     saver = Backups(_watched(state_dir, gateway), settings.backups)
@@ -187,7 +187,7 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
     recorder = Recorder(history)
     taps = Taps(state, CaptureWriter(s3_client, settings.capture, registry=recorder.registry))
     runtime = RuntimeService(targets.resolve, settings.runtime, observer=recorder,
-                             session_store=SessionStore.open(state_dir), tap=taps, path_on=backend.path_on)
+                             session_store=session_store.open_or_without(state_dir), tap=taps, path_on=backend.path_on)
     capacity = GatewayCapacity(state, control, reconciler.copies, runtime.forwarder.admission,
                                local=backend.capabilities.local_processes)
     scaler = Scaler(scaling_store, history, recorder, capacity, settings.scaling)

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from pier.control.backups import lock_holder
 from pier.security.hosts import is_loopback
+from pier.state_folder.errors import NotAFile
+from pier.state_folder.layout import not_a_file
 
 FILE_NAME = "listening.json"
 
@@ -39,6 +41,8 @@ class Running:
 def record(state_dir: Path, host: str, port: int, insecure: bool) -> None:
     """Called by the gateway once it holds the state folder's lock, before it serves."""
     path = state_dir / FILE_NAME
+    if (problem := not_a_file(path)) is not None:
+        raise NotAFile(path, problem, "where the gateway listens (for `pier keys revoke`)")
     temporary = path.with_name(f".{FILE_NAME}.{os.getpid()}.tmp")
     temporary.write_text(json.dumps(asdict(Listening(host, port, insecure, os.getpid()))))
     os.replace(temporary, path)

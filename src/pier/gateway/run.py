@@ -90,6 +90,8 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
     origin = gateway_origin(host, port, tls)
     if (warning := plain_http_warning(host, tls)) is not None:
         log.warning("%s", warning)
+    for warning in tls.warnings if tls else ():  # a certificate not valid yet, a key others may read
+        log.warning("%s", warning)
     log.info("pier gateway on %s (state in %s, copies on the %s backend)", origin, folder, chosen.kind.name)
     log.info("web console: %s/console", origin)
     if chosen.kind.capabilities.local_processes:

@@ -8,11 +8,16 @@ backed up and restored as every file of the state folder is (`pier.gateway.state
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from pier.state_folder.database import BadRow, RowsRead, Schema, StoreFile
+from pier.state_folder.errors import StateDamaged, StateError
+
+log = logging.getLogger(__name__)
 
 FILE = "sessions.sqlite3"
 COLUMNS = "id, endpoint, component, copy_id, expires"
@@ -70,3 +75,20 @@ class SessionStore(StoreFile):
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def open_or_without(state_dir: Path) -> SessionStore | None:
+    """The store, or None when its file cannot be used: the gateway then serves without it (sessions live in its
+    memory only), as they are a cache of 20 minutes that clients reopen, and says so. The file is left as it is."""
+    try:
+        return SessionStore.open(state_dir)
+    except StateError as error:
+        path = state_dir / FILE
+        why = error.problem if isinstance(error, StateDamaged) else error.message
+        log.warning(
+            "pier cannot use its state file %s (%s): serving without it. Stateful sessions work, but only in this "
+            "gateway's memory: a restart forgets them (clients open new ones), and those open before this start "
+            "are gone. To keep them across restarts again, stop the gateway, move the file aside (mv %s "
+            "%s.damaged) or restore it (pier state restore --state-dir %s), and start it again.",
+            path, why, path, path, state_dir)
+        return None

@@ -113,7 +113,14 @@ class BodyTooLarge(AuthFailure):
 
 
 class KeysUnreadable(AuthFailure):
-    """The key file is damaged: every request is refused (fail closed) until it is fixed."""
+    """The key file is damaged: every request is refused (fail closed) until it is fixed. A refusal like
+    NoUsableKey's (the caller holds no key this gateway can check); which file and why go to the gateway's log
+    only, as a caller beyond loopback has no business with the host's paths."""
 
-    code = "server_error"
-    wire = _wire("InternalFailure", status=500, control_status=500, openai_status=500)
+    wire = _wire("UnrecognizedClientException")
+
+    def __init__(self) -> None:
+        super().__init__(
+            "This pier gateway refuses every call: it has no usable keys, as its key file cannot be read. An "
+            "operator on its host finds why and the fix in the gateway's log (or with `pier state check`); the "
+            "keys work again, with no restart, once the file is restored.")

@@ -4,6 +4,7 @@
     /ping        ──────────▶ served
     no keys      ──────────▶ served as anonymous, on loopback (or --insecure) only; beyond it, with no valid key,
                              every call is refused with how to create one (exposure.door, at every request)
+    keys.json unreadable ──────▶ every call refused as having no usable key; which file and why: the log only
     credential   ──missing, unknown, bad signature, wrong service or region, expired──▶ AWS's error in the
                              dialect's shape
     role/limit   ──not allowed──▶ AccessDeniedException / OpenAI 403
@@ -12,6 +13,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +38,8 @@ from pier.security.reach import Reach, reach_of
 from pier.security.refusal import refusal_response
 from pier.security.request_body import RequestBody
 from pier.security.sigv4 import HttpRequest
+
+log = logging.getLogger("pier.gateway")
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,7 @@ class SecurityGuard:
         self.max_body_bytes = max_body_bytes
         self.control_body_bytes = control_body_bytes  # the control plane's limit: a bigger body it refuses unread
         self.clock = clock
+        self._unreadable: str | None = None  # why the key file does not read, as last logged
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -119,6 +124,7 @@ class SecurityGuard:
         now = self.clock()
         try:
             keys = len(self.keys.saved())
+            self._read_again()
             entry = door(self.bind_host, self.insecure, keys, len(self.keys.usable(now.timestamp())))
             if entry is Door.OPEN:
                 return ANONYMOUS
@@ -132,7 +138,19 @@ class SecurityGuard:
                     raise NoUsableKey(why_shut(self.bind_host, keys)) from None
                 raise
         except KeyStoreError as error:  # fail closed
-            raise KeysUnreadable(f"{error} Until then pier refuses every request.") from None
+            self._log_unreadable(str(error))
+            raise KeysUnreadable() from None
+
+    def _log_unreadable(self, why: str) -> None:
+        """Once for each new reason, not once a request: a client retrying in a loop must not flood the log."""
+        if why != self._unreadable:
+            self._unreadable = why
+            log.error("%s Until then the gateway refuses every request.", why)
+
+    def _read_again(self) -> None:
+        if self._unreadable is not None:
+            self._unreadable = None
+            log.warning("%s reads again: the gateway takes requests signed with its keys.", self.keys.path)
 
     async def _authorize(self, call: Call, body: RequestBody, principal: Principal) -> None:
         if needs_body(principal, call.reach):

@@ -176,6 +176,10 @@ class KeyStore:
             raw = self.path.read_bytes()
         except FileNotFoundError:
             return []
+        except IsADirectoryError:
+            raise KeyStoreError(damaged(self.path, "it is a folder, not a file")) from None
+        except OSError as error:
+            raise KeyStoreError(damaged(self.path, f"it cannot be read ({error.strerror or error})")) from None
         try:
             keys, bad = read_document(raw)
         except ValueError as error:

@@ -1,12 +1,18 @@
 """The gateway's HTTPS (`pier up --tls-cert FILE --tls-key FILE`): the certificate and key are checked before the
 gateway binds, so a wrong file is refused with its name and the fix instead of an OpenSSL error from inside
-uvicorn, and an encrypted key is refused rather than prompting for a passphrase on a terminal nobody watches."""
+uvicorn, and an encrypted key is refused rather than prompting for a passphrase on a terminal nobody watches.
+A certificate past its end date is refused too (every client would refuse it); one not valid yet, and a key file
+others may read, start with a warning."""
 
 from __future__ import annotations
 
 import ssl
-from dataclasses import dataclass
+import stat
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+
+from cryptography import x509
 
 from pier.security.hosts import is_loopback
 
@@ -28,10 +34,12 @@ class TlsFiles:
 
     cert: Path
     key: Path | None = None
+    warnings: tuple[str, ...] = field(default=(), compare=False)  # served anyway; the gateway logs them
 
 
-def tls_files(cert: Path | None, key: Path | None) -> TlsFiles | None:
-    """The checked files, None for plain HTTP (neither given); TlsError when they cannot be served."""
+def tls_files(cert: Path | None, key: Path | None, now: datetime | None = None) -> TlsFiles | None:
+    """The checked files, None for plain HTTP (neither given); TlsError when they cannot be served (at `now`,
+    default the present)."""
     if cert is None:
         if key is not None:
             raise TlsError(f"{KEY_OPTION} {key} needs its certificate: add {CERT_OPTION} FILE.")
@@ -41,7 +49,30 @@ def tls_files(cert: Path | None, key: Path | None) -> TlsFiles | None:
     key_text = _read(files.key, KEY_OPTION) if files.key is not None else cert_text
     _check_pem(files, cert_text, key_text)
     _load(files)
-    return files
+    warnings = _dates(files.cert, cert_text, now or datetime.now(UTC))
+    key_path = files.key or files.cert
+    if (exposed := key_exposure(key_path, key_path.stat().st_mode)) is not None:
+        warnings.append(exposed)
+    return TlsFiles(files.cert, files.key, tuple(warnings))
+
+
+def validity_problem(not_before: datetime, not_after: datetime, now: datetime) -> tuple[bool, str] | None:
+    """Whether a certificate with these dates can be served at `now`: (True, why) refused, (False, why) served with
+    a warning, None fine."""
+    if now > not_after:
+        return True, f"expired on {_when(not_after)}: every client refuses it"
+    if now < not_before:
+        return False, (f"is not valid until {_when(not_before)}: clients refuse it until then (is this host's clock "
+                       "right?)")
+    return None
+
+
+def key_exposure(path: Path, mode: int) -> str | None:
+    """A warning when users other than the key file's owner may read it (its mode lets its group or everyone)."""
+    if not mode & (stat.S_IRGRP | stat.S_IROTH):
+        return None
+    return (f"{KEY_OPTION} {path} may be read by users other than its owner (mode {stat.S_IMODE(mode):04o}): "
+            f"whoever reads it can pose as this gateway. Make it private: `chmod 600 {path}`.")
 
 
 def plain_http_warning(host: str, tls: TlsFiles | None) -> str | None:
@@ -98,6 +129,27 @@ def _load(files: TlsFiles) -> None:
                            "-pubout -in KEY` print the same public key for a matching pair).") from None
         raise TlsError(f"{CERT_OPTION} {files.cert} with {KEY_OPTION} {key_path} cannot be loaded ({error}): check "
                        "that both are PEM and unbroken. " + MAKE_ONE) from None
+
+
+def _dates(cert: Path, cert_text: bytes, now: datetime) -> list[str]:
+    """Every certificate of the chain (leaf first) checked for its dates: TlsError for one that expired, a warning
+    for one not valid yet."""
+    warnings = []
+    for place, certificate in enumerate(x509.load_pem_x509_certificates(cert_text)):
+        found = validity_problem(certificate.not_valid_before_utc, certificate.not_valid_after_utc, now)
+        if found is None:
+            continue
+        refused, why = found
+        which = "its certificate" if place == 0 else f"certificate {place + 1} of its chain"
+        said = f"{CERT_OPTION} {cert}: {which} ({certificate.subject.rfc4514_string()}) {why}"
+        if refused:
+            raise TlsError(f"{said}. Renew it, or give a certificate valid now. {MAKE_ONE}")
+        warnings.append(said + ".")
+    return warnings
+
+
+def _when(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _encrypted(key: Path) -> TlsError:

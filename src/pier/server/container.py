@@ -38,6 +38,7 @@ from pier.server.kernel_choice import KernelsUnusable, choose_kernels
 from pier.server.kv_budget import kv_cells
 from pier.server.model_location import ModelLocation, ModelNotFound, locate_model
 from pier.server.multi_model import create_multi_model_app
+from pier.server.quantization import warn_of_quantize
 from pier.server.served_embedder import ServedEmbedder
 from pier.server.settings import ServerSettings
 from pier.server.state import ServerState
@@ -85,6 +86,8 @@ def serve_container(
             location = locate_model(settings.model, settings.handler)
             app = build_app(settings, location)
             served = location.handler.path if location.handler else location.gguf
+            if location.gguf is not None:
+                warn_of_quantize(Env(env).values, location.gguf)  # TGI's HF_MODEL_QUANTIZE, which a GGUF ignores
         guard_model_server(app, Env(env).values)  # API_KEY, PIER_COPY_SECRET (pier.server.guard)
     except (SettingsError, ModelNotFound, PierError) as error:
         log.error("cannot serve: %s", error)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from pier.state_folder.errors import StateDamaged, StateTooNew
-from pier.state_folder.layout import FILE_MODE, SIDE_FILES, private_dir, sync_dir
+from pier.state_folder.layout import FILE_MODE, SIDE_FILES, not_a_file, private_dir, sync_dir
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,8 @@ def open_database(path: Path, schema: Schema) -> sqlite3.Connection:
     """The database at `path`, checked, versioned and with every table; a new one when there is no file.
     Raises StateDamaged or StateTooNew instead of touching a file it cannot read."""
     private_dir(path.parent)
+    if (problem := not_a_file(path)) is not None:
+        raise StateDamaged(path, problem, schema.without)
     if not path.exists():
         orphans = [s for s in SIDE_FILES if Path(f"{path}{s}").is_file() and Path(f"{path}{s}").stat().st_size]
         if "-wal" in orphans:
@@ -80,7 +82,10 @@ def open_database(path: Path, schema: Schema) -> sqlite3.Connection:
     for suffix in ("", *SIDE_FILES):
         with contextlib.suppress(FileNotFoundError):
             os.chmod(f"{path}{suffix}", FILE_MODE)
-    db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=10.0)
+    try:
+        db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=10.0)
+    except sqlite3.DatabaseError as error:
+        raise StateDamaged(path, f"SQLite says {error}", schema.without) from None
     try:
         _prepare(db, path, schema)
     except sqlite3.DatabaseError as error:

@@ -25,6 +25,15 @@ class StateDamaged(StateError):
         super().__init__(f"pier cannot use its state file {path}: {problem}.\n{damage_advice(path, without)}")
 
 
+class NotAFile(StateError):
+    """Something in the state folder where pier keeps a file of its own that is no file (a folder): no store's,
+    so nothing to restore; moving it aside is the fix."""
+
+    def __init__(self, path: Path, problem: str, holds: str) -> None:
+        super().__init__(f"pier cannot use {path}: {problem}, where pier keeps {holds}. Move it aside and start "
+                         f"again: mv {path} {path}.aside")
+
+
 class StateTooNew(StateError, RuntimeError):
     code = "state_too_new"
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pier.state_folder.database import BadRow, Schema, missing_tables
 from pier.state_folder.errors import StateError, damage_advice
-from pier.state_folder.layout import FILE_MODE, SIDE_FILES, backup_pattern
+from pier.state_folder.layout import FILE_MODE, SIDE_FILES, backup_pattern, not_a_file
 
 
 @dataclass
@@ -69,6 +69,9 @@ class StateFile(ABC):
             report.present = False
             if self.required:
                 report.problems.append("there is no state file (a gateway makes one when it first starts)")
+            return report
+        if (problem := not_a_file(path)) is not None:
+            report.problems.append(problem)
             return report
         if path.stat().st_size == 0:
             report.problems.append("the file is empty (0 bytes): it was truncated")

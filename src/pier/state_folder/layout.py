@@ -22,6 +22,14 @@ def backup_pattern(name: str) -> str:
     return f"{stem}-*{dot}{suffix}"
 
 
+def not_a_file(path: Path) -> str | None:
+    """Why `path` cannot be a state file although something is there (a folder made by hand or by a volume
+    mount, a device), or None: opening one raised an OSError (or SQLite's 'unable to open') and not the fix."""
+    if path.is_file() or not os.path.lexists(path):
+        return None
+    return "it is a folder, not a file" if path.is_dir() else "it is not a regular file"
+
+
 def private_dir(folder: Path) -> None:
     """Make `folder` (and its missing parents) and keep it to this user: it holds tokens."""
     folder.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
