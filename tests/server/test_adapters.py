@@ -60,6 +60,11 @@ async def test_an_adapter_is_loaded_once_and_changes_the_answer(tiny_gguf: Path,
             assert [(a["name"], a["path"], a["bytes"] > 0) for a in listed] == [("ad", str(adapter), True)]
             missing = await client.post("/generate", json=GENERATE, headers=named(adapter.with_name("no.gguf"), "b"))
             assert missing.status_code == 422 and "No file at" in missing.json()["error"]
+            # NaN or huge weights answered empty text under a 200: refused at load, saying why
+            for poison in (float("nan"), 1e30):
+                hostile = build_lora_gguf(adapter.with_name(f"{poison}.gguf"), TINY, poison=poison)
+                refused = await client.post("/generate", json=GENERATE, headers=named(hostile, f"p{poison}"))
+                assert refused.status_code == 422 and "holds" in refused.json()["error"], refused.text
     finally:
         engine.stop()
         engine.runner.close()
