@@ -4,10 +4,17 @@ reads the file. Imports nothing of pier, so both share it without the gateway im
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from pathlib import Path
 
-from gguf import GGUFReader
+import numpy as np
+from gguf import GGUFReader, ReaderTensor
+from gguf.quants import dequantize
+
+# The largest weight (or alpha) an adapter may hold. Trained LoRA weights stay near 1; B A at 1e6 turned a tiny
+# model's answers to NaN (empty text, every time) while llama.cpp loaded the file without a word.
+MAX_WEIGHT = 1e4
 
 
 def adapter_problem(path: Path) -> str | None:
@@ -24,7 +31,37 @@ def adapter_problem(path: Path) -> str | None:
     if kinds != ("adapter", "lora"):
         return (f"{path.name} is a GGUF but not a LoRA adapter (general.type={kinds[0]!r}, adapter.type="
                 f"{kinds[1]!r}; want 'adapter' and 'lora').")
+    return _weights_problem(path.name, reader)
+
+
+def _weights_problem(name: str, reader: GGUFReader) -> str | None:
+    """Why the adapter's numbers would break every answer under it (NaN, infinite or huge weights or alpha)."""
+    fix = "convert the adapter again from a trained PEFT checkpoint"
+    alpha = reader.get_field("adapter.lora.alpha")
+    if alpha is not None:
+        value = float(alpha.contents())
+        if not math.isfinite(value) or abs(value) > MAX_WEIGHT:
+            return (f"{name} has adapter.lora.alpha = {value}: alpha must be a finite number up to "
+                    f"{MAX_WEIGHT:g}; {fix}.")
+    for tensor in reader.tensors:
+        values = _values(tensor)
+        if values is None or values.size == 0:
+            continue
+        if not np.isfinite(values).all():
+            return f"{name}'s {tensor.name} holds NaN or infinite weights, so every answer under it is empty: {fix}."
+        peak = float(np.abs(values).max())
+        if peak > MAX_WEIGHT:
+            return (f"{name}'s {tensor.name} holds weights up to {peak:.3g}, past the {MAX_WEIGHT:g} pier takes: the "
+                    f"model's answers under it would be noise or overflow to NaN (empty text); {fix}.")
     return None
+
+
+def _values(tensor: ReaderTensor) -> np.ndarray | None:
+    """The tensor's weights as floats; None for a type gguf-py cannot read (llama.cpp judges those)."""
+    try:
+        return np.asarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32)
+    except (NotImplementedError, ValueError, KeyError):
+        return None
 
 
 def _string(reader: GGUFReader, key: str) -> str | None:

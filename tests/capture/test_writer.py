@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import threading
+import tracemalloc
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
 from pier.capture.record import Captured, ContentTypes, Side
-from pier.capture.writer import CaptureSettings, CaptureWriter, Job
+from pier.capture.writer import MIB, CaptureSettings, CaptureWriter, Job
 
 HOUR = 1_714_568_400.0  # 2024-05-01T13:00:00Z
 
@@ -72,3 +73,47 @@ def test_a_destination_that_fails_is_counted(tmp_path: Path) -> None:
     writer.offer(job(tmp_path / "file", "A", HOUR))
     writer.close()
     assert (count(registry, "failed"), count(registry, "written")) == (1, 0)
+
+
+def test_the_queue_is_bounded_by_bytes_under_5_mib_exchanges() -> None:
+    """150 exchanges of 5 MiB each way while the store is slow: capture holds records up to the byte bound, the
+    rest are dropped and counted. Encoding the file being written (base64, JSON) adds a few times its records, a
+    record here; under a record count alone they took 3.3 GiB."""
+    registry = CollectorRegistry()
+    store = StalledStore()
+    settings = CaptureSettings(queue_bytes=64 * MIB, flush_s=0.2)
+    writer = CaptureWriter(lambda: store, settings, registry=registry)
+    record = 10 * MIB
+    tracemalloc.start()
+    try:
+        for n in range(150):
+            side = bytes([n % 256]) * (5 * MIB)  # a fresh request and answer each time, as the gateway has them
+            captured = Captured("e", "A", f"id-{n}", HOUR, Side(side, "application/octet-stream"),
+                                Side(side, "application/octet-stream"))
+            writer.offer(Job(captured, "s3://bucket/prefix", None, ContentTypes()))
+            del side, captured
+        held, _ = tracemalloc.get_traced_memory()
+        store.release.set()
+        writer.close()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held < settings.queue_bytes + 1.5 * record  # and the file the store is stuck on: its base64 lines
+    assert peak < settings.queue_bytes + 4 * record
+    assert count(registry, "dropped") > 0
+    assert count(registry, "written") + count(registry, "dropped") == 150
+
+
+def test_a_record_bigger_than_the_bound_is_dropped(tmp_path: Path) -> None:
+    registry = CollectorRegistry()
+    writer = CaptureWriter(lambda: None, CaptureSettings(queue_bytes=MIB, flush_s=0.01), registry=registry)
+    big = Captured("e", "A", "big", HOUR, Side(bytes(MIB + 1), "application/octet-stream"), None)
+    assert not writer.offer(Job(big, f"file://{tmp_path}", None, ContentTypes()))
+    assert writer.offer(job(tmp_path, "A", HOUR))
+    writer.close()
+    assert (count(registry, "dropped"), count(registry, "written")) == (1, 1)
+
+
+def test_the_byte_bound_is_a_setting() -> None:
+    assert CaptureSettings.from_env({"PIER_CAPTURE_QUEUE_MB": "32"}).queue_bytes == 32 * MIB
+    assert CaptureSettings.from_env({}).queue_bytes == 128 * MIB

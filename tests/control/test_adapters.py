@@ -23,7 +23,7 @@ RESOURCES = {"NumberOfCpuCoresRequired": 1, "MinMemoryRequiredInMb": 256}
 
 @pytest.fixture
 def folders(tmp_path: Path) -> dict[str, Path]:
-    made = {name: tmp_path / name for name in ("model", "lora", "lora2", "empty", "two", "model-only")}
+    made = {name: tmp_path / name for name in ("model", "lora", "lora2", "empty", "two", "model-only", "nan", "huge")}
     for folder in made.values():
         folder.mkdir()
     (made["model"] / "model.gguf").write_bytes(b"GGUF" + bytes(1024))
@@ -32,6 +32,8 @@ def folders(tmp_path: Path) -> dict[str, Path]:
     build_lora_gguf(made["two"] / "a.gguf", TINY, seed=1)
     build_lora_gguf(made["two"] / "b.gguf", TINY, seed=2)
     build_gguf(made["model-only"] / "model.gguf", TINY, quant="F32")
+    build_lora_gguf(made["nan"] / "adapter.gguf", TINY, poison=float("nan"))
+    build_lora_gguf(made["huge"] / "adapter.gguf", TINY, gain=1e6)
     return made
 
 
@@ -54,6 +56,8 @@ def adapter_spec(folder: Path, base: str = "base", **extra: Any) -> dict[str, An
         (adapter_spec(Path("/tmp"), ModelName="m"), "omit ModelName"),
         (adapter_spec(Path("/tmp"), ComputeResourceRequirements=RESOURCES), "ComputeResourceRequirements"),
         (adapter_spec(Path("/tmp"), base="nope"), 'BaseInferenceComponentName "nope" names no inference component'),
+        *[({"BaseInferenceComponentName": "base", "Container": {"ArtifactUrl": "file:///tmp", "Environment": {
+            "PIER_LORA_SCALE": given}}}, "is not a finite number") for given in ("nan", "inf", "1e30", "x")],
     ],
 )
 def test_an_adapter_spec_is_refused_saying_what_to_fix(sagemaker: Any, folders: dict[str, Path],
@@ -98,6 +102,7 @@ def test_an_adapter_on_its_base_from_create_to_delete(served: Served, sagemaker:
 
 @pytest.mark.parametrize(("folder", "reason"), [
     ("empty", "holds no .gguf file"), ("two", "holds 2 .gguf files"), ("model-only", "not a LoRA adapter"),
+    ("nan", "holds NaN or infinite weights"), ("huge", "holds weights up to"),
 ])
 def test_an_artifact_without_one_lora_gguf_fails_the_adapter_with_why(sagemaker: Any, folders: dict[str, Path],
                                                                       folder: str, reason: str) -> None:

@@ -79,12 +79,22 @@ def test_a_request_for_an_adapter_not_loaded_is_refused_before_any_work(files: t
 
 @pytest.mark.parametrize(
     ("kind", "problem"),
-    [("missing", "No file"), ("text", "not a GGUF file"), ("model", "not a LoRA adapter"), ("lora", None)],
+    [("missing", "No file"), ("text", "not a GGUF file"), ("model", "not a LoRA adapter"), ("lora", None),
+     ("nan", "holds NaN or infinite weights"), ("inf", "holds NaN or infinite weights"),
+     ("huge", "holds weights up to 1e+30"), ("gain", "holds weights up to"), ("trained-like", None),
+     ("alpha", "adapter.lora.alpha = nan")],
 )
 def test_adapter_problem_says_which_files_load(tmp_path: Path, files: tuple[Path, list[Path]], kind: str,
                                                problem: str | None) -> None:
+    """NaN, infinite or huge weights went InService and answered empty text: they are refused at load."""
     paths = {"missing": tmp_path / "none.gguf", "model": files[0], "lora": files[1][0],
-             "text": tmp_path / "adapter_model.safetensors"}
+             "text": tmp_path / "adapter_model.safetensors",
+             "nan": build_lora_gguf(tmp_path / "nan.gguf", TINY, poison=float("nan")),
+             "inf": build_lora_gguf(tmp_path / "inf.gguf", TINY, poison=float("inf")),
+             "huge": build_lora_gguf(tmp_path / "huge.gguf", TINY, poison=1e30),
+             "gain": build_lora_gguf(tmp_path / "gain.gguf", TINY, gain=1e6),
+             "trained-like": build_lora_gguf(tmp_path / "gain10.gguf", TINY, gain=10.0),
+             "alpha": build_lora_gguf(tmp_path / "alpha.gguf", TINY, alpha=float("nan"))}
     paths["text"].write_bytes(b"not gguf at all" * 10)
     found = adapter_problem(paths[kind])
     assert (found is None) if problem is None else (found is not None and problem in found)

@@ -60,6 +60,11 @@ async def test_an_adapter_is_loaded_once_and_changes_the_answer(tiny_gguf: Path,
             assert [(a["name"], a["path"], a["bytes"] > 0) for a in listed] == [("ad", str(adapter), True)]
             missing = await client.post("/generate", json=GENERATE, headers=named(adapter.with_name("no.gguf"), "b"))
             assert missing.status_code == 422 and "No file at" in missing.json()["error"]
+            # NaN or huge weights answered empty text under a 200: refused at load, saying why
+            for poison in (float("nan"), 1e30):
+                hostile = build_lora_gguf(adapter.with_name(f"{poison}.gguf"), TINY, poison=poison)
+                refused = await client.post("/generate", json=GENERATE, headers=named(hostile, f"p{poison}"))
+                assert refused.status_code == 422 and "holds" in refused.json()["error"], refused.text
     finally:
         engine.stop()
         engine.runner.close()
@@ -87,6 +92,30 @@ async def test_an_adapter_given_another_file_answers_as_that_file(tiny_gguf: Pat
             updated = await answer(other, "ad")
             assert updated == await answer(other, "fresh") != first
             assert {a["name"] for a in (await client.get("/pier/adapters")).json()["adapters"]} == {"ad", "fresh"}
+    finally:
+        engine.stop()
+        engine.runner.close()
+
+
+async def test_an_adapter_whose_file_is_deleted_serves_what_was_loaded(tiny_gguf: Path, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file:// adapter whose file is deleted failed every later call (424 at the client) while Describe said
+    InService: the copy serves what it loaded, as it serves a model whose file is gone; a name it never loaded
+    is still refused saying there is no file."""
+    monkeypatch.setenv(COPY_SECRET_ENV, "s")
+    adapter = build_lora_gguf(tmp_path / "adapter.gguf", TINY, seed=5)
+    engine = Engine(LlamaRunner(tiny_gguf, n_ctx=512, n_seq_max=8, n_threads=2),
+                    EngineConfig(max_running=4, step_tokens=64)).start()
+    greedy = {"inputs": GENERATE["inputs"], "parameters": {"max_new_tokens": 6, "do_sample": False}}
+    try:
+        app = create_app(ServerSettings(model_name="tiny"), engine=engine)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://pier") as client:
+            before = await client.post("/generate", json=greedy, headers=named(adapter))
+            adapter.unlink()
+            after = await client.post("/generate", json=greedy, headers=named(adapter))
+            assert after.status_code == 200 and after.json() == before.json()
+            other = await client.post("/generate", json=greedy, headers=named(adapter, "never-loaded"))
+            assert other.status_code == 422 and "No file at" in other.json()["error"]
     finally:
         engine.stop()
         engine.runner.close()

@@ -11,6 +11,7 @@ on first use and keeps it (pier.server.adapters).
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 from pier.control.errors import ValidationError
 from pier.control.records import ComponentRecord
 from pier.control.shapes import ComponentSpec
-from pier.lora_file import adapter_problem, base_mismatch
+from pier.lora_file import MAX_WEIGHT, adapter_problem, base_mismatch
 
 # What the gateway tells a copy; a client's own headers never reach a copy (Invocation.upstream_headers).
 ADAPTER_HEADER = "X-Pier-Adapter"  # the adapter's name: its component's
@@ -59,10 +60,13 @@ def scale(record: ComponentRecord) -> float:
     container = record.specification.Container
     raw = container.Environment.get(SCALE_VARIABLE, "1") if container is not None else "1"
     try:
-        return float(raw)
+        value = float(raw)
     except ValueError:
-        raise ValidationError(f"{SCALE_VARIABLE}={raw!r} is not a number: give the adapter's scale, "
-                              "like 1 or 0.5.") from None
+        value = math.nan
+    if not math.isfinite(value) or abs(value) > MAX_WEIGHT:  # NaN or a huge scale: every answer empty
+        raise ValidationError(f"{SCALE_VARIABLE}={raw!r} is not a finite number up to {MAX_WEIGHT:g}: give the "
+                              "adapter's scale, like 1 or 0.5.")
+    return value
 
 
 @functools.lru_cache(maxsize=1024)

@@ -32,20 +32,24 @@ def read_metadata(path: str | Path, keys: Collection[str]) -> dict[str, Any]:
         return _Reader(data).metadata(set(keys))
 
 
+def truncation(path: str | Path) -> str | None:
+    """Why the GGUF at `path` is not whole (its tensors' data runs past the end of the file), or None. llama.cpp
+    refuses such a file with a reason it only logs; a file cut short in its header raises GgufFormatError."""
+    with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        needed = _Reader(data).data_end()
+        if needed > len(data):
+            return (f"{Path(path).name} is truncated: its tensors need {needed} bytes, the file has {len(data)}; "
+                    "copy or download it again whole")
+    return None
+
+
 class _Reader:
     def __init__(self, data: mmap.mmap) -> None:
         self.data = data
         self.at = 0
 
     def metadata(self, wanted: set[str]) -> dict[str, Any]:
-        if self.data[:4] != MAGIC:
-            raise GgufFormatError("not a GGUF file (no GGUF magic)")
-        self.at = 4
-        version = self._scalar("I", 4)
-        if version not in (2, 3):
-            raise GgufFormatError(f"GGUF version {version} is not read here (only 2 and 3, little-endian)")
-        self._scalar("Q", 8)  # tensor count
-        n_kv = self._scalar("Q", 8)
+        _, n_kv = self._header()
         found: dict[str, Any] = {}
         for _ in range(n_kv):
             key = self._string().decode("utf-8", "replace")
@@ -58,7 +62,46 @@ class _Reader:
                 self._skip(kind)
         return found
 
+    def data_end(self) -> int:
+        """Where the last tensor's data ends: the size of the whole file."""
+        from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+
+        n_tensors, n_kv = self._header()
+        alignment = 32  # GGUF's default
+        for _ in range(n_kv):
+            key, kind = self._string(), self._scalar("I", 4)
+            if key == b"general.alignment" and kind in _SCALARS:
+                alignment = int(self._value(kind)) or 32
+            else:
+                self._skip(kind)
+        end = 0
+        for _ in range(n_tensors):
+            self._string()  # its name
+            dims = [self._scalar("Q", 8) for _ in range(self._scalar("I", 4))]
+            kind, offset = self._scalar("I", 4), self._scalar("Q", 8)
+            try:
+                block, size = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]
+            except (ValueError, KeyError):
+                raise GgufFormatError(f"unknown GGML tensor type {kind}") from None
+            elements = 1
+            for dim in dims:
+                elements *= dim
+            end = max(end, offset + elements // block * size)
+        start = -(-self.at // alignment) * alignment  # the tensor data begins at the next aligned offset
+        return start + end
+
+    def _header(self) -> tuple[int, int]:
+        """The counts of tensors and of key-value pairs, after the magic and version are checked."""
+        if self.data[:4] != MAGIC:
+            raise GgufFormatError("not a GGUF file (no GGUF magic)")
+        self.at = 4
+        version = self._scalar("I", 4)
+        if version not in (2, 3):
+            raise GgufFormatError(f"GGUF version {version} is not read here (only 2 and 3, little-endian)")
+        return self._scalar("Q", 8), self._scalar("Q", 8)
+
     def _scalar(self, fmt: str, size: int) -> Any:
+
         try:
             (value,) = struct.unpack_from("<" + fmt, self.data, self.at)
         except struct.error:
@@ -108,5 +151,8 @@ class _Reader:
             raise GgufFormatError(f"unknown GGUF value type {kind}")
 
     def _peek_length(self) -> int:
-        (length,) = struct.unpack_from("<Q", self.data, self.at)
+        try:
+            (length,) = struct.unpack_from("<Q", self.data, self.at)
+        except struct.error:
+            raise GgufFormatError("the GGUF header is truncated") from None
         return int(length)

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import Sequence
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from fastapi import APIRouter, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -73,6 +74,8 @@ class AdapterRequests:
             raise InvalidRequest("This copy's model does not take LoRA adapters (no llama.cpp model loaded).")
         path = Path(headers.get(ADAPTER_FILE_HEADER, b"").decode("utf-8"))
         scale = float(headers.get(ADAPTER_SCALE_HEADER, b"1").decode("latin-1"))
+        if not path.exists() and (kept := loaded_version(adapters.loaded, name, path, scale)) is not None:
+            return kept  # its file was deleted (a file:// artifact): what was loaded serves on, as a model does
         version = engine_name(name, path, scale)
         lock = self._loading.setdefault(version, asyncio.Lock())
         async with lock:
@@ -91,6 +94,18 @@ def engine_name(name: str, path: Path, scale: float) -> str:
     except OSError:  # no file: the engine's load says so
         identity = f"{path}\0{scale!r}"
     return f"{name}{_VERSION}{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
+
+
+class _Loaded(Protocol):
+    name: str
+    path: str
+    scale: float
+
+
+def loaded_version(loaded: Sequence[_Loaded], name: str, path: Path, scale: float) -> str | None:
+    """The engine name of the latest version of adapter `name` loaded from `path` at `scale`, if any."""
+    found = [a.name for a in loaded if component_name(a.name) == name and a.path == str(path) and a.scale == scale]
+    return found[-1] if found else None
 
 
 def component_name(engine: str) -> str:

@@ -30,7 +30,7 @@ from pier.engine.prefix_cache import sequence_ids
 from pier.env import Env, SettingsError
 from pier.errors import PierError
 from pier.model.chat import ChatTemplate
-from pier.model.gguf_meta import read_metadata
+from pier.model.gguf_meta import GgufFormatError, read_metadata, truncation
 from pier.ports import port_problem
 from pier.server.app import Lifespan, attach_model, create_app, create_handler_app
 from pier.server.guard import guard_model_server
@@ -119,6 +119,9 @@ def start_engine(settings: ServerSettings, gguf: Path) -> Engine:
     from pier.engine.llama import LlamaRunner  # loads llama.cpp; not needed to build the app
     from pier.server.offload import copy_offload
 
+    problem = truncation(gguf)  # llama.cpp only logs why it refuses a file cut short
+    if problem:
+        raise GgufFormatError(problem)
     cells = kv_cells(settings, gguf)  # checks the KV cache type first: a clear error, not llama.cpp's
     offload = copy_offload(settings, gguf, cells)
     if not offload.on_gpu:

@@ -28,6 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pier.env import SettingsError
 from pier.errors import InvalidRequest, PierError
+from pier.model.gguf_meta import GgufFormatError
 from pier.multi_model import TARGET_MODEL_HEADER, model_path
 from pier.server.errors import Flavor, ShuttingDown, error_response
 from pier.server.kernel_choice import ready_headers
@@ -161,7 +162,7 @@ class _Dispatch:
                 await use.app(scope, receive, send_with_report)  # type: ignore[operator]
         except UnknownModel:
             raise InvalidRequest(f"No model {name} under this copy's model folder ({self.cache_root}).") from None
-        except (ModelNotFound, SettingsError, tarfile.TarError) as error:
+        except (ModelNotFound, SettingsError, GgufFormatError, tarfile.TarError) as error:
             raise InvalidRequest(f"Model {name} cannot be served: {error}") from None
         finally:
             ticket.release()

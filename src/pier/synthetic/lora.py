@@ -25,10 +25,12 @@ def _in_out(shape: ModelShape, target: str) -> tuple[int, int]:
 
 
 def build_lora_gguf(path: str | Path, shape: ModelShape = TINY, rank: int = 4, seed: int = 0, gain: float = 1.0,
-                    targets: tuple[str, ...] = TARGETS, name: str = "pier-synthetic-lora") -> Path:
+                    targets: tuple[str, ...] = TARGETS, name: str = "pier-synthetic-lora",
+                    poison: float | None = None, alpha: float | None = None) -> Path:
     """Write a LoRA adapter for a model of `shape` (any seed) to `path`; same arguments, same bytes. `gain`: the
     standard deviation of what it adds to each adapted weight's output, relative to the input's (1: as large
-    as the weight's own, enough to change greedy answers)."""
+    as the weight's own, enough to change greedy answers). `poison`: every B weight set to it (NaN, inf, 1e30: a
+    hostile adapter). `alpha`: adapter.lora.alpha (default the rank: B A as drawn)."""
     if rank < 1:
         raise ValueError(f"rank must be >= 1, got {rank}")
     rng = np.random.default_rng(seed)
@@ -37,12 +39,14 @@ def build_lora_gguf(path: str | Path, shape: ModelShape = TINY, rank: int = 4, s
     writer.add_type("adapter")
     writer.add_name(name)
     writer.add_string("adapter.type", "lora")
-    writer.add_float32("adapter.lora.alpha", float(rank))  # alpha / rank = 1: B A as drawn
+    writer.add_float32("adapter.lora.alpha", float(rank) if alpha is None else alpha)
     for layer in range(shape.n_layer):
         for target in targets:
             n_in, n_out = _in_out(shape, target)
             a = rng.normal(0.0, 1.0 / math.sqrt(n_in), (rank, n_in)).astype(np.float32)
             b = rng.normal(0.0, gain / math.sqrt(rank), (n_out, rank)).astype(np.float32)
+            if poison is not None:
+                b[...] = poison
             writer.add_tensor(f"blk.{layer}.{target}.weight.lora_a", a)
             writer.add_tensor(f"blk.{layer}.{target}.weight.lora_b", b)
     try:

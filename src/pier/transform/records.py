@@ -41,6 +41,9 @@ def decompress(data: bytes, compression: str, limit: int = MAX_DECOMPRESSED) -> 
     except (OSError, EOFError) as error:
         raise RecordError(f"the object is not gzip ({error}); set CompressionType None for plain objects") from None
     if len(out) > limit:
+        # The exception keeps this frame, and a failed job keeps its exception in reference cycles (its tasks)
+        # until a full collection: the refused gigabyte stayed in the gateway with it.
+        del out
         raise RecordError(f"the object decompresses to more than {limit // MIB} MiB, more than pier holds at once: "
                           "split it into smaller objects")
     return out
