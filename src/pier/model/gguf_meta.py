@@ -93,7 +93,7 @@ class _Reader:
     def _header(self) -> tuple[int, int]:
         """The counts of tensors and of key-value pairs, after the magic and version are checked."""
         if self.data[:4] != MAGIC:
-            raise GgufFormatError("not a GGUF file (no GGUF magic)")
+            raise GgufFormatError("not a GGUF file (no GGUF magic): give a valid GGUF model file")
         self.at = 4
         version = self._scalar("I", 4)
         if version not in (2, 3):
