@@ -34,9 +34,8 @@ from pier.control.records import EndpointRecord
 from pier.control.state import State, UnreadableRecord
 from pier.gateway.async_notification import Outcome, notify
 from pier.gateway.targets import Copies
-from pier.runtime.answer import forward
 from pier.runtime.async_queue import AsyncQueue, AsyncRequest
-from pier.runtime.call import Call
+from pier.runtime.attempts import Call, forward
 from pier.runtime.errors import InvocationError, ModelNotReady, ServiceUnavailable, Throttled, as_invocation_error
 from pier.runtime.invocation import CUSTOM_ATTRIBUTES, INFERENCE_ID
 from pier.runtime.invoke import RuntimeService

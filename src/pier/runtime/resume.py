@@ -2,7 +2,7 @@
 
 The gateway asks every copy for a resumable answer. A copy on pier's engine answers in frames: the client's
 bytes, each with the token ids that produced them. When that copy dies (its connection breaks, its answer ends
-early, or it gives the request up because its engine failed), the attempt loop (pier.runtime.answer) sends the
+early, or it gives the request up because its engine failed), the attempt loop (pier.runtime.attempts) sends the
 request to another ready copy with those tokens as a continuation, and reads on: the client gets one answer,
 with nothing repeated and nothing missing. Bring-your-own-code copies answer without frames and are forwarded
 as before. `Resumable` reads the frames and keeps what they carried; the loop decides what each means.
@@ -35,7 +35,7 @@ from pier.channel.frames import (
     Frame,
     FrameReader,
 )
-from pier.runtime.call import Call
+from pier.runtime.attempts.call import Call
 from pier.runtime.errors import ModelError, Origin
 from pier.runtime.settings import ResumeSettings
 
