@@ -149,7 +149,7 @@ def test_a_full_copy_is_asked_again_without_spending_the_budget() -> None:
 
 def test_a_copy_that_cannot_be_reached_is_skipped_without_spending_the_budget() -> None:
     body, fake = run({"a": [httpx.ConnectError], "b": [200]}, RetryBudget(retries=0, backoff_s=0, wait_s=0))
-    assert body == b"b said 200"
+    assert body == b"b said 200" and fake.asked[-1] == "b"
 
 
 def test_a_broken_connection_is_a_failure() -> None:

@@ -9,7 +9,8 @@ What callers use, and nothing else of the package:
   that hand the answer on as it came, whatever its status.
 - `send_retried(forwarder, fresh, budget)`: for callers that retry on their own behalf (batch transform): the
   request sent again while a copy fails it, within its `RetryBudget`; `Declined` and `Spent` say how it ended
-  without an answer.
+  without an answer. `NOT_TAKEN`: the errors of a request no copy did any work of, which a caller may ask again
+  (asynchronous inference puts it back in its queue: its budget is no retry of a failure).
 
 Inside: `attempt.py` decides, purely, what an attempt's reply means (next copy, the client's, broken) and what
 becomes of a framed request whose copy died; `retry.py` decides, purely, what a caller with a budget does next
@@ -21,8 +22,8 @@ from __future__ import annotations
 from pier.runtime.attempts.answer import Answer, forward
 from pier.runtime.attempts.call import Call, StreamEnded
 from pier.runtime.attempts.forward import Forwarder, PathOn
-from pier.runtime.attempts.retry import Declined, RetryBudget, Spent, send_retried
+from pier.runtime.attempts.retry import NOT_TAKEN, Declined, RetryBudget, Spent, send_retried
 from pier.runtime.target import Target
 
-__all__ = ["Answer", "Call", "Declined", "Forwarder", "PathOn", "RetryBudget", "Spent", "StreamEnded", "Target",
-           "forward", "send_retried"]
+__all__ = ["NOT_TAKEN", "Answer", "Call", "Declined", "Forwarder", "PathOn", "RetryBudget", "Spent", "StreamEnded",
+           "Target", "forward", "send_retried"]
