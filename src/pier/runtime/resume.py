@@ -20,6 +20,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -35,9 +36,11 @@ from pier.channel.frames import (
     Frame,
     FrameReader,
 )
-from pier.runtime.attempts.call import Call
 from pier.runtime.errors import ModelError, Origin
 from pier.runtime.settings import ResumeSettings
+
+if TYPE_CHECKING:  # the attempt loop imports this module: a Call is only named here
+    from pier.runtime.attempts import Call
 
 DROPPED_HEADERS = frozenset({"content-length", "transfer-encoding"})
 
