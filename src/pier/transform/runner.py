@@ -29,7 +29,6 @@ log = logging.getLogger("pier.transform")
 
 DEFAULT_TIMEOUT_S = 600.0  # ModelClientConfig.InvocationsTimeoutInSeconds' default
 DEFAULT_RETRIES = 3  # ModelClientConfig.InvocationsMaxRetries' default
-BACKOFF_S = 0.5  # the n-th retry of a record waits n times this
 TIMEOUT_SETTING = "the job's ModelClientConfig.InvocationsTimeoutInSeconds (600 when not given)"
 
 
@@ -146,8 +145,7 @@ class JobRun:
 
         async with self.turns.turn():
             try:
-                return await send_retried(self.forwarder, fresh, RetryBudget(retries, BACKOFF_S),
-                                          what=_where(row, unit))
+                return await send_retried(self.forwarder, fresh, RetryBudget(retries), what=_where(row, unit))
             except Declined as error:
                 raise JobFailed(f"{_where(row, unit)}: {error}{_hint(self.settings, unit)}") from None
             except Spent as error:
