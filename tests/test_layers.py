@@ -62,7 +62,9 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "autoscaling": _("env", "errors", "error_bodies", "dialect", "multi_model", "state_folder", "runtime.observer"),
     "control": _("env", "errors", "gpus", "host_path", "lora_file", "multi_model", "state_folder", "storage",
                  "backends"),
-    "transform": _("pier", "host_path", "storage", "channel", "state_folder", "backends", "control"),
+    # transform's records go through the runtime's one attempt loop (its package only), as every request does
+    "transform": _("pier", "host_path", "storage", "channel", "state_folder", "backends", "control",
+                   "runtime.attempts"),
     "security": _("env", "errors", "error_bodies", "dialect"),
     "gateway": _("env", "pier", "errors", "error_bodies", "dialect", "channel", "gpus", "lora_file", "ports", "storage",
                  "state_folder", "capture",

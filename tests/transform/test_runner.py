@@ -9,8 +9,11 @@ import httpx
 import pytest
 
 from pier.backends.base import CopyState, CopyStatus
+from pier.channel.copy_secret import copy_secret_header
 from pier.channel.deadline import TIMEOUT_HEADER
 from pier.control.shapes import ContainerSpec
+from pier.runtime.attempts import Forwarder
+from pier.runtime.settings import RuntimeSettings
 from pier.transform.job import JobRecord, check
 from pier.transform.records import Unit
 from pier.transform.runner import JobFailed, JobRun
@@ -39,10 +42,10 @@ async def sent_headers(request: dict[str, Any]) -> httpx.Headers:
 
     job = JobRecord(name="j", arn="arn", created=0.0, modified=0.0, request=request,
                     container=ContainerSpec.model_validate({"Image": "pier"}))
-    copy = CopyStatus("c0", "transform.j/AllTraffic", CopyState.READY, url="http://copy")
+    copy = CopyStatus("c0", "transform.j/AllTraffic", CopyState.READY, url="http://copy", secret="s3cret")
     async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
-        run = JobRun(job, check(request), store=None, turns=Turns(lambda: [copy]), client=client,  # type: ignore[arg-type]
-                     senders=1)
+        run = JobRun(job, check(request), store=None, turns=Turns(lambda: [copy]),  # type: ignore[arg-type]
+                     forwarder=Forwarder(RuntimeSettings(), client), senders=1)
         assert await run._invoke(ObjectRow("s3://b/in/a", "a", 0, 1, 1, False), Unit(0, (b"{}",)), b"{}") == b"ok"
     return seen[0].headers
 
@@ -56,15 +59,21 @@ async def test_the_copy_is_given_the_jobs_invocation_timeout_not_its_own_60_s() 
     assert (await sent_headers(given))[TIMEOUT_HEADER] == "1800"
 
 
-async def failure(request: dict[str, Any], unit: Unit) -> str:
+@pytest.mark.anyio
+async def test_the_copy_is_given_its_secret() -> None:
+    headers = await sent_headers(REQUEST)
+    assert all(headers.get(name) == value for name, value in copy_secret_header("s3cret").items())
+
+
+async def failure(request: dict[str, Any], unit: Unit, status: int = 422) -> str:
     """Why the job fails when the copy refuses `unit` (422, as pier's model server refuses JSON lines)."""
     job = JobRecord(name="j", arn="arn", created=0.0, modified=0.0, request=request,
                     container=ContainerSpec.model_validate({"Image": "pier"}))
     copy = CopyStatus("c0", "transform.j/AllTraffic", CopyState.READY, url="http://copy")
-    refuse = httpx.MockTransport(lambda _: httpx.Response(422, text='{"error": "not valid JSON (Extra data)"}'))
+    refuse = httpx.MockTransport(lambda _: httpx.Response(status, text='{"error": "not valid JSON (Extra data)"}'))
     async with httpx.AsyncClient(transport=refuse) as client:
-        run = JobRun(job, check(request), store=None, turns=Turns(lambda: [copy]), client=client,  # type: ignore[arg-type]
-                     senders=1)
+        run = JobRun(job, check(request), store=None, turns=Turns(lambda: [copy]),  # type: ignore[arg-type]
+                     forwarder=Forwarder(RuntimeSettings(), client), senders=1)
         with pytest.raises(JobFailed) as failed:
             await run._invoke(ObjectRow("s3://b/in/a", "a", 0, 1, 2, False), unit, unit.body)
     return str(failed.value)
@@ -88,6 +97,13 @@ async def test_a_refused_whole_object_of_lines_says_to_split_by_line() -> None:
 async def test_a_refused_single_record_has_no_hint() -> None:
     reason = await failure(REQUEST, Unit(0, (b"{}",)))
     assert "SplitType" not in reason and "SingleRecord" not in reason
+
+
+@pytest.mark.anyio
+async def test_a_copy_that_keeps_failing_a_record_fails_the_job_once_its_retries_are_spent() -> None:
+    """InvocationsMaxRetries is the record's budget in the runtime's attempt loop: 1 retry, so 2 tries."""
+    reason = await failure({**REQUEST, "ModelClientConfig": {"InvocationsMaxRetries": 1}}, Unit(0, (b"{}",)), 500)
+    assert reason.startswith("a, unit 1 failed 2 times; last: the model answered 500: ")
 
 
 @pytest.mark.anyio
@@ -117,7 +133,7 @@ async def test_a_percent_encoded_key_fails_the_job_before_anything_is_written(tm
             async with httpx.AsyncClient(transport=httpx.MockTransport(
                     lambda r: sent.append(r) or httpx.Response(200, content=b"ok"))) as client:
                 run = JobRun(job, check(request), TransformStore.open(tmp_path / "state"), Turns(lambda: [copy]),
-                             client, senders=1)
+                             Forwarder(RuntimeSettings(), client), senders=1)
                 with pytest.raises(JobFailed) as failed:
                     await run.run()
         finally:

@@ -199,7 +199,8 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
     queue = AsyncInference(AsyncQueue.open(state_dir), state, runtime, reconciler.copies, recorder, scaler,
                            relay=settings.notification_relay)
     transforms = Transforms(TransformStore.open(state_dir), state, copies=reconciler.copies, fetch=fetches.get,
-                            wake=writer.soon(reconciler.wake), problem=reconciler.placement_problem)
+                            wake=writer.soon(reconciler.wake), problem=reconciler.placement_problem,
+                            forwarder=runtime.forwarder)
     reconciler.extra = transforms.endpoints
     return Gateway(state, backend, reconciler, control, targets, runtime, autoscaling, writer, taps, queue,
                    transforms)

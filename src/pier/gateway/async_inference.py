@@ -34,10 +34,9 @@ from pier.control.records import EndpointRecord
 from pier.control.state import State, UnreadableRecord
 from pier.gateway.async_notification import Outcome, notify
 from pier.gateway.targets import Copies
-from pier.runtime.answer import forward
 from pier.runtime.async_queue import AsyncQueue, AsyncRequest
-from pier.runtime.call import Call
-from pier.runtime.errors import InvocationError, ModelNotReady, ServiceUnavailable, Throttled, as_invocation_error
+from pier.runtime.attempts import NOT_TAKEN, Call, forward
+from pier.runtime.errors import InvocationError, as_invocation_error
 from pier.runtime.invocation import CUSTOM_ATTRIBUTES, INFERENCE_ID
 from pier.runtime.invoke import RuntimeService
 from pier.runtime.routing import route_of
@@ -47,7 +46,6 @@ log = logging.getLogger("pier.async")
 TICK_S = 1.0
 Work = Callable[[AsyncRequest], Coroutine[Any, Any, None]]
 TIMEOUT_SETTING = "the request's InvocationTimeoutSeconds (InvokeEndpointAsync; at most 3600, 900 when not given)"
-NOT_TAKEN = (Throttled, ServiceUnavailable, ModelNotReady)  # no copy did any of the work: it waits again
 
 
 @dataclass(frozen=True)
@@ -202,7 +200,7 @@ class AsyncInference:
         except asyncio.CancelledError:
             await asyncio.shield(asyncio.to_thread(self.queue.release, request.id))
             raise
-        except NOT_TAKEN as error:
+        except NOT_TAKEN as error:  # the attempt loop's rule: no copy did any of the work, so it waits again
             if not self.runtime.forwarder.stopping:
                 log.info("async inference %s waits again: %s", request.inference_id, error.message)
             await asyncio.to_thread(self.queue.release, request.id)

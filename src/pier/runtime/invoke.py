@@ -23,11 +23,9 @@ from pier.channel.prefix import request_prefix
 from pier.deadline import StreamClock
 from pier.errors import CLIENT_CLOSED_REQUEST, ClientGone
 from pier.runtime import eventstream, openai
-from pier.runtime.answer import Answer, forward
-from pier.runtime.call import Call, StreamEnded
+from pier.runtime.attempts import Answer, Call, Forwarder, PathOn, StreamEnded, forward
 from pier.runtime.disconnect import unless_disconnected
 from pier.runtime.errors import REQUEST_ID, InvalidInvocation, as_invocation_error, sagemaker_error
-from pier.runtime.forward import Forwarder, PathOn
 from pier.runtime.invocation import CUSTOM_ATTRIBUTES, INVOKED_VARIANT, STREAM_CONTENT_TYPE, Invocation
 from pier.runtime.observer import InvocationObserver
 from pier.runtime.routing import route_of

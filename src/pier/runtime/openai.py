@@ -39,8 +39,7 @@ from pier.deadline import StreamClock
 from pier.dialect import Dialect
 from pier.error_bodies import render
 from pier.errors import CLIENT_CLOSED_REQUEST, ClientGone
-from pier.runtime.answer import Answer, forward
-from pier.runtime.call import Call, StreamEnded
+from pier.runtime.attempts import Answer, Call, Forwarder, StreamEnded, forward
 from pier.runtime.disconnect import unless_disconnected
 from pier.runtime.errors import (
     ComponentRequired,
@@ -49,7 +48,6 @@ from pier.runtime.errors import (
     as_invocation_error,
     openai_error,
 )
-from pier.runtime.forward import Forwarder
 from pier.runtime.invocation import (
     COMPONENT,
     ENDPOINT,

@@ -2,7 +2,7 @@
 
 The gateway asks every copy for a resumable answer. A copy on pier's engine answers in frames: the client's
 bytes, each with the token ids that produced them. When that copy dies (its connection breaks, its answer ends
-early, or it gives the request up because its engine failed), the attempt loop (pier.runtime.answer) sends the
+early, or it gives the request up because its engine failed), the attempt loop (pier.runtime.attempts) sends the
 request to another ready copy with those tokens as a continuation, and reads on: the client gets one answer,
 with nothing repeated and nothing missing. Bring-your-own-code copies answer without frames and are forwarded
 as before. `Resumable` reads the frames and keeps what they carried; the loop decides what each means.
@@ -20,6 +20,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -35,9 +36,11 @@ from pier.channel.frames import (
     Frame,
     FrameReader,
 )
-from pier.runtime.call import Call
 from pier.runtime.errors import ModelError, Origin
 from pier.runtime.settings import ResumeSettings
+
+if TYPE_CHECKING:  # the attempt loop imports this module: a Call is only named here
+    from pier.runtime.attempts import Call
 
 DROPPED_HEADERS = frozenset({"content-length", "transfer-encoding"})
 

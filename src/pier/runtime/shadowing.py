@@ -9,9 +9,7 @@ import asyncio
 import logging
 
 from pier.channel.prefix import request_prefix
-from pier.runtime.answer import forward
-from pier.runtime.call import Call
-from pier.runtime.forward import Forwarder
+from pier.runtime.attempts import Call, Forwarder, forward
 from pier.runtime.invocation import Invocation
 from pier.runtime.routing import route_of
 from pier.runtime.tap import Tap, exchange_of

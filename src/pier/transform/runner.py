@@ -1,6 +1,7 @@
 """One transform job's records through its copies: every input object read and cut into units, each unit not
-yet answered sent to a copy with a free turn (`Turns`), its output committed to the store as it arrives, and an
-object's output written whole once all its units are answered, in input order.
+yet answered sent, in a free turn (`Turns`), through the runtime's attempt loop (pier.runtime.attempts: which copy,
+a full copy, retries on another copy and their backoff, within the job's ModelClientConfig), its output committed
+to the store as it arrives, and an object's output written whole once all its units are answered, in input order.
 
 Objects are read one after another but their units overlap: the next object's units queue behind the last
 one's, so the copies never wait for an object to be written. Outputs are kept in the store, not in memory, so a
@@ -13,11 +14,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import httpx
-
-from pier.backends.base import CopyStatus
-from pier.channel.copy_secret import copy_secret_header
 from pier.channel.deadline import TIMEOUT_HEADER
+from pier.runtime.attempts import Call, Declined, Forwarder, RetryBudget, Spent, Target, send_retried
 from pier.transform import records as cutting
 from pier.transform import storage
 from pier.transform.job import JobRecord, Settings
@@ -31,7 +29,7 @@ log = logging.getLogger("pier.transform")
 
 DEFAULT_TIMEOUT_S = 600.0  # ModelClientConfig.InvocationsTimeoutInSeconds' default
 DEFAULT_RETRIES = 3  # ModelClientConfig.InvocationsMaxRetries' default
-BACKOFF_S = 0.5
+TIMEOUT_SETTING = "the job's ModelClientConfig.InvocationsTimeoutInSeconds (600 when not given)"
 
 
 class JobFailed(Exception):
@@ -51,7 +49,7 @@ class JobRun:
     settings: Settings
     store: TransformStore
     turns: Turns
-    client: httpx.AsyncClient
+    forwarder: Forwarder  # the gateway's: its admission, its client to copies, its stop()
     senders: int  # records in flight at most (MaxConcurrentTransforms, or every parallel sequence)
     on_started: Callable[[], None] = lambda: None
     _queue: asyncio.Queue[tuple[_Object, Unit]] = field(default_factory=lambda: asyncio.Queue(maxsize=1))
@@ -83,7 +81,7 @@ class JobRun:
 
     async def _first_copy(self) -> None:
         while not self.turns.ready():
-            self.turns.free("")  # raises CopiesFailed when every copy gave up
+            self.turns.check()  # raises CopiesFailed when every copy gave up
             await asyncio.sleep(0.25)
 
     async def _feed(self) -> None:
@@ -137,35 +135,21 @@ class JobRun:
         # would cut a record short that the job allows (600 s by default, as on AWS).
         headers = {"Content-Type": self.settings.content_type or "application/octet-stream",
                    TIMEOUT_HEADER: f"{timeout:g}", **({"Accept": self.settings.accept} if self.settings.accept else {})}
-        failures, last, avoid = 0, "", ""
-        while True:
-            copy = await self.turns.take(avoid)
-            try:
-                reply = await self._post(copy, body, headers, timeout)
-            except httpx.HTTPError as error:
-                reply, last = None, f"copy {copy.copy_id}: {error or type(error).__name__}"
-            finally:
-                self.turns.give(copy)
-            if reply is not None and reply.status_code < 300:
-                return reply.content
-            if reply is not None and reply.status_code == 429:  # the copy was full: not a failure of the record
-                await asyncio.sleep(0.05)
-                continue
-            if reply is not None and reply.status_code < 500:
-                raise JobFailed(f"{_where(row, unit)}: the model answered {reply.status_code}: "
-                                f"{reply.text[:400]}{_hint(self.settings, unit)}")
-            if reply is not None:
-                last = f"the model answered {reply.status_code}: {reply.text[:400]}"
-            failures += 1
-            if failures > retries:
-                raise JobFailed(f"{_where(row, unit)} failed {failures} times; last: {last}")
-            log.warning("%s: %s; retrying on another copy", _where(row, unit), last)
-            avoid = copy.copy_id
-            await asyncio.sleep(BACKOFF_S * failures)
+        endpoint = self.job.endpoint_name
 
-    async def _post(self, copy: CopyStatus, body: bytes, headers: dict[str, str], timeout: float) -> httpx.Response:
-        return await self.client.post((copy.url or "").rstrip("/") + "/invocations", content=body, timeout=timeout,
-                                      headers={**headers, **copy_secret_header(copy.secret)})
+        def fresh() -> Call:  # each try on the copies of now, with the whole limit
+            copies = self.turns.check()
+            now = asyncio.get_running_loop().time()
+            return Call(endpoint, Target.of(endpoint, copies), "/invocations", body, headers, (), now + timeout,
+                        timeout, deadline_setting=TIMEOUT_SETTING)
+
+        async with self.turns.turn():
+            try:
+                return await send_retried(self.forwarder, fresh, RetryBudget(retries), what=_where(row, unit))
+            except Declined as error:
+                raise JobFailed(f"{_where(row, unit)}: {error}{_hint(self.settings, unit)}") from None
+            except Spent as error:
+                raise JobFailed(f"{_where(row, unit)} {error}") from None
 
     async def _write(self, item: _Object) -> None:
         answered = self.store.answered(self.job.name, item.row.url)

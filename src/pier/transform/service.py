@@ -12,8 +12,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import httpx
-
 from pier.backends.base import CopyStatus
 from pier.channel.concurrency import copy_concurrency
 from pier.control.errors import ResourceInUse, ResourceNotFound
@@ -27,6 +25,7 @@ from pier.control.shapes import ListInput
 from pier.control.state import State
 from pier.control.validation_message import parse
 from pier.control.workload import Workload
+from pier.runtime.attempts import Forwarder
 from pier.transform import job as jobs
 from pier.transform.job import RUNNING, VARIANT, JobRecord, Settings
 from pier.transform.runner import JobFailed, JobRun
@@ -42,7 +41,7 @@ FETCH_POLL_S = 0.5
 
 class Transforms:
     def __init__(self, store: TransformStore, state: State, *, copies: Callable[[Workload], list[CopyStatus]],
-                 fetch: Callable[[ModelSource], Fetched], wake: Callable[[], None],
+                 fetch: Callable[[ModelSource], Fetched], wake: Callable[[], None], forwarder: Forwarder,
                  clock: Callable[[], float] = time.time,
                  problem: Callable[[Workload], str | None] = lambda _: None) -> None:
         self.store = store
@@ -52,12 +51,12 @@ class Transforms:
         self.wake = wake  # the reconciler: the set of wanted copies changed
         self.clock = clock
         self.problem = problem  # why the reconciler could not place a workload's copies
+        self.forwarder = forwarder  # the gateway's attempt loop, which every record goes through
         self._changing = threading.Lock()  # a job's record is read and written back whole: one change at a time
         self._wanted: dict[str, EndpointRecord] = {}  # running job -> the endpoint its copies belong to
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._turns: dict[str, Turns] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._client: httpx.AsyncClient | None = None
 
     # ---- the operations (on the gateway's writer thread, as every control-plane call)
 
@@ -130,9 +129,8 @@ class Transforms:
     # ---- lives (on the event loop)
 
     async def run(self) -> None:
-        """The gateway's lifespan: resume what was running, then keep the client open until cancelled."""
+        """The gateway's lifespan: resume what was running, then wait until cancelled."""
         self._loop = asyncio.get_running_loop()
-        self._client = httpx.AsyncClient(trust_env=False, limits=httpx.Limits(max_connections=None))
         try:
             for job in self.store.jobs():
                 if job.status == "Stopping":
@@ -146,7 +144,6 @@ class Transforms:
             for task in tasks:
                 task.cancel()  # a gateway stopping leaves its jobs InProgress: the next one resumes them
             await asyncio.gather(*tasks, return_exceptions=True)
-            await self._client.aclose()
 
     def _soon(self, job: JobRecord) -> None:
         if self._loop is not None:
@@ -180,8 +177,7 @@ class Transforms:
             workload = Workload.of_variant(job.endpoint_name, VARIANT)
             turns = self._turns[key] = Turns(lambda: self.copies(workload), settings.max_concurrent,
                                              problem=lambda: self.problem(workload))
-            assert self._client is not None
-            run = JobRun(job, settings, self.store, turns, self._client, 2 * limit, lambda: self._started(job.name))
+            run = JobRun(job, settings, self.store, turns, self.forwarder, 2 * limit, lambda: self._started(job.name))
             await run.run()
             self._ended(job.name, "Completed", "")
         except JobFailed as error:

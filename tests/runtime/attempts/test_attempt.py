@@ -1,10 +1,10 @@
-"""What one attempt of a request on a copy came to (pier.runtime.attempt.classify), case by case (pure)."""
+"""What one attempt of a request on a copy came to (pier.runtime.attempts.attempt.classify), case by case (pure)."""
 
 from __future__ import annotations
 
 import pytest
 
-from pier.runtime.attempt import CUT, NOT_REACHED, Fate, Outcome, Reply, Situation, classify, fate
+from pier.runtime.attempts.attempt import CUT, NOT_REACHED, Fate, Outcome, Reply, Situation, classify, fate
 from pier.runtime.settings import ResumeSettings
 
 OPENING = Situation()  # no copy answered in frames yet

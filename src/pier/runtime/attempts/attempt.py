@@ -1,5 +1,5 @@
 """What one attempt of a request on a copy came to, and so what the gateway does next: the pure heart of the
-attempt loop (pier.runtime.answer).
+attempt loop (answer.py).
 
 A request that never reached a copy, or that a copy refused before any work (it is full, shutting down or
 loading: its answer says so with X-Pier-Refused, or it is a 429), goes to another copy: nothing ran. One that
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from pier.runtime.call import Call
+from pier.runtime.attempts.call import Call
 from pier.runtime.errors import InvocationError, ModelError, Origin, ServiceUnavailable, Throttled
 from pier.runtime.settings import ResumeSettings
 

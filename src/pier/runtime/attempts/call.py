@@ -1,5 +1,5 @@
 """One request on its way to copies (`Call`), and how its answer can stop short (`StreamEnded`): what the
-attempt loop (pier.runtime.answer) takes, and how it ends a body it cannot finish."""
+attempt loop (answer.py) takes, and how it ends a body it cannot finish."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ class Call:
     # operator's total bound): a stream that keeps flowing is not cut at `deadline`.
     stream: StreamClock | None = None
     deadline_setting: str | None = None  # what raises `deadline_s`, named when out of time (None: the endpoint's)
+    avoid: frozenset[str] = frozenset()  # copies it must not go to (a retry's, away from the copy that failed it)
 
     def due(self) -> float | None:
         """When the wait under way is out of time (event-loop time); None: left to the copy."""

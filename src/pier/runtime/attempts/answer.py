@@ -1,11 +1,11 @@
 """A Call's answer across copies: the gateway's one attempt loop, from the first copy to the last byte.
 
 Each attempt leases a ready copy with room (pier.runtime.admission), sends the request, and classifies what
-came back (pier.runtime.attempt.classify). A copy that could not be reached, or that refused the request before
+came back (attempt.classify). A copy that could not be reached, or that refused the request before
 any work (full, shutting down, loading), is skipped for another, waiting for one with room if need be; a copy's
 429 ends as Throttled when no other copy takes the request, never as a ModelError. A plain answer is the
 client's. An answer in frames (pier.runtime.resume) is read on, and when its copy dies the request goes on from
-the frames already relayed, on another copy. Every wait is under the call's deadline (pier.runtime.forward);
+the frames already relayed, on another copy. Every wait is under the call's deadline (forward.py);
 leaving the block closes the upstream request, which stops the copy's work.
 """
 
@@ -25,7 +25,7 @@ from pier.channel.refusal import REFUSED_HEADER
 from pier.errors import PierError
 from pier.multi_model import CacheReport
 from pier.runtime import resume
-from pier.runtime.attempt import (
+from pier.runtime.attempts.attempt import (
     CUT,
     NEXT_COPY,
     NOT_REACHED,
@@ -38,10 +38,10 @@ from pier.runtime.attempt import (
     gave_up,
     none_took_it,
 )
-from pier.runtime.call import Call, StreamEnded
+from pier.runtime.attempts.call import Call, StreamEnded
+from pier.runtime.attempts.forward import Forwarder, Timing
 from pier.runtime.errors import InvocationError, ModelError, Origin
 from pier.runtime.eventstream import StreamErrorCode
-from pier.runtime.forward import Forwarder, Timing
 from pier.runtime.router import Lease
 from pier.runtime.routing import Strategy
 from pier.runtime.target import Target
@@ -86,6 +86,7 @@ class Answer:
         self.timing = timing
         self.tried: list[str] = []  # copies that were asked and could not take it (refused, unreachable)
         self.full: list[str] = []  # copies that answered 429
+        self.asked: str | None = None  # the copy the request went to last
         self.resumes = 0
         self._frames: resume.Resumable | None = None  # once a copy answered in frames: what they carried
         self._head: httpx.Response | None = None  # the client's status and headers
@@ -188,6 +189,7 @@ class Answer:
     async def _try(self, lease: Lease) -> bool:
         """One attempt on the leased copy: True when it took the request."""
         copy = lease.copy
+        self.asked = copy.copy_id
         origin = self.forwarder.origin_of(self.call, copy.copy_id)
         try:
             reply, response = await self._send(copy, origin)
@@ -308,7 +310,7 @@ class Answer:
 
     def _excluded(self, copies: Sequence[CopyStatus]) -> set[str]:
         dead = {c.copy_id for c in copies if resume.Death(c.copy_id, c.pid) in self._deaths}
-        return dead | set(self.tried)
+        return dead | set(self.tried) | self.call.avoid
 
     # -- frames, across copies -----------------------------------------------------------------------
 
