@@ -33,11 +33,12 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "pier": _(),  # pier/__init__.py: the version
     "errors": _(),  # the one error tree and its wire fields
     "channel": _("env"),  # the gateway <-> copy contract: X-Pier-* headers, frames, copy secret, concurrency
+    # (channel.headers, the X-Pier-* table, imports nothing: the modules below may name its headers)
     "dialect": _(),  # which API a path speaks: the one decision of error shapes
     "deadline": _(),
     "host_path": _(),  # the one place a file:// URL, or a name under a folder, becomes a local path
-    "multi_model": _("host_path"),  # what a multi-model copy and the gateway tell each other
-    "served_name": _(),
+    "multi_model": _("host_path", "channel.headers"),  # what a multi-model copy and the gateway tell each other
+    "served_name": _("channel.headers"),
     "ports": _(),  # can a process listen where it was told to (asked before it starts anything)
     "lora_file": _(),  # a LoRA GGUF read without llama.cpp: the control plane's check and the engine's
     "storage": _("env", "host_path"),  # users' objects (s3://, file://) and the one S3 client
@@ -61,8 +62,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "runtime": _("env", "errors", "error_bodies", "deadline", "channel", "multi_model", "dialect", "served_name",
                  "state_folder", "backends"),
     "autoscaling": _("env", "errors", "error_bodies", "dialect", "multi_model", "state_folder", "runtime.observer"),
-    "control": _("env", "errors", "gpus", "host_path", "lora_file", "multi_model", "state_folder", "storage",
-                 "backends"),
+    "control": _("env", "errors", "channel.headers", "gpus", "host_path", "lora_file", "multi_model", "state_folder",
+                 "storage", "backends"),
     "transform": _("pier", "host_path", "storage", "channel", "state_folder", "backends", "control"),
     "security": _("env", "errors", "error_bodies", "dialect"),
     "gateway": _("env", "pier", "errors", "error_bodies", "dialect", "channel", "gpus", "lora_file", "ports", "storage",

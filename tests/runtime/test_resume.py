@@ -251,7 +251,8 @@ def test_a_resumed_request_refused_by_a_full_copy_waits_for_room() -> None:
 def test_the_reader_takes_in_frames_across_copies_and_continues_from_them() -> None:
     """Resumable is a pure reader: bytes in any pieces, each frame once whole, what they carried kept across
     copies, and the request for the next copy made from it."""
-    from pier.channel.frames import CONTINUE, Continuation, data_frame, head_frame, state_frame, tokens_frame
+    from pier.channel.frames import Continuation, data_frame, head_frame, state_frame, tokens_frame
+    from pier.channel.headers import CONTINUE
     from pier.runtime.resume import Resumable, head_of
 
     reader = Resumable()

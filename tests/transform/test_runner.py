@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from pier.backends.base import CopyState, CopyStatus
-from pier.channel.deadline import TIMEOUT_HEADER
+from pier.channel.headers import TIMEOUT_HEADER
 from pier.control.shapes import ContainerSpec
 from pier.transform.job import JobRecord, check
 from pier.transform.records import Unit

@@ -21,7 +21,7 @@ import httpx
 from pier.backends.base import CopyStatus
 from pier.channel import kv_held
 from pier.channel.frames import ABANDON, DATA, HEAD, LAST, TOKENS, BrokenFrames, Frame
-from pier.channel.refusal import REFUSED_HEADER
+from pier.channel.headers import KV_HELD, REFUSED_HEADER
 from pier.errors import PierError
 from pier.multi_model import CacheReport
 from pier.runtime import resume
@@ -242,7 +242,7 @@ class Answer:
             return (NOT_REACHED if isinstance(error, CopyUnreachable) else CUT), None
         # What the copy's prefix cache holds rides on the outer answer, framed or not (KV_AWARE routing).
         forwarder.router(call.target.component).holds_prefixes(copy.copy_id,
-                                                               kv_held.decode_held(response.headers.get(kv_held.KV_HELD)))
+                                                               kv_held.decode_held(response.headers.get(KV_HELD)))
         if self._frames is None and (report := CacheReport.of(response.headers)) is not None:
             forwarder.router(call.target.component).holds(copy.copy_id, report.loaded)
             if self.timing is not None:

@@ -23,18 +23,8 @@ from dataclasses import dataclass
 
 import httpx
 
-from pier.channel.frames import (
-    CONTINUE,
-    DATA,
-    FRAMED,
-    LAST,
-    RESUMABLE,
-    STATE,
-    TOKENS,
-    Continuation,
-    Frame,
-    FrameReader,
-)
+from pier.channel.frames import DATA, LAST, STATE, TOKENS, Continuation, Frame, FrameReader
+from pier.channel.headers import CONTINUE, FRAMED, RESUMABLE
 from pier.runtime.call import Call
 from pier.runtime.errors import ModelError, Origin
 from pier.runtime.settings import ResumeSettings

@@ -20,13 +20,15 @@ from fastapi import APIRouter, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pier.channel.copy_secret import COPY_SECRET_ENV
+from pier.channel.headers import ADAPTER_FILE_HEADER, ADAPTER_HEADER, ADAPTER_SCALE_HEADER
 from pier.env import Env
 from pier.errors import InvalidRequest
 from pier.server.errors import error_response, flavor_of
 
-ADAPTER_HEADER = b"x-pier-adapter"
-ADAPTER_FILE_HEADER = b"x-pier-adapter-file"
-ADAPTER_SCALE_HEADER = b"x-pier-adapter-scale"
+# As ASGI gives them: lower case, in bytes.
+_ADAPTER = ADAPTER_HEADER.lower().encode()
+_ADAPTER_FILE = ADAPTER_FILE_HEADER.lower().encode()
+_ADAPTER_SCALE = ADAPTER_SCALE_HEADER.lower().encode()
 
 _VERSION = "@"  # between a component's name (which has no "@") and its file's identity: `engine_name`
 _current: ContextVar[str] = ContextVar("pier_adapter", default="")
@@ -48,7 +50,7 @@ class AdapterRequests:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope.get("headers", ())) if scope["type"] == "http" else {}
-        name = headers.get(ADAPTER_HEADER, b"").decode("latin-1")
+        name = headers.get(_ADAPTER, b"").decode("latin-1")
         if not name:
             await self.app(scope, receive, send)
             return
@@ -72,8 +74,8 @@ class AdapterRequests:
         adapters = getattr(model.engine.runner, "adapters", None) if model is not None else None
         if adapters is None:
             raise InvalidRequest("This copy's model does not take LoRA adapters (no llama.cpp model loaded).")
-        path = Path(headers.get(ADAPTER_FILE_HEADER, b"").decode("utf-8"))
-        scale = float(headers.get(ADAPTER_SCALE_HEADER, b"1").decode("latin-1"))
+        path = Path(headers.get(_ADAPTER_FILE, b"").decode("utf-8"))
+        scale = float(headers.get(_ADAPTER_SCALE, b"1").decode("latin-1"))
         if not path.exists() and (kept := loaded_version(adapters.loaded, name, path, scale)) is not None:
             return kept  # its file was deleted (a file:// artifact): what was loaded serves on, as a model does
         version = engine_name(name, path, scale)

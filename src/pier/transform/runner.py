@@ -17,7 +17,7 @@ import httpx
 
 from pier.backends.base import CopyStatus
 from pier.channel.copy_secret import copy_secret_header
-from pier.channel.deadline import TIMEOUT_HEADER
+from pier.channel.headers import TIMEOUT_HEADER
 from pier.transform import records as cutting
 from pier.transform import storage
 from pier.transform.job import JobRecord, Settings
