@@ -46,6 +46,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "console": _(),
     "capture": _("env", "host_path"),
     "env": _("errors"),  # the one reader of settings from a process's environment
+    "variables": _(),  # the table of every PIER_* setting, written into docs/settings.md
     "error_bodies": _("errors", "dialect"),  # one renderer per dialect: every error body pier writes
     "state_folder": _("errors"),  # the state folder's files: opened, checked, copied; the stores build on it
     # The model server's process.
