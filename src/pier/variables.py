@@ -117,8 +117,8 @@ VARIABLES: tuple[Variable, ...] = (
       "(LLAMA_ARG_TENSOR_SPLIT)", COPY),
     V("PIER_DRAIN_SECONDS", "seconds >= 0", "25", "on SIGTERM, how long requests in flight may finish", COPY),
     V("PIER_LOG_LEVEL", "debug, info, warning, error", "info", "the model server's log level", COPY),
-    V("PIER_KERNEL_PROBE_FAULTS", "family:crash|hang|wrong, comma-separated", "(none)", "a drill: the kernel probe "
-      "fails for these CPU kernel families (tests, rehearsals)", COPY),
+    V("PIER_KERNEL_PROBE_FAULTS", "family:kind (crash, hang, wrong), comma-separated", "(none)", "a drill: the "
+      "kernel probe fails for these CPU kernel families (tests, rehearsals)", COPY),
     V("PIER_WORKER_PARENT", "pid", "(its parent's)", "set by a copy for its handler worker, which dies with that "
       "process", WORKER),
     # ---- the CLI

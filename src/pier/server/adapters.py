@@ -19,9 +19,7 @@ from typing import Any, Protocol
 from fastapi import APIRouter, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from pier.channel.copy_secret import COPY_SECRET_ENV
 from pier.channel.headers import ADAPTER_FILE_HEADER, ADAPTER_HEADER, ADAPTER_SCALE_HEADER
-from pier.env import Env
 from pier.errors import InvalidRequest
 from pier.server.errors import error_response, flavor_of
 
@@ -67,7 +65,7 @@ class AdapterRequests:
             _current.reset(token)
 
     async def _load(self, scope: Scope, name: str, headers: dict[bytes, bytes]) -> str:
-        if not Env().has(COPY_SECRET_ENV):  # a copy its gateway started: adapters come from that gateway
+        if not scope["app"].state.pier.settings.from_gateway:  # adapters come from the gateway that started it
             raise InvalidRequest("This model server takes adapters from its gateway only: create an adapter "
                                  "inference component (BaseInferenceComponentName) and invoke it.")
         model = scope["app"].state.pier.model
