@@ -1,6 +1,6 @@
 """LoRA adapters on a model server: loaded on a request's first use, kept, and applied to that request only.
 
-The gateway names a request's adapter in three headers (pier.control.adapters): its name, the GGUF file on this
+The gateway names a request's adapter in three headers (pier.channel.headers): its name, the GGUF file on this
 host, and its scale. The first request for a name loads the file (on a worker thread, once however many ask at
 the same time); later ones find it loaded. Requests under different adapters and the base model share the
 engine's batches (engine/passes.py). `GET /pier/adapters` lists what is loaded and the memory each one holds.
