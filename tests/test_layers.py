@@ -1,5 +1,6 @@
 """The layering is a contract: every import in src/pier, read with `ast`, follows the drawing below, and the
-packages import each other without a cycle.
+packages import each other without a cycle; nor do its modules (files), lazy imports included; and no module is longer
+than the house's 450 lines.
 
 A node is a package of pier (`control`, `gateway`, ...) or one of its top-level modules (`errors`, `storage`, ...;
 `pier` is `pier/__init__.py`, the version). An entry of what a node may import is another node, or a module of one
@@ -32,11 +33,12 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "pier": _(),  # pier/__init__.py: the version
     "errors": _(),  # the one error tree and its wire fields
     "channel": _("env"),  # the gateway <-> copy contract: X-Pier-* headers, frames, copy secret, concurrency
+    # (channel.headers, the X-Pier-* table, imports nothing: the modules below may name its headers)
     "dialect": _(),  # which API a path speaks: the one decision of error shapes
     "deadline": _(),
     "host_path": _(),  # the one place a file:// URL, or a name under a folder, becomes a local path
-    "multi_model": _("host_path"),  # what a multi-model copy and the gateway tell each other
-    "served_name": _(),
+    "multi_model": _("host_path", "channel.headers"),  # what a multi-model copy and the gateway tell each other
+    "served_name": _("channel.headers"),
     "ports": _(),  # can a process listen where it was told to (asked before it starts anything)
     "lora_file": _(),  # a LoRA GGUF read without llama.cpp: the control plane's check and the engine's
     "storage": _("env", "host_path"),  # users' objects (s3://, file://) and the one S3 client
@@ -44,6 +46,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "console": _(),
     "capture": _("env", "host_path"),
     "env": _("errors"),  # the one reader of settings from a process's environment
+    "variables": _(),  # the table of every PIER_* setting, written into docs/settings.md
     "error_bodies": _("errors", "dialect"),  # one renderer per dialect: every error body pier writes
     "state_folder": _("errors"),  # the state folder's files: opened, checked, copied; the stores build on it
     # The model server's process.
@@ -60,8 +63,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "runtime": _("env", "errors", "error_bodies", "deadline", "channel", "multi_model", "dialect", "served_name",
                  "state_folder", "backends"),
     "autoscaling": _("env", "errors", "error_bodies", "dialect", "multi_model", "state_folder", "runtime.observer"),
-    "control": _("env", "errors", "gpus", "host_path", "lora_file", "multi_model", "state_folder", "storage",
-                 "backends"),
+    "control": _("env", "errors", "channel.headers", "gpus", "host_path", "lora_file", "multi_model", "state_folder",
+                 "storage", "backends"),
     # transform's records go through the runtime's one attempt loop (its package only), as every request does
     "transform": _("pier", "host_path", "storage", "channel", "state_folder", "backends", "control",
                    "runtime.attempts"),
@@ -80,6 +83,16 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
              "security", "server.container", "state_folder", "synthetic", "tune"),
     "__main__": _("cli"),
 }
+
+# Modules (files) longer than MAX_LINES today, each with its length when listed: the list only shrinks. Issue 38
+# ("fences that hold") names them; each leaves the list when it is split.
+MAX_LINES = 450
+TOO_LONG: dict[str, int] = {
+    "pier/engine/core.py": 517,  # admission, preemption and drafting move beside the scheduling policy (issue 38)
+    "pier/backends/ray/backend.py": 468,  # issue 38
+    "pier/synthetic/builder.py": 534,  # issue 38
+}
+
 
 @dataclass(frozen=True)
 class Import:
@@ -232,6 +245,36 @@ def test_no_package_cycle() -> None:
     found = cycle(edges)
     steps = "\n".join(f"  {a} ──► {b}: {examples[(a, b)]}" for a, b in itertools.pairwise(found))
     assert not found, f"The packages import each other in a cycle:\n{steps}\n{drawing()}"
+
+
+def test_no_module_cycle() -> None:
+    """Files import each other without a cycle, lazy (in-function) and TYPE_CHECKING imports included: a lazy
+    import hides a cycle from Python's loader, not from whoever reads or changes the two files."""
+    edges: dict[str, set[str]] = {}
+    examples: dict[tuple[str, str], Import] = {}
+    for item in all_imports():
+        if item.source != item.target:
+            edges.setdefault(item.source, set()).add(item.target)
+            examples.setdefault((item.source, item.target), item)
+    found = cycle(edges)
+    steps = "\n".join(f"  {a} ──► {b}: {examples[(a, b)]}" for a, b in itertools.pairwise(found))
+    assert not found, (f"These modules import each other in a cycle:\n{steps}\nMove what both need into a module "
+                       "of its own that imports neither, or pass it in.")
+
+
+def lengths(src: Path = SRC) -> dict[str, int]:
+    return {str(path.relative_to(src)): len(path.read_text().splitlines()) for path in sorted(src.rglob("*.py"))}
+
+
+def test_no_module_is_longer_than_the_house_allows() -> None:
+    over = {name: size for name, size in lengths().items() if size > MAX_LINES}
+    new = {name: size for name, size in over.items() if name not in TOO_LONG}
+    grown = {name: size for name, size in over.items() if name in TOO_LONG and size > TOO_LONG[name]}
+    gone = sorted(name for name in TOO_LONG if over.get(name) is None)
+    assert not new, (f"{new} are over {MAX_LINES} lines: split each into modules of one concept "
+                     "(house rules), rather than listing it in TOO_LONG.")
+    assert not grown, f"{grown} grew past their length in TOO_LONG ({TOO_LONG}): split them instead."
+    assert not gone, f"{gone} are within {MAX_LINES} lines now (or gone): take them out of TOO_LONG."
 
 
 # ---- the reader of imports

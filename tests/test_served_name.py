@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pier.served_name import MODEL_NAME_HEADER, answered_name, listed_name
+from pier.channel.headers import MODEL_NAME_HEADER
+from pier.served_name import answered_name, listed_name
 
 GATEWAY = {MODEL_NAME_HEADER: "gen"}
 

@@ -15,17 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from pier import host_path
+from pier.channel.headers import LOADED_MODELS as _LOADED
+from pier.channel.headers import MODEL_CACHE_HIT as _HIT
+from pier.channel.headers import MODEL_DOWNLOADING as _DOWNLOAD
+from pier.channel.headers import MODEL_LOADING_WAIT as _WAIT
+from pier.channel.headers import MODEL_UNLOADING as _UNLOAD
 
 TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"
 MULTI_MODEL_ENV = "SAGEMAKER_MULTI_MODEL"  # "true": the copy serves every model under its model folder by name
 CACHE_ENV = "PIER_MODEL_CACHE"  # MultiModelConfig.ModelCacheSetting: Enabled (default) or Disabled
 MEMORY_ENV = "PIER_MULTI_MODEL_MEMORY_MB"  # what the copy's loaded models may take (MB, decimals allowed)
 
-_HIT = "X-Pier-Model-Cache-Hit"
-_WAIT = "X-Pier-Model-Loading-Wait-Us"
-_UNLOAD = "X-Pier-Model-Unloading-Us"
-_DOWNLOAD = "X-Pier-Model-Downloading-Us"
-_LOADED = "X-Pier-Loaded-Models"
 
 
 ARCHIVES = (".tar.gz", ".tgz", ".tar")

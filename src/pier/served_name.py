@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-MODEL_NAME_HEADER = "X-Pier-Model-Name"
+from pier.channel.headers import MODEL_NAME_HEADER
 
 
 def answered_name(requested: str | None, headers: Mapping[str, str], own: str) -> str:

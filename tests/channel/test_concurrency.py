@@ -10,7 +10,8 @@ import pytest
 
 from pier.backends.base import CopySpec
 from pier.backends.supervisor import CopySupervisor, SupervisionSettings
-from pier.channel.concurrency import CONCURRENCY_HEADER, copy_concurrency, reported_concurrency
+from pier.channel.concurrency import copy_concurrency, reported_concurrency
+from pier.channel.headers import CONCURRENCY_HEADER
 from pier.server.settings import ServerSettings
 from tests.server.conftest import app_client
 

@@ -38,6 +38,14 @@ def test_local_is_this_host() -> None:
     assert local.memory_mb > 0 and local.accelerators == 0
 
 
+def test_local_reads_no_setting_per_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ml.local's GPUs are discovered once per process (PIER_FAKE_GPUS, the driver), not on every lookup: a
+    request naming ml.local reads no environment."""
+    first = lookup("local")
+    monkeypatch.setenv("PIER_FAKE_GPUS", str(first.accelerators + 3))
+    assert lookup("local") == first
+
+
 def test_unknown_type_says_what_is_known() -> None:
     with pytest.raises(ValidationError, match=r"Unknown InstanceType 'ml.z9.huge'.*'local'.*c7g"):
         lookup("ml.z9.huge")

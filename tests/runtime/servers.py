@@ -18,7 +18,7 @@ from fastapi import FastAPI, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from pier.backends.base import CopyState, CopyStatus
-from pier.channel.refusal import REFUSED_HEADER
+from pier.channel.headers import REFUSED_HEADER
 from pier.engine.core import EngineConfig
 from pier.engine.engine import Engine
 from pier.engine.fake import FakeRunner

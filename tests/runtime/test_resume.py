@@ -1,4 +1,4 @@
-"""Requests that survive their copy (pier.runtime.resume), on real copies over the fake engine: a copy that
+"""Requests that survive their copy (pier.runtime.attempts.resume), on real copies over the fake engine: a copy that
 dies in the middle of an answer is replaced by another from where it stopped, on every route, and the client
 gets the answer an uninterrupted copy gives; a request that takes copies down is stopped and refused."""
 
@@ -251,8 +251,9 @@ def test_a_resumed_request_refused_by_a_full_copy_waits_for_room() -> None:
 def test_the_reader_takes_in_frames_across_copies_and_continues_from_them() -> None:
     """Resumable is a pure reader: bytes in any pieces, each frame once whole, what they carried kept across
     copies, and the request for the next copy made from it."""
-    from pier.channel.frames import CONTINUE, Continuation, data_frame, head_frame, state_frame, tokens_frame
-    from pier.runtime.resume import Resumable, head_of
+    from pier.channel.frames import Continuation, data_frame, head_frame, state_frame, tokens_frame
+    from pier.channel.headers import CONTINUE
+    from pier.runtime.attempts.resume import Resumable, head_of
 
     reader = Resumable()
     assert reader.request(b"body", {"a": "1"}) == (b"body", {"a": "1"})  # nothing yet: sent as it came

@@ -16,6 +16,7 @@ from pier.server.app import create_app
 from pier.server.settings import ServerSettings
 from pier.synthetic.builder import TINY
 from pier.synthetic.lora import build_lora_gguf
+from tests.server.conftest import app_client
 
 pytestmark = pytest.mark.anyio
 GENERATE = {"inputs": "the quick brown fox", "parameters": {"max_new_tokens": 6}}
@@ -32,25 +33,25 @@ def adapter(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 async def test_a_server_without_a_copy_secret_refuses_adapters(client: httpx.AsyncClient, adapter: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(COPY_SECRET_ENV, raising=False)
+    # Whether a gateway started the copy is read once, at start (ServerSettings.from_gateway): an environment
+    # changed later is not read while a request is answered.
+    monkeypatch.setenv(COPY_SECRET_ENV, "s")
     answer = await client.post("/generate", json=GENERATE, headers=named(adapter))
     assert answer.status_code == 422 and "from its gateway only" in answer.json()["error"]  # TGI's shape
 
 
-async def test_a_model_without_adapters_refuses_them(client: httpx.AsyncClient, adapter: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(COPY_SECRET_ENV, "s")
-    answer = await client.post("/v1/completions", json={"prompt": "hi", "max_tokens": 2}, headers=named(adapter))
+async def test_a_model_without_adapters_refuses_them(adapter: Path) -> None:
+    async with app_client(settings=ServerSettings(model_name="fake-model", from_gateway=True)) as client:
+        answer = await client.post("/v1/completions", json={"prompt": "hi", "max_tokens": 2},
+                                   headers=named(adapter))
     assert answer.status_code == 400 and "does not take LoRA adapters" in answer.json()["error"]["message"]
 
 
-async def test_an_adapter_is_loaded_once_and_changes_the_answer(tiny_gguf: Path, adapter: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(COPY_SECRET_ENV, "s")
+async def test_an_adapter_is_loaded_once_and_changes_the_answer(tiny_gguf: Path, adapter: Path) -> None:
     engine = Engine(LlamaRunner(tiny_gguf, n_ctx=512, n_seq_max=8, n_threads=2),
                     EngineConfig(max_running=4, step_tokens=64)).start()
     try:
-        app = create_app(ServerSettings(model_name="tiny"), engine=engine)
+        app = create_app(ServerSettings(model_name="tiny", from_gateway=True), engine=engine)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://pier") as client:
             base = (await client.post("/generate", json=GENERATE)).json()["generated_text"]
             adapted = [(await client.post("/generate", json=GENERATE, headers=named(adapter))).json()[
@@ -71,18 +72,16 @@ async def test_an_adapter_is_loaded_once_and_changes_the_answer(tiny_gguf: Path,
 
 
 async def test_an_adapter_given_another_file_answers_as_that_file(tiny_gguf: Path, adapter: Path,
-                                                                  tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                  tmp_path: Path) -> None:
     """UpdateInferenceComponent gives an adapter a new artifact under the same name: the copy answered the new
     file's requests with the KV its prefix cache had computed under the old file (and swapped the adapter's
     llama.cpp handle under the engine's feet)."""
-    monkeypatch.setenv(COPY_SECRET_ENV, "s")
     other = build_lora_gguf(tmp_path / "other.gguf", TINY, seed=4)
     engine = Engine(LlamaRunner(tiny_gguf, n_ctx=512, n_seq_max=8, n_threads=2),
                     EngineConfig(max_running=4, step_tokens=64)).start()
     greedy = {"inputs": GENERATE["inputs"], "parameters": {"max_new_tokens": 6, "do_sample": False}}
     try:
-        app = create_app(ServerSettings(model_name="tiny"), engine=engine)
+        app = create_app(ServerSettings(model_name="tiny", from_gateway=True), engine=engine)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://pier") as client:
             async def answer(path: Path, name: str) -> str:
                 reply = await client.post("/generate", json=greedy, headers=named(path, name))
@@ -97,18 +96,16 @@ async def test_an_adapter_given_another_file_answers_as_that_file(tiny_gguf: Pat
         engine.runner.close()
 
 
-async def test_an_adapter_whose_file_is_deleted_serves_what_was_loaded(tiny_gguf: Path, tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_an_adapter_whose_file_is_deleted_serves_what_was_loaded(tiny_gguf: Path, tmp_path: Path) -> None:
     """A file:// adapter whose file is deleted failed every later call (424 at the client) while Describe said
     InService: the copy serves what it loaded, as it serves a model whose file is gone; a name it never loaded
     is still refused saying there is no file."""
-    monkeypatch.setenv(COPY_SECRET_ENV, "s")
     adapter = build_lora_gguf(tmp_path / "adapter.gguf", TINY, seed=5)
     engine = Engine(LlamaRunner(tiny_gguf, n_ctx=512, n_seq_max=8, n_threads=2),
                     EngineConfig(max_running=4, step_tokens=64)).start()
     greedy = {"inputs": GENERATE["inputs"], "parameters": {"max_new_tokens": 6, "do_sample": False}}
     try:
-        app = create_app(ServerSettings(model_name="tiny"), engine=engine)
+        app = create_app(ServerSettings(model_name="tiny", from_gateway=True), engine=engine)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://pier") as client:
             before = await client.post("/generate", json=greedy, headers=named(adapter))
             adapter.unlink()

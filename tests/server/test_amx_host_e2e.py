@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pier.channel.kernels import KERNELS_HEADER
+from pier.channel.headers import KERNELS_HEADER
 from pier.engine.kernels import read_host
 from pier.engine.llama import system_info
 from tests.server.processes import ContainerProcess

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pier.channel.concurrency import CONCURRENCY_HEADER
+from pier.channel.headers import CONCURRENCY_HEADER
 from pier.server.app import create_handler_app
 from pier.server.byoc.pool import HandlerService
 from pier.server.settings import ServerSettings

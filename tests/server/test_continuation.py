@@ -10,7 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from pier.channel.frames import CONTINUE, RESUMABLE, Continuation, Frame, FrameReader
+from pier.channel.frames import Continuation, Frame, FrameReader
+from pier.channel.headers import CONTINUE, RESUMABLE
 from pier.server.app import create_app
 from pier.server.continuation import PROGRESS, Progress, progress_of
 from pier.server.settings import ServerSettings

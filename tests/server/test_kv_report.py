@@ -8,7 +8,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from pier.channel.kv_held import KV_HELD, WANTED, decode_held
+from pier.channel.headers import KV_HELD
+from pier.channel.kv_held import WANTED, decode_held
 from pier.channel.prefix import request_prefix
 from pier.engine.engine import Engine
 from pier.server.kv_report import KvReport, held_blocks

@@ -163,3 +163,9 @@ def test_gpu_settings_take_the_ecosystems_names(env: dict[str, str], expected: G
 def test_bad_gpu_settings_name_the_variable(env: dict[str, str], fragment: str) -> None:
     with pytest.raises(SettingsError, match=fragment):
         ServerSettings.from_env(env)
+
+
+@pytest.mark.parametrize(("env", "from_gateway"), [({}, False), ({"PIER_COPY_SECRET": "s"}, True),
+                                                   ({"PIER_COPY_SECRET": " "}, False)])
+def test_a_copy_knows_at_start_whether_its_gateway_started_it(env: dict[str, str], from_gateway: bool) -> None:
+    assert ServerSettings.from_env(env).from_gateway is from_gateway

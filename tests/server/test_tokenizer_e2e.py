@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from pier.served_name import MODEL_NAME_HEADER
+from pier.channel.headers import MODEL_NAME_HEADER
 from tests.server.processes import ContainerProcess
 
 pytestmark = pytest.mark.e2e

@@ -10,7 +10,7 @@ import pytest
 
 from pier.backends.base import CopyState, CopyStatus
 from pier.channel.copy_secret import copy_secret_header
-from pier.channel.deadline import TIMEOUT_HEADER
+from pier.channel.headers import TIMEOUT_HEADER
 from pier.control.shapes import ContainerSpec
 from pier.runtime.attempts import Forwarder
 from pier.runtime.settings import RuntimeSettings

@@ -112,7 +112,7 @@ def test_a_manifest_cannot_name_files_outside_its_local_prefix(folder: Path) -> 
 def test_a_percent_encoded_key_cannot_put_its_output_above_a_local_output_folder(s3: object) -> None:
     """Issue 41: s3://b/pin/%2e%2e/%2e%2e/x.jsonl under S3Prefix s3://b/pin/, S3OutputPath file:///srv/out/job,
     wrote x.jsonl.out two folders up: the '..' check read the literal key, the path was decoded after the join.
-    (Bucket 'pier-jobs': S3 and moto take no one-letter bucket name, and moto 5.2.6 routes 'batch' to its Batch mock.)"""
+    (Bucket 'pier-jobs': S3 and moto take no one-letter bucket name; moto 5.2.6 routes 'batch' to its Batch mock.)"""
     s3.put_object(Bucket="pier-jobs", Key="pin/%2e%2e/%2e%2e/x.jsonl", Body=b"{}\n")  # type: ignore[attr-defined]
     [source] = storage.inputs("s3://pier-jobs/pin/", "S3Prefix")
     assert source.relative == "%2e%2e/%2e%2e/x.jsonl"
@@ -140,7 +140,8 @@ def test_a_manifest_entry_spelled_percent_2e_cannot_write_outside_the_output_fol
     manifest = json.dumps([{"prefix": "s3://pier-jobs/in/"}, "%2e%2e/secret/s.jsonl"])
     s3.put_object(Bucket="pier-jobs", Key="m.json", Body=manifest)  # type: ignore[attr-defined]
     [source] = storage.inputs("s3://pier-jobs/m.json", "ManifestFile")
-    assert source == Source("s3://pier-jobs/in/%2e%2e/secret/s.jsonl", "%2e%2e/secret/s.jsonl")  # an S3 key, read as one
+    # an S3 key, read as one
+    assert source == Source("s3://pier-jobs/in/%2e%2e/secret/s.jsonl", "%2e%2e/secret/s.jsonl")
     with pytest.raises(StorageError, match=r"cannot have its output under file:///srv/out/job"):
         storage.output_url("file:///srv/out/job", source.relative)
 
@@ -156,7 +157,8 @@ def test_a_literal_dot_dot_in_a_manifests_local_prefix_is_refused(folder: Path) 
 def test_a_manifest_in_s3_cannot_name_a_file_prefix(s3: object, tmp_path: Path) -> None:
     """Issue 41: whoever wrote the manifest object read the gateway host's files into the job's S3 output."""
     (tmp_path / "hostname").write_text("HOST-FILE-CONTENT")
-    s3.put_object(Bucket="pier-jobs", Key="manifest.json", Body=json.dumps([{"prefix": f"file://{tmp_path}/"}, "hostname"]))  # type: ignore[attr-defined]
+    body = json.dumps([{"prefix": f"file://{tmp_path}/"}, "hostname"])
+    s3.put_object(Bucket="pier-jobs", Key="manifest.json", Body=body)  # type: ignore[attr-defined]
     with pytest.raises(StorageError, match=r"a manifest's prefix must be of its own kind \(s3://\)"):
         storage.inputs("s3://pier-jobs/manifest.json", "ManifestFile")
 

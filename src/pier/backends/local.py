@@ -19,16 +19,16 @@ from pathlib import Path
 import httpx
 
 from pier.backends.base import CopySpec, CopyState, CopyStatus
+from pier.backends.identities import LOCAL_CAPABILITIES, LOCAL_NAME
 from pier.backends.logfile import tail
-from pier.backends.registry import LOCAL
 from pier.backends.supervisor import CopySupervisor, SupervisionSettings
 
 log = logging.getLogger("pier.backends")
 
 
 class LocalBackend:
-    name = LOCAL.name
-    capabilities = LOCAL.capabilities
+    name = LOCAL_NAME
+    capabilities = LOCAL_CAPABILITIES
 
     def __init__(self, state_dir: Path, settings: SupervisionSettings | None = None) -> None:
         self.state_dir = Path(state_dir)

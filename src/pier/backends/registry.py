@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pier.backends.base import Capabilities
+from pier.backends.identities import LOCAL_CAPABILITIES, LOCAL_NAME, RAY_CAPABILITIES, RAY_NAME
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -85,11 +86,9 @@ def _open_ray(state_dir: Path, options: Any) -> Backend:
     return backend
 
 
-LOCAL = BackendKind("local", Capabilities(local_processes=True), (), _no_options, _open_local)
+LOCAL = BackendKind(LOCAL_NAME, LOCAL_CAPABILITIES, (), _no_options, _open_local)
 RAY = BackendKind(
-    # Copies run on nodes, not on the gateway's host: their vCPU numbers (and so their ids) must not depend on the
-    # gateway's cores, or a gateway that restarts on another machine would replace every copy it could adopt.
-    "ray", Capabilities(host_cores=tuple(range(256))),
+    RAY_NAME, RAY_CAPABILITIES,
     (Flag("--ray-address", "address", str, "The Ray cluster for --backend ray: auto, HOST:6379 or ray://HOST:10001 "
           "(default: start a Ray of the gateway's own on this host)."),
      Flag("--ray-config", "config", Path, "YAML for --backend ray: namespace, how instance types map to bundles, "

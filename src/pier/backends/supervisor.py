@@ -22,9 +22,10 @@ import httpx
 from pier.backends.base import CopySpec, CopyState, CopyStatus
 from pier.backends.logfile import rotate, tail
 from pier.backends.process import CopyProcess, PidFile, describe_exit, environment, free_port, http_url
-from pier.channel.concurrency import CONCURRENCY_HEADER, copy_concurrency, reported_concurrency
+from pier.channel.concurrency import copy_concurrency, reported_concurrency
 from pier.channel.copy_secret import new_copy_secret
-from pier.channel.kernels import KERNELS_HEADER, UNSERVABLE_EXIT
+from pier.channel.headers import CONCURRENCY_HEADER, KERNELS_HEADER
+from pier.channel.kernels import UNSERVABLE_EXIT
 
 log = logging.getLogger(__name__)
 

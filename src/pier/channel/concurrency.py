@@ -20,7 +20,6 @@ from collections.abc import Mapping
 
 from pier.env import Env, SettingsError, integer
 
-CONCURRENCY_HEADER = "X-Pier-Concurrency"  # on a ready copy's /ping: what it takes at once, as it knows it best
 DEFAULT_MAX_CONCURRENT_REQUESTS = 128  # TGI's default
 DEFAULT_PARALLEL = 8  # sequences a copy's engine decodes at once
 MAX_CONCURRENT_REQUESTS = ("MAX_CONCURRENT_REQUESTS",)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import secrets
 
+from pier.channel.headers import COPY_SECRET_HEADER
+
 COPY_SECRET_ENV = "PIER_COPY_SECRET"
-COPY_SECRET_HEADER = "X-Pier-Copy-Secret"
 
 
 def new_copy_secret() -> str:

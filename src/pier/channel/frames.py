@@ -30,9 +30,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-RESUMABLE = "X-Pier-Resumable"  # request: the gateway can resume this request elsewhere; frame the answer
-CONTINUE = "X-Pier-Continue"  # request: the body starts with this many bytes of continuation JSON
-FRAMED = "X-Pier-Frames"  # response: the body is frames
 FRAMES_MEDIA_TYPE = "application/vnd.pier.frames"
 
 HEAD, STATE, TOKENS, DATA, LAST, ABANDON = b"H", b"S", b"T", b"D", b"L", b"X"

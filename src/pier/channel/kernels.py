@@ -8,5 +8,4 @@ same way, so its supervisor fails it at once, with the copy's own words, instead
 
 from __future__ import annotations
 
-KERNELS_HEADER = "X-Pier-Kernels"
 UNSERVABLE_EXIT = 78  # sysexits' EX_CONFIG: this host cannot run this model, whatever the number of tries

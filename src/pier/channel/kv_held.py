@@ -11,11 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-KV_HELD = "X-Pier-Kv-Held"  # response: the prefix blocks the copy's prefix cache holds now
-# request: answer with KV_HELD. Only KV_AWARE routing reads the report, and building it checks each recent prompt
-# against the whole cache (milliseconds on the copy's event loop), so a copy builds it only when asked.
-KV_HELD_WANTED = "X-Pier-Kv-Held-Wanted"
-WANTED = {KV_HELD_WANTED: "1"}
+from pier.channel.headers import KV_HELD_WANTED
+
+WANTED = {KV_HELD_WANTED: "1"}  # KV_AWARE routing reads the report: only it asks
 MAX_HELD = 256  # blocks per header: 24 hex digits and a comma each, about 6 KiB at most
 _BLOCK_DIGITS = 24  # pier.channel.prefix hashes: blake2b of 12 bytes, in hex
 _HEX = frozenset("0123456789abcdef")

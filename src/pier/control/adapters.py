@@ -16,15 +16,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from pier.channel.headers import ADAPTER_FILE_HEADER, ADAPTER_HEADER, ADAPTER_SCALE_HEADER
 from pier.control.errors import ValidationError
 from pier.control.records import ComponentRecord
 from pier.control.shapes import ComponentSpec
 from pier.lora_file import MAX_WEIGHT, adapter_problem, base_mismatch
 
-# What the gateway tells a copy; a client's own headers never reach a copy (Invocation.upstream_headers).
-ADAPTER_HEADER = "X-Pier-Adapter"  # the adapter's name: its component's
-ADAPTER_FILE_HEADER = "X-Pier-Adapter-File"  # the GGUF file the copy loads it from
-ADAPTER_SCALE_HEADER = "X-Pier-Adapter-Scale"
 SCALE_VARIABLE = "PIER_LORA_SCALE"  # the adapter component's Container.Environment may set its scale (default 1)
 
 

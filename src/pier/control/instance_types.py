@@ -103,7 +103,13 @@ def host_memory_mb() -> int:
 
 def local_instance() -> InstanceType:
     """This host as one instance: its cores, its memory and its GPUs (pier.gpus; PIER_FAKE_GPUS stands in fakes)."""
-    return InstanceType(LOCAL, len(host_cores()), host_memory_mb(), len(discover()))
+    return InstanceType(LOCAL, len(host_cores()), host_memory_mb(), _gpu_count())
+
+
+@cache
+def _gpu_count() -> int:
+    """This host's GPUs, discovered once per process: a request naming ml.local reads no setting."""
+    return len(discover())
 
 
 def lookup(name: str) -> InstanceType:

@@ -41,7 +41,7 @@ from pier.gateway import autoscaling_route, pier_routes, state_files, transform_
 from pier.gateway.adapter_routes import adapter_list
 from pier.gateway.async_inference import AsyncInference
 from pier.gateway.async_route import invoke_endpoint_async
-from pier.gateway.autoscaling_route import Autoscaling
+from pier.gateway.autoscaling_parts import Autoscaling
 from pier.gateway.control_route import control_route
 from pier.gateway.deploy_route import deploy_route
 from pier.gateway.drain import Drain, Draining

@@ -28,7 +28,7 @@ from pier.autoscaling.recorder import Recorder
 from pier.autoscaling.resource import resource_of
 from pier.autoscaling.scaler import Scaler
 from pier.backends.base import CopyState
-from pier.channel.deadline import TIMEOUT_HEADER
+from pier.channel.headers import TIMEOUT_HEADER
 from pier.channel.prefix import request_prefix
 from pier.control.records import EndpointRecord
 from pier.control.state import State, UnreadableRecord

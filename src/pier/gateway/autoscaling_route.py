@@ -8,43 +8,23 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
 from fastapi import Request
 from fastapi.responses import Response
 
 from pier.autoscaling import query, wire
-from pier.autoscaling.application_autoscaling import ApplicationAutoScaling
-from pier.autoscaling.cloudwatch import CloudWatch
 from pier.autoscaling.errors import ScalingError, ScalingValidation, UnknownOperation
-from pier.autoscaling.history import History
-from pier.autoscaling.recorder import Recorder
-from pier.autoscaling.scaler import Scaler
-from pier.autoscaling.store import Store
 from pier.control.errors import ControlError
 from pier.control.names import region_of
 from pier.dialect import AUTOSCALING_TARGET, CLOUDWATCH_TARGET, Dialect
 from pier.error_bodies import render
 from pier.errors import PierError
 from pier.gateway.body import decoded, read_body
-
-if TYPE_CHECKING:
-    from pier.gateway.parts import Gateway
+from pier.gateway.parts import gateway_of
 
 log = logging.getLogger("pier.gateway")
 REQUEST_ID = "x-amzn-RequestId"
-
-
-@dataclass
-class Autoscaling:
-    store: Store
-    history: History
-    recorder: Recorder
-    scaler: Scaler
-    application_autoscaling: ApplicationAutoScaling
-    cloudwatch: CloudWatch
 
 
 async def answer(request: Request, service: str, operation: str, protocol: wire.Protocol) -> Response:
@@ -56,7 +36,7 @@ async def answer(request: Request, service: str, operation: str, protocol: wire.
     try:
         raw, encoding = await _body(request), request.headers.get("content-encoding", "")
         region = region_of(request.headers.get("authorization"))
-        gateway: Gateway = request.app.state.gateway
+        gateway = gateway_of(request)
         parts = gateway.autoscaling
         api = parts.application_autoscaling if service == AUTOSCALING_TARGET else parts.cloudwatch
 
@@ -92,7 +72,7 @@ async def query_route(request: Request) -> Response:
     try:
         raw, encoding = await _body(request), request.headers.get("content-encoding", "")
         region = region_of(request.headers.get("authorization"))
-        gateway: Gateway = request.app.state.gateway
+        gateway = gateway_of(request)
 
         def call() -> bytes:  # on the writer thread, as the JSON and CBOR protocols' calls
             nonlocal operation

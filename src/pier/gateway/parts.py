@@ -11,7 +11,7 @@ from pier.control.api import ControlPlane
 from pier.control.reconciler import Reconciler
 from pier.control.state import State
 from pier.gateway.async_inference import AsyncInference
-from pier.gateway.autoscaling_route import Autoscaling
+from pier.gateway.autoscaling_parts import Autoscaling
 from pier.gateway.taps import Taps
 from pier.gateway.targets import Targets
 from pier.gateway.writer import Writer

@@ -34,6 +34,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive
 
+from pier.channel.headers import MODEL_NAME_HEADER
 from pier.channel.prefix import content_text, request_prefix
 from pier.deadline import StreamClock
 from pier.dialect import Dialect
@@ -60,7 +61,6 @@ from pier.runtime.invocation import (
 from pier.runtime.routing import route_of
 from pier.runtime.streaming import ClosingStream
 from pier.runtime.target import Resolve, Target, resolve_target
-from pier.served_name import MODEL_NAME_HEADER
 
 REQUEST_ID = "x-request-id"
 RESPONSES = "/v1/responses"  # OpenAI's Responses API: its streams end in their own way

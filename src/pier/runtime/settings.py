@@ -24,7 +24,7 @@ BOTO3_READ_TIMEOUT_S = 60.0
 
 @dataclass(frozen=True)
 class ResumeSettings:
-    """Requests resumed on another copy when theirs dies (pier.runtime.resume)."""
+    """Requests resumed on another copy when theirs dies (pier.runtime.attempts.resume)."""
 
     attempts: int = 3  # the most times one request is resumed on another copy; 0 turns resuming off
     poison_copies: int = 2  # a request that was on this many copies when they died is not sent to another

@@ -1,6 +1,6 @@
 """LoRA adapters on a model server: loaded on a request's first use, kept, and applied to that request only.
 
-The gateway names a request's adapter in three headers (pier.control.adapters): its name, the GGUF file on this
+The gateway names a request's adapter in three headers (pier.channel.headers): its name, the GGUF file on this
 host, and its scale. The first request for a name loads the file (on a worker thread, once however many ask at
 the same time); later ones find it loaded. Requests under different adapters and the base model share the
 engine's batches (engine/passes.py). `GET /pier/adapters` lists what is loaded and the memory each one holds.
@@ -19,14 +19,14 @@ from typing import Any, Protocol
 from fastapi import APIRouter, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from pier.channel.copy_secret import COPY_SECRET_ENV
-from pier.env import Env
+from pier.channel.headers import ADAPTER_FILE_HEADER, ADAPTER_HEADER, ADAPTER_SCALE_HEADER
 from pier.errors import InvalidRequest
 from pier.server.errors import error_response, flavor_of
 
-ADAPTER_HEADER = b"x-pier-adapter"
-ADAPTER_FILE_HEADER = b"x-pier-adapter-file"
-ADAPTER_SCALE_HEADER = b"x-pier-adapter-scale"
+# As ASGI gives them: lower case, in bytes.
+_ADAPTER = ADAPTER_HEADER.lower().encode()
+_ADAPTER_FILE = ADAPTER_FILE_HEADER.lower().encode()
+_ADAPTER_SCALE = ADAPTER_SCALE_HEADER.lower().encode()
 
 _VERSION = "@"  # between a component's name (which has no "@") and its file's identity: `engine_name`
 _current: ContextVar[str] = ContextVar("pier_adapter", default="")
@@ -48,7 +48,7 @@ class AdapterRequests:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope.get("headers", ())) if scope["type"] == "http" else {}
-        name = headers.get(ADAPTER_HEADER, b"").decode("latin-1")
+        name = headers.get(_ADAPTER, b"").decode("latin-1")
         if not name:
             await self.app(scope, receive, send)
             return
@@ -65,15 +65,15 @@ class AdapterRequests:
             _current.reset(token)
 
     async def _load(self, scope: Scope, name: str, headers: dict[bytes, bytes]) -> str:
-        if not Env().has(COPY_SECRET_ENV):  # a copy its gateway started: adapters come from that gateway
+        if not scope["app"].state.pier.settings.from_gateway:  # adapters come from the gateway that started it
             raise InvalidRequest("This model server takes adapters from its gateway only: create an adapter "
                                  "inference component (BaseInferenceComponentName) and invoke it.")
         model = scope["app"].state.pier.model
         adapters = getattr(model.engine.runner, "adapters", None) if model is not None else None
         if adapters is None:
             raise InvalidRequest("This copy's model does not take LoRA adapters (no llama.cpp model loaded).")
-        path = Path(headers.get(ADAPTER_FILE_HEADER, b"").decode("utf-8"))
-        scale = float(headers.get(ADAPTER_SCALE_HEADER, b"1").decode("latin-1"))
+        path = Path(headers.get(_ADAPTER_FILE, b"").decode("utf-8"))
+        scale = float(headers.get(_ADAPTER_SCALE, b"1").decode("latin-1"))
         if not path.exists() and (kept := loaded_version(adapters.loaded, name, path, scale)) is not None:
             return kept  # its file was deleted (a file:// artifact): what was loaded serves on, as a model does
         version = engine_name(name, path, scale)

@@ -24,18 +24,15 @@ import uvicorn
 from fastapi import FastAPI
 
 from pier.channel.kernels import UNSERVABLE_EXIT
-from pier.engine.core import EngineConfig
-from pier.engine.engine import Engine
-from pier.engine.prefix_cache import sequence_ids
 from pier.env import Env, SettingsError
 from pier.errors import PierError
 from pier.model.chat import ChatTemplate
-from pier.model.gguf_meta import GgufFormatError, read_metadata, truncation
+from pier.model.gguf_meta import read_metadata
 from pier.ports import port_problem
 from pier.server.app import Lifespan, attach_model, create_app, create_handler_app
+from pier.server.engine_start import prove_kernels, start_engine
 from pier.server.guard import guard_model_server
-from pier.server.kernel_choice import KernelsUnusable, choose_kernels
-from pier.server.kv_budget import kv_cells
+from pier.server.kernel_choice import KernelsUnusable
 from pier.server.model_location import ModelLocation, ModelNotFound, locate_model
 from pier.server.multi_model import create_multi_model_app
 from pier.server.quantization import warn_of_quantize
@@ -114,43 +111,6 @@ def build_app(settings: ServerSettings, location: ModelLocation) -> FastAPI:
     return create_app(settings, lifespan=_engine_lifespan(settings, location.gguf))
 
 
-def start_engine(settings: ServerSettings, gguf: Path) -> Engine:
-    """Load the GGUF into llama.cpp and start the engine thread (slow: run it off the event loop)."""
-    from pier.engine.llama import LlamaRunner  # loads llama.cpp; not needed to build the app
-    from pier.server.offload import copy_offload
-
-    problem = truncation(gguf)  # llama.cpp only logs why it refuses a file cut short
-    if problem:
-        raise GgufFormatError(problem)
-    cells = kv_cells(settings, gguf)  # checks the KV cache type first: a clear error, not llama.cpp's
-    offload = copy_offload(settings, gguf, cells)
-    if not offload.on_gpu:
-        _prove_kernels(settings, gguf)
-    runner = LlamaRunner(
-        gguf, n_ctx=cells, n_batch=settings.batch_tokens, n_threads=settings.threads,
-        flash_attn=settings.flash_attention, kv_type=settings.kv_cache_type,
-        separate_decode_rows=settings.separate_decode_rows, offload=offload,
-        # Finished prompts stay cached as prefixes under sequence ids of their own.
-        n_seq_max=sequence_ids(settings.parallel, cells),
-    )
-    try:
-        config = EngineConfig(
-            max_running=settings.parallel, step_tokens=settings.batch_tokens, prefix_cache=settings.prefix_cache,
-            prefix_floor_cells=settings.prefix_floor_cells, host_cache_bytes=settings.host_cache_mb << 20,
-            itl_bound=settings.itl_bound, speculate=settings.speculate)
-    except Exception:
-        runner.close()
-        raise
-    return Engine(runner, config).start()
-
-
-def _prove_kernels(settings: ServerSettings, gguf: Path, embeddings: bool = False) -> None:
-    """The fastest CPU kernels that run this model here (pier.server.kernel_choice), before llama.cpp loads it."""
-    from pier.engine.cpus import engine_threads, usable_cores
-
-    choose_kernels(gguf, settings.cache_dir, settings.threads or engine_threads(usable_cores()), embeddings)
-
-
 def _engine_lifespan(settings: ServerSettings, gguf: Path) -> Lifespan:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -188,7 +148,7 @@ async def _load_embedder(app: FastAPI, settings: ServerSettings, gguf: Path, nam
 
     def load() -> Embedder:
         if not offload.on_gpu:
-            _prove_kernels(settings, gguf, embeddings=True)
+            prove_kernels(settings, gguf, embeddings=True)
         return Embedder(gguf, n_ctx=settings.context_size, n_seq_max=min(settings.parallel, 64),
                         n_threads=settings.threads, flash_attn=settings.flash_attention, offload=offload)
 

@@ -27,10 +27,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pier.channel.frames import (
-    CONTINUE,
-    FRAMED,
     FRAMES_MEDIA_TYPE,
-    RESUMABLE,
     Continuation,
     abandon_frame,
     data_frame,
@@ -38,6 +35,7 @@ from pier.channel.frames import (
     state_frame,
     tokens_frame,
 )
+from pier.channel.headers import CONTINUE, FRAMED, RESUMABLE
 from pier.engine.request import GenerateRequest, GenerationChunk
 from pier.server.errors import error_response, flavor_of
 

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from starlette.requests import HTTPConnection
 from starlette.responses import Response
 
-from pier.channel.refusal import REFUSED_HEADER
+from pier.channel.headers import REFUSED_HEADER
 from pier.dialect import Dialect, dialect_of
 from pier.error_bodies import render
 from pier.errors import (

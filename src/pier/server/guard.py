@@ -20,7 +20,8 @@ from starlette.requests import HTTPConnection
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from pier.channel.copy_secret import COPY_SECRET_ENV, COPY_SECRET_HEADER
+from pier.channel.copy_secret import COPY_SECRET_ENV
+from pier.channel.headers import COPY_SECRET_HEADER
 from pier.error_bodies import ErrorAnswer, openai_answer, tgi_answer, toolkit_answer
 from pier.security.bearer import bearer_token
 from pier.security.credentials import same_secret

@@ -15,8 +15,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from pier.channel.concurrency import CONCURRENCY_HEADER
-from pier.channel.kernels import KERNELS_HEADER
+from pier.channel.headers import CONCURRENCY_HEADER, KERNELS_HEADER
 from pier.engine.kernels import KernelFamily, chosen, notice, read_host
 from pier.errors import PierError
 

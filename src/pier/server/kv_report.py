@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pier.channel.kv_held import KV_HELD, KV_HELD_WANTED, MAX_HELD, encode_held
+from pier.channel.headers import KV_HELD, KV_HELD_WANTED
+from pier.channel.kv_held import MAX_HELD, encode_held
 
 # Prompts remembered. Each answer asks the prefix cache about each of them (a scan of its sequences), so the
 # number bounds that cost; a copy's cache rarely holds more distinct conversations than this, and what the header

@@ -30,6 +30,7 @@ from pier.env import SettingsError
 from pier.errors import InvalidRequest, PierError
 from pier.model.gguf_meta import GgufFormatError
 from pier.multi_model import TARGET_MODEL_HEADER, model_path
+from pier.server.engine_start import start_engine
 from pier.server.errors import Flavor, ShuttingDown, error_response
 from pier.server.kernel_choice import ready_headers
 from pier.server.kv_budget import kv_cells, kv_shape
@@ -171,7 +172,6 @@ class _Dispatch:
 def _load(settings: ServerSettings, gguf: Path, size: int) -> Loaded:
     from pier.model.chat import ChatTemplate
     from pier.server.app import create_app
-    from pier.server.container import start_engine
 
     engine = start_engine(settings, gguf)
     try:

@@ -18,7 +18,7 @@ from typing import Any, Protocol, TypeVar
 from fastapi import Request
 from fastapi.responses import Response
 
-from pier.channel.kv_held import KV_HELD_WANTED
+from pier.channel.headers import KV_HELD_WANTED
 from pier.channel.prefix import request_prefix
 from pier.engine.request import GenerateRequest, GenerationChunk
 from pier.engine.validate import CheckedRequest

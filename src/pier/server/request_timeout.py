@@ -9,7 +9,7 @@ from contextvars import ContextVar
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from pier.channel.deadline import TIMEOUT_HEADER
+from pier.channel.headers import TIMEOUT_HEADER
 
 HEADER = TIMEOUT_HEADER
 _HEADER_KEY = HEADER.lower().encode()

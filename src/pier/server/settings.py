@@ -18,6 +18,7 @@ from pier.channel.concurrency import (
     MAX_CONCURRENT_REQUESTS,
     PARALLEL,
 )
+from pier.channel.copy_secret import COPY_SECRET_ENV
 from pier.deadline import before_client_gives_up
 from pier.engine.kv_type import DEFAULT_KV_TYPE, KV_TYPE_NAMES
 from pier.engine.offload import SPLIT_MODES, GpuSettings
@@ -122,6 +123,8 @@ class ServerSettings:
     workers: int = 1
     drain_s: float = 25.0  # SIGKILL follows SIGTERM after 30 s
     log_level: str = "info"
+    # PIER_COPY_SECRET is set: a gateway started this copy (only it reaches it), so it takes adapters from it
+    from_gateway: bool = False
 
     @property
     def cache_dir(self) -> Path:
@@ -165,6 +168,7 @@ class ServerSettings:
             workers=read.get("SAGEMAKER_MODEL_SERVER_WORKERS", cast=integer(), default=1),
             drain_s=read.get("PIER_DRAIN_SECONDS", cast=number(low=0.0), default=25.0),
             log_level=read.get("PIER_LOG_LEVEL", cast=str, default="info").lower(),
+            from_gateway=read.has(COPY_SECRET_ENV),
         )
         settings = replace(settings, **{k: v for k, v in overrides.items() if v is not None})
         if settings.kv_cache_mb is not None and settings.max_batch_total_tokens is not None:

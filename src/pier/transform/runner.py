@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pier.channel.deadline import TIMEOUT_HEADER
+from pier.channel.headers import TIMEOUT_HEADER
 from pier.runtime.attempts import Call, Declined, Forwarder, RetryBudget, Spent, Target, send_retried
 from pier.transform import records as cutting
 from pier.transform import storage

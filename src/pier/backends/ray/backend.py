@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from pier.backends.base import CopySpec, CopyState, CopyStatus
+from pier.backends.identities import RAY_CAPABILITIES, RAY_NAME
 from pier.backends.logfile import tail
 from pier.backends.ray.actor import ActorSetup, Identity, Report, seen
 from pier.backends.ray.config import RayConfig
@@ -56,7 +57,6 @@ from pier.backends.ray.ray_calls import (
     _reset,
 )
 from pier.backends.ray.remote_copy import RemoteCopy
-from pier.backends.registry import RAY
 from pier.backends.supervisor import SupervisionSettings
 from pier.channel.concurrency import copy_concurrency
 from pier.channel.copy_secret import new_copy_secret
@@ -75,8 +75,8 @@ class _Gone(Exception):
 
 
 class RayBackend:
-    name = RAY.name
-    capabilities = RAY.capabilities  # copies numbered against a cluster's cores, not the gateway's
+    name = RAY_NAME
+    capabilities = RAY_CAPABILITIES  # copies numbered against a cluster's cores, not the gateway's
 
     def __init__(self, state_dir: Path, config: RayConfig | None = None, settings: SupervisionSettings | None = None,
                  *, report_s: float = 0.5, long_poll_s: float = 5.0) -> None:

@@ -4,7 +4,7 @@ Each attempt leases a ready copy with room (pier.runtime.admission), sends the r
 came back (attempt.classify). A copy that could not be reached, or that refused the request before
 any work (full, shutting down, loading), is skipped for another, waiting for one with room if need be; a copy's
 429 ends as Throttled when no other copy takes the request, never as a ModelError. A plain answer is the
-client's. An answer in frames (pier.runtime.resume) is read on, and when its copy dies the request goes on from
+client's. An answer in frames (pier.runtime.attempts.resume) is read on, and when its copy dies the request goes on from
 the frames already relayed, on another copy. Every wait is under the call's deadline (forward.py);
 leaving the block closes the upstream request, which stops the copy's work.
 """
@@ -21,10 +21,10 @@ import httpx
 from pier.backends.base import CopyStatus
 from pier.channel import kv_held
 from pier.channel.frames import ABANDON, DATA, HEAD, LAST, TOKENS, BrokenFrames, Frame
-from pier.channel.refusal import REFUSED_HEADER
+from pier.channel.headers import KV_HELD, REFUSED_HEADER
 from pier.errors import PierError
 from pier.multi_model import CacheReport
-from pier.runtime import resume
+from pier.runtime.attempts import resume
 from pier.runtime.attempts.attempt import (
     CUT,
     NEXT_COPY,
@@ -244,7 +244,7 @@ class Answer:
             return (NOT_REACHED if isinstance(error, CopyUnreachable) else CUT), None
         # What the copy's prefix cache holds rides on the outer answer, framed or not (KV_AWARE routing).
         forwarder.router(call.target.component).holds_prefixes(copy.copy_id,
-                                                               kv_held.decode_held(response.headers.get(kv_held.KV_HELD)))
+                                                               kv_held.decode_held(response.headers.get(KV_HELD)))
         if self._frames is None and (report := CacheReport.of(response.headers)) is not None:
             forwarder.router(call.target.component).holds(copy.copy_id, report.loaded)
             if self.timing is not None:

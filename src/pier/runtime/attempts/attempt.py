@@ -4,7 +4,7 @@ attempt loop (answer.py).
 A request that never reached a copy, or that a copy refused before any work (it is full, shutting down or
 loading: its answer says so with X-Pier-Refused, or it is a 429), goes to another copy: nothing ran. One that
 reached a copy is never sent twice, since it may be running, unless that copy answers in frames
-(pier.runtime.resume): the request is then *framed* from there on, and each next copy continues it from the
+(pier.runtime.attempts.resume): the request is then *framed* from there on, and each next copy continues it from the
 frames already relayed, so the answer that copy gives must be in frames too.
 """
 

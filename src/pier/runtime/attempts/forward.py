@@ -1,6 +1,6 @@
 """What every request's attempts on copies share, one per gateway: admission (which copy has room, where the
 rest wait), the HTTP client to copies, the copies known to answer in frames, the requests that took copies
-down (pier.runtime.resume), and the deadline of every wait. The attempt loop itself is answer.py.
+down (pier.runtime.attempts.resume), and the deadline of every wait. The attempt loop itself is answer.py.
 
 `stop()` (the gateway's drain is over) ends every wait at once with ServiceUnavailable.
 """
@@ -17,8 +17,8 @@ import httpx
 
 from pier.backends.base import CopyStatus
 from pier.multi_model import CacheReport
-from pier.runtime import resume
 from pier.runtime.admission import Admission, AdmissionLimits
+from pier.runtime.attempts import resume
 from pier.runtime.attempts.call import Call, StreamEnded
 from pier.runtime.errors import InvocationError, ModelError, Origin, ServiceUnavailable, Throttled
 from pier.runtime.eventstream import StreamErrorCode

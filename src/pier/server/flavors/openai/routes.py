@@ -8,8 +8,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from pier.channel.headers import MODEL_NAME_HEADER
 from pier.errors import ResponseNotStored
-from pier.served_name import MODEL_NAME_HEADER, listed_name
+from pier.served_name import listed_name
 from pier.server.errors import ModelNotFound
 from pier.server.flavors.openai.requests import ChatCompletionRequest, CompletionRequest
 from pier.server.flavors.openai.response_request import ResponseRequest

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pier.channel.headers import SCHEMA_CHECK_HEADER
 from pier.engine.logprobs import TokenLogprob
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk
 from pier.engine.schema_check import SchemaCheck
@@ -17,8 +18,6 @@ from pier.server.flavors.logprobs import tgi_top
 from pier.server.generation import Completion
 from pier.server.pipeline import View
 from pier.server.served_model import ServedModel
-
-CHECK_HEADER = "x-pier-schema-check"  # what the check after generation found (engine/schema_check.py)
 
 
 def finish_reason(reason: FinishReason, stop_reason: str | int | None) -> str:
@@ -126,7 +125,7 @@ def check_header(check: SchemaCheck | None, done: Completion) -> dict[str, str]:
     """The check after generation of a JSON grammar (engine/schema_check.py), as a header of JSON: TGI's answer
     has no field for it. Absent when the grammar enforced the whole schema and the output is valid."""
     report = check.report(done.text) if check is not None else None
-    return {CHECK_HEADER: json.dumps(report, separators=(",", ":"))} if report is not None else {}
+    return {SCHEMA_CHECK_HEADER: json.dumps(report, separators=(",", ":"))} if report is not None else {}
 
 
 def timing_headers(done: Completion) -> dict[str, str]:

@@ -24,23 +24,13 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from pier.channel.frames import (
-    CONTINUE,
-    DATA,
-    FRAMED,
-    LAST,
-    RESUMABLE,
-    STATE,
-    TOKENS,
-    Continuation,
-    Frame,
-    FrameReader,
-)
+from pier.channel.frames import DATA, LAST, STATE, TOKENS, Continuation, Frame, FrameReader
+from pier.channel.headers import CONTINUE, FRAMED, RESUMABLE
 from pier.runtime.errors import ModelError, Origin
 from pier.runtime.settings import ResumeSettings
 
 if TYPE_CHECKING:  # the attempt loop imports this module: a Call is only named here
-    from pier.runtime.attempts import Call
+    from pier.runtime.attempts.call import Call
 
 DROPPED_HEADERS = frozenset({"content-length", "transfer-encoding"})
 
