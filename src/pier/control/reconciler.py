@@ -31,7 +31,7 @@ from pier.control.records import ComponentRecord, EndpointRecord
 from pier.control.state import State
 from pier.control.workload import Workload
 from pier.gpus import discover
-from pier.state_folder.database import BadRow
+from pier.state_folder.rows import BadRow
 
 log = logging.getLogger("pier.control")
 

@@ -19,10 +19,10 @@ from pier.autoscaling import store as autoscaling
 from pier.control.state import STATE_FILE, STATE_SCHEMA
 from pier.runtime import async_queue, session_store
 from pier.security import keystore
-from pier.state_folder.database import BadRow
 from pier.state_folder.errors import StateDamaged, StateError
 from pier.state_folder.files import Database, Report, StateFile
 from pier.state_folder.layout import FILE_MODE
+from pier.state_folder.rows import BadRow
 from pier.transform import store as transform_store
 
 
@@ -69,8 +69,7 @@ AUTOSCALING = Database(autoscaling.FILE, autoscaling.SCHEMA, required=False,
 KEYS = KeyFile(keystore.FILE_NAME, required=False,
                without="no keys (create them again: pier keys create)",
                mend="Mend or remove each entry")
-SESSIONS = Database(session_store.FILE, session_store.SCHEMA, required=False,
-                    mend="Clients open new sessions; the row goes once its session expires or is closed")
+SESSIONS = session_store.SessionStore.state_file()
 ASYNC = Database(async_queue.FILE, async_queue.SCHEMA, required=False,
                  mend="Delete the row (its caller resends the request), or let it fail")
 TRANSFORMS = Database(transform_store.FILE, transform_store.SCHEMA, required=False,
