@@ -77,18 +77,17 @@ def test_a_damaged_file_is_refused_and_left_as_it_is(tmp_path: Path, damage: obj
 def test_nested_transactions_are_savepoints(tmp_path: Path, inner_fails: bool, outer_fails: bool,
                                             kept: list[str]) -> None:
     store = Notes.open(tmp_path)
-    with pytest.raises(RuntimeError) if outer_fails else contextlib.nullcontext():
-        with store.transaction() as db:
-            db.execute("INSERT INTO notes VALUES ('a', 'x')")
-            try:
-                with store.transaction() as inner:
-                    inner.execute("INSERT INTO notes VALUES ('b', 'y')")
-                    if inner_fails:
-                        raise ValueError("undone")
-            except ValueError:
-                pass
-            if outer_fails:
-                raise RuntimeError("all undone")
+    with pytest.raises(RuntimeError) if outer_fails else contextlib.nullcontext(), store.transaction() as db:
+        db.execute("INSERT INTO notes VALUES ('a', 'x')")
+        try:
+            with store.transaction() as inner:
+                inner.execute("INSERT INTO notes VALUES ('b', 'y')")
+                if inner_fails:
+                    raise ValueError("undone")
+        except ValueError:
+            pass
+        if outer_fails:
+            raise RuntimeError("all undone")
     assert store.names() == kept
 
 

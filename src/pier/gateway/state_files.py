@@ -16,11 +16,11 @@ import os
 from pathlib import Path
 
 from pier.autoscaling import store as autoscaling
-from pier.control.state import STATE_FILE, STATE_SCHEMA
+from pier.control.state import State
 from pier.runtime import async_queue, session_store
 from pier.security import keystore
 from pier.state_folder.errors import StateDamaged, StateError
-from pier.state_folder.files import Database, Report, StateFile
+from pier.state_folder.files import Report, StateFile
 from pier.state_folder.layout import FILE_MODE
 from pier.state_folder.rows import BadRow
 from pier.transform import store as transform_store
@@ -62,18 +62,14 @@ class KeyFile(StateFile):
             raise
 
 
-STATE = Database(STATE_FILE, STATE_SCHEMA, required=True,
-                 mend="Delete each (pier delete, or the SageMaker Delete* call) and create it again")
-AUTOSCALING = Database(autoscaling.FILE, autoscaling.SCHEMA, required=False,
-                       mend="Register (put) each again, or deregister (delete) it")
+STATE = State.state_file()
+AUTOSCALING = autoscaling.Store.state_file()
 KEYS = KeyFile(keystore.FILE_NAME, required=False,
                without="no keys (create them again: pier keys create)",
                mend="Mend or remove each entry")
 SESSIONS = session_store.SessionStore.state_file()
-ASYNC = Database(async_queue.FILE, async_queue.SCHEMA, required=False,
-                 mend="Delete the row (its caller resends the request), or let it fail")
-TRANSFORMS = Database(transform_store.FILE, transform_store.SCHEMA, required=False,
-                      mend="Create the job again under another name")
+ASYNC = async_queue.AsyncQueue.state_file()
+TRANSFORMS = transform_store.TransformStore.state_file()
 FILES: tuple[StateFile, ...] = (STATE, AUTOSCALING, KEYS, SESSIONS, ASYNC, TRANSFORMS)
 
 

@@ -13,15 +13,13 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 from pier.state_folder.errors import StateDamaged, StateTooNew
 from pier.state_folder.layout import FILE_MODE, SIDE_FILES, not_a_file, private_dir, sync_dir
-from pier.state_folder.rows import BadRow, Rows, RowsRead
+from pier.state_folder.rows import Rows
 
 
 @dataclass(frozen=True)
@@ -32,7 +30,7 @@ class Schema:
     statements: tuple[str, ...]  # CREATE ... IF NOT EXISTS: run on a new file, and on one of an older version
     tables: tuple[str, ...]  # the tables a file of this version must have
     without: str  # what starting without the file means, for the advice on a damaged one
-    rows: tuple[Rows[Any], ...] | Callable[[sqlite3.Connection], RowsRead] = ()  # every kind of row, as pier reads it
+    rows: tuple[Rows[Any], ...] = ()  # every kind of row, as pier reads it (the check behind restore)
     tallies: tuple[tuple[str, str], ...] = ()  # (count's key, table) of tables only counted (metrics)
 
 
@@ -120,29 +118,3 @@ def _create(path: Path, schema: Schema) -> None:
         db.close()  # the last connection checkpoints the log into the file and removes it
     os.replace(fresh, path)
     sync_dir(path.parent)
-
-
-class StoreFile:
-    """A state-folder SQLite file of one store (`FILE`, `SCHEMA`, set by each subclass) behind one lock: opened and
-    checked by open_database (StateDamaged when unreadable, never replaced); `changes` tells the backups whether
-    it changed since they last copied it."""
-
-    FILE: str
-    SCHEMA: Schema
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-        self._db = open_database(path, self.SCHEMA)
-
-    @classmethod
-    def open(cls, state_dir: Path) -> Self:
-        return cls(state_dir / cls.FILE)
-
-    @property
-    def changes(self) -> int:
-        with self._lock:
-            return self._db.total_changes
-
-
-__all__ = ['BadRow', 'RowsRead']  # moving to rows.py

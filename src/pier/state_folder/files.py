@@ -115,8 +115,7 @@ class Database(StateFile):
                 if report.problems:
                     return
                 tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-                rows = self.schema.rows(db) if callable(self.schema.rows) else read_rows(
-                    db, self.schema.rows, tables, self.schema.tallies)
+                rows = read_rows(db, self.schema.rows, tables, self.schema.tallies)
         except sqlite3.DatabaseError as error:
             report.problems.append(f"SQLite says {error}")
             return
