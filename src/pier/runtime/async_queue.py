@@ -102,7 +102,7 @@ class AsyncQueue(StoreFile):
     def add(self, request: AsyncRequest) -> None:
         with self.lock:
             self.db.execute("INSERT INTO requests (id, endpoint, state, received, request) VALUES (?, ?, ?, ?, ?)",
-                             (request.id, request.endpoint, QUEUED, request.received, request.to_json()))
+                            (request.id, request.endpoint, QUEUED, request.received, request.to_json()))
             self._ttls[request.id] = request.ttl_s
 
     def pending(self, endpoint: str, limit: int = 1000) -> list[Waiting]:
@@ -110,7 +110,7 @@ class AsyncQueue(StoreFile):
         128 KB each: a thousand of them took seconds to read, every tick, on the event loop)."""
         with self.lock:
             rows = self.db.execute("SELECT id, received FROM requests WHERE state = ? AND endpoint = ? ORDER BY "
-                                    "received LIMIT ?", (QUEUED, endpoint, limit)).fetchall()
+                                   "received LIMIT ?", (QUEUED, endpoint, limit)).fetchall()
             found = []
             for id, received in rows:
                 ttl = self._ttls.get(id)
@@ -125,7 +125,7 @@ class AsyncQueue(StoreFile):
         ticks need not read a restarted gateway's queue whole."""
         with self.lock:
             rows = self.db.execute("SELECT id, json_extract(request, '$.ttl_s') FROM requests "
-                                    "WHERE json_valid(request)").fetchall()
+                                   "WHERE json_valid(request)").fetchall()
             self._ttls.update({id: float(ttl) for id, ttl in rows if isinstance(ttl, int | float)})
 
     def get(self, id: str) -> AsyncRequest | None:
@@ -161,7 +161,7 @@ class AsyncQueue(StoreFile):
         """Marks a queued request running; False when it was not queued (already taken, or gone)."""
         with self.lock:
             return self.db.execute("UPDATE requests SET state = ? WHERE id = ? AND state = ?",
-                                    (RUNNING, id, QUEUED)).rowcount == 1
+                                   (RUNNING, id, QUEUED)).rowcount == 1
 
     def release(self, id: str) -> None:
         """A running request waits again (the gateway is stopping, or no copy could take it); an answered one
@@ -180,14 +180,14 @@ class AsyncQueue(StoreFile):
                                                                         [QUEUED, endpoint])
         with self.lock:
             rows = self.db.execute(f"SELECT id, state, request FROM requests WHERE {where} ORDER BY received "
-                                    "LIMIT ?", (*args, limit)).fetchall()
+                                   "LIMIT ?", (*args, limit)).fetchall()
         return [request for row in rows if not isinstance(request := read_request(row), BadRow)]
 
     def backlog(self) -> dict[str, tuple[int, int, float | None]]:
         """Per endpoint: (queued, running, when the oldest queued one was received)."""
         with self.lock:
             rows = self.db.execute("SELECT endpoint, state, COUNT(*), MIN(received) FROM requests GROUP BY endpoint, "
-                                    "state").fetchall()
+                                   "state").fetchall()
         found: dict[str, tuple[int, int, float | None]] = {}
         for endpoint, state, count, oldest in rows:
             queued, running, first = found.get(endpoint, (0, 0, None))

@@ -57,15 +57,15 @@ class SessionStore(StoreFile):
         not read are left for `pier state check` to name)."""
         with self.lock:
             self.db.execute("DELETE FROM sessions WHERE typeof(expires) IN ('real', 'integer') AND expires <= ?",
-                             (now,))
+                            (now,))
             rows = self.db.execute(f"SELECT {COLUMNS} FROM sessions WHERE expires > ? ORDER BY expires DESC LIMIT ?",
-                                    (now, limit)).fetchall()
+                                   (now, limit)).fetchall()
         return [session for row in reversed(rows) if not isinstance(session := read_session(row), BadRow)]
 
     def put(self, id: str, endpoint: str, component: str, copy_id: str, expires: float) -> None:
         with self.lock:
             self.db.execute(f"INSERT OR REPLACE INTO sessions ({COLUMNS}) VALUES (?, ?, ?, ?, ?)",
-                             (id, endpoint, component, copy_id, expires))
+                            (id, endpoint, component, copy_id, expires))
 
     def delete(self, ids: Iterable[str]) -> None:
         with self.lock:

@@ -76,13 +76,13 @@ class TransformStore(StoreFile):
     def insert(self, job: JobRecord) -> bool:
         with self.lock:
             cursor = self.db.execute("INSERT OR IGNORE INTO jobs (name, body) VALUES (?, ?)",
-                                      (job.name.lower(), job.model_dump_json()))
+                                     (job.name.lower(), job.model_dump_json()))
             return cursor.rowcount == 1
 
     def put(self, job: JobRecord) -> None:
         with self.lock:
             self.db.execute("INSERT OR REPLACE INTO jobs (name, body) VALUES (?, ?)",
-                             (job.name.lower(), job.model_dump_json()))
+                            (job.name.lower(), job.model_dump_json()))
 
     def get(self, name: str) -> JobRecord | None:
         with self.lock:
@@ -106,25 +106,25 @@ class TransformStore(StoreFile):
     def objects(self, job: str) -> list[ObjectRow]:
         with self.lock:
             rows = self.db.execute("SELECT url, relative, position, units, records, done FROM objects "
-                                    "WHERE job = ? ORDER BY position", (job.lower(),)).fetchall()
+                                   "WHERE job = ? ORDER BY position", (job.lower(),)).fetchall()
         return [ObjectRow(url, rel, pos, units, records, bool(done)) for url, rel, pos, units, records, done in rows]
 
     def cut(self, job: str, url: str, units: int, records: int) -> None:
         with self.lock:
             self.db.execute("UPDATE objects SET units = ?, records = ? WHERE job = ? AND url = ?",
-                             (units, records, job.lower(), url))
+                            (units, records, job.lower(), url))
 
     def answered(self, job: str, url: str) -> dict[int, bytes]:
         with self.lock:
             rows = self.db.execute("SELECT unit, body FROM outputs WHERE job = ? AND url = ?",
-                                    (job.lower(), url)).fetchall()
+                                   (job.lower(), url)).fetchall()
         return {unit: bytes(body) for unit, body in rows}
 
     def answer(self, job: str, url: str, unit: int, body: bytes) -> None:
         """A unit's output, committed before anything depends on it; a second answer for it is ignored."""
         with self.lock:
             self.db.execute("INSERT OR IGNORE INTO outputs (job, url, unit, body) VALUES (?, ?, ?, ?)",
-                             (job.lower(), url, unit, body))
+                            (job.lower(), url, unit, body))
 
     def written(self, job: str, url: str) -> None:
         """The object's output is in place: mark it and drop its units' rows together."""
