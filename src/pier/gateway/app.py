@@ -57,6 +57,7 @@ from pier.gateway.targets import Targets
 from pier.gateway.writer import Writer
 from pier.gpus import GpuInventory, discover
 from pier.runtime.async_queue import AsyncQueue
+from pier.runtime.forward import admission_of
 from pier.runtime.invoke import RuntimeService
 from pier.runtime.routes import openai_router, runtime_router
 from pier.runtime.session_store import SessionStore
@@ -167,16 +168,17 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
     control = ControlPlane(state, copies=reconciler.copies,
                            wake=writer.soon(lambda: reconciler.wake(retry_fetches=True)),
                            copy_cap=cap, on_this_host=elsewhere is None)
-    targets = Targets(state, reconciler.copies)
     history = History(scaling_store, retention_s=settings.scaling.retention_s)
     recorder = Recorder(history)
-    taps = Taps(state, CaptureWriter(s3_client, settings.capture, registry=recorder.registry))
-    runtime = RuntimeService(targets.resolve, settings.runtime, observer=recorder,
-                             session_store=stores.serving(SessionStore), tap=taps, path_on=backend.path_on)
-    capacity = GatewayCapacity(state, control, reconciler.copies, runtime.forwarder.admission,
+    admission = admission_of(settings.runtime)  # the runtime's, whose load autoscaling reads too
+    capacity = GatewayCapacity(state, control, reconciler.copies, admission,
                                local=backend.capabilities.local_processes)
     scaler = Scaler(scaling_store, history, recorder, capacity, settings.scaling)
-    targets.waker = Waking(scaler, capacity, recorder, runtime.settings.queue_timeout_s)
+    targets = Targets(state, reconciler.copies,
+                      waker=Waking(scaler, capacity, recorder, settings.runtime.queue_timeout_s))
+    taps = Taps(state, CaptureWriter(s3_client, settings.capture, registry=recorder.registry))
+    runtime = RuntimeService(targets.resolve, settings.runtime, observer=recorder, admission=admission,
+                             session_store=stores.serving(SessionStore), tap=taps, path_on=backend.path_on)
     autoscaling = Autoscaling(
         scaling_store, history, recorder, scaler,
         ApplicationAutoScaling(scaling_store, capacity, changed=writer.soon(scaler.poke)),
