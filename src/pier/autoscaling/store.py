@@ -3,8 +3,8 @@ alarms as the JSON their Describe operations answer with, the last scaling activ
 (`history.py`). Separate from the control plane's `state.sqlite3`, so its frequent metric writes never contend
 with the control plane's transactions.
 
-It is opened, checked, backed up and restored as `state.sqlite3` is (`pier.state_folder.database.open_database` with
-`SCHEMA`): a damaged file is refused with its name and the fix, never replaced. One stored row that does not read
+It is opened, checked, backed up and restored as every store of the state folder is (`pier.state_folder.store`):
+a damaged file is refused with its name and the fix, never replaced. One stored row that does not read
 (not JSON, or without the members pier reads) is left out of what the Describe operations and the scaler see, logged
 once and listed by `pier state check`; registering the same target (policy, alarm) again writes over it, and
 deregistering (deleting) it removes it.
@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pier.state_folder.database import BadRow, RowsRead, Schema, open_database
+from pier.state_folder.database import Schema
+from pier.state_folder.rows import BadRow, Rows, text
+from pier.state_folder.store import StoreFile
 
 log = logging.getLogger("pier.autoscaling")
 
@@ -77,62 +75,33 @@ def read_body(kind: str, key: str, body: Any) -> Body | BadRow:
     return parsed
 
 
-def _rows(db: sqlite3.Connection) -> RowsRead:
-    """Every record and activity read as the gateway reads them (the metric history is numbers SQLite keeps)."""
-    read = RowsRead()
-    rows = [(str(kind), _text(key), body) for kind, key, body in db.execute(
-        "SELECT kind, CAST(key AS BLOB), CAST(body AS BLOB) FROM records ORDER BY seq")]
-    rows += [("activity", _text(key), body) for key, body in db.execute(
-        "SELECT CAST(id AS BLOB), CAST(body AS BLOB) FROM activities ORDER BY seq")]
-    for kind, key, body in rows:
-        found = read_body(kind, key, body)
-        label = KIND_NAMES.get(kind, kind)
-        read.names.add(f"{label} {key}")
-        if isinstance(found, BadRow):
-            read.bad.append(found)
-        else:
-            read.counts[label] = read.counts.get(label, 0) + 1
-    read.counts["datapoints"] = db.execute("SELECT COUNT(*) FROM datapoints").fetchone()[0]
-    return read
+def _record(row: tuple[Any, ...]) -> Body | BadRow:
+    return read_body(str(row[0]), text(row[1]), row[2])
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+def _activity(row: tuple[Any, ...]) -> Body | BadRow:
+    return read_body("activity", text(row[0]), row[1])
 
 
+# Every record and activity read as the gateway reads them (the metric history is numbers SQLite keeps: counted).
 SCHEMA = Schema(1, STATEMENTS, ("records", "activities", "datapoints"),
-                "no scalable targets, scaling policies, alarms or metric history", _rows)
+                "no scalable targets, scaling policies, alarms or metric history",
+                (Rows("records", "SELECT kind, CAST(key AS BLOB), CAST(body AS BLOB) FROM records ORDER BY seq",
+                      _record, lambda row: (KIND_NAMES.get(str(row[0]), str(row[0])), text(row[1]))),
+                 Rows("activities", "SELECT CAST(id AS BLOB), CAST(body AS BLOB) FROM activities ORDER BY seq",
+                      _activity, lambda row: (KIND_NAMES["activity"], text(row[0])))),
+                (("datapoints", "datapoints"),))
 
 
-class Store:
+class Store(StoreFile):
+    FILE = FILE
+    SCHEMA = SCHEMA
+    MEND = "Register (put) each again, or deregister (delete) it"
+
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self.lock = threading.RLock()
-        self.db = open_database(path, SCHEMA)  # StateDamaged when it cannot be read: never replaced
+        super().__init__(path)  # StateDamaged when it cannot be read: never replaced
         self._logged: set[tuple[str, str, str]] = set()  # unreadable rows already logged
         self._seq = self.db.execute("SELECT COALESCE(MAX(seq), 0) FROM records").fetchone()[0]
-
-    @classmethod
-    def open(cls, state_dir: Path) -> Store:
-        return cls(state_dir / FILE)
-
-    @property
-    def changes(self) -> int:
-        """Rows changed through this connection since it opened (a backup is due when it moves)."""
-        with self.lock:
-            return self.db.total_changes
-
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        with self.lock:
-            self.db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self.db
-            except BaseException:
-                self.db.execute("ROLLBACK")
-                raise
-            self.db.execute("COMMIT")
-
     # ---- targets, policies, alarms: kind -> key -> body, in the order they were first put
 
     def get(self, kind: str, key: str) -> Body | None:
@@ -162,7 +131,7 @@ class Store:
         with self.lock:
             rows = self.db.execute("SELECT seq, CAST(key AS BLOB), CAST(body AS BLOB) FROM records WHERE kind = ? "
                                    "ORDER BY seq", (kind,)).fetchall()
-        return [(seq, body) for seq, key, raw in rows if (body := self._readable(kind, _text(key), raw)) is not None]
+        return [(seq, body) for seq, key, raw in rows if (body := self._readable(kind, text(key), raw)) is not None]
 
     def _readable(self, kind: str, key: str, raw: Any) -> Body | None:
         found = read_body(kind, key, raw)
@@ -195,8 +164,4 @@ class Store:
         with self.lock:
             rows = self.db.execute(query + " ORDER BY seq DESC", args).fetchall()
         return [(seq, body) for seq, key, raw in rows
-                if (body := self._readable("activity", _text(key), raw)) is not None]
-
-    def close(self) -> None:
-        with self.lock:
-            self.db.close()
+                if (body := self._readable("activity", text(key), raw)) is not None]

@@ -21,7 +21,7 @@ from typing import Any
 from pier.backends.base import Backend, CopySpec, CopyState, CopyStatus
 from pier.control import adapters
 from pier.control.capacity import CopyCap, Placement, host_copy_cap
-from pier.control.deployer import Deployer
+from pier.control.deployer import AlarmState, Deployer
 from pier.control.desired import Desired, desired_copies
 from pier.control.devices import GpuPool
 from pier.control.fetch.fetches import Fetches
@@ -31,7 +31,7 @@ from pier.control.records import ComponentRecord, EndpointRecord
 from pier.control.state import State
 from pier.control.workload import Workload
 from pier.gpus import discover
-from pier.state_folder.database import BadRow
+from pier.state_folder.rows import BadRow
 
 log = logging.getLogger("pier.control")
 
@@ -93,7 +93,8 @@ class Reconciler:
     def __init__(self, state: State, backend: Backend, fetches: Fetches, *, tick_s: float = TICK_S,
                  host: tuple[int, ...] | None = None, instance_type: Callable[[str], InstanceType] = lookup,
                  clock: Callable[[], float] = time.time, copy_cap: CopyCap | None = None,
-                 gpus: GpuPool | None = None) -> None:
+                 gpus: GpuPool | None = None, alarm_state: AlarmState | None = None,
+                 extra: Callable[[], list[EndpointRecord]] = list) -> None:
         self.state = state
         self.backend = backend
         self.fetches = fetches
@@ -112,9 +113,10 @@ class Reconciler:
         self._busy: dict[str, asyncio.Task[None]] = {}  # copy id -> its start or stop in progress
         self._stopping: set[str] = set()  # copies told to stop, draining what they have
         self._skipped: set[tuple[str, str, str]] = set()  # unreadable records already logged
-        self.deployer = Deployer(state, clock)  # endpoint updates; the gateway hands it its alarms
-        # Endpoints no user made, whose copies are wanted too (a transform job's); their status is their owner's.
-        self.extra: Callable[[], list[EndpointRecord]] = list
+        self.deployer = Deployer(state, clock, alarm_state)  # endpoint updates, rolled back on their alarms
+        # Endpoints no user made, whose copies are wanted too (a transform job's, control/extra.py); their status is
+        # their owner's.
+        self.extra = extra
 
     def wake(self, *, retry_fetches: bool = False) -> None:
         """Reconcile now (the state changed); `retry_fetches` lets failed model fetches run again."""

@@ -23,7 +23,7 @@ from pier.control.shapes import ContainerSpec, ListInput
 from pier.control.state import State
 from pier.control.validation_message import parse
 from pier.control.workload import Workload
-from pier.state_folder.database import BadRow
+from pier.state_folder.rows import BadRow
 
 log = logging.getLogger("pier.control")
 

@@ -2,11 +2,11 @@
 
 One table per kind; a row is the record as JSON, keyed by name without regard to case (SageMaker names
 are unique regardless of case). The file is opened as every SQLite file of the state folder is
-(`pier.state_folder.database`: WAL, a schema version, a damaged file refused with `StateDamaged`, never replaced),
-and:
+(`pier.state_folder.store.StoreFile`: WAL, a schema version, a damaged file refused with `StateDamaged`, never
+replaced), and:
 
-- every change is in a transaction (`State.transaction()`; a Table's writes open one of their own, and a caller
-  may group several writes in one), so a crash leaves each change whole or not at all.
+- every change is in a transaction (`State.transaction()`, nested ones savepoints; a Table's writes open one of
+  their own, and a caller may group several writes in one), so a crash leaves each change whole or not at all.
 - One row whose JSON no longer reads as its record (a schema change, a hand edit) makes only that resource
   unreadable: `Table.all()` leaves it out, `Table.unreadable()` lists it with why, `Table.get()` raises
   `UnreadableRecord` for it, and `Table.delete()` still removes it.
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,7 +27,9 @@ import pydantic
 
 from pier.control.errors import ControlError
 from pier.control.records import ComponentRecord, ConfigRecord, EndpointRecord, ModelRecord, Record
-from pier.state_folder.database import BadRow, RowsRead, Schema, open_database
+from pier.state_folder.database import Schema
+from pier.state_folder.rows import BadRow, Rows, text
+from pier.state_folder.store import StoreFile
 
 R = TypeVar("R", bound=Record)
 
@@ -57,7 +58,7 @@ class UnreadableRecord(ControlError):
 def read_row(table: str, name: Any, created: Any, body: Any) -> Record | BadRow:
     """One stored row as its record, or as a BadRow saying why it is not one."""
     record_type, kind = TABLES[table]
-    label = name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
+    label = text(name)
     when = float(created) if isinstance(created, int | float) and not isinstance(created, bool) else 0.0
     raw = body.encode() if isinstance(body, str) else body
     if not isinstance(raw, bytes):
@@ -177,79 +178,38 @@ class Table(Generic[R]):
         return f"SELECT CAST(name AS BLOB), created, CAST(body AS BLOB) FROM {self._name}"
 
 
-def _state_rows(db: sqlite3.Connection) -> RowsRead:
-    read = RowsRead()
-    present = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    for table in TABLES:
-        if table not in present:
-            continue
-        rows = db.execute(f"SELECT CAST(name AS BLOB), created, CAST(body AS BLOB) FROM {table} "
-                          "ORDER BY created, name").fetchall()
-        records = [read_row(table, *row) for row in rows]
-        read.bad += [r for r in records if isinstance(r, BadRow)]
-        read.counts[table] = sum(1 for r in records if not isinstance(r, BadRow))
-        read.names |= {f"{TABLES[table][1]} {r.name}" for r in records}
-    return read
+def _rows(table: str) -> Rows[Record]:
+    # The body as bytes: text that is not UTF-8 makes that one row unreadable, not the whole query.
+    return Rows(table, f"SELECT CAST(name AS BLOB), created, CAST(body AS BLOB) FROM {table} ORDER BY created, name",
+                lambda row: read_row(table, *row), lambda row: (TABLES[table][1], text(row[0])), counted=table,
+                zero=True)
 
 
 STATE_SCHEMA = Schema(
     SCHEMA_VERSION,
     tuple(f"CREATE TABLE IF NOT EXISTS {table} (name TEXT PRIMARY KEY COLLATE NOCASE, created REAL NOT NULL, "
           "body TEXT NOT NULL)" for table in TABLES),
-    tuple(TABLES), "no resources", _state_rows)
+    tuple(TABLES), "no resources", tuple(_rows(table) for table in TABLES))
 
 
-class State:
+class State(StoreFile):
+    FILE = STATE_FILE
+    SCHEMA = STATE_SCHEMA
+    MEND = "Delete each (pier delete, or the SageMaker Delete* call) and create it again"
+    REQUIRED = True
+
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = threading.RLock()
-        self._depth = 0  # transactions open on this connection (nested ones are savepoints)
-        self._db = open_database(path, STATE_SCHEMA)
+        super().__init__(path)
         self.models: Table[ModelRecord] = Table(self, "models")
         self.configs: Table[ConfigRecord] = Table(self, "endpoint_configs")
         self.endpoints: Table[EndpointRecord] = Table(self, "endpoints")
         self.components: Table[ComponentRecord] = Table(self, "inference_components")
 
-    @classmethod
-    def open(cls, state_dir: Path) -> State:
-        return cls(state_dir / STATE_FILE)
-
     @contextmanager
     def cursor(self) -> Iterator[sqlite3.Cursor]:
-        with self._lock:
-            cursor = self._db.cursor()
+        with self.lock:
+            cursor = self.db.cursor()
             try:
                 yield cursor
             finally:
                 cursor.close()
-
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """Everything inside commits together or not at all. Nested transactions are savepoints: an inner one
-        that fails is undone alone, and the outer one goes on if its caller handles the error."""
-        with self._lock:
-            depth = self._depth
-            self._db.execute("BEGIN IMMEDIATE" if depth == 0 else f"SAVEPOINT nested{depth}")
-            self._depth += 1
-            try:
-                yield self._db
-            except BaseException:
-                self._depth -= 1
-                if depth == 0:
-                    self._db.execute("ROLLBACK")
-                else:
-                    self._db.execute(f"ROLLBACK TO nested{depth}")
-                    self._db.execute(f"RELEASE nested{depth}")
-                raise
-            self._depth -= 1
-            self._db.execute("COMMIT" if depth == 0 else f"RELEASE nested{depth}")
-
-    @property
-    def changes(self) -> int:
-        """Rows changed through this connection since it opened (a backup is due when it moves)."""
-        with self._lock:
-            return self._db.total_changes
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()

@@ -20,7 +20,7 @@ from pier.control.records import (
     VariantRecord,
 )
 from pier.control.workload import Workload
-from pier.state_folder.database import BadRow
+from pier.state_folder.rows import BadRow
 
 Copies = Callable[[Workload], list[CopyStatus]]
 

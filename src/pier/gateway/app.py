@@ -29,8 +29,9 @@ from pier.backends.base import Backend
 from pier.capture.writer import CaptureWriter
 from pier.console.assets import console_router
 from pier.control.api import ControlPlane
-from pier.control.backups import Backups, Watched, file_mark
+from pier.control.backups import Backups
 from pier.control.devices import GpuPool
+from pier.control.extra import ExtraEndpoints
 from pier.control.fetch.fetches import Fetches
 from pier.control.fetch.store import ModelStore
 from pier.control.reconciler import Reconciler
@@ -50,14 +51,16 @@ from pier.gateway.parts import Gateway
 from pier.gateway.router_errors import router_error
 from pier.gateway.scaling import GatewayCapacity, Waking
 from pier.gateway.settings import GatewaySettings
+from pier.gateway.stores import OpenStores
 from pier.gateway.taps import Taps
 from pier.gateway.targets import Targets
 from pier.gateway.writer import Writer
 from pier.gpus import GpuInventory, discover
-from pier.runtime import session_store
 from pier.runtime.async_queue import AsyncQueue
+from pier.runtime.attempts import admission_of
 from pier.runtime.invoke import RuntimeService
 from pier.runtime.routes import openai_router, runtime_router
+from pier.runtime.session_store import SessionStore
 from pier.security.install import install_security
 from pier.storage import s3_client
 from pier.transform.service import Transforms
@@ -74,7 +77,7 @@ def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: f
     environment and flags (default: the defaults); `gpus`: this host's (default: discovered, pier.gpus)."""
     settings = settings or GatewaySettings()
     gateway = _assemble(state_dir, backend or _local_backend(state_dir), tick_s, store, settings, gpus)
-    saver = Backups(_watched(state_dir, gateway), settings.backups)
+    saver = Backups(gateway.stores.watched(), settings.backups)
     app = FastAPI(title="pier gateway", lifespan=_lifespan(gateway, saver))
     app.state.gateway = gateway
     app.state.drain = Drain(gateway.runtime.forwarder.stop)  # stopping drains (gateway/drain.py)
@@ -140,34 +143,16 @@ def _lifespan(gateway: Gateway, backups: Backups) -> Callable[[FastAPI], Any]:
             await asyncio.to_thread(backups.take)  # the last generation, on the way out
             gateway.writer.close()  # after the work already handed to it
             gateway.autoscaling.history.flush()
-            gateway.autoscaling.store.close()
-            gateway.runtime.sessions.release()
-            if gateway.async_inference is not None:
-                gateway.async_inference.queue.close()
-            gateway.state.close()
-            if gateway.transforms is not None:
-                gateway.transforms.store.close()
+            gateway.stores.close()  # every store of the state folder (state_files.STORES)
 
     return lifespan
-
-
-def _watched(state_dir: Path, gateway: Gateway) -> list[Watched]:
-    """Every file of the state folder, for the backup schedule (state_files.FILES)."""
-    store, sessions = gateway.autoscaling.store, gateway.runtime.sessions.store
-    queue = gateway.async_inference.queue if gateway.async_inference else None
-    jobs = gateway.transforms.store if gateway.transforms else None
-    return [Watched(state_files.STATE, gateway.state.path, lambda: gateway.state.changes),
-            Watched(state_files.AUTOSCALING, store.path, lambda: store.changes),
-            *([Watched(state_files.SESSIONS, sessions.path, lambda: sessions.changes)] if sessions else []),
-            *([Watched(state_files.ASYNC, queue.path, lambda: queue.changes)] if queue else []),
-            *([Watched(state_files.TRANSFORMS, jobs.path, lambda: jobs.changes)] if jobs else []),
-            Watched(state_files.KEYS, state_dir / state_files.KEYS.name, file_mark(state_dir / state_files.KEYS.name))]
 
 
 def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStore | None,
               settings: GatewaySettings, gpus: GpuInventory | None) -> Gateway:
     state_files.refuse_damaged(state_dir)  # the files not opened below (keys.json): refused with the fix
-    state = State.open(state_dir)
+    stores = OpenStores(state_dir)  # every store of the state folder (state_files.STORES); damage refused here
+    state, scaling_store = stores.get(State), stores.get(AutoscalingStore)
     fetches = Fetches(store or ModelStore(state_dir / "models"))
     # A backend whose copies do not run on this host (ray) says which cores copies are numbered against, and this
     # host's cores and memory do not cap how many copies there are.
@@ -175,34 +160,35 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
     cap = settings.copy_cap(on_cluster=elsewhere is not None)
     # Copies on this host are handed this host's GPUs; on a cluster, Ray hands each copy its node's (num_gpus).
     pool = GpuPool(None if elsewhere is not None else gpus or discover(), settings.cpu_fallback)
-    reconciler = Reconciler(state, backend, fetches, tick_s=tick_s, host=elsewhere, copy_cap=cap, gpus=pool)
+    extra = ExtraEndpoints()  # running transform jobs' endpoints, whose copies the reconciler places too
+    reconciler = Reconciler(state, backend, fetches, tick_s=tick_s, host=elsewhere, copy_cap=cap, gpus=pool,
+                            alarm_state=lambda name: (scaling_store.get(ALARM, name) or {}).get("StateValue"),
+                            extra=extra)
     writer = Writer()  # control-plane and autoscaling calls run there; their wake-ups come back to the loop
     control = ControlPlane(state, copies=reconciler.copies,
                            wake=writer.soon(lambda: reconciler.wake(retry_fetches=True)),
                            copy_cap=cap, on_this_host=elsewhere is None)
-    targets = Targets(state, reconciler.copies)
-    scaling_store = AutoscalingStore.open(state_dir)
     history = History(scaling_store, retention_s=settings.scaling.retention_s)
-    reconciler.deployer.alarm_state = lambda name: (scaling_store.get(ALARM, name) or {}).get("StateValue")
     recorder = Recorder(history)
-    taps = Taps(state, CaptureWriter(s3_client, settings.capture, registry=recorder.registry))
-    runtime = RuntimeService(targets.resolve, settings.runtime, observer=recorder,
-                             session_store=session_store.open_or_without(state_dir), tap=taps, path_on=backend.path_on)
-    capacity = GatewayCapacity(state, control, reconciler.copies, runtime.forwarder.admission,
+    admission = admission_of(settings.runtime)  # the runtime's, whose load autoscaling reads too
+    capacity = GatewayCapacity(state, control, reconciler.copies, admission,
                                local=backend.capabilities.local_processes)
     scaler = Scaler(scaling_store, history, recorder, capacity, settings.scaling)
-    targets.waker = Waking(scaler, capacity, recorder, runtime.settings.queue_timeout_s)
+    targets = Targets(state, reconciler.copies,
+                      waker=Waking(scaler, capacity, recorder, settings.runtime.queue_timeout_s))
+    taps = Taps(state, CaptureWriter(s3_client, settings.capture, registry=recorder.registry))
+    runtime = RuntimeService(targets.resolve, settings.runtime, observer=recorder, admission=admission,
+                             session_store=stores.serving(SessionStore), tap=taps, path_on=backend.path_on)
     autoscaling = Autoscaling(
         scaling_store, history, recorder, scaler,
         ApplicationAutoScaling(scaling_store, capacity, changed=writer.soon(scaler.poke)),
         CloudWatch(scaling_store, history, changed=writer.soon(scaler.poke)))
-    queue = AsyncInference(AsyncQueue.open(state_dir), state, runtime, reconciler.copies, recorder, scaler,
+    queue = AsyncInference(stores.get(AsyncQueue), state, runtime, reconciler.copies, recorder, scaler,
                            relay=settings.notification_relay)
-    transforms = Transforms(TransformStore.open(state_dir), state, copies=reconciler.copies, fetch=fetches.get,
-                            wake=writer.soon(reconciler.wake), problem=reconciler.placement_problem,
+    transforms = Transforms(stores.get(TransformStore), state, copies=reconciler.copies, fetch=fetches.get,
+                            wake=writer.soon(reconciler.wake), problem=reconciler.placement_problem, extra=extra,
                             forwarder=runtime.forwarder)
-    reconciler.extra = transforms.endpoints
-    return Gateway(state, backend, reconciler, control, targets, runtime, autoscaling, writer, taps, queue,
+    return Gateway(state, backend, reconciler, control, targets, runtime, autoscaling, writer, stores, taps, queue,
                    transforms)
 
 

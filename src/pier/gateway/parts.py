@@ -12,6 +12,7 @@ from pier.control.reconciler import Reconciler
 from pier.control.state import State
 from pier.gateway.async_inference import AsyncInference
 from pier.gateway.autoscaling_parts import Autoscaling
+from pier.gateway.stores import OpenStores
 from pier.gateway.taps import Taps
 from pier.gateway.targets import Targets
 from pier.gateway.writer import Writer
@@ -29,6 +30,7 @@ class Gateway:
     runtime: RuntimeService
     autoscaling: Autoscaling
     writer: Writer  # the AWS APIs' blocking work, off the event loop (gateway/writer.py)
+    stores: OpenStores  # every store of the state folder, backed up and closed together (gateway/stores.py)
     taps: Taps | None = None  # data capture and shadow variants (gateway/taps.py)
     async_inference: AsyncInference | None = None  # InvokeEndpointAsync's queue and its runner
     transforms: Transforms | None = None  # batch transform jobs (pier.transform)

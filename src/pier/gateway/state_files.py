@@ -1,6 +1,7 @@
 """The files of pier's state folder, each owned by the store that writes it; the gateway, which joins those stores,
-is where they are listed, so backups, restore and `pier state check` go over all of them and no store knows the
-others (each file behind pier.state_folder's `StateFile`: checked, copied whole).
+is where they are listed (`STORES`: a new store joins by its line there), so the gateway opens, backs up and closes
+them all (`gateway/stores.py`), and restore and `pier state check` go over all of them, while no store knows the
+others (each store a pier.state_folder `StoreFile`; each file behind its `StateFile`: checked, copied whole).
 
     state.sqlite3        the control plane's resources (pier.control.state)
     autoscaling.sqlite3  scalable targets, policies, alarms, activities, metric history (pier.autoscaling.store)
@@ -15,15 +16,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pier.autoscaling import store as autoscaling
-from pier.control.state import STATE_FILE, STATE_SCHEMA
-from pier.runtime import async_queue, session_store
+from pier.autoscaling.store import Store as AutoscalingStore
+from pier.control.state import State
+from pier.runtime.async_queue import AsyncQueue
+from pier.runtime.session_store import SessionStore
 from pier.security import keystore
-from pier.state_folder.database import BadRow
 from pier.state_folder.errors import StateDamaged, StateError
-from pier.state_folder.files import Database, Report, StateFile
+from pier.state_folder.files import Report, StateFile
 from pier.state_folder.layout import FILE_MODE
-from pier.transform import store as transform_store
+from pier.state_folder.rows import BadRow
+from pier.state_folder.store import StoreFile
+from pier.transform.store import TransformStore
 
 
 class KeyFile(StateFile):
@@ -62,20 +65,14 @@ class KeyFile(StateFile):
             raise
 
 
-STATE = Database(STATE_FILE, STATE_SCHEMA, required=True,
-                 mend="Delete each (pier delete, or the SageMaker Delete* call) and create it again")
-AUTOSCALING = Database(autoscaling.FILE, autoscaling.SCHEMA, required=False,
-                       mend="Register (put) each again, or deregister (delete) it")
+# Every store of the state folder, in the order the gateway opens them: a new store joins here.
+STORES: tuple[type[StoreFile], ...] = (State, AutoscalingStore, SessionStore, AsyncQueue, TransformStore)
 KEYS = KeyFile(keystore.FILE_NAME, required=False,
                without="no keys (create them again: pier keys create)",
                mend="Mend or remove each entry")
-SESSIONS = Database(session_store.FILE, session_store.SCHEMA, required=False,
-                    mend="Clients open new sessions; the row goes once its session expires or is closed")
-ASYNC = Database(async_queue.FILE, async_queue.SCHEMA, required=False,
-                 mend="Delete the row (its caller resends the request), or let it fail")
-TRANSFORMS = Database(transform_store.FILE, transform_store.SCHEMA, required=False,
-                      mend="Create the job again under another name")
-FILES: tuple[StateFile, ...] = (STATE, AUTOSCALING, KEYS, SESSIONS, ASYNC, TRANSFORMS)
+_DECLARED = tuple(store.state_file() for store in STORES)
+STATE, AUTOSCALING, SESSIONS, ASYNC, TRANSFORMS = _DECLARED[:5]
+FILES: tuple[StateFile, ...] = (*_DECLARED[:2], KEYS, *_DECLARED[2:])  # keys.json third, as pier state check lists it
 
 
 def refuse_damaged(state_dir: Path) -> None:

@@ -11,12 +11,13 @@ checked, backed up and restored as every file of the state folder is (`pier.gate
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from pier.state_folder.database import BadRow, RowsRead, Schema, StoreFile
+from pier.state_folder.database import Schema
+from pier.state_folder.rows import BadRow, Rows
+from pier.state_folder.store import StoreFile
 
 FILE = "async.sqlite3"
 QUEUED, RUNNING, ANSWERED = "queued", "running", "answered"
@@ -64,65 +65,52 @@ class Waiting:
     expires: float  # received + RequestTTLSeconds
 
 
-def _rows(db: sqlite3.Connection) -> RowsRead:
-    read = RowsRead()
-    for row in db.execute("SELECT id, state, request FROM requests ORDER BY received"):
-        read.names.add(f"async request {row[0]}")
-        problem = row_problem(row)
-        if problem:
-            read.bad.append(BadRow("async request", str(row[0]), 0.0, problem))
-        else:
-            read.counts["async requests"] = read.counts.get("async requests", 0) + 1
-    return read
-
-
-def row_problem(row: tuple[Any, ...]) -> str:
-    """Why a stored row is no request ("" when it is one)."""
+def read_request(row: tuple[Any, ...]) -> AsyncRequest | BadRow:
+    """A stored row (id, state, request) as its request, or a BadRow saying why it is none."""
     if row[1] not in STATES:
-        return f"its state {row[1]!r} is none of {', '.join(STATES)}"
+        return BadRow("async request", str(row[0]), 0.0, f"its state {row[1]!r} is none of {', '.join(STATES)}")
     try:
-        AsyncRequest.from_json(str(row[2]))
+        return AsyncRequest.from_json(str(row[2]))
     except (ValueError, TypeError) as error:
-        return f"its request does not read ({error})"
-    return ""
+        return BadRow("async request", str(row[0]), 0.0, f"its request does not read ({error})")
 
 
 def _read(row: tuple[Any, ...] | None) -> AsyncRequest | None:
-    """A stored row as its request, parsed once; None when there is none or it does not read."""
+    """A stored row as its request, parsed once; None when there is none, it is answered or it does not read."""
     if row is None or row[1] not in (QUEUED, RUNNING):
         return None
-    try:
-        return AsyncRequest.from_json(str(row[2]))
-    except (ValueError, TypeError):
-        return None
+    request = read_request(row)
+    return None if isinstance(request, BadRow) else request
 
 
 SCHEMA = Schema(1, ("CREATE TABLE IF NOT EXISTS requests (id TEXT PRIMARY KEY, endpoint TEXT NOT NULL, state TEXT "
                     "NOT NULL, received REAL NOT NULL, request TEXT NOT NULL)",),
                 ("requests",), "no queued asynchronous requests (those accepted before are lost: callers resend them)",
-                _rows)
+                (Rows("requests", "SELECT id, state, request FROM requests ORDER BY received", read_request,
+                      lambda row: ("async request", str(row[0])), counted="async requests"),))
 
 
 class AsyncQueue(StoreFile):
     FILE = FILE
     SCHEMA = SCHEMA
+    MEND = "Delete the row (its caller resends the request), or let it fail"
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         self._ttls: dict[str, float] = {}  # id -> RequestTTLSeconds, read from a row's JSON once
 
     def add(self, request: AsyncRequest) -> None:
-        with self._lock:
-            self._db.execute("INSERT INTO requests (id, endpoint, state, received, request) VALUES (?, ?, ?, ?, ?)",
-                             (request.id, request.endpoint, QUEUED, request.received, request.to_json()))
+        with self.lock:
+            self.db.execute("INSERT INTO requests (id, endpoint, state, received, request) VALUES (?, ?, ?, ?, ?)",
+                            (request.id, request.endpoint, QUEUED, request.received, request.to_json()))
             self._ttls[request.id] = request.ttl_s
 
     def pending(self, endpoint: str, limit: int = 1000) -> list[Waiting]:
         """Queued requests of `endpoint`, oldest first, without reading their rows' JSON (inline bodies of up to
         128 KB each: a thousand of them took seconds to read, every tick, on the event loop)."""
-        with self._lock:
-            rows = self._db.execute("SELECT id, received FROM requests WHERE state = ? AND endpoint = ? ORDER BY "
-                                    "received LIMIT ?", (QUEUED, endpoint, limit)).fetchall()
+        with self.lock:
+            rows = self.db.execute("SELECT id, received FROM requests WHERE state = ? AND endpoint = ? ORDER BY "
+                                   "received LIMIT ?", (QUEUED, endpoint, limit)).fetchall()
             found = []
             for id, received in rows:
                 ttl = self._ttls.get(id)
@@ -135,20 +123,20 @@ class AsyncQueue(StoreFile):
     def read_ttls(self) -> None:
         """At start: every row's TTL read once, by SQLite (which lets the event loop run meanwhile), so the first
         ticks need not read a restarted gateway's queue whole."""
-        with self._lock:
-            rows = self._db.execute("SELECT id, json_extract(request, '$.ttl_s') FROM requests "
-                                    "WHERE json_valid(request)").fetchall()
+        with self.lock:
+            rows = self.db.execute("SELECT id, json_extract(request, '$.ttl_s') FROM requests "
+                                   "WHERE json_valid(request)").fetchall()
             self._ttls.update({id: float(ttl) for id, ttl in rows if isinstance(ttl, int | float)})
 
     def get(self, id: str) -> AsyncRequest | None:
         """The request whole, or None when it is gone or does not read."""
-        with self._lock:
-            row = self._db.execute("SELECT id, state, request FROM requests WHERE id = ?", (id,)).fetchone()
+        with self.lock:
+            row = self.db.execute("SELECT id, state, request FROM requests WHERE id = ?", (id,)).fetchone()
         return _read(row)
 
     def _ttl_of(self, id: str) -> float | None:
         """A row queued before this process (or by no `add` of it): its TTL, read once (the lock is held)."""
-        request = _read(self._db.execute("SELECT id, state, request FROM requests WHERE id = ?", (id,)).fetchone())
+        request = _read(self.db.execute("SELECT id, state, request FROM requests WHERE id = ?", (id,)).fetchone())
         if request is None:
             return None
         self._ttls[id] = request.ttl_s
@@ -156,50 +144,50 @@ class AsyncQueue(StoreFile):
 
     def requeue_running(self) -> int:
         """At start: what was running when the gateway stopped, unanswered, waits again (it is rerun)."""
-        with self._lock:
-            return self._db.execute("UPDATE requests SET state = ? WHERE state = ?", (QUEUED, RUNNING)).rowcount
+        with self.lock:
+            return self.db.execute("UPDATE requests SET state = ? WHERE state = ?", (QUEUED, RUNNING)).rowcount
 
     def answered(self, id: str) -> None:
         """Its answer is written: from now on it never runs again, whatever stops the gateway."""
-        with self._lock:
-            self._db.execute("UPDATE requests SET state = ? WHERE id = ?", (ANSWERED, id))
+        with self.lock:
+            self.db.execute("UPDATE requests SET state = ? WHERE id = ?", (ANSWERED, id))
 
     def finish_answered(self) -> int:
         """At start: requests answered before the gateway stopped leave the queue (they are not run again)."""
-        with self._lock:
-            return self._db.execute("DELETE FROM requests WHERE state = ?", (ANSWERED,)).rowcount
+        with self.lock:
+            return self.db.execute("DELETE FROM requests WHERE state = ?", (ANSWERED,)).rowcount
 
     def start(self, id: str) -> bool:
         """Marks a queued request running; False when it was not queued (already taken, or gone)."""
-        with self._lock:
-            return self._db.execute("UPDATE requests SET state = ? WHERE id = ? AND state = ?",
-                                    (RUNNING, id, QUEUED)).rowcount == 1
+        with self.lock:
+            return self.db.execute("UPDATE requests SET state = ? WHERE id = ? AND state = ?",
+                                   (RUNNING, id, QUEUED)).rowcount == 1
 
     def release(self, id: str) -> None:
         """A running request waits again (the gateway is stopping, or no copy could take it); an answered one
         stays answered."""
-        with self._lock:
-            self._db.execute("UPDATE requests SET state = ? WHERE id = ? AND state = ?", (QUEUED, id, RUNNING))
+        with self.lock:
+            self.db.execute("UPDATE requests SET state = ? WHERE id = ? AND state = ?", (QUEUED, id, RUNNING))
 
     def finish(self, id: str) -> None:
-        with self._lock:
-            self._db.execute("DELETE FROM requests WHERE id = ?", (id,))
+        with self.lock:
+            self.db.execute("DELETE FROM requests WHERE id = ?", (id,))
             self._ttls.pop(id, None)
 
     def waiting(self, endpoint: str | None = None, limit: int = 1000) -> list[AsyncRequest]:
         """Queued requests, oldest first (rows that do not read are left for `pier state check` to name)."""
         where, args = ("state = ?", [QUEUED]) if endpoint is None else ("state = ? AND endpoint = ?",
                                                                         [QUEUED, endpoint])
-        with self._lock:
-            rows = self._db.execute(f"SELECT id, state, request FROM requests WHERE {where} ORDER BY received "
-                                    "LIMIT ?", (*args, limit)).fetchall()
-        return [AsyncRequest.from_json(row[2]) for row in rows if not row_problem(row)]
+        with self.lock:
+            rows = self.db.execute(f"SELECT id, state, request FROM requests WHERE {where} ORDER BY received "
+                                   "LIMIT ?", (*args, limit)).fetchall()
+        return [request for row in rows if not isinstance(request := read_request(row), BadRow)]
 
     def backlog(self) -> dict[str, tuple[int, int, float | None]]:
         """Per endpoint: (queued, running, when the oldest queued one was received)."""
-        with self._lock:
-            rows = self._db.execute("SELECT endpoint, state, COUNT(*), MIN(received) FROM requests GROUP BY endpoint, "
-                                    "state").fetchall()
+        with self.lock:
+            rows = self.db.execute("SELECT endpoint, state, COUNT(*), MIN(received) FROM requests GROUP BY endpoint, "
+                                   "state").fetchall()
         found: dict[str, tuple[int, int, float | None]] = {}
         for endpoint, state, count, oldest in rows:
             queued, running, first = found.get(endpoint, (0, 0, None))
@@ -208,7 +196,3 @@ class AsyncQueue(StoreFile):
             elif state == RUNNING:
                 found[endpoint] = (queued, running + count, first)
         return found
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()

@@ -23,6 +23,7 @@ from pier.channel.prefix import request_prefix
 from pier.deadline import StreamClock
 from pier.errors import CLIENT_CLOSED_REQUEST, ClientGone
 from pier.runtime import eventstream, openai
+from pier.runtime.admission import Admission
 from pier.runtime.attempts import Answer, Call, Forwarder, PathOn, StreamEnded, forward
 from pier.runtime.disconnect import unless_disconnected
 from pier.runtime.errors import REQUEST_ID, InvalidInvocation, as_invocation_error, sagemaker_error
@@ -58,11 +59,11 @@ class RuntimeService:
     def __init__(self, resolve: Resolve, settings: RuntimeSettings | None = None, *,
                  client: httpx.AsyncClient | None = None, observer: InvocationObserver | None = None,
                  session_store: SessionStore | None = None, tap: Tap | None = None,
-                 path_on: PathOn | None = None) -> None:
+                 path_on: PathOn | None = None, admission: Admission | None = None) -> None:
         self.resolve = resolve
         self.tap = tap  # data capture and shadow variants (gateway/taps.py)
         self.settings = settings or RuntimeSettings()
-        self.forwarder = Forwarder(self.settings, client, observer, path_on)
+        self.forwarder = Forwarder(self.settings, client, observer, path_on, admission)
         self.sessions = Sessions(ttl_s=self.settings.session_ttl_s, limit=self.settings.max_sessions,
                                  store=session_store)
         self.shadowing = Shadowing(self.forwarder, resolve, tap) if tap is not None else None

@@ -9,13 +9,14 @@ backed up and restored as every file of the state folder is (`pier.gateway.state
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pier.state_folder.database import BadRow, RowsRead, Schema, StoreFile
+from pier.state_folder.database import Schema
 from pier.state_folder.errors import StateDamaged, StateError
+from pier.state_folder.rows import BadRow, Rows
+from pier.state_folder.store import StoreFile
 
 log = logging.getLogger(__name__)
 
@@ -23,58 +24,52 @@ FILE = "sessions.sqlite3"
 COLUMNS = "id, endpoint, component, copy_id, expires"
 
 
-def _rows(db: sqlite3.Connection) -> RowsRead:
-    read = RowsRead()
-    for row in db.execute(f"SELECT {COLUMNS} FROM sessions ORDER BY expires"):
-        problem = row_problem(row)
-        read.names.add(f"session {row[0]}")
-        if problem:
-            read.bad.append(BadRow("session", str(row[0]), 0.0, problem))
-        else:
-            read.counts["sessions"] = read.counts.get("sessions", 0) + 1
-    return read
+Session = tuple[str, str, str, str, float]  # id, endpoint, component, copy id, expiry
 
 
-def row_problem(row: tuple[Any, ...]) -> str:
-    """Why a stored row is no session ("" when it is one)."""
+def read_session(row: tuple[Any, ...]) -> Session | BadRow:
+    """A stored row as the session it is, or a BadRow saying why not."""
     if not all(isinstance(value, str) and value for value in row[:4]):
-        return "its id, endpoint, component and copy are not all text"
+        return BadRow("session", str(row[0]), 0.0, "its id, endpoint, component and copy are not all text")
     if not isinstance(row[4], int | float):
-        return "its expiry is not a number"
-    return ""
+        return BadRow("session", str(row[0]), 0.0, "its expiry is not a number")
+    return row[0], row[1], row[2], row[3], float(row[4])
 
 
 SCHEMA = Schema(1, ("CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, endpoint TEXT NOT NULL, component "
                     "TEXT NOT NULL, copy_id TEXT NOT NULL, expires REAL NOT NULL)",),
-                ("sessions",), "no open sessions (clients open new ones)", _rows)
+                ("sessions",), "no open sessions (clients open new ones)",
+                (Rows("sessions", f"SELECT {COLUMNS} FROM sessions ORDER BY expires", read_session,
+                      lambda row: ("session", str(row[0])), counted="sessions"),))
 
 
 class SessionStore(StoreFile):
     FILE = FILE
     SCHEMA = SCHEMA
+    MEND = "Clients open new sessions; the row goes once its session expires or is closed"
 
-    def load(self, now: float, limit: int) -> list[tuple[str, str, str, str, float]]:
+    @classmethod
+    def for_gateway(cls, state_dir: Path) -> SessionStore | None:
+        return open_or_without(state_dir)
+
+    def load(self, now: float, limit: int) -> list[Session]:
         """The newest `limit` sessions not expired at `now`, oldest first (expired ones are removed; rows that do
         not read are left for `pier state check` to name)."""
-        with self._lock:
-            self._db.execute("DELETE FROM sessions WHERE typeof(expires) IN ('real', 'integer') AND expires <= ?",
-                             (now,))
-            rows = self._db.execute(f"SELECT {COLUMNS} FROM sessions WHERE expires > ? ORDER BY expires DESC LIMIT ?",
-                                    (now, limit)).fetchall()
-        return [row for row in reversed(rows) if not row_problem(row)]
+        with self.lock:
+            self.db.execute("DELETE FROM sessions WHERE typeof(expires) IN ('real', 'integer') AND expires <= ?",
+                            (now,))
+            rows = self.db.execute(f"SELECT {COLUMNS} FROM sessions WHERE expires > ? ORDER BY expires DESC LIMIT ?",
+                                   (now, limit)).fetchall()
+        return [session for row in reversed(rows) if not isinstance(session := read_session(row), BadRow)]
 
     def put(self, id: str, endpoint: str, component: str, copy_id: str, expires: float) -> None:
-        with self._lock:
-            self._db.execute(f"INSERT OR REPLACE INTO sessions ({COLUMNS}) VALUES (?, ?, ?, ?, ?)",
-                             (id, endpoint, component, copy_id, expires))
+        with self.lock:
+            self.db.execute(f"INSERT OR REPLACE INTO sessions ({COLUMNS}) VALUES (?, ?, ?, ?, ?)",
+                            (id, endpoint, component, copy_id, expires))
 
     def delete(self, ids: Iterable[str]) -> None:
-        with self._lock:
-            self._db.executemany("DELETE FROM sessions WHERE id = ?", [(i,) for i in ids])
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        with self.lock:
+            self.db.executemany("DELETE FROM sessions WHERE id = ?", [(i,) for i in ids])
 
 
 def open_or_without(state_dir: Path) -> SessionStore | None:

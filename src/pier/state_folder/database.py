@@ -5,7 +5,7 @@
 - A damaged file (not a database, truncated, failing SQLite's quick check) is refused with `StateDamaged`,
   whose message names the file and the ways out (`pier state restore`, or moving the file aside); pier never
   starts over with an empty database in its place. A new file is made whole before it takes the name.
-- One row that no longer reads as what it holds is a `BadRow`: only that row is unreadable, with why.
+- One row that no longer reads as what it holds is a `BadRow` (`rows.py`): only that row is unreadable, with why.
 """
 
 from __future__ import annotations
@@ -13,38 +13,13 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 from pier.state_folder.errors import StateDamaged, StateTooNew
 from pier.state_folder.layout import FILE_MODE, SIDE_FILES, not_a_file, private_dir, sync_dir
-
-
-@dataclass(frozen=True)
-class BadRow:
-    """A stored row that does not read as its record: what is still known about it, and why."""
-
-    kind: str  # "model", "endpoint", ... as messages name it
-    name: str
-    created: float
-    reason: str
-    fields: dict[str, Any] = field(default_factory=dict)  # its JSON's top-level members, when it parsed at all
-
-    def text(self, key: str, default: str = "") -> str:
-        value = self.fields.get(key)
-        return value if isinstance(value, str) else default
-
-    def number(self, key: str, default: float) -> float:
-        value = self.fields.get(key)
-        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
-
-    @property
-    def failure_reason(self) -> str:
-        return (f"pier cannot read its stored record of this {self.kind}: {self.reason}. Delete the {self.kind} and "
-                "create it again, or restore a backup of the state (pier state restore).")
+from pier.state_folder.rows import Rows
 
 
 @dataclass(frozen=True)
@@ -55,14 +30,8 @@ class Schema:
     statements: tuple[str, ...]  # CREATE ... IF NOT EXISTS: run on a new file, and on one of an older version
     tables: tuple[str, ...]  # the tables a file of this version must have
     without: str  # what starting without the file means, for the advice on a damaged one
-    rows: Callable[[sqlite3.Connection], RowsRead]  # every row read as pier reads it (the check behind restore)
-
-
-@dataclass
-class RowsRead:
-    counts: dict[str, int] = field(default_factory=dict)  # table (or kind) -> rows that read
-    bad: list[BadRow] = field(default_factory=list)
-    names: set[str] = field(default_factory=set)  # "<kind> <name>" of every row, read or not (what a backup lacks)
+    rows: tuple[Rows[Any], ...] = ()  # every kind of row, as pier reads it (the check behind restore)
+    tallies: tuple[tuple[str, str], ...] = ()  # (count's key, table) of tables only counted (metrics)
 
 
 def open_database(path: Path, schema: Schema) -> sqlite3.Connection:
@@ -149,26 +118,3 @@ def _create(path: Path, schema: Schema) -> None:
         db.close()  # the last connection checkpoints the log into the file and removes it
     os.replace(fresh, path)
     sync_dir(path.parent)
-
-
-class StoreFile:
-    """A state-folder SQLite file of one store (`FILE`, `SCHEMA`, set by each subclass) behind one lock: opened and
-    checked by open_database (StateDamaged when unreadable, never replaced); `changes` tells the backups whether
-    it changed since they last copied it."""
-
-    FILE: str
-    SCHEMA: Schema
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-        self._db = open_database(path, self.SCHEMA)
-
-    @classmethod
-    def open(cls, state_dir: Path) -> Self:
-        return cls(state_dir / cls.FILE)
-
-    @property
-    def changes(self) -> int:
-        with self._lock:
-            return self._db.total_changes

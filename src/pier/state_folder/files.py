@@ -17,9 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pier.state_folder.database import BadRow, Schema, missing_tables
+from pier.state_folder.database import Schema, missing_tables
 from pier.state_folder.errors import StateError, damage_advice
 from pier.state_folder.layout import FILE_MODE, SIDE_FILES, backup_pattern, not_a_file
+from pier.state_folder.rows import BadRow, read_rows
 
 
 @dataclass
@@ -113,7 +114,8 @@ class Database(StateFile):
                     report.problems += [f"its table {table} is gone" for table in missing_tables(db, self.schema)]
                 if report.problems:
                     return
-                rows = self.schema.rows(db)
+                tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                rows = read_rows(db, self.schema.rows, tables, self.schema.tallies)
         except sqlite3.DatabaseError as error:
             report.problems.append(f"SQLite says {error}")
             return

@@ -15,6 +15,7 @@ from typing import Any
 from pier.backends.base import CopyStatus
 from pier.channel.concurrency import copy_concurrency
 from pier.control.errors import ResourceInUse, ResourceNotFound
+from pier.control.extra import ExtraEndpoints
 from pier.control.fetch.fetches import Fetched
 from pier.control.fetch.source import ModelSource, NoModelData, source_of
 from pier.control.instance_types import lookup
@@ -43,7 +44,8 @@ class Transforms:
     def __init__(self, store: TransformStore, state: State, *, copies: Callable[[Workload], list[CopyStatus]],
                  fetch: Callable[[ModelSource], Fetched], wake: Callable[[], None], forwarder: Forwarder,
                  clock: Callable[[], float] = time.time,
-                 problem: Callable[[Workload], str | None] = lambda _: None) -> None:
+                 problem: Callable[[Workload], str | None] = lambda _: None,
+                 extra: ExtraEndpoints | None = None) -> None:
         self.store = store
         self.state = state
         self.copies = copies
@@ -53,7 +55,7 @@ class Transforms:
         self.problem = problem  # why the reconciler could not place a workload's copies
         self.forwarder = forwarder  # the gateway's attempt loop, which every record goes through
         self._changing = threading.Lock()  # a job's record is read and written back whole: one change at a time
-        self._wanted: dict[str, EndpointRecord] = {}  # running job -> the endpoint its copies belong to
+        self.extra = extra or ExtraEndpoints()  # running job -> the endpoint its copies belong to (the reconciler's)
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._turns: dict[str, Turns] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -105,7 +107,7 @@ class Transforms:
 
     def endpoints(self) -> list[EndpointRecord]:
         """The endpoints the running jobs' copies belong to (never stored, never listed)."""
-        return list(self._wanted.values())
+        return self.extra()
 
     def progress(self, name: str) -> Body | None:
         """pier's own view of a job (GET /pier/transform-jobs/NAME): what Describe cannot say."""
@@ -170,7 +172,7 @@ class Transforms:
         settings = Settings.of(job.request)
         try:
             model_dir = await self._model(job)
-            self._wanted[key] = _endpoint(job, settings, model_dir)
+            self.extra.want(key, _endpoint(job, settings, model_dir))
             self.wake()
             # MaxConcurrentTransforms by default: every parallel sequence of every copy.
             limit = settings.max_concurrent or settings.instance_count * copy_concurrency(job.container.Environment)
@@ -195,7 +197,7 @@ class Transforms:
         finally:
             self._tasks.pop(key, None)
             self._turns.pop(key, None)
-            if self._wanted.pop(key, None) is not None:
+            if self.extra.drop(key):
                 self.wake()  # its copies go
 
     async def _model(self, job: JobRecord) -> str:

@@ -13,14 +13,14 @@ and restored as every file of the state folder is (`pier.gateway.state_files`)."
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
 import pydantic
 
-from pier.state_folder.database import BadRow, RowsRead, Schema, StoreFile
+from pier.state_folder.database import Schema
+from pier.state_folder.rows import BadRow, Rows
+from pier.state_folder.store import StoreFile
 from pier.transform.job import JobRecord
 
 FILE = "transforms.sqlite3"
@@ -46,16 +46,12 @@ class Progress:
     records_done: int  # in objects whose output is written
 
 
-def _rows(db: sqlite3.Connection) -> RowsRead:
-    read = RowsRead()
-    for name, body in db.execute("SELECT name, body FROM jobs"):
-        read.names.add(f"transform job {name}")
-        try:
-            JobRecord.model_validate_json(body)
-            read.counts["transform jobs"] = read.counts.get("transform jobs", 0) + 1
-        except (pydantic.ValidationError, TypeError) as error:
-            read.bad.append(BadRow("transform job", str(name), 0.0, str(error).splitlines()[0]))
-    return read
+def read_job(row: tuple[Any, ...]) -> JobRecord | BadRow:
+    """A stored row (name, body) as its job, or a BadRow saying why it is none."""
+    try:
+        return JobRecord.model_validate_json(row[1])
+    except (pydantic.ValidationError, TypeError, ValueError) as error:
+        return BadRow("transform job", str(row[0]), 0.0, str(error).splitlines()[0])
 
 
 SCHEMA = Schema(1, (
@@ -65,113 +61,94 @@ SCHEMA = Schema(1, (
     "PRIMARY KEY (job, url))",
     "CREATE TABLE IF NOT EXISTS outputs (job TEXT NOT NULL, url TEXT NOT NULL, unit INTEGER NOT NULL, "
     "body BLOB NOT NULL, PRIMARY KEY (job, url, unit))",
-), ("jobs", "objects", "outputs"), "no transform jobs (running ones are lost: create them again)", _rows)
+), ("jobs", "objects", "outputs"), "no transform jobs (running ones are lost: create them again)",
+    (Rows("jobs", "SELECT name, body FROM jobs", read_job, lambda row: ("transform job", str(row[0])),
+          counted="transform jobs"),))
 
 
 class TransformStore(StoreFile):
     FILE = FILE
     SCHEMA = SCHEMA
+    MEND = "Create the job again under another name"
 
     # ---- jobs
 
     def insert(self, job: JobRecord) -> bool:
-        with self._lock:
-            cursor = self._db.execute("INSERT OR IGNORE INTO jobs (name, body) VALUES (?, ?)",
-                                      (job.name.lower(), job.model_dump_json()))
+        with self.lock:
+            cursor = self.db.execute("INSERT OR IGNORE INTO jobs (name, body) VALUES (?, ?)",
+                                     (job.name.lower(), job.model_dump_json()))
             return cursor.rowcount == 1
 
     def put(self, job: JobRecord) -> None:
-        with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO jobs (name, body) VALUES (?, ?)",
-                             (job.name.lower(), job.model_dump_json()))
+        with self.lock:
+            self.db.execute("INSERT OR REPLACE INTO jobs (name, body) VALUES (?, ?)",
+                            (job.name.lower(), job.model_dump_json()))
 
     def get(self, name: str) -> JobRecord | None:
-        with self._lock:
-            row = self._db.execute("SELECT body FROM jobs WHERE name = ?", (name.lower(),)).fetchone()
-        return None if row is None else _job(row[0])
+        with self.lock:
+            row = self.db.execute("SELECT name, body FROM jobs WHERE name = ?", (name.lower(),)).fetchone()
+        return None if row is None else _job(row)
 
     def jobs(self) -> list[JobRecord]:
-        with self._lock:
-            bodies = [row[0] for row in self._db.execute("SELECT body FROM jobs")]
-        return [job for job in map(_job, bodies) if job is not None]
+        with self.lock:
+            rows = self.db.execute("SELECT name, body FROM jobs").fetchall()
+        return [job for job in map(_job, rows) if job is not None]
 
     # ---- progress
 
     def add_objects(self, job: str, objects: list[tuple[str, str]]) -> None:
         """The job's inputs (url, relative name), once: a resumed job keeps the list it started with."""
-        with self._lock, self._transaction():
-            self._db.executemany(
+        with self.transaction():
+            self.db.executemany(
                 "INSERT OR IGNORE INTO objects (job, url, relative, position) VALUES (?, ?, ?, ?)",
                 [(job.lower(), url, relative, i) for i, (url, relative) in enumerate(objects)])
 
     def objects(self, job: str) -> list[ObjectRow]:
-        with self._lock:
-            rows = self._db.execute("SELECT url, relative, position, units, records, done FROM objects "
-                                    "WHERE job = ? ORDER BY position", (job.lower(),)).fetchall()
+        with self.lock:
+            rows = self.db.execute("SELECT url, relative, position, units, records, done FROM objects "
+                                   "WHERE job = ? ORDER BY position", (job.lower(),)).fetchall()
         return [ObjectRow(url, rel, pos, units, records, bool(done)) for url, rel, pos, units, records, done in rows]
 
     def cut(self, job: str, url: str, units: int, records: int) -> None:
-        with self._lock:
-            self._db.execute("UPDATE objects SET units = ?, records = ? WHERE job = ? AND url = ?",
-                             (units, records, job.lower(), url))
+        with self.lock:
+            self.db.execute("UPDATE objects SET units = ?, records = ? WHERE job = ? AND url = ?",
+                            (units, records, job.lower(), url))
 
     def answered(self, job: str, url: str) -> dict[int, bytes]:
-        with self._lock:
-            rows = self._db.execute("SELECT unit, body FROM outputs WHERE job = ? AND url = ?",
-                                    (job.lower(), url)).fetchall()
+        with self.lock:
+            rows = self.db.execute("SELECT unit, body FROM outputs WHERE job = ? AND url = ?",
+                                   (job.lower(), url)).fetchall()
         return {unit: bytes(body) for unit, body in rows}
 
     def answer(self, job: str, url: str, unit: int, body: bytes) -> None:
         """A unit's output, committed before anything depends on it; a second answer for it is ignored."""
-        with self._lock:
-            self._db.execute("INSERT OR IGNORE INTO outputs (job, url, unit, body) VALUES (?, ?, ?, ?)",
-                             (job.lower(), url, unit, body))
+        with self.lock:
+            self.db.execute("INSERT OR IGNORE INTO outputs (job, url, unit, body) VALUES (?, ?, ?, ?)",
+                            (job.lower(), url, unit, body))
 
     def written(self, job: str, url: str) -> None:
         """The object's output is in place: mark it and drop its units' rows together."""
-        with self._lock, self._transaction():
-            self._db.execute("UPDATE objects SET done = 1 WHERE job = ? AND url = ?", (job.lower(), url))
-            self._db.execute("DELETE FROM outputs WHERE job = ? AND url = ?", (job.lower(), url))
+        with self.transaction():
+            self.db.execute("UPDATE objects SET done = 1 WHERE job = ? AND url = ?", (job.lower(), url))
+            self.db.execute("DELETE FROM outputs WHERE job = ? AND url = ?", (job.lower(), url))
 
     def progress(self, job: str) -> Progress:
-        with self._lock:
-            objects = self._db.execute(
+        with self.lock:
+            objects = self.db.execute(
                 "SELECT count(*), coalesce(sum(done), 0), coalesce(sum(units), 0), "
                 "coalesce(sum(CASE WHEN done THEN units ELSE 0 END), 0), coalesce(sum(records), 0), "
                 "coalesce(sum(CASE WHEN done THEN records ELSE 0 END), 0) FROM objects WHERE job = ?",
                 (job.lower(),)).fetchone()
-            pending = self._db.execute("SELECT count(*) FROM outputs WHERE job = ?", (job.lower(),)).fetchone()[0]
+            pending = self.db.execute("SELECT count(*) FROM outputs WHERE job = ?", (job.lower(),)).fetchone()[0]
         count, done, units, units_done, records, records_done = objects
         return Progress(count, done, units, units_done + pending, records, records_done)
 
     def forget_progress(self, job: str) -> None:
         """A finished job keeps its record; its rows of progress go."""
-        with self._lock, self._transaction():
-            self._db.execute("DELETE FROM outputs WHERE job = ?", (job.lower(),))
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-    def _transaction(self) -> Any:
-        return _Transaction(self._db)
+        with self.transaction():
+            self.db.execute("DELETE FROM outputs WHERE job = ?", (job.lower(),))
 
 
-class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT on the autocommit connection (ROLLBACK when the block raises)."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-
-    def __enter__(self) -> None:
-        self.db.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, kind: object, *_: object) -> None:
-        self.db.execute("ROLLBACK" if kind else "COMMIT")
-
-
-def _job(body: str) -> JobRecord | None:
-    try:
-        return JobRecord.model_validate_json(body)
-    except (pydantic.ValidationError, json.JSONDecodeError):
-        return None  # named by `pier state check`
+def _job(row: tuple[Any, ...]) -> JobRecord | None:
+    job = read_job(row)
+    return None if isinstance(job, BadRow) else job  # a row that does not read is named by `pier state check`

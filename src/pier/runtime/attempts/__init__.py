@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from pier.runtime.attempts.answer import Answer, forward
 from pier.runtime.attempts.call import Call, StreamEnded
-from pier.runtime.attempts.forward import Forwarder, PathOn
+from pier.runtime.attempts.forward import Forwarder, PathOn, admission_of
 from pier.runtime.attempts.retry import NOT_TAKEN, Declined, RetryBudget, Spent, send_retried
 from pier.runtime.target import Target
 
 __all__ = ["NOT_TAKEN", "Answer", "Call", "Declined", "Forwarder", "PathOn", "RetryBudget", "Spent", "StreamEnded",
-           "Target", "forward", "send_retried"]
+           "Target", "admission_of", "forward", "send_retried"]

@@ -46,14 +46,20 @@ class Timing:
     model_cache: CacheReport | None = None  # how a multi-model copy found the request's model
 
 
+def admission_of(settings: RuntimeSettings) -> Admission:
+    """The runtime's admission, made before it where others read it too (autoscaling's load)."""
+    return Admission(AdmissionLimits(
+        settings.queue, settings.queue_timeout_s, settings.affinity_slack, settings.per_copy_concurrency))
+
+
 class Forwarder:
     def __init__(self, settings: RuntimeSettings, client: httpx.AsyncClient | None = None,
-                 observer: InvocationObserver | None = None, path_on: PathOn | None = None) -> None:
+                 observer: InvocationObserver | None = None, path_on: PathOn | None = None,
+                 admission: Admission | None = None) -> None:
         self.settings = settings
         self.observer = observer
         self.path_on = path_on  # where a copy reads a file of the gateway's host (Backend.path_on); None: there
-        self.admission = Admission(AdmissionLimits(
-            settings.queue, settings.queue_timeout_s, settings.affinity_slack, settings.per_copy_concurrency))
+        self.admission = admission or admission_of(settings)
         self.upstream = Upstream(client, connect_timeout_s=settings.connect_timeout_s)
         self.casualties = resume.Casualties(settings.resume)
         self.framed: set[tuple[str, int | None]] = set()  # copies (id, pid) that answered in frames
