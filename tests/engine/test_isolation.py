@@ -20,7 +20,7 @@ POISON = 0  # <unk>: never sampled (the fake keeps it at -10), so only a prompt 
 
 def requests() -> list[GenerateRequest]:
     prompts = [[1] + [10 + i + j for j in range(20 + 7 * i)] for i in range(8)]
-    prompts[5] = prompts[5][:10] + [POISON] + prompts[5][10:]
+    prompts[5] = [*prompts[5][:10], POISON, *prompts[5][10:]]
     return [GenerateRequest(f"r{i}", p, GREEDY, max_tokens=16, ignore_eos=True) for i, p in enumerate(prompts)]
 
 

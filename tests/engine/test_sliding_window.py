@@ -41,7 +41,7 @@ def test_a_prompt_sharing_the_start_of_a_long_one_is_answered_as_if_nothing_were
     window layers no longer hold what the shorter one's next token needs, so it is computed afresh."""
     core = engine(host)
     run(core, request("long", LONG))
-    short = LONG[:80] + [200, 201, 202]
+    short = [*LONG[:80], 200, 201, 202]
     got = run(core, request("short", short))
     assert got.last("short").finish_reason is FinishReason.LENGTH
     assert got.tokens("short") == fresh_answer(short)
@@ -65,7 +65,7 @@ def test_a_prefix_whose_window_is_still_held_is_forked() -> None:
     """A finished sequence shorter than the window lost nothing: any prefix of it is reused."""
     core = engine(host=False)
     run(core, request("a", LONG[:20], n=6))  # 26 positions: the window holds them all
-    b = LONG[:15] + [200, 201]
+    b = [*LONG[:15], 200, 201]
     assert run(core, request("b", b)).tokens("b") == fresh_answer(b)
     assert core.stats().cached_prompt_tokens == 15
 
@@ -74,7 +74,7 @@ def test_eight_prompts_sharing_a_long_prefix_at_once_are_each_answered_exactly()
     """c=8: after a long prompt, eight that share its start at lengths on both sides of the window."""
     core = engine(host=True)
     run(core, request("long", LONG))
-    prompts = {f"p{i}": LONG[: 60 + 13 * i] + [200 + i, 201] for i in range(8)}
+    prompts = {f"p{i}": [*LONG[:60 + 13 * i], 200 + i, 201] for i in range(8)}
     got = run(core, *(request(rid, p) for rid, p in prompts.items()))
     for rid, prompt in prompts.items():
         assert got.last(rid).finish_reason is FinishReason.LENGTH
