@@ -132,8 +132,8 @@ def test_a_suffix_replaces_only_suffixes_of_its_base_or_a_longer_one() -> None:
 def test_a_suffix_matches_only_where_its_base_is_usable_and_past_its_base() -> None:
     host = HostCache(budget_bytes=10_000)
     chat = host.put(tokens(*range(30)), state(20), base=26)
-    assert host.match(tokens(*range(30), 99), 99, usable=lambda e: False).entry is None
-    assert host.match(tokens(*range(30), 99), 99, usable=lambda e: True).entry is chat
+    assert host.match(tokens(*range(30), 99), 99, usable=lambda e, n: False).entry is None
+    assert host.match(tokens(*range(30), 99), 99, usable=lambda e, n: True).entry is chat
     assert host.match(tokens(*range(8), 77), 99).entry is None  # shares only part of the base: nothing to restore
 
 

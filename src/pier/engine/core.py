@@ -7,6 +7,7 @@ sample every sequence that produced logits, emit text and finish what is done.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
@@ -19,12 +20,13 @@ from pier.engine.common_prefix import common_prefix
 from pier.engine.detok import TextStream
 from pier.engine.draft import Drafter
 from pier.engine.host_cache import HostCache
+from pier.engine.isolation import Part, decode_apart
 from pier.engine.kv_cache import KvCache
 from pier.engine.logprobs import TokenLogprob, token_logprob
 from pier.engine.prefix_cache import MIN_KEPT, MIN_SAVED, NO_MATCH, PrefixCache, PrefixMatch
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk
 from pier.engine.retention import RetentionBudget
-from pier.engine.runner import Batch, KvCacheFull, ModelRunner
+from pier.engine.runner import KvCacheFull, ModelRunner
 from pier.engine.sampling import GrammarExhausted, TokenSampler
 from pier.engine.scheduler import ITL_BOUND, Work, allowance, capped, overtaken, plan, saturation_left
 from pier.engine.sequence import Emit, Sequence
@@ -34,6 +36,7 @@ from pier.engine.utf8_guard import Utf8Guard
 from pier.engine.validate import CheckedRequest, checked
 from pier.errors import InvalidRequest
 
+log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class EngineConfig:
@@ -213,8 +216,10 @@ class EngineCore:
     def _admit(self) -> None:
         while self.waiting and len(self.running) < self.config.max_running:
             seq = self.waiting[0]
-            # a prompt's log-probabilities need logits at every position: none of it may come from the cache
-            match = NO_MATCH if seq.needs_every_logit else self.prefix.match(seq.tokens, seq.request.adapter)
+            # a prompt's log-probabilities need logits at every position: none of it may come from the cache; nor
+            # may a sequence that llama_decode failed on (`_failed`)
+            fresh = seq.needs_every_logit or seq.failed_once
+            match = NO_MATCH if fresh else self.prefix.match(seq.tokens, seq.request.adapter)
             if self._prefix_in_flight(seq, match):
                 return
             if not self._fits(seq, match):
@@ -237,8 +242,8 @@ class EngineCore:
         (nothing could be taken from it otherwise), and only for a shared prefix of MIN_KEPT tokens or more:
         unrelated prompts share their first few tokens (BOS, a chat template's opening), and waiting for those
         queued every new prompt behind every other one's prefill."""
-        if not self.config.prefix_cache:
-            return False
+        if not self.config.prefix_cache or not self.kv.memory.plain or seq.failed_once:
+            return False  # a sliding window or a recurrent state may not keep that prefix (engine/model_memory.py)
         limit = len(seq.tokens) - 1
         for other in self.running:
             if other.pending > 1 and other.request.adapter == seq.request.adapter:
@@ -295,8 +300,8 @@ class EngineCore:
     def _draft(self, work: list[Work]) -> None:
         """Give the step's generating sequences their drafts (engine/draft.py), within the step's token budget and
         the cells free without evicting a cached prefix for them; a draft never runs past a sequence's max_tokens."""
-        if self.config.speculate <= 0:
-            return  # off (the default): nothing drafted, no step pays for looking
+        if self.config.speculate <= 0 or self.kv.memory.recurrent:
+            return  # off (the default; a recurrent state cannot take a rejected draft back): no step pays for looking
         planned = sum(w.n_tokens for w in work)
         room = min(self.step_tokens - planned, self.kv.free_cells - planned)
         for w in work:
@@ -331,10 +336,10 @@ class EngineCore:
 
     def _decode(self, work: list[Work]) -> tuple[np.ndarray, list[_Rows], _Forward] | None:
         """One forward pass; returns the logits, which rows belong to which sequence's positions, and what the
-        pass carried and took."""
-        batch, now = Batch(), time.perf_counter()
-        chunks = []  # (sequence, the tokens it feeds this step)
-        rows, first_row = [], 0
+        pass carried and took. A sequence that makes llama_decode fail is run apart from the others
+        (engine/isolation.py) and retried or failed alone (`_failed`)."""
+        parts: dict[Part, Sequence] = {}
+        now = time.perf_counter()
         for w in work:
             seq = self.running[w.index]
             assert seq.slot is not None
@@ -344,29 +349,51 @@ class EngineCore:
                 chunk += seq.draft
             last = start + w.n_tokens == len(seq.tokens)
             every = (seq.needs_every_logit and start < len(seq.tokens) - 1) or bool(seq.draft)
-            batch.add(seq.slot.seq_id, start, chunk, want_logits=last, every=every, adapter=seq.request.adapter)
-            n_rows = len(chunk) if every else int(last)
-            rows.append(_Rows(seq, start + len(chunk) - n_rows, first_row, n_rows))
-            first_row += n_rows
-            chunks.append((seq, seq.slot, chunk))
+            parts[Part(seq.slot.seq_id, start, chunk, last, every, seq.request.adapter)] = seq
             if seq.scheduled is None:
                 seq.scheduled = now
         decode_rows = sum(1 for w in work if w.n_tokens == 1 and self.running[w.index].pending == 1)
-        prompt_tokens = len(batch) - decode_rows  # drafted tokens count as prompt tokens: extra rows to compute
+        # drafted tokens count as prompt tokens: extra rows to compute
+        prompt_tokens = sum(len(part.tokens) for part in parts) - decode_rows
         try:
             started = time.perf_counter()
-            logits = self.runner.decode(batch)
+            outcome = decode_apart(self.runner, list(parts), self.runner.info.n_vocab)
             forward = _Forward(decode_rows, prompt_tokens, time.perf_counter() - started)
-            self.step_cost.observe(decode_rows, prompt_tokens, forward.seconds)
         except KvCacheFull:
             # Our count said it fits but llama.cpp disagreed: free every cached prefix, then a sequence.
             if not self.prefix.idle_count:
                 self._preempt(self.running[-1])
             self.prefix.clear()
             return None
-        for _, slot, chunk in chunks:
-            self.kv.extend(slot, chunk)
-        return logits, [r for r in rows if r.n_rows], forward
+        if not outcome.failed:
+            self.step_cost.observe(decode_rows, prompt_tokens, forward.seconds)
+        for part, error in outcome.failed:
+            self._failed(parts[part], error)
+        rows, first_row = [], 0
+        for part in outcome.ran:
+            seq = parts[part]
+            assert seq.slot is not None
+            self.kv.extend(seq.slot, part.tokens)
+            if part.n_rows:
+                rows.append(_Rows(seq, part.start + len(part.tokens) - part.n_rows, first_row, part.n_rows))
+            first_row += part.n_rows
+        return outcome.logits, rows, forward
+
+    def _failed(self, seq: Sequence, error: RuntimeError) -> None:
+        """llama_decode failed on this sequence's rows alone. The first time, it is computed again from an empty
+        slot (its KV, or a prefix it reused, may be what llama.cpp refused: output is unchanged, as after a
+        preemption); the second time it ends with an error. The other sequences of the step went on either way."""
+        if not seq.failed_once:
+            log.warning("llama_decode failed on request %s (%s); computing it again without cached KV",
+                        seq.request_id, error)
+            seq.failed_once = True
+            self._preempt(seq)
+            return
+        log.error("llama_decode failed on request %s again (%s); ending it", seq.request_id, error)
+        self._end(seq, FinishReason.ERROR, "", (), keep_prefix=False,
+                  error=f"the model could not compute this request ({error}); the requests beside it went on. "
+                        "Retry it; if it fails again, shorten or change the prompt, and report it with the "
+                        "copy's log")
 
     def _sample(self, logits: np.ndarray, outputs: list[_Rows]) -> None:
         for out in outputs:

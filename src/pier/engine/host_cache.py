@@ -35,6 +35,9 @@ class HostEntry:
     state: SeqState  # the runner's saved state of a sequence's positions base..len(tokens)-1, holding tokens[base:]
     adapter: str = ""  # the LoRA adapter the state was computed under
     base: int = 0  # leading tokens the state leaves out: a shared prefix, forked on the device when restored
+    # the lowest position the state holds in every layer: past `base` for a model whose memory keeps less than
+    # every position (a sliding window, recurrent layers: engine/model_memory.py)
+    first: int = 0
 
     @property
     def nbytes(self) -> int:
@@ -78,14 +81,15 @@ class HostCache:
         return len(self._lru)
 
     def match(self, prompt: Sequence[int], limit: int, adapter: str = "",
-              usable: Callable[[HostEntry], bool] | None = None) -> HostMatch:
+              usable: Callable[[HostEntry, int], bool] | None = None) -> HostMatch:
         """The entry sharing the longest prefix with `prompt`, at most `limit` tokens (and at least min_tokens),
-        among those `usable` accepts (the prefix cache's test that an entry's base is on the device)."""
+        among those `usable` accepts for that many tokens (the prefix cache's test that an entry's base is on the
+        device, and that the model can go on from it)."""
         best = NO_HOST_MATCH
         for entry in self._filed.get(self._key(prompt, adapter), ()):
             length = common_prefix(entry.tokens, prompt, limit)
             better = length > max(best.length, entry.base) and length >= self.min_tokens
-            if better and (usable is None or usable(entry)):
+            if better and (usable is None or usable(entry, length)):
                 best = HostMatch(entry, length)
         return best
 
@@ -99,13 +103,14 @@ class HostCache:
     def worth_saving(self, tokens: Sequence[int], adapter: str = "", base: int = 0) -> bool:
         return len(tokens) - base >= self.min_tokens and not self.holds(tokens, adapter, base)
 
-    def put(self, tokens: Sequence[int], state: SeqState, adapter: str = "", base: int = 0) -> HostEntry | None:
+    def put(self, tokens: Sequence[int], state: SeqState, adapter: str = "", base: int = 0,
+            first: int = 0) -> HostEntry | None:
         """Keep `state`, the KV of `tokens[base:]`. Entries it holds all of (their tokens begin it, their base is
         no shorter) are dropped, then the least recently used until it fits. None when it is too short or larger
         than the whole budget."""
         if len(tokens) - base < self.min_tokens or not 0 < len(state) <= self.budget_bytes:
             return None
-        entry = HostEntry(list(tokens), state, adapter, base)
+        entry = HostEntry(list(tokens), state, adapter, base, max(base, first))
         for older in self._contained_in(entry):
             self._drop(older)
         while self.nbytes + entry.nbytes > self.budget_bytes:
@@ -123,6 +128,11 @@ class HostCache:
         if id(entry) in self._lru:
             self._lru.move_to_end(id(entry))
         self.stats.restored += 1
+
+    def forget(self, entry: HostEntry) -> None:
+        """Drop an entry the model could not go on from after all."""
+        if id(entry) in self._lru:
+            self._drop(entry)
 
     def _contained_in(self, entry: HostEntry) -> list[HostEntry]:
         tokens = entry.tokens

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pier.engine.model_memory import HeldPositions, ModelMemory, resumable
 from pier.engine.runner import ModelRunner, SeqState
 
 
@@ -41,6 +42,18 @@ class KvCache:
         self._refs: dict[int, int] = {}
         self._next_cell = 0
         self.slots: dict[int, KvSlot] = {}
+
+    @property
+    def memory(self) -> ModelMemory:
+        return self.runner.memory
+
+    def held(self, slot: KvSlot) -> HeldPositions:
+        return self.runner.held(slot.seq_id)
+
+    def resumable(self, slot: KvSlot, length: int) -> bool:
+        """May a sequence go on from `slot`'s first `length` positions (forked, or `slot` cut back to them)? Always,
+        unless the model's memory keeps less than every position (a sliding window, recurrent layers)."""
+        return self.memory.plain or resumable(self.memory, self.held(slot), length)
 
     @property
     def used_cells(self) -> int:

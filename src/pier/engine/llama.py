@@ -17,6 +17,7 @@ from pier.engine.amx_permission import refuse_amx
 from pier.engine.cpus import engine_threads, usable_cores
 from pier.engine.devices import Device, device_handles
 from pier.engine.kernels import HostKernels, KernelFamily
+from pier.engine.model_memory import NOTHING, HeldPositions, ModelMemory
 from pier.engine.offload import ON_CPU, SPLIT_MODES, Offload
 from pier.engine.passes import plan_adapter_passes, runs
 from pier.engine.runner import LLAMA_MAX_SEQ, Batch, KvCacheFull, ModelInfo, SeqState
@@ -161,6 +162,9 @@ class LlamaRunner:
         self._scratch = self.n_seq_max
         self.n_batch = llama_cpp.llama_n_batch(self._ctx)
         self.info = self._model_info(path)
+        model = self._model
+        self.memory = ModelMemory(window=llama_cpp.llama_model_n_swa(model), recurrent=bool(
+            llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model)))
         self._pieces: dict[int, bytes] = {}
         self._batch_arrays(self.n_batch)
 
@@ -313,6 +317,10 @@ class LlamaRunner:
 
     def remove(self, seq_id: int, start: int = 0) -> None:
         llama_cpp.llama_memory_seq_rm(self._memory, seq_id, start, -1)
+
+    def held(self, seq_id: int) -> HeldPositions:
+        last = llama_cpp.llama_memory_seq_pos_max(self._memory, seq_id)
+        return HeldPositions(llama_cpp.llama_memory_seq_pos_min(self._memory, seq_id), last) if last >= 0 else NOTHING
 
     def copy(self, src: int, dst: int, length: int) -> None:
         llama_cpp.llama_memory_seq_cp(self._memory, src, dst, 0, length)

@@ -15,6 +15,11 @@ skips a 64 x 64 block of queries and cells only when none of the queries may see
 attending over a history scattered among other sequences' cells computes nearly every block up to the highest
 cell in use; a restored history is written into free cells in one run. Prompt steps over scattered histories
 cost 1.5-1.8x (benchmarks/prompt_layout.py), the copies out and back about 40 ms per 1,000 tokens.
+
+A model whose memory keeps less than every position (a sliding window, recurrent layers: `model_memory.py`) can go
+on only from some prefixes: a match is taken only where llama.cpp still holds what the next token needs (asked of
+the runner for a sequence on the device, predicted from what a saved state holds for host memory), and checked
+again once adopted. A recurrent state cannot be cut back, so such a model's idle prefixes stay whole or leave.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from pier.engine.common_prefix import common_prefix
 from pier.engine.kv_cache import KvCache, KvSlot
+from pier.engine.model_memory import HeldPositions, resumable, saved_first
 from pier.engine.runner import LLAMA_MAX_SEQ
 
 if TYPE_CHECKING:
@@ -78,15 +84,31 @@ class PrefixCache:
             if slot.adapter != adapter:
                 continue
             length = common_prefix(slot.tokens, prompt, limit)
-            if length > best.length:
+            if length > best.length and self.kv.resumable(slot, length):
                 best = PrefixMatch(slot, length)
         if self.host is not None:
             # a saved suffix is usable when its base is on the device: the base is the prompt's own start, so
             # exactly when the device's best match covers it, and that sequence is the one to fork it from
-            saved = self.host.match(prompt, limit, adapter, usable=lambda entry: entry.base <= best.length)
+            def usable(entry: HostEntry, length: int) -> bool:
+                return entry.base <= best.length and self._restorable(entry, length, best.slot)
+
+            saved = self.host.match(prompt, limit, adapter, usable=usable)
             if saved.entry is not None and saved.length >= best.length + MIN_SAVED:
                 return PrefixMatch(best.slot if saved.entry.base else None, saved.length, saved.entry)
         return best
+
+    def _restorable(self, entry: HostEntry, length: int, base_from: KvSlot | None) -> bool:
+        """May a sequence go on from the first `length` tokens of a saved entry, once restored (after its base,
+        forked from `base_from`)? Always for a plain model; otherwise where the state holds what the next token
+        needs: its own positions from `entry.first` on, and below them the base's as its sequence holds them now
+        (None: not asked, from a thread other than the engine's: the state's own part only)."""
+        memory = self.kv.memory
+        if memory.plain:
+            return True
+        first = entry.first
+        if entry.base and first <= entry.base and base_from is not None:  # one run down into the forked base
+            first = min(entry.base, max(0, self.kv.held(base_from).first))
+        return resumable(memory, HeldPositions(first, len(entry.tokens) - 1), length)
 
     def holds(self, prompt: Sequence[int], adapter: str = "") -> int:
         """Leading tokens of `prompt` the cache holds now, in the KV cache or in host memory: what the copy reports
@@ -96,13 +118,21 @@ class PrefixCache:
         if self.budget is None:
             return 0
         prompt = list(prompt)  # common_prefix compares slices: a tuple never equals a list
+        plain = self.kv.memory.plain  # otherwise llama.cpp is not asked from this thread: whole prefixes only
         best = 0
         for slot in list(self.kv.slots.values()):
             if slot.adapter == adapter:
-                best = max(best, common_prefix(list(slot.tokens), prompt, len(prompt)))
+                tokens = list(slot.tokens)
+                length = common_prefix(tokens, prompt, len(prompt))
+                if plain or length == len(tokens):
+                    best = max(best, length)
         if self.host is not None:  # a saved suffix counts while its base is on the device (as `match` has it)
             held = best
-            best = max(best, self.host.match(prompt, len(prompt), adapter, usable=lambda e: e.base <= held).length)
+
+            def usable(entry: HostEntry, length: int) -> bool:
+                return entry.base <= held and self._restorable(entry, length, None)
+
+            best = max(best, self.host.match(prompt, len(prompt), adapter, usable=usable).length)
         return best
 
     def adopt(self, match: PrefixMatch, into: KvSlot, prompt: Sequence[int] | None = None) -> int:
@@ -111,6 +141,11 @@ class PrefixCache:
         holds the same cells, so nothing is lost. `prompt`, on a request's first admission, tells the
         retention budget whether an earlier eviction cost it."""
         reused = self._restore(match, into) if match.saved is not None else self._fork(match.slot, match.length, into)
+        if not self.kv.resumable(into, reused):  # what llama.cpp holds is not what was predicted: start afresh
+            self.kv.truncate(into, 0)
+            if match.saved is not None and self.host is not None:
+                self.host.forget(match.saved)
+            reused = 0
         into.proven = reused  # content a prompt came back for: worth keeping when this one ends
         if self.budget is not None and prompt is not None:
             regret = self.budget.admitted(prompt, reused)
@@ -178,11 +213,12 @@ class PrefixCache:
         It stays when host memory does not take it (larger than the whole budget)."""
         if len(slot) - slot.shared < MIN_SAVED:
             return
-        base = slot.shared if slot.shared >= MIN_KEPT else 0  # the shared part stays: save only what follows it
+        # the shared part stays: save only what follows it
+        base = slot.shared if slot.shared >= MIN_KEPT and self._cuts else 0
         self._save(slot, base)
         if self.host is None or not self.host.holds(slot.tokens, slot.adapter, base):
             return
-        if slot.shared >= MIN_KEPT:
+        if base:
             self.kv.truncate(slot, slot.shared)
         else:
             self.kv.release(slot)
@@ -196,7 +232,7 @@ class PrefixCache:
             if over <= 0:
                 return
             keep = self._kept(slot)
-            if keep >= len(slot):
+            if keep >= len(slot) or (keep >= MIN_KEPT and not self._cuts):  # a recurrent state is kept whole
                 continue
             before = self.kv.used_cells
             budget.evicted(slot.tokens)
@@ -206,6 +242,11 @@ class PrefixCache:
             else:
                 self._evict(slot)
             over -= before - self.kv.used_cells
+
+    @property
+    def _cuts(self) -> bool:
+        """May an idle prefix be cut back? Not a recurrent state: llama.cpp keeps it only after the last position."""
+        return not self.kv.memory.recurrent
 
     @property
     def saving(self) -> bool:
@@ -260,7 +301,10 @@ class PrefixCache:
             return
         self.budget.left_device()
         if self.budget.worth_saving and self.host.worth_saving(slot.tokens, slot.adapter, base):
-            self.host.put(slot.tokens, self.kv.save(slot, base), slot.adapter, base)
+            memory, first = self.kv.memory, 0
+            if not memory.plain:  # what the state will hold of every layer (engine/model_memory.py)
+                first = max(saved_first(memory, len(slot)), self.kv.held(slot).first)
+            self.host.put(slot.tokens, self.kv.save(slot, base), slot.adapter, base, first)
 
     @property
     def idle_count(self) -> int:

@@ -12,6 +12,8 @@ from typing import Protocol
 import llama_cpp
 import numpy as np
 
+from pier.engine.model_memory import HeldPositions, ModelMemory
+
 SeqState = bytes | bytearray  # one sequence's KV as the runner saved it (opaque to the engine)
 LLAMA_MAX_SEQ = 256  # llama.cpp's limit on sequence ids in one context (src/llama-cparams.h)
 
@@ -75,6 +77,7 @@ class ModelRunner(Protocol):
     n_ctx: int  # KV cells (unified across all sequences)
     n_seq_max: int  # sequence ids 0..n_seq_max-1
     n_batch: int  # most tokens one decode takes
+    memory: ModelMemory  # what the model's memory keeps of a sequence: which prefixes can be continued
 
     def tokenize(self, text: str, add_bos: bool, special: bool) -> list[int]: ...
 
@@ -89,11 +92,17 @@ class ModelRunner(Protocol):
 
     def decode(self, batch: Batch) -> np.ndarray:
         """Run the batch; return logits, one row per token whose output flag is set, in batch order.
-        The array is only valid until the next decode. Raises KvCacheFull."""
+        The array is only valid until the next decode. Raises KvCacheFull (no cells), or RuntimeError when
+        llama_decode refuses or fails the batch; either way nothing was written."""
         ...
 
     def remove(self, seq_id: int, start: int = 0) -> None:
         """Drop positions >= start of seq_id from the KV memory."""
+        ...
+
+    def held(self, seq_id: int) -> HeldPositions:
+        """The positions the memory holds for seq_id now (llama_memory_seq_pos_min and _max): with a sliding window
+        or recurrent layers, less than the sequence's tokens (engine/model_memory.py)."""
         ...
 
     def copy(self, src: int, dst: int, length: int) -> None:

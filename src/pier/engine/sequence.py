@@ -43,6 +43,7 @@ class Sequence:
     # fed with its next token in the step being run
     drafter: Drafter | None = None
     draft: list[int] = field(default_factory=list)
+    failed_once: bool = False  # llama_decode failed on it alone: computed again without cached KV (core._failed)
 
     @property
     def request_id(self) -> str:
