@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from pier.engine.core import EngineConfig
+from pier.engine.config import EngineConfig
 from pier.engine.engine import Engine
 from pier.engine.fake import FakeRunner
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk, SamplingParams

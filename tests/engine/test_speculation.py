@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from pier.engine.core import EngineConfig, EngineCore
+from pier.engine.config import EngineConfig
+from pier.engine.core import EngineCore
 from pier.engine.fake import FakeRunner
 from pier.engine.request import FinishReason, GenerateRequest, SamplingParams
 

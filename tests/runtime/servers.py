@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from pier.backends.base import CopyState, CopyStatus
 from pier.channel.headers import REFUSED_HEADER
-from pier.engine.core import EngineConfig
+from pier.engine.config import EngineConfig
 from pier.engine.engine import Engine
 from pier.engine.fake import FakeRunner
 from pier.engine.runner import Batch

@@ -16,7 +16,7 @@ import pytest
 from botocore.eventstream import EventStreamBuffer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pier.engine.core import EngineConfig
+from pier.engine.config import EngineConfig
 from pier.engine.engine import Engine
 from pier.engine.fake import FakeRunner
 from pier.runtime.settings import ResumeSettings, RuntimeSettings

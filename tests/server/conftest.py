@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from fastapi import FastAPI
 
-from pier.engine.core import EngineConfig
+from pier.engine.config import EngineConfig
 from pier.engine.engine import Engine
 from pier.engine.fake import FakeRunner
 from pier.engine.runner import Batch

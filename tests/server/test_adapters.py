@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from pier.channel.copy_secret import COPY_SECRET_ENV
-from pier.engine.core import EngineConfig
+from pier.engine.config import EngineConfig
 from pier.engine.engine import Engine
 from pier.engine.llama import LlamaRunner
 from pier.server.app import create_app

@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from pier.engine.core import EngineConfig
+from pier.engine.config import EngineConfig
 from pier.engine.engine import Engine
 from pier.engine.fake import FakeRunner
 from pier.runtime.upstream import Upstream

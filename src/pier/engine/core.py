@@ -11,12 +11,13 @@ import logging
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import numpy as np
 
 from pier.engine import continuation
 from pier.engine.common_prefix import common_prefix
+from pier.engine.config import EngineConfig
 from pier.engine.detok import TextStream
 from pier.engine.draft import Drafter
 from pier.engine.host_cache import HostCache
@@ -28,78 +29,26 @@ from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk
 from pier.engine.retention import RetentionBudget
 from pier.engine.runner import KvCacheFull, ModelRunner
 from pier.engine.sampling import GrammarExhausted, TokenSampler
-from pier.engine.scheduler import ITL_BOUND, Work, allowance, capped, overtaken, plan, saturation_left
+from pier.engine.scheduler import (
+    ITL_BOUND,
+    Work,
+    allowance,
+    holds_new,
+    new_prompts,
+    overtaken,
+    plan,
+    saturation_left,
+)
 from pier.engine.sequence import Emit, Sequence
+from pier.engine.stats import EngineStats
 from pier.engine.step_cost import StepCost
-from pier.engine.step_times import StepTimes, StepTimesSnapshot
+from pier.engine.step_output import ChunkExtra, ForwardPass, LogitRows
+from pier.engine.step_times import StepTimes
 from pier.engine.utf8_guard import Utf8Guard
 from pier.engine.validate import CheckedRequest, checked
 from pier.errors import InvalidRequest
 
 log = logging.getLogger(__name__)
-
-@dataclass(frozen=True)
-class EngineConfig:
-    max_running: int = 8  # sequences decoding at once (llama-server's --parallel)
-    step_tokens: int = 512  # most tokens in one llama_decode (n_batch)
-    prefix_cache: bool = True
-    prefix_floor_cells: int | None = None  # cells idle prefixes may always keep; None = a sixteenth of the cache
-    host_cache_bytes: int = 0  # host memory for prefixes evicted from the KV cache; 0 = drop them instead
-    # a step with generating sequences costs at most this many decode-only steps (engine/scheduler.py); None: no
-    # bound, prompts may fill the whole step
-    itl_bound: float | None = ITL_BOUND
-    # n-gram speculation (engine/draft.py): a generating sequence may feed up to this many drafted tokens with its
-    # next one when its history predicts them (TGI's SPECULATE); 0 = off
-    speculate: int = 0
-
-    def __post_init__(self) -> None:
-        if self.max_running < 1 or self.step_tokens < self.max_running:
-            raise InvalidRequest(
-                f"step_tokens ({self.step_tokens}) must be >= max_running ({self.max_running}) >= 1, "
-                "so every running sequence can decode in each step."
-            )
-
-
-@dataclass(frozen=True)
-class EngineStats:
-    running: int
-    waiting: int
-    kv_cells_used: int
-    kv_cells_total: int
-    cached_prefixes: int
-    prompt_tokens: int
-    cached_prompt_tokens: int  # from the prefix cache: forked in the KV cache or restored from host memory
-    generated_tokens: int
-    preemptions: int
-    steps: int
-    prefix_budget_cells: int  # cells idle prefixes may keep now (0 with the prefix cache off)
-    restored_prompt_tokens: int = 0  # the part of cached_prompt_tokens restored from host memory
-    host_cache_entries: int = 0
-    host_cache_bytes: int = 0
-    step_timer: StepTimes = field(default_factory=StepTimes)  # the engine's own, read when asked (not each step)
-    drafted_tokens: int = 0  # n-gram speculation: tokens drafted, and those the model wrote as drafted
-    draft_kept_tokens: int = 0
-
-    @property
-    def step_times(self) -> StepTimesSnapshot:
-        """The steps' times by kind so far: a copy taken now (any thread), at most a step newer than the rest."""
-        return self.step_timer.snapshot()
-
-    @property
-    def prefix_hit_rate(self) -> float:
-        return self.cached_prompt_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
-
-    @property
-    def device_hit_rate(self) -> float:
-        """Prompt tokens shared from sequences in the KV cache / all prompt tokens."""
-        device = self.cached_prompt_tokens - self.restored_prompt_tokens
-        return device / self.prompt_tokens if self.prompt_tokens else 0.0
-
-    @property
-    def host_hit_rate(self) -> float:
-        """Prompt tokens restored from host memory / all prompt tokens."""
-        return self.restored_prompt_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
-
 
 class EngineCore:
     def __init__(self, runner: ModelRunner, config: EngineConfig | None = None) -> None:
@@ -279,12 +228,14 @@ class EngineCore:
     def _schedule(self) -> list[Work]:
         streams = sum(1 for s in self.running if s.pending == 1)
         cap = self.step_cost.prompt_cap(streams) if self.config.itl_bound is not None else None
-        new = self._new_prompts()
+        new = new_prompts([s.pending for s in self.running], [s.first_token for s in self.running],
+                          [s.admitted for s in self.running])
         self._saturated_for = saturation_left(self._saturated_for, len(self.running) + len(self.waiting),
                                               self.config.max_running)
         saturated = self._saturated_for > 0
         budget = self.step_tokens
-        if cap is not None and self._capped(streams, new, saturated) and self.step_cost.stale(streams):
+        if cap is not None and holds_new(streams, [s.pending for s in self.running], new, saturated) \
+                and self.step_cost.stale(streams):
             budget = streams  # a probe: what decoding this many rows alone costs (engine/step_cost.py)
         while self.running:
             pending = [s.pending for s in self.running]
@@ -313,17 +264,6 @@ class EngineCore:
                                                             seq.max_tokens - seq.n_generated - 1))
             room -= len(seq.draft)
 
-    def _capped(self, streams: int, new: list[bool], saturated: bool) -> bool:
-        """Whether the cap holds any of this step's prompts (engine/scheduler.py, `capped`)."""
-        return capped(streams, saturated) and any(n for s, n in zip(self.running, new, strict=True) if s.pending > 1)
-
-    def _new_prompts(self) -> list[bool]:
-        """Per running sequence, whether it was admitted after a running stream began: the prompts the cap
-        applies to (engine/scheduler.py). A wave's prompts, waiting when its first ones began streaming, are not."""
-        began = min((s.first_token for s in self.running if s.pending == 1 and s.first_token is not None),
-                    default=float("inf"))
-        return [s.admitted > began for s in self.running]
-
     def _preempt(self, seq: Sequence) -> None:
         """Out of KV cells: the newest sequence gives its cells back and is recomputed later (its
         tokens so far become its prompt; sampler state and output stream carry on unchanged)."""
@@ -334,7 +274,7 @@ class EngineCore:
         self.waiting.appendleft(seq)
         self._totals["preemptions"] += 1
 
-    def _decode(self, work: list[Work]) -> tuple[np.ndarray, list[_Rows], _Forward] | None:
+    def _decode(self, work: list[Work]) -> tuple[np.ndarray, list[LogitRows], ForwardPass] | None:
         """One forward pass; returns the logits, which rows belong to which sequence's positions, and what the
         pass carried and took. A sequence that makes llama_decode fail is run apart from the others
         (engine/isolation.py) and retried or failed alone (`_failed`)."""
@@ -358,7 +298,7 @@ class EngineCore:
         try:
             started = time.perf_counter()
             outcome = decode_apart(self.runner, list(parts), self.runner.info.n_vocab)
-            forward = _Forward(decode_rows, prompt_tokens, time.perf_counter() - started)
+            forward = ForwardPass(decode_rows, prompt_tokens, time.perf_counter() - started)
         except KvCacheFull:
             # Our count said it fits but llama.cpp disagreed: free every cached prefix, then a sequence.
             if not self.prefix.idle_count:
@@ -375,7 +315,7 @@ class EngineCore:
             assert seq.slot is not None
             self.kv.extend(seq.slot, part.tokens)
             if part.n_rows:
-                rows.append(_Rows(seq, part.start + len(part.tokens) - part.n_rows, first_row, part.n_rows))
+                rows.append(LogitRows(seq, part.start + len(part.tokens) - part.n_rows, first_row, part.n_rows))
             first_row += part.n_rows
         return outcome.logits, rows, forward
 
@@ -395,11 +335,11 @@ class EngineCore:
                         "Retry it; if it fails again, shorten or change the prompt, and report it with the "
                         "copy's log")
 
-    def _sample(self, logits: np.ndarray, outputs: list[_Rows]) -> None:
+    def _sample(self, logits: np.ndarray, outputs: list[LogitRows]) -> None:
         for out in outputs:
             seq = out.seq
             if seq.needs_every_logit:
-                self._prompt_logprobs(seq, logits[out.first_row : out.first_row + out.n_rows], out.position)
+                seq.record_prompt_logprobs(logits[out.first_row : out.first_row + out.n_rows], out.position)
             if seq.pending > 0:
                 continue  # a prompt chunk: nothing to sample yet (a drafted sequence has fed more than it knows)
             if seq.replay is not None:  # a continuation's tokens, now with their log-probabilities
@@ -442,22 +382,6 @@ class EngineCore:
         if seq.slot is not None:
             self.kv.truncate(seq.slot, len(seq.tokens) - 1)
 
-    def _prompt_logprobs(self, seq: Sequence, rows: np.ndarray, position: int) -> None:
-        """Row i holds the model's guess after position + i: the log-probability of the prompt (or continuation)
-        token that came next. Each position is recorded once (a preempted sequence computes its prompt again)."""
-        bias, n_replayed = seq.request.sampling.logit_bias, len(seq.request.continuation)
-        if seq.prompt_logprobs is None and seq.request.prompt_logprobs is not None:
-            seq.prompt_logprobs = [None] * seq.prompt_len
-        if seq.replay_logprobs is None and seq.replay_waits_for_logprobs:
-            seq.replay_logprobs = [None] * n_replayed
-        for i, row in enumerate(rows):
-            at = position + i + 1
-            if at < seq.prompt_len and seq.prompt_logprobs is not None and seq.prompt_logprobs[at] is None:
-                seq.prompt_logprobs[at] = token_logprob(row, seq.tokens[at], seq.request.prompt_logprobs or 0, bias)
-            replayed = at - seq.prompt_len
-            if 0 <= replayed < n_replayed and seq.replay_logprobs is not None and seq.replay_logprobs[replayed] is None:
-                seq.replay_logprobs[replayed] = token_logprob(row, seq.tokens[at], seq.request.logprobs or 0, bias)
-
     def _row(self, seq: Sequence, row: np.ndarray) -> np.ndarray:
         """Before min_tokens, no token that would end the request may be sampled (as in vLLM). Under a grammar,
         only tokens whose text the grammar reads as the output will have it (engine/utf8_guard.py)."""
@@ -477,7 +401,7 @@ class EngineCore:
 
     def _accept(self, seq: Sequence, token: int, logprob: TokenLogprob | None = None) -> None:
         seq.tokens.append(token)
-        extra = _Extra((logprob,) if logprob is not None else (), seq.take_prompt_logprobs())
+        extra = ChunkExtra((logprob,) if logprob is not None else (), seq.take_prompt_logprobs())
         self._totals["generated"] += 1
         if seq.first_token is None:
             seq.first_token = time.perf_counter()
@@ -498,7 +422,7 @@ class EngineCore:
     def _end(
         self, seq: Sequence, reason: FinishReason, text: str, tokens: tuple[int, ...], *,
         keep_prefix: bool = True, stop_reason: str | int | None = None, error: str | None = None,
-        extra: _Extra | None = None,
+        extra: ChunkExtra | None = None,
     ) -> None:
         if seq in self.running:
             self.running.remove(seq)
@@ -514,31 +438,3 @@ class EngineCore:
             timings=seq.timings(time.perf_counter()), error=error, prompt_tokens=seq.prompt_len,
             logprobs=extra.logprobs if extra else (), prompt_logprobs=extra.prompt_logprobs if extra else None,
         ))
-
-
-@dataclass(frozen=True)
-class _Rows:
-    """A sequence's rows in one step's logits: `n_rows` of them from `first_row`, for positions from `position`."""
-
-    seq: Sequence
-    position: int
-    first_row: int
-    n_rows: int
-
-
-@dataclass(frozen=True)
-class _Forward:
-    """What one step's forward pass carried (its decode rows and prompt tokens) and how long it took."""
-
-    decode_rows: int
-    prompt_tokens: int
-    seconds: float
-
-
-@dataclass(frozen=True)
-class _Extra:
-    """What a chunk carries besides text when asked for: log-probabilities."""
-
-    logprobs: tuple[TokenLogprob, ...]
-    prompt_logprobs: tuple[TokenLogprob | None, ...] | None
-

@@ -9,10 +9,12 @@ import queue
 import threading
 from dataclasses import dataclass
 
-from pier.engine.core import EngineConfig, EngineCore, EngineStats
+from pier.engine.config import EngineConfig
+from pier.engine.core import EngineCore
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk
 from pier.engine.runner import ModelInfo, ModelRunner
 from pier.engine.sequence import Emit, Sequence
+from pier.engine.stats import EngineStats
 from pier.engine.validate import CheckedRequest, checked
 from pier.errors import EngineStopped
 

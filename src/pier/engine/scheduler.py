@@ -150,3 +150,16 @@ def overtaken(pending: Sequence[int], work: Sequence[Work]) -> list[int]:
         if pending[i] > 1:
             younger += given[i]
     return charge
+
+
+def new_prompts(pending: Sequence[int], first_tokens: Sequence[float | None], admitted: Sequence[float]) -> list[bool]:
+    """Per running sequence, whether it was admitted after a running stream (pending 1) began: the prompts the cap
+    applies to. A wave's prompts, waiting when its first ones began streaming, are not."""
+    began = min((t for p, t in zip(pending, first_tokens, strict=True) if p == 1 and t is not None),
+                default=float("inf"))
+    return [at > began for at in admitted]
+
+
+def holds_new(decode_rows: int, pending: Sequence[int], new: Sequence[bool], saturated: bool) -> bool:
+    """Whether the cap holds any of this step's prompts: it caps (`capped`) and a new prompt is being computed."""
+    return capped(decode_rows, saturated) and any(n for p, n in zip(pending, new, strict=True) if p > 1)

@@ -6,10 +6,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from pier.engine.detok import TextStream
 from pier.engine.draft import Drafter
 from pier.engine.kv_cache import KvSlot
-from pier.engine.logprobs import TokenLogprob
+from pier.engine.logprobs import TokenLogprob, token_logprob
 from pier.engine.request import GenerateRequest, GenerationChunk, RequestTimings
 from pier.engine.sampling import TokenSampler
 
@@ -67,6 +69,23 @@ class Sequence:
             return None
         self.prompt_logprobs_sent = True
         return tuple(self.prompt_logprobs)
+
+    def record_prompt_logprobs(self, rows: np.ndarray, position: int) -> None:
+        """Row i holds the model's guess after position + i: the log-probability of the prompt (or continuation)
+        token that came next. Each position is recorded once (a preempted sequence computes its prompt again)."""
+        bias, n_replayed = self.request.sampling.logit_bias, len(self.request.continuation)
+        if self.prompt_logprobs is None and self.request.prompt_logprobs is not None:
+            self.prompt_logprobs = [None] * self.prompt_len
+        if self.replay_logprobs is None and self.replay_waits_for_logprobs:
+            self.replay_logprobs = [None] * n_replayed
+        for i, row in enumerate(rows):
+            at = position + i + 1
+            if at < self.prompt_len and self.prompt_logprobs is not None and self.prompt_logprobs[at] is None:
+                self.prompt_logprobs[at] = token_logprob(row, self.tokens[at], self.request.prompt_logprobs or 0, bias)
+            replayed = at - self.prompt_len
+            replays = self.replay_logprobs
+            if 0 <= replayed < n_replayed and replays is not None and replays[replayed] is None:
+                replays[replayed] = token_logprob(row, self.tokens[at], self.request.logprobs or 0, bias)
 
     @property
     def n_generated(self) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pier.engine.core import EngineConfig
+from pier.engine.config import EngineConfig
 from pier.engine.engine import Engine
 from pier.engine.prefix_cache import sequence_ids
 from pier.model.gguf_meta import GgufFormatError, truncation

@@ -14,8 +14,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pier.engine.core import EngineStats
 from pier.engine.request import GenerationChunk
+from pier.engine.stats import EngineStats
 from pier.engine.step_times import STEP_BUCKETS, StepKind, TimeHistogram
 
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)

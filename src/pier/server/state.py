@@ -8,7 +8,7 @@ from typing import Annotated, Protocol
 
 from fastapi import Depends, Request
 
-from pier.engine.core import EngineStats
+from pier.engine.stats import EngineStats
 from pier.errors import InvalidRequest, NotReady
 from pier.server.admission import Admission, Ticket
 from pier.server.errors import ShuttingDown
