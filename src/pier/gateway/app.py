@@ -62,6 +62,7 @@ from pier.runtime.invoke import RuntimeService
 from pier.runtime.routes import openai_router, runtime_router
 from pier.runtime.session_store import SessionStore
 from pier.security.install import install_security
+from pier.state_folder.postgres import Postgres
 from pier.storage import s3_client
 from pier.transform.service import Transforms
 from pier.transform.store import TransformStore
@@ -151,7 +152,8 @@ def _lifespan(gateway: Gateway, backups: Backups) -> Callable[[FastAPI], Any]:
 def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStore | None,
               settings: GatewaySettings, gpus: GpuInventory | None) -> Gateway:
     state_files.refuse_damaged(state_dir)  # the files not opened below (keys.json): refused with the fix
-    stores = OpenStores(state_dir)  # every store of the state folder (state_files.STORES); damage refused here
+    # every store (state_files.STORES), in the state folder or the database of --state-url; damage refused here
+    stores = OpenStores(state_dir, driver=Postgres(settings.state_url) if settings.state_url else None)
     state, scaling_store = stores.get(State), stores.get(AutoscalingStore)
     fetches = Fetches(store or ModelStore(state_dir / "models"))
     # A backend whose copies do not run on this host (ray) says which cores copies are numbered against, and this
