@@ -47,7 +47,7 @@ from pier.gateway.control_route import control_route
 from pier.gateway.deploy_route import deploy_route
 from pier.gateway.drain import Drain, Draining
 from pier.gateway.endpoint_scope import endpoint_of_state
-from pier.gateway.lease import Lease, holder_name
+from pier.gateway.leadership import Leadership, holder_name
 from pier.gateway.parts import Gateway
 from pier.gateway.router_errors import router_error
 from pier.gateway.scaling import GatewayCapacity, Waking
@@ -118,8 +118,8 @@ def _lifespan(gateway: Gateway, backups: Backups) -> Callable[[FastAPI], Any]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         saving = asyncio.create_task(backups.run(), name="state backups")
-        # The loops run only while this gateway leads (gateway/lease.py; always, with the state folder).
-        leading = asyncio.create_task(gateway.lease.run(lambda: _lead(gateway)), name="lease")
+        # The loops run only while this gateway leads (gateway/leadership.py; always, with the state folder).
+        leading = asyncio.create_task(gateway.leadership.run(lambda: _lead(gateway)), name="leadership")
         try:
             yield
         finally:
@@ -206,7 +206,7 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
                             wake=writer.soon(reconciler.wake), problem=reconciler.placement_problem, extra=extra,
                             forwarder=runtime.forwarder)
     return Gateway(state, backend, reconciler, control, targets, runtime, autoscaling, writer, stores, taps, queue,
-                   transforms, Lease(settings.state_url, holder_name()))
+                   transforms, Leadership(settings.state_url, holder_name()))
 
 
 def _local_backend(state_dir: Path) -> Backend:

@@ -27,11 +27,11 @@ async def ping(request: Request) -> Response:
 
 async def about(request: Request) -> Response:
     """This gateway: pier's version, where its state is kept, and whether it leads the loops or follows (and who
-    leads): gateway/lease.py."""
+    leads): gateway/leadership.py."""
     gateway = gateway_of(request)
-    lease = gateway.lease
-    return JSONResponse({"version": pier.__version__, "state": "postgresql" if lease.url else "folder",
-                         **lease.role.as_json(lease.me)})
+    leadership = gateway.leadership
+    return JSONResponse({"version": pier.__version__, "state": "postgresql" if leadership.url else "folder",
+                         **leadership.role.as_json(leadership.me)})
 
 
 async def openai_models(request: Request) -> Response:

@@ -3,7 +3,7 @@ dispatcher, transform jobs, deployments' steps). Every gateway serves the whole 
 
 With the state folder there is one gateway (the folder's lock), and it leads. With the state in PostgreSQL
 (`--state-url`) several gateways may share it, and the leader is the one holding a session-level advisory lock on a
-connection of its own (`Lease`):
+connection of its own (`Leadership`):
 
 - A gateway that takes the lock waits `grace_s` before it leads, and one that holds it checks its connection every
   `renew_s`; when a check fails or takes longer than `deadline_s`, it stops leading at once. The database frees the
@@ -12,7 +12,7 @@ connection of its own (`Lease`):
   whatever the clocks say: each side counts only its own time).
 - A killed leader's connection closes with its process, the lock is free at once, and a follower that polls every
   `renew_s` leads within about `renew_s + grace_s` (2 s + 3 s by default; the issue asks for 10).
-- Who leads is a row the leader writes when it takes over (`pier_lease.leader`: holder, since, term); `/pier` shows
+- Who leads is a row the leader writes when it takes over (`pier_leader.leader`: holder, since, term); `/pier` shows
   it, read by every gateway on each poll.
 """
 
@@ -34,7 +34,7 @@ from pier.state_folder.postgres import Postgres
 log = logging.getLogger("pier.gateway")
 
 LOCK_KEY = "pier leader"  # hashed to the advisory lock's number
-SCHEMA = "pier_lease"
+SCHEMA = "pier_leader"
 
 
 def holder_name(port: int | None = None) -> str:
@@ -44,7 +44,7 @@ def holder_name(port: int | None = None) -> str:
 
 
 @dataclass(frozen=True)
-class Role:
+class Standing:
     """What `/pier` says of leadership."""
 
     leading: bool
@@ -57,7 +57,7 @@ class Role:
                 "leader_since": self.since, "term": self.term}
 
 
-class Lease:
+class Leadership:
     """Leadership in one PostgreSQL database (`url`), or, without one, always this gateway's."""
 
     def __init__(self, url: str | None, me: str, *, renew_s: float = 1.0, deadline_s: float = 2.0,
@@ -67,7 +67,7 @@ class Lease:
         self.url = url
         self.me = me
         self.renew_s, self.deadline_s, self.grace_s = renew_s, deadline_s, grace_s
-        self.role = Role(leading=url is None, leader=me if url is None else None)
+        self.role = Standing(leading=url is None, leader=me if url is None else None)
         self._conn: Any = None
 
     async def run(self, lead: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -103,7 +103,7 @@ class Lease:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-            self.role = Role(leading=False, leader=None)
+            self.role = Standing(leading=False, leader=None)
             self._drop()  # frees the lock if the server still holds it for us
 
     async def _call(self, step: Callable[[], Any]) -> Any:
@@ -129,18 +129,18 @@ class Lease:
         taken = bool(conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (LOCK_KEY,)).fetchone()[0])
         if not taken:
             row = conn.execute(f"SELECT holder, since, term FROM {SCHEMA}.leader WHERE id = 1").fetchone()
-            self.role = Role(False, *row) if row else Role(False, None)
+            self.role = Standing(False, *row) if row else Standing(False, None)
         return taken
 
     def _renew(self) -> bool:
         return bool(self._connection().execute("SELECT 1").fetchone()[0] == 1)
 
-    def _claim(self) -> Role:
+    def _claim(self) -> Standing:
         row = self._connection().execute(
             f"INSERT INTO {SCHEMA}.leader (id, holder, since, term) VALUES (1, %s, %s, 1) ON CONFLICT (id) DO "
             "UPDATE SET holder = excluded.holder, since = excluded.since, term = leader.term + 1 "
             "RETURNING holder, since, term", (self.me, time.time())).fetchone()
-        return Role(True, *row)
+        return Standing(True, *row)
 
     def _drop(self) -> None:
         conn, self._conn = self._conn, None

@@ -1,4 +1,4 @@
-"""One leader for the loops (gateway/lease.py): on one PostgreSQL, exactly one of two gateways leads, the other
+"""One leader for the loops (gateway/leadership.py): on one PostgreSQL, exactly one of two gateways leads, the other
 names it; when the leader's connection is cut it stops leading before the other starts, and the other takes over."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import asyncio
 import psycopg
 import pytest
 
-from pier.gateway.lease import Lease
+from pier.gateway.leadership import Leadership
 from tests.postgres import PostgresServer
 
 FAST = {"renew_s": 0.1, "deadline_s": 0.5, "grace_s": 0.8}
@@ -43,22 +43,22 @@ async def until(check, timeout_s: float = 10.0) -> None:  # type: ignore[no-unty
 
 def test_without_a_database_the_gateway_leads() -> None:
     loops = Loops()
-    lease = Lease(None, "only")
+    alone = Leadership(None, "only")
 
     async def main() -> None:
-        task = asyncio.create_task(lease.run(loops.of("only")))
+        task = asyncio.create_task(alone.run(loops.of("only")))
         await until(lambda: loops.running == {"only"})
         task.cancel()
 
     asyncio.run(main())
-    assert lease.role.leading and lease.role.leader == "only"
+    assert alone.role.leading and alone.role.leader == "only"
 
 
 def test_one_leads_the_other_follows_and_takes_over_when_the_leader_is_cut_off(
         postgres_server: PostgresServer) -> None:
     url = postgres_server.database()
     loops = Loops()
-    a, b = Lease(url, "gateway-a", **FAST), Lease(url, "gateway-b", **FAST)
+    a, b = Leadership(url, "gateway-a", **FAST), Leadership(url, "gateway-b", **FAST)
 
     async def main() -> None:
         first = asyncio.create_task(a.run(loops.of("gateway-a")))
@@ -85,4 +85,4 @@ def test_one_leads_the_other_follows_and_takes_over_when_the_leader_is_cut_off(
 
 def test_the_grace_before_leading_outlasts_the_holders_deadline() -> None:
     with pytest.raises(ValueError, match="longer than the holder's deadline"):
-        Lease("postgresql://x@/y", "a", deadline_s=3.0, grace_s=2.0)
+        Leadership("postgresql://x@/y", "a", deadline_s=3.0, grace_s=2.0)
