@@ -34,6 +34,8 @@ VARIABLES: tuple[Variable, ...] = (
     # ---- the gateway
     V("PIER_STATE_DIR", "path", "~/.pier", "the state folder (endpoints, keys, queues); also the CLI's, to find "
       "its keys", f"{GATEWAY}, {CLI}"),
+    V("PIER_STATE_URL", "postgresql:// URL", "(none: the state folder's files)", "keep every store in this "
+      "PostgreSQL database, like --state-url (docs/state.md)", GATEWAY),
     V("PIER_ALLOWED_HOSTS", "names, comma-separated", "(none)", "Host names answered besides loopback and the "
       "bound address, like --allow-host; * for any", GATEWAY),
     V("PIER_ALLOWED_ORIGINS", "origins, comma-separated", "(none)", "browser origins allowed besides pier's own, "

@@ -8,6 +8,7 @@ import pytest
 
 from pier.autoscaling.history import Bucket, History, MetricId, aggregate, matches, statistic
 from pier.autoscaling.store import Store
+from pier.state_folder.store import Driver
 
 
 def test_aggregate_merges_seconds_into_periods_from_the_start() -> None:
@@ -21,9 +22,10 @@ def test_aggregate_merges_seconds_into_periods_from_the_start() -> None:
         statistic(periods[0], "p99")
 
 
-def test_history_sums_per_second_keeps_what_is_recent_and_lists_metrics(tmp_path: Path) -> None:
+def test_history_sums_per_second_keeps_what_is_recent_and_lists_metrics(tmp_path: Path,
+                                                                        driver: Driver | None) -> None:
     now = [1_000.0]
-    history = History(Store.open(tmp_path), retention_s=60, clock=lambda: now[0])
+    history = History(Store.open(tmp_path, driver), retention_s=60, clock=lambda: now[0])
     dims = {"InferenceComponentName": "ic"}
     for value in (1.0, 3.0):
         history.record("AWS/SageMaker", "ModelLatency", dims, value, "Microseconds")

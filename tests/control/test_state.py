@@ -13,6 +13,7 @@ from pier.control.records import ModelRecord
 from pier.control.shapes import CreateModelInput
 from pier.control.state import SCHEMA_VERSION, STATE_FILE, State, UnreadableRecord
 from pier.state_folder.errors import StateDamaged
+from pier.state_folder.store import Driver
 
 
 def model(name: str, created: float = 1.0) -> ModelRecord:
@@ -20,32 +21,33 @@ def model(name: str, created: float = 1.0) -> ModelRecord:
     return ModelRecord(name=name, arn=f"arn:{name.lower()}", created=created, request=request)
 
 
-def test_records_survive_a_reopen(tmp_path: Path) -> None:
-    state = State.open(tmp_path)
+def test_records_survive_a_reopen(tmp_path: Path, driver: Driver | None) -> None:
+    state = State.open(tmp_path, driver)
     assert state.models.insert(model("b", 2.0)) and state.models.insert(model("a", 3.0))
     state.close()
-    again = State.open(tmp_path)
+    again = State.open(tmp_path, driver)
     assert [m.name for m in again.models.all()] == ["b", "a"]  # oldest first
     assert again.models.get("a") == model("a", 3.0)
 
 
-def test_names_are_unique_regardless_of_case(tmp_path: Path) -> None:
-    state = State.open(tmp_path)
+def test_names_are_unique_regardless_of_case(tmp_path: Path, driver: Driver | None) -> None:
+    state = State.open(tmp_path, driver)
     assert state.models.insert(model("Llama"))
     assert not state.models.insert(model("llama"))
     assert state.models.get("LLAMA") is not None
     assert state.models.delete("lLaMa") and not state.models.delete("llama")
 
 
-def test_put_replaces(tmp_path: Path) -> None:
-    state = State.open(tmp_path)
+def test_put_replaces(tmp_path: Path, driver: Driver | None) -> None:
+    state = State.open(tmp_path, driver)
     state.models.put(model("m", 1.0))
     state.models.put(model("m", 1.0).model_copy(update={"arn": "changed"}))
     assert [m.arn for m in state.models.all()] == ["changed"]
 
 
-def test_replace_and_delete_if_write_only_over_the_record_they_were_decided_on(tmp_path: Path) -> None:
-    state = State.open(tmp_path)
+def test_replace_and_delete_if_write_only_over_the_record_they_were_decided_on(tmp_path: Path,
+                                                                               driver: Driver | None) -> None:
+    state = State.open(tmp_path, driver)
     read = model("m", 1.0)
     state.models.put(read)
     state.models.put(read.model_copy(update={"arn": "changed meanwhile"}))
@@ -70,8 +72,8 @@ def test_a_state_from_another_schema_is_refused_with_a_way_out(tmp_path: Path) -
 # ---- written safely
 
 
-def test_a_change_that_fails_midway_leaves_nothing_behind(tmp_path: Path) -> None:
-    state = State.open(tmp_path)
+def test_a_change_that_fails_midway_leaves_nothing_behind(tmp_path: Path, driver: Driver | None) -> None:
+    state = State.open(tmp_path, driver)
     with pytest.raises(RuntimeError, match="midway"), state.transaction():
         state.models.insert(model("a"))
         state.models.insert(model("b"))

@@ -11,6 +11,7 @@ from pier.gateway import state_files
 from pier.gateway.stores import OpenStores
 from pier.runtime.session_store import SessionStore
 from pier.state_folder.errors import StateDamaged
+from pier.state_folder.store import Driver
 from pier.transform.store import TransformStore
 
 
@@ -49,8 +50,8 @@ def test_a_damaged_store_stops_the_start_and_closes_those_opened_before(tmp_path
 
     class Seen(State):
         @classmethod
-        def for_gateway(cls, state_dir: Path) -> State | None:
-            found = real(cls, state_dir)
+        def for_gateway(cls, state_dir: Path, driver: Driver | None = None) -> State | None:
+            found = real(cls, state_dir, driver)
             opened.append(found)
             return found
 

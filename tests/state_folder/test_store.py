@@ -14,7 +14,7 @@ from pier.control import backups
 from pier.state_folder.database import Schema
 from pier.state_folder.errors import StateDamaged
 from pier.state_folder.rows import BadRow, Row, Rows
-from pier.state_folder.store import StoreFile
+from pier.state_folder.store import Driver, StoreFile
 
 
 def note(row: Row) -> str | BadRow:
@@ -32,7 +32,8 @@ class Notes(StoreFile):
 
     def put(self, name: str, body: object) -> None:
         with self.transaction() as db:
-            db.execute("INSERT OR REPLACE INTO notes VALUES (?, ?)", (name, body))
+            db.execute("INSERT INTO notes VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET body = excluded.body",
+                       (name, body))
 
     def names(self) -> list[str]:
         with self.lock:
@@ -51,6 +52,22 @@ def test_a_declared_store_is_opened_private_and_checked_row_by_row(tmp_path: Pat
     assert "Write the note again" in report.advice()
     store.close()
     with pytest.raises(sqlite3.ProgrammingError):
+        store.names()
+
+
+class TypedNotes(Notes):
+    """Notes whose body is text, as a store that runs on PostgreSQL too declares its columns."""
+
+    SCHEMA = Schema(1, ("CREATE TABLE IF NOT EXISTS notes (name TEXT PRIMARY KEY, body TEXT)",), ("notes",),
+                    "no notes")
+
+
+def test_a_closed_store_refuses_to_read(tmp_path: Path, driver: Driver | None) -> None:
+    store = TypedNotes.open(tmp_path, driver)
+    store.put("a", "first")
+    assert store.names() == ["a"]
+    store.close()
+    with pytest.raises(Exception, match="closed"):
         store.names()
 
 
@@ -75,8 +92,8 @@ def test_a_damaged_file_is_refused_and_left_as_it_is(tmp_path: Path, damage: obj
     (False, True, []),  # the outer one takes everything with it
 ])
 def test_nested_transactions_are_savepoints(tmp_path: Path, inner_fails: bool, outer_fails: bool,
-                                            kept: list[str]) -> None:
-    store = Notes.open(tmp_path)
+                                            kept: list[str], driver: Driver | None) -> None:
+    store = TypedNotes.open(tmp_path, driver)
     with pytest.raises(RuntimeError) if outer_fails else contextlib.nullcontext(), store.transaction() as db:
         db.execute("INSERT INTO notes VALUES ('a', 'x')")
         try:

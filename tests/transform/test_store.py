@@ -5,6 +5,7 @@ from pathlib import Path
 from pier.control.shapes import ContainerSpec
 from pier.gateway import state_files
 from pier.state_folder.files import by_name
+from pier.state_folder.store import Driver
 from pier.transform.job import JobRecord
 from pier.transform.store import FILE, TransformStore
 
@@ -14,8 +15,8 @@ def record(name: str = "Job-1") -> JobRecord:
                      modified=1.0, request={"TransformJobName": name}, container=ContainerSpec(ModelDataUrl="/m"))
 
 
-def test_progress_survives_reopening_and_each_unit_counts_once(tmp_path: Path) -> None:
-    store = TransformStore.open(tmp_path)
+def test_progress_survives_reopening_and_each_unit_counts_once(tmp_path: Path, driver: Driver | None) -> None:
+    store = TransformStore.open(tmp_path, driver)
     assert store.insert(record()) and not store.insert(record("job-1"))  # names are unique regardless of case
     store.add_objects("Job-1", [("s3://b/a", "a"), ("s3://b/b", "b")])
     store.cut("Job-1", "s3://b/a", units=3, records=3)
@@ -23,7 +24,7 @@ def test_progress_survives_reopening_and_each_unit_counts_once(tmp_path: Path) -
     store.answer("Job-1", "s3://b/a", 0, b"again")  # a second answer for a unit is ignored
     store.close()
 
-    again = TransformStore.open(tmp_path)
+    again = TransformStore.open(tmp_path, driver)
     assert again.answered("Job-1", "s3://b/a") == {0: b"zero"}
     assert [o.relative for o in again.objects("job-1")] == ["a", "b"]
     progress = again.progress("Job-1")

@@ -128,8 +128,8 @@ class History:
             db.executemany(
                 "INSERT INTO datapoints (namespace, name, dims, ts, count, total, low, high, unit) VALUES "
                 "(?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(namespace, name, dims, ts) DO UPDATE SET "
-                "count = count + excluded.count, total = total + excluded.total, low = MIN(low, excluded.low), "
-                "high = MAX(high, excluded.high)",
+                "count = datapoints.count + excluded.count, total = datapoints.total + excluded.total, "
+                "low = MIN(datapoints.low, excluded.low), high = MAX(datapoints.high, excluded.high)",
                 [(m.namespace, m.name, m.key, ts, b.count, b.total, b.low, b.high, unit)
                  for (m, ts), (b, unit) in pending.items()])
             if prune:

@@ -19,7 +19,7 @@ from typing import Any
 
 from pier.state_folder.database import Schema
 from pier.state_folder.rows import BadRow, Rows, text
-from pier.state_folder.store import StoreFile
+from pier.state_folder.store import Driver, StoreFile
 
 log = logging.getLogger("pier.autoscaling")
 
@@ -98,10 +98,9 @@ class Store(StoreFile):
     SCHEMA = SCHEMA
     MEND = "Register (put) each again, or deregister (delete) it"
 
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)  # StateDamaged when it cannot be read: never replaced
+    def __init__(self, path: Path, driver: Driver | None = None) -> None:
+        super().__init__(path, driver)  # StateDamaged when it cannot be read: never replaced
         self._logged: set[tuple[str, str, str]] = set()  # unreadable rows already logged
-        self._seq = self.db.execute("SELECT COALESCE(MAX(seq), 0) FROM records").fetchone()[0]
     # ---- targets, policies, alarms: kind -> key -> body, in the order they were first put
 
     def get(self, kind: str, key: str) -> Body | None:
@@ -112,10 +111,11 @@ class Store(StoreFile):
         return None if row is None else self._readable(kind, key, row[0])
 
     def put(self, kind: str, key: str, body: Body) -> None:
+        # The next place is the database's, not this process's count: another gateway may put records too.
         with self.lock:
-            self._seq += 1
-            self.db.execute("INSERT INTO records (kind, key, seq, body) VALUES (?, ?, ?, ?) ON CONFLICT(kind, key) DO "
-                            "UPDATE SET body = excluded.body", (kind, key, self._seq, json.dumps(body)))
+            self.db.execute("INSERT INTO records (kind, key, seq, body) VALUES (?, ?, (SELECT COALESCE(MAX(seq), 0) "
+                            "+ 1 FROM records), ?) ON CONFLICT(kind, key) DO UPDATE SET body = excluded.body",
+                            (kind, key, json.dumps(body)))
 
     def delete(self, kind: str, key: str) -> bool:
         with self.lock:

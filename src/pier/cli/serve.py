@@ -89,27 +89,31 @@ def up(
         "Serve on CPU the copies that ask for GPUs this host lacks (NumberOfAcceleratorDevicesRequired, a GPU "
         "instance type); they say they run on CPU. Default: refuse them, as SageMaker refuses missing capacity."))
     ] = False,
+    state_url: Annotated[str | None, typer.Option(envvar="PIER_STATE_URL", help=(
+        "Keep every store (endpoints, autoscaling, sessions, the async queue, transform jobs) in this PostgreSQL "
+        "database, postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE, instead of the state folder: several "
+        "gateways may share it (docs/state.md)."))] = None,
     backend_flags: dict[str, Any] | None = None,  # --ray-*: from each backend's flags (pier.cli.backend_flags)
 ) -> None:
     """Run the gateway: the SageMaker control plane and runtime, OpenAI routes, and the copies it supervises."""
     chosen = chosen_backend(backend, backend_flags or {})
     raise typer.Exit(_run_gateway(port, host, state_dir, allow_host, insecure, access_log=access_log,
                                   grace_period=grace_period, backend=chosen, allow_origin=allow_origin,
-                                  tls=(tls_cert, tls_key), cpu_fallback=cpu_fallback))
+                                  tls=(tls_cert, tls_key), cpu_fallback=cpu_fallback, state_url=state_url))
 
 
 def _run_gateway(port: int | None, host: str | None, state_dir: Path | None, allow_host: list[str] | None,
                  insecure: bool, session_keys: tuple[StoredKey, ...] = (), access_log: bool = False,
                  grace_period: float | None = None, backend: BackendChoice | None = None,
                  allow_origin: list[str] | None = None, tls: tuple[Path | None, Path | None] = (None, None),
-                 cpu_fallback: bool = False) -> int:
+                 cpu_fallback: bool = False, state_url: str | None = None) -> int:
     from pier.gateway.run import DEFAULT_PORT, run_gateway
 
     return run_gateway(port or DEFAULT_PORT, state_dir, host=host or "127.0.0.1",
                        allowed_hosts=tuple(allow_host or ()), allowed_origins=tuple(allow_origin or ()),
                        insecure=insecure, session_keys=session_keys,
                        access_log=access_log, grace_period_s=grace_period, backend=backend,
-                       tls_cert=tls[0], tls_key=tls[1], cpu_fallback=cpu_fallback)
+                       tls_cert=tls[0], tls_key=tls[1], cpu_fallback=cpu_fallback, state_url=state_url)
 
 
 @app.command("serve")

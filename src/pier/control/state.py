@@ -17,7 +17,6 @@ Backups, restore and the checks behind `pier state` are in `backups.py`.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,7 +28,7 @@ from pier.control.errors import ControlError
 from pier.control.records import ComponentRecord, ConfigRecord, EndpointRecord, ModelRecord, Record
 from pier.state_folder.database import Schema
 from pier.state_folder.rows import BadRow, Rows, text
-from pier.state_folder.store import StoreFile
+from pier.state_folder.store import Connection, Driver, StoreFile
 
 R = TypeVar("R", bound=Record)
 
@@ -112,7 +111,7 @@ class Table(Generic[R]):
         """False when a record of that name (in any case) exists already."""
         with self._state.transaction() as db:
             cursor = db.execute(
-                f"INSERT OR IGNORE INTO {self._name} (name, created, body) VALUES (?, ?, ?)",
+                f"INSERT INTO {self._name} (name, created, body) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                 (record.name, record.created, record.model_dump_json()),
             )
             return cursor.rowcount == 1
@@ -142,8 +141,8 @@ class Table(Generic[R]):
             return self._still(db, old) and db.execute(
                 f"DELETE FROM {self._name} WHERE name = ?", (old.name,)).rowcount == 1
 
-    def _still(self, db: sqlite3.Connection, old: R) -> bool:
-        row = db.execute(self._select + " WHERE name = ?", (old.name,)).fetchone()
+    def _still(self, db: Connection, old: R) -> bool:
+        row = db.execute(self._select + " WHERE name = ?" + self._state.driver.for_update, (old.name,)).fetchone()
         return row is not None and read_row(self._name, *row) == old
 
     def delete(self, name: str) -> bool:
@@ -198,18 +197,14 @@ class State(StoreFile):
     MEND = "Delete each (pier delete, or the SageMaker Delete* call) and create it again"
     REQUIRED = True
 
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
+    def __init__(self, path: Path, driver: Driver | None = None) -> None:
+        super().__init__(path, driver)
         self.models: Table[ModelRecord] = Table(self, "models")
         self.configs: Table[ConfigRecord] = Table(self, "endpoint_configs")
         self.endpoints: Table[EndpointRecord] = Table(self, "endpoints")
         self.components: Table[ComponentRecord] = Table(self, "inference_components")
 
     @contextmanager
-    def cursor(self) -> Iterator[sqlite3.Cursor]:
+    def cursor(self) -> Iterator[Connection]:
         with self.lock:
-            cursor = self.db.cursor()
-            try:
-                yield cursor
-            finally:
-                cursor.close()
+            yield self.db

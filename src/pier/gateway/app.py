@@ -47,6 +47,7 @@ from pier.gateway.control_route import control_route
 from pier.gateway.deploy_route import deploy_route
 from pier.gateway.drain import Drain, Draining
 from pier.gateway.endpoint_scope import endpoint_of_state
+from pier.gateway.leadership import Leadership, holder_name
 from pier.gateway.parts import Gateway
 from pier.gateway.router_errors import router_error
 from pier.gateway.scaling import GatewayCapacity, Waking
@@ -62,6 +63,7 @@ from pier.runtime.invoke import RuntimeService
 from pier.runtime.routes import openai_router, runtime_router
 from pier.runtime.session_store import SessionStore
 from pier.security.install import install_security
+from pier.state_folder.postgres import Postgres
 from pier.storage import s3_client
 from pier.transform.service import Transforms
 from pier.transform.store import TransformStore
@@ -87,6 +89,7 @@ def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: f
     app.add_api_route(CBOR_PATH + "{operation}", autoscaling_route.cbor_route, methods=["POST"],
                       response_model=None, include_in_schema=False)
     app.add_api_route("/ping", pier_routes.ping, methods=["GET"], response_model=None)
+    app.add_api_route("/pier", pier_routes.about, methods=["GET"], response_model=None)
     app.add_api_route("/v1/models", pier_routes.openai_models, methods=["GET"], response_model=None)
     app.add_api_route("/v1/models/{model:path}", pier_routes.openai_model, methods=["GET"], response_model=None)
     app.add_api_route("/pier/copies", pier_routes.copies, methods=["GET"], response_model=None)
@@ -114,25 +117,15 @@ def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: f
 def _lifespan(gateway: Gateway, backups: Backups) -> Callable[[FastAPI], Any]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        loop = asyncio.create_task(gateway.reconciler.run(), name="reconciler")
         saving = asyncio.create_task(backups.run(), name="state backups")
-        scaling = asyncio.create_task(gateway.autoscaling.scaler.run(gateway.writer.run), name="autoscaler")
-        queued = asyncio.create_task(gateway.async_inference.run(), name="async inference") \
-            if gateway.async_inference else None
-        jobs = asyncio.create_task(gateway.transforms.run(), name="transform jobs") if gateway.transforms else None
+        # The loops run only while this gateway leads (gateway/leadership.py; always, with the state folder).
+        leading = asyncio.create_task(gateway.leadership.run(lambda: _lead(gateway)), name="leadership")
         try:
             yield
         finally:
-            loop.cancel()
             saving.cancel()
-            scaling.cancel()
-            if queued is not None:  # first: its running requests wait again for the next start
-                queued.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await queued
-            if jobs is not None:
-                jobs.cancel()
-            for task in (loop, saving, scaling, *([jobs] if jobs else [])):
+            leading.cancel()
+            for task in (leading, saving):
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
             await gateway.reconciler.close()
@@ -148,10 +141,34 @@ def _lifespan(gateway: Gateway, backups: Backups) -> Callable[[FastAPI], Any]:
     return lifespan
 
 
+async def _lead(gateway: Gateway) -> None:
+    """The loops only the leader runs, until cancelled (the lease lost, or the gateway stopping)."""
+    loop = asyncio.create_task(gateway.reconciler.run(), name="reconciler")
+    scaling = asyncio.create_task(gateway.autoscaling.scaler.run(gateway.writer.run), name="autoscaler")
+    queued = asyncio.create_task(gateway.async_inference.run(), name="async inference") \
+        if gateway.async_inference else None
+    jobs = asyncio.create_task(gateway.transforms.run(), name="transform jobs") if gateway.transforms else None
+    try:
+        await asyncio.gather(loop, scaling, *(task for task in (queued, jobs) if task is not None))
+    finally:
+        loop.cancel()
+        scaling.cancel()
+        if queued is not None:  # first: its running requests wait again for the next start (or leader)
+            queued.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await queued
+        if jobs is not None:
+            jobs.cancel()
+        for task in (loop, scaling, *([jobs] if jobs else [])):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
 def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStore | None,
               settings: GatewaySettings, gpus: GpuInventory | None) -> Gateway:
     state_files.refuse_damaged(state_dir)  # the files not opened below (keys.json): refused with the fix
-    stores = OpenStores(state_dir)  # every store of the state folder (state_files.STORES); damage refused here
+    # every store (state_files.STORES), in the state folder or the database of --state-url; damage refused here
+    stores = OpenStores(state_dir, driver=Postgres(settings.state_url) if settings.state_url else None)
     state, scaling_store = stores.get(State), stores.get(AutoscalingStore)
     fetches = Fetches(store or ModelStore(state_dir / "models"))
     # A backend whose copies do not run on this host (ray) says which cores copies are numbered against, and this
@@ -189,7 +206,7 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
                             wake=writer.soon(reconciler.wake), problem=reconciler.placement_problem, extra=extra,
                             forwarder=runtime.forwarder)
     return Gateway(state, backend, reconciler, control, targets, runtime, autoscaling, writer, stores, taps, queue,
-                   transforms)
+                   transforms, Leadership(settings.state_url, holder_name()))
 
 
 def _local_backend(state_dir: Path) -> Backend:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fastapi import Request
 
@@ -12,6 +12,7 @@ from pier.control.reconciler import Reconciler
 from pier.control.state import State
 from pier.gateway.async_inference import AsyncInference
 from pier.gateway.autoscaling_parts import Autoscaling
+from pier.gateway.leadership import Leadership, holder_name
 from pier.gateway.stores import OpenStores
 from pier.gateway.taps import Taps
 from pier.gateway.targets import Targets
@@ -34,6 +35,8 @@ class Gateway:
     taps: Taps | None = None  # data capture and shadow variants (gateway/taps.py)
     async_inference: AsyncInference | None = None  # InvokeEndpointAsync's queue and its runner
     transforms: Transforms | None = None  # batch transform jobs (pier.transform)
+    # leader or follower of the loops (gateway/leadership.py); alone on a state folder, it leads
+    leadership: Leadership = field(default_factory=lambda: Leadership(None, holder_name()))
 
 
 def gateway_of(request: Request) -> Gateway:

@@ -1,6 +1,6 @@
-"""The gateway's own routes besides the SageMaker APIs: health, the OpenAI model list (and one model of it), the
-copies the backend runs (for `pier ls`, `describe` and `logs`) with the device each runs on, this host's GPUs, and
-the live summary the web console charts."""
+"""The gateway's own routes besides the SageMaker APIs: health, this gateway's role (`/pier`: leader or follower,
+and who leads), the OpenAI model list (and one model of it), the copies the backend runs (for `pier ls`, `describe`
+and `logs`) with the device each runs on, this host's GPUs, and the live summary the web console charts."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import generate_latest
 
+import pier
 from pier.backends.base import CopySpec
 from pier.error_bodies import openai_answer, pier_answer
 from pier.gateway import copy_metrics, metrics_summary
@@ -22,6 +23,15 @@ from pier.security.principal import caller
 
 async def ping(request: Request) -> Response:
     return PlainTextResponse("")
+
+
+async def about(request: Request) -> Response:
+    """This gateway: pier's version, where its state is kept, and whether it leads the loops or follows (and who
+    leads): gateway/leadership.py."""
+    gateway = gateway_of(request)
+    leadership = gateway.leadership
+    return JSONResponse({"version": pier.__version__, "state": "postgresql" if leadership.url else "folder",
+                         **leadership.role.as_json(leadership.me)})
 
 
 async def openai_models(request: Request) -> Response:

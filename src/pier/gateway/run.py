@@ -35,7 +35,8 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
                 insecure: bool = False,
                 session_keys: tuple[StoredKey, ...] = (), access_log: bool = False,
                 grace_period_s: float | None = None, backend: BackendChoice | None = None,
-                tls_cert: Path | None = None, tls_key: Path | None = None, cpu_fallback: bool = False) -> int:
+                tls_cert: Path | None = None, tls_key: Path | None = None, cpu_fallback: bool = False,
+                state_url: str | None = None) -> int:
     """Serve the gateway until SIGINT/SIGTERM, which drain: requests in flight get `grace_period_s` (default
     PIER_GRACE_PERIOD_S or 30 s) to finish, then end in their protocol; every copy is stopped on the way out (on a
     Ray cluster that is not the gateway's own, copies stay for the next gateway: see pier.backends.ray).
@@ -48,7 +49,7 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
     try:
         settings = GatewaySettings.from_env(
             grace_period_s=grace_period_s, cpu_fallback=cpu_fallback, bind_host=host, allowed_hosts=allowed_hosts,
-            allowed_origins=allowed_origins, session_keys=session_keys, insecure=insecure)
+            allowed_origins=allowed_origins, session_keys=session_keys, insecure=insecure, state_url=state_url)
         tls = tls_files(tls_cert, tls_key)
     except (ValueError, TlsError) as error:
         logging.basicConfig(level=log_level.upper())
@@ -137,6 +138,9 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--state-dir", type=Path, default=None, help=f"default {DEFAULT_STATE_DIR}")
+    parser.add_argument("--state-url", default=None, metavar="URL",
+                        help="keep every store in this PostgreSQL database (postgresql://…; default PIER_STATE_URL, "
+                             "else the state folder's files)")
     parser.add_argument("--log-level", default="info")
     parser.add_argument("--grace-period", type=float, default=None, metavar="SECONDS",
                         help="on SIGTERM/Ctrl-C, how long requests in flight may finish (default "
@@ -172,4 +176,4 @@ def main(argv: list[str] | None = None) -> int:
                        allowed_hosts=tuple(args.allow_host), allowed_origins=tuple(args.allow_origin),
                        insecure=args.insecure, access_log=args.access_log,
                        grace_period_s=args.grace_period, backend=backend, tls_cert=args.tls_cert,
-                       tls_key=args.tls_key, cpu_fallback=args.cpu_fallback)
+                       tls_key=args.tls_key, cpu_fallback=args.cpu_fallback, state_url=args.state_url)

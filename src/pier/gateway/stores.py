@@ -10,20 +10,23 @@ from typing import TypeVar
 
 from pier.control.backups import Watched, file_mark
 from pier.gateway import state_files
-from pier.state_folder.store import StoreFile
+from pier.state_folder.store import Driver, StoreFile
 
 S = TypeVar("S", bound=StoreFile)
 
 
 class OpenStores:
-    def __init__(self, state_dir: Path, declared: tuple[type[StoreFile], ...] = state_files.STORES) -> None:
-        """Opens every declared store; a damaged file of one the gateway needs raises StateDamaged (never
-        replaced), and the stores opened before it are closed again."""
+    def __init__(self, state_dir: Path, declared: tuple[type[StoreFile], ...] = state_files.STORES, *,
+                 driver: Driver | None = None) -> None:
+        """Opens every declared store, as files of the state folder or through `driver` (a PostgreSQL database:
+        `pier up --state-url`); a damaged file of one the gateway needs raises StateDamaged (never replaced), and
+        the stores opened before it are closed again."""
         self.state_dir = state_dir
+        self.driver = driver
         self._open: dict[type[StoreFile], StoreFile | None] = {}
         try:
             for store in declared:
-                self._open[store] = store.for_gateway(state_dir)
+                self._open[store] = store.for_gateway(state_dir, driver)
         except BaseException:
             self.close()
             raise
@@ -43,10 +46,11 @@ class OpenStores:
         return found
 
     def watched(self) -> list[Watched]:
-        """Every file of the state folder, for the backup schedule: each open store's, and keys.json."""
+        """Every file of the state folder, for the backup schedule: each open store's, and keys.json. A store in a
+        database has none: the database's own dumps and recovery keep its copies (docs/state.md)."""
         keys = self.state_dir / state_files.KEYS.name
         return [*(Watched(type(store).state_file(), store.path, _mark(store))
-                  for store in self._open.values() if store is not None),
+                  for store in self._open.values() if store is not None and store.in_folder),
                 Watched(state_files.KEYS, keys, file_mark(keys))]
 
     def close(self) -> None:

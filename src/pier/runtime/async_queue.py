@@ -17,7 +17,7 @@ from typing import Any
 
 from pier.state_folder.database import Schema
 from pier.state_folder.rows import BadRow, Rows
-from pier.state_folder.store import StoreFile
+from pier.state_folder.store import Driver, StoreFile
 
 FILE = "async.sqlite3"
 QUEUED, RUNNING, ANSWERED = "queued", "running", "answered"
@@ -95,8 +95,8 @@ class AsyncQueue(StoreFile):
     SCHEMA = SCHEMA
     MEND = "Delete the row (its caller resends the request), or let it fail"
 
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
+    def __init__(self, path: Path, driver: Driver | None = None) -> None:
+        super().__init__(path, driver)
         self._ttls: dict[str, float] = {}  # id -> RequestTTLSeconds, read from a row's JSON once
 
     def add(self, request: AsyncRequest) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from pier.state_folder.database import Schema
 from pier.state_folder.errors import StateDamaged, StateError
 from pier.state_folder.rows import BadRow, Rows
-from pier.state_folder.store import StoreFile
+from pier.state_folder.store import Driver, StoreFile
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +49,8 @@ class SessionStore(StoreFile):
     MEND = "Clients open new sessions; the row goes once its session expires or is closed"
 
     @classmethod
-    def for_gateway(cls, state_dir: Path) -> SessionStore | None:
-        return open_or_without(state_dir)
+    def for_gateway(cls, state_dir: Path, driver: Driver | None = None) -> SessionStore | None:
+        return open_or_without(state_dir, driver)
 
     def load(self, now: float, limit: int) -> list[Session]:
         """The newest `limit` sessions not expired at `now`, oldest first (expired ones are removed; rows that do
@@ -64,7 +64,9 @@ class SessionStore(StoreFile):
 
     def put(self, id: str, endpoint: str, component: str, copy_id: str, expires: float) -> None:
         with self.lock:
-            self.db.execute(f"INSERT OR REPLACE INTO sessions ({COLUMNS}) VALUES (?, ?, ?, ?, ?)",
+            self.db.execute(f"INSERT INTO sessions ({COLUMNS}) VALUES (?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
+                            "endpoint = excluded.endpoint, component = excluded.component, "
+                            "copy_id = excluded.copy_id, expires = excluded.expires",
                             (id, endpoint, component, copy_id, expires))
 
     def delete(self, ids: Iterable[str]) -> None:
@@ -72,11 +74,11 @@ class SessionStore(StoreFile):
             self.db.executemany("DELETE FROM sessions WHERE id = ?", [(i,) for i in ids])
 
 
-def open_or_without(state_dir: Path) -> SessionStore | None:
+def open_or_without(state_dir: Path, driver: Driver | None = None) -> SessionStore | None:
     """The store, or None when its file cannot be used: the gateway then serves without it (sessions live in its
     memory only), as they are a cache of 20 minutes that clients reopen, and says so. The file is left as it is."""
     try:
-        return SessionStore.open(state_dir)
+        return SessionStore.open(state_dir, driver)
     except StateError as error:
         path = state_dir / FILE
         why = error.problem if isinstance(error, StateDamaged) else error.message

@@ -7,29 +7,62 @@ refused with `StateDamaged`, never replaced), read by `pier state check`, backed
 restored by `pier state restore` (each through `state_file()`) and closed.
 
 How a file is opened, checked and copied, and how a transaction begins, is the store's `Driver`: SQLite's
-(`SQLITE`) for every store now. A database server (issue 40) is one more Driver; each store's SQL stays its own
-(plain DB-API calls: `execute`, `executemany`, `rowcount`, `fetchone`).
+(`SQLITE`) by default, or PostgreSQL's (`postgres.Postgres`, `pier up --state-url`), handed to `open`. Each store's
+SQL stays its own, written for SQLite (plain DB-API calls: `execute`, `executemany`, `rowcount`, `fetchone`); the
+PostgreSQL driver translates what differs.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import ClassVar, Protocol, Self
+from typing import Any, ClassVar, Protocol, Self
 
 from pier.state_folder.database import Schema, open_database
 from pier.state_folder.files import Database, StateFile
 
 
+class Cursor(Protocol):
+    """What the stores read of a statement's result (sqlite3's cursor, psycopg's)."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Connection(Protocol):
+    """A store's database connection as the stores use it: SQLite's SQL, `?` placeholders."""
+
+    def execute(self, sql: str, parameters: Any = ..., /) -> Cursor: ...
+
+    def executemany(self, sql: str, parameters: Iterable[Any], /) -> Cursor: ...
+
+    def close(self) -> None: ...
+
+
 class Driver(Protocol):
     """Where a store's data is kept and how it is reached: the one seam between the stores and their database."""
 
-    begin: str  # the statement that opens a write transaction
+    @property
+    def begin(self) -> str:
+        """The statement that opens a write transaction."""
+        ...
 
-    def open(self, path: Path, schema: Schema) -> sqlite3.Connection:
+    @property
+    def for_update(self) -> str:
+        """What ends a SELECT whose row must stay as read until the transaction's write (none in SQLite, whose
+        write transaction holds the whole file)."""
+        ...
+
+    def open(self, path: Path, schema: Schema) -> Connection:
         """The database, checked and with every table (StateDamaged, StateTooNew: never replaced)."""
         ...
 
@@ -37,7 +70,7 @@ class Driver(Protocol):
         """How the store's file is checked and copied (for `pier state check`, backups and restore)."""
         ...
 
-    def changes(self, db: sqlite3.Connection) -> int:
+    def changes(self, db: Any) -> int:
         """A count that moves whenever a row changes (a backup is due)."""
         ...
 
@@ -46,15 +79,16 @@ class Sqlite:
     """A SQLite file of the state folder (`database.py`: WAL, `user_version`; `files.Database`: online backup)."""
 
     begin = "BEGIN IMMEDIATE"  # takes the write lock first: a writer never fails half way on a busy file
+    for_update = ""
 
-    def open(self, path: Path, schema: Schema) -> sqlite3.Connection:
+    def open(self, path: Path, schema: Schema) -> Connection:
         return open_database(path, schema)
 
     def state_file(self, name: str, schema: Schema, *, required: bool, mend: str) -> StateFile:
         return Database(name, schema, required=required, mend=mend)
 
-    def changes(self, db: sqlite3.Connection) -> int:
-        return db.total_changes
+    def changes(self, db: Any) -> int:
+        return db.total_changes if isinstance(db, sqlite3.Connection) else 0
 
 
 SQLITE = Sqlite()
@@ -68,34 +102,40 @@ class StoreFile:
     SCHEMA: ClassVar[Schema]
     MEND: ClassVar[str]  # how to mend one row that does not read, for `pier state check`
     REQUIRED: ClassVar[bool] = False  # its absence is a problem (else: nothing made yet)
-    DRIVER: ClassVar[Driver] = SQLITE
+    DRIVER: ClassVar[Driver] = SQLITE  # the state folder's files unless `open` is handed another
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, driver: Driver | None = None) -> None:
         self.path = path
+        self.driver = driver or self.DRIVER
         self.lock = threading.RLock()  # the store's own package may hold it over several statements
         self._depth = 0  # transactions open on this connection (nested ones are savepoints)
-        self.db = self.DRIVER.open(path, self.SCHEMA)
+        self.db = self.driver.open(path, self.SCHEMA)
 
     @classmethod
-    def open(cls, state_dir: Path) -> Self:
-        return cls(state_dir / cls.FILE)
+    def open(cls, state_dir: Path, driver: Driver | None = None) -> Self:
+        return cls(state_dir / cls.FILE, driver)
 
     @classmethod
-    def for_gateway(cls, state_dir: Path) -> Self | None:
+    def for_gateway(cls, state_dir: Path, driver: Driver | None = None) -> Self | None:
         """The store as a gateway opens it; a store the gateway can serve without answers None when its file
         cannot be used (and says so)."""
-        return cls.open(state_dir)
+        return cls.open(state_dir, driver)
+
+    @property
+    def in_folder(self) -> bool:
+        """Whether it is a file of the state folder (backed up on the gateway's schedule), not a database's."""
+        return self.driver is SQLITE
 
     @classmethod
     def state_file(cls) -> StateFile:
         return cls.DRIVER.state_file(cls.FILE, cls.SCHEMA, required=cls.REQUIRED, mend=cls.MEND)
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self) -> Iterator[Connection]:
         """Everything inside commits together or not at all."""
         with self.lock:
             depth = self._depth
-            self.db.execute(self.DRIVER.begin if depth == 0 else f"SAVEPOINT nested{depth}")
+            self.db.execute(self.driver.begin if depth == 0 else f"SAVEPOINT nested{depth}")
             self._depth += 1
             try:
                 yield self.db
@@ -114,7 +154,7 @@ class StoreFile:
     def changes(self) -> int:
         """Rows changed through this connection since it opened (a backup is due when it moves)."""
         with self.lock:
-            return self.DRIVER.changes(self.db)
+            return self.driver.changes(self.db)
 
     def close(self) -> None:
         with self.lock:

@@ -75,13 +75,14 @@ class TransformStore(StoreFile):
 
     def insert(self, job: JobRecord) -> bool:
         with self.lock:
-            cursor = self.db.execute("INSERT OR IGNORE INTO jobs (name, body) VALUES (?, ?)",
+            cursor = self.db.execute("INSERT INTO jobs (name, body) VALUES (?, ?) ON CONFLICT DO NOTHING",
                                      (job.name.lower(), job.model_dump_json()))
             return cursor.rowcount == 1
 
     def put(self, job: JobRecord) -> None:
         with self.lock:
-            self.db.execute("INSERT OR REPLACE INTO jobs (name, body) VALUES (?, ?)",
+            self.db.execute("INSERT INTO jobs (name, body) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET "
+                            "body = excluded.body",
                             (job.name.lower(), job.model_dump_json()))
 
     def get(self, name: str) -> JobRecord | None:
@@ -100,7 +101,7 @@ class TransformStore(StoreFile):
         """The job's inputs (url, relative name), once: a resumed job keeps the list it started with."""
         with self.transaction():
             self.db.executemany(
-                "INSERT OR IGNORE INTO objects (job, url, relative, position) VALUES (?, ?, ?, ?)",
+                "INSERT INTO objects (job, url, relative, position) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 [(job.lower(), url, relative, i) for i, (url, relative) in enumerate(objects)])
 
     def objects(self, job: str) -> list[ObjectRow]:
@@ -123,7 +124,7 @@ class TransformStore(StoreFile):
     def answer(self, job: str, url: str, unit: int, body: bytes) -> None:
         """A unit's output, committed before anything depends on it; a second answer for it is ignored."""
         with self.lock:
-            self.db.execute("INSERT OR IGNORE INTO outputs (job, url, unit, body) VALUES (?, ?, ?, ?)",
+            self.db.execute("INSERT INTO outputs (job, url, unit, body) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
                             (job.lower(), url, unit, body))
 
     def written(self, job: str, url: str) -> None:
@@ -136,8 +137,8 @@ class TransformStore(StoreFile):
         with self.lock:
             objects = self.db.execute(
                 "SELECT count(*), coalesce(sum(done), 0), coalesce(sum(units), 0), "
-                "coalesce(sum(CASE WHEN done THEN units ELSE 0 END), 0), coalesce(sum(records), 0), "
-                "coalesce(sum(CASE WHEN done THEN records ELSE 0 END), 0) FROM objects WHERE job = ?",
+                "coalesce(sum(CASE WHEN done <> 0 THEN units ELSE 0 END), 0), coalesce(sum(records), 0), "
+                "coalesce(sum(CASE WHEN done <> 0 THEN records ELSE 0 END), 0) FROM objects WHERE job = ?",
                 (job.lower(),)).fetchone()
             pending = self.db.execute("SELECT count(*) FROM outputs WHERE job = ?", (job.lower(),)).fetchone()[0]
         count, done, units, units_done, records, records_done = objects
