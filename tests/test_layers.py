@@ -89,7 +89,6 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 MAX_LINES = 450
 TOO_LONG: dict[str, int] = {
     "pier/backends/ray/backend.py": 468,  # issue 38
-    "pier/synthetic/builder.py": 534,  # issue 38
 }
 
 

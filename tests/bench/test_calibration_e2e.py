@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pier.synthetic.builder import TINY, build_gguf, build_vocab
+from pier.synthetic.builder import TINY, build_gguf
+from pier.synthetic.vocab import build_vocab
 from pier.synthetic.words import WORDS
 from tests.e2e.gateway_process import GatewayProcess
 from tests.e2e.test_gateway_e2e import WAIT, clients

@@ -11,19 +11,8 @@ import numpy as np
 import pytest
 from gguf import TokenType
 
-from pier.synthetic.builder import (
-    BENCH_360M,
-    CHATML_TEMPLATE,
-    QUANTS,
-    SMALL,
-    SPACE,
-    TINY,
-    ModelShape,
-    build_gguf,
-    build_vocab,
-    describe,
-    n_params,
-)
+from pier.synthetic.builder import BENCH_360M, QUANTS, SMALL, TINY, ModelShape, build_gguf, describe, n_params
+from pier.synthetic.vocab import CHATML_TEMPLATE, SPACE, build_vocab
 
 PROMPT = b"the quick brown fox"
 
