@@ -165,3 +165,7 @@ def notice(host: HostKernels, trials: Sequence[Trial]) -> str:
         return "no kernel family works here: " + "; ".join(failed)
     using = host.name(family)
     return f"{'; '.join(failed)}; using {using}" if failed else using
+
+
+if __name__ == "__main__":  # `python -m pier.engine.kernels`: the host line, from a process that may load llama.cpp
+    print(host_line())

@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import uvicorn
 
 from pier.backends.registry import FLAGS, LOCAL, NAMES, BackendChoice, choose
 from pier.control.backups import GatewayLock
-from pier.engine.kernels import host_line
 from pier.errors import PierError
 from pier.gateway import listening, state_files
 from pier.gateway.app import create_gateway
@@ -28,6 +30,22 @@ log = logging.getLogger("pier.gateway")
 DEFAULT_STATE_DIR = Path.home() / ".pier"
 DEFAULT_PORT = 8080
 STATE_UNUSABLE = 3  # exit code when the gateway cannot start on its state folder (damaged, too new, in use)
+
+
+def log_host_kernels() -> None:
+    """The host's CPU flags and llama.cpp build's features in the log, for the copies' figures. Read by a child
+    process on a thread of its own: the gateway never loads llama.cpp (tests/gateway/test_imports.py), nor waits."""
+
+    def read() -> None:
+        try:
+            done = subprocess.run([sys.executable, "-m", "pier.engine.kernels"], capture_output=True, text=True,
+                                  timeout=60, check=True)
+            log.info("CPU kernels for copies: %s (each copy proves them on its model: /pier/copies)",
+                     done.stdout.strip())
+        except (OSError, subprocess.SubprocessError) as error:
+            log.warning("could not read this host's CPU kernels (%s); copies still prove theirs", error)
+
+    threading.Thread(target=read, name="pier-host-kernels", daemon=True).start()
 
 
 def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host: str = "127.0.0.1",
@@ -100,7 +118,7 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
                  "; copies asking for GPUs it lacks run on CPU (--cpu-fallback)" if cpu_fallback else "")
         if (advice := gpu_build_advice(gpus)) is not None:
             log.warning("%s", advice)
-        log.info("CPU kernels for copies: %s (each copy proves them on its model: /pier/copies)", host_line())
+        log_host_kernels()
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5,
                             access_log=access_log, ssl_certfile=tls.cert if tls else None,
                             ssl_keyfile=tls.key if tls else None)
