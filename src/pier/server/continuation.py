@@ -37,7 +37,7 @@ from pier.channel.frames import (
 )
 from pier.channel.headers import CONTINUE, FRAMED, RESUMABLE
 from pier.engine.request import GenerateRequest, GenerationChunk
-from pier.server.errors import error_response, flavor_of
+from pier.server.errors import error_response, request_dialect
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +189,8 @@ class ResumableAnswers:
                 size = int(length)
                 continuation = Continuation.decode(body[:size])
             except ValueError as error:  # the gateway's bug; say so rather than run something else
-                await error_response(ValueError(f"bad continuation: {error}"), flavor_of(scope))(scope, receive, send)
+                bad = ValueError(f"bad continuation: {error}")
+                await error_response(bad, request_dialect(scope))(scope, receive, send)
                 return
             receive = _replayed(body[size:], receive)
             scope = {**scope, "headers": [(k, v) for k, v in scope["headers"] if k != b"content-length"]
@@ -203,7 +204,7 @@ class ResumableAnswers:
         except Exception as error:  # after our 200 nobody else can answer it: end it in the protocol
             log.exception("resumable request %s failed", scope.get("path"))
             if not progress.head_sent:
-                await error_response(error, flavor_of(scope))(scope, receive, progress.send)
+                await error_response(error, request_dialect(scope))(scope, receive, progress.send)
         await progress.finish()  # a no-op unless the app ended without a last body message
         await progress.close()
 
