@@ -15,13 +15,13 @@ from pier.bench.metrics import cost_per_million_tokens
 from pier.bench.pricing import Price
 from pier.tune.halving import Standing, rank, within_noise
 from pier.tune.runner import Setup
-from pier.tune.space import Candidate
+from pier.tune.space import Recipe
 from pier.tune.trials import Trial
 
 
 @dataclass(frozen=True)
 class Row:
-    candidate: Candidate
+    candidate: Recipe
     standing: Standing
     trials: Sequence[Trial]
 
@@ -34,7 +34,7 @@ class Row:
         return sum(1 for t in self.trials if not t.misses)
 
 
-def rows(standings: Sequence[Standing], candidates: Sequence[Candidate], trials: Sequence[Trial]) -> list[Row]:
+def rows(standings: Sequence[Standing], candidates: Sequence[Recipe], trials: Sequence[Trial]) -> list[Row]:
     """Best first; only candidates with at least one trial."""
     by_key = {c.key: c for c in candidates}
     return [Row(by_key[s.key], s, [t for t in trials if t.candidate.key == s.key]) for s in rank(standings)]
@@ -96,7 +96,7 @@ def plot(ranked: Sequence[Row], path: Path) -> Path:
     return path
 
 
-def write_deploy_file(path: Path, endpoint: str, setup: Setup, winner: Candidate) -> Path:
+def write_deploy_file(path: Path, endpoint: str, setup: Setup, winner: Recipe) -> Path:
     """The winner as a deploy file `pier deploy` takes (the model's path made absolute, so it works anywhere)."""
     file = setup.deploy_file(endpoint, winner)
     data = file.model_dump(exclude_none=True)

@@ -22,7 +22,7 @@ from pier.server.kv_budget import kv_shape
 from pier.tune import report
 from pier.tune.objective import Bound
 from pier.tune.runner import Setup, TrialRunner, Workload, own_gateway
-from pier.tune.space import Candidate, Space
+from pier.tune.space import Recipe, Space
 from pier.tune.trials import TrialStore
 from pier.tune.tuner import Search
 
@@ -111,7 +111,7 @@ def tune(request: TuneRequest, console: Console) -> TuneOutcome:
     return TuneOutcome(rows, verdict, deploy, plot, price)
 
 
-def usable(candidates: list[Candidate], setup: Setup, console: Console) -> list[Candidate]:
+def usable(candidates: list[Recipe], setup: Setup, console: Console) -> list[Recipe]:
     """The candidates whose KV cache type the model takes (checked from a local GGUF's header, as the copy would
     refuse it): a refused one would cost a deploy that never comes up."""
     path = Path(setup.model)
