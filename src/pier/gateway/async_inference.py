@@ -49,14 +49,14 @@ TIMEOUT_SETTING = "the request's InvocationTimeoutSeconds (InvokeEndpointAsync; 
 
 
 @dataclass(frozen=True)
-class Capacity:
+class AsyncInstances:
     """An asynchronous endpoint's instances now."""
 
     desired: int  # instances (copies) its variants ask for
     ready: int  # copies ready to take requests
 
 
-def free_slots(capacity: Capacity, per_instance: int, running: int) -> int:
+def free_slots(capacity: AsyncInstances, per_instance: int, running: int) -> int:
     """How many more requests may start now: room on the ready copies, less those already running."""
     return max(capacity.ready * per_instance - running, 0)
 
@@ -152,10 +152,10 @@ class AsyncInference:
         records, _ = self.state.endpoints.scan()
         return [r for r in records if r.async_inference is not None and r.status != "Deleting"]
 
-    def _capacity(self, record: EndpointRecord) -> Capacity:
+    def _capacity(self, record: EndpointRecord) -> AsyncInstances:
         ready = sum(1 for v in record.variants
                     for c in self.copies(v.workload(record.name)) if c.state is CopyState.READY)
-        return Capacity(sum(v.instance_count for v in record.variants), ready)
+        return AsyncInstances(sum(v.instance_count for v in record.variants), ready)
 
     def _wake_variants(self, record: EndpointRecord) -> None:
         for variant in record.variants:
