@@ -23,7 +23,6 @@ ALLOWED: dict[str, str] = {
     "UnknownOperation": "control.errors (SageMaker) and autoscaling.errors (Application Auto Scaling)",
     # Not yet renamed (issue 38): each goes with the commit that renames it.
     "Admission": "to rename",
-    "Invocation": "to rename",
     "ModelNotFound": "to rename",
     "Origin": "to rename",
     "Outcome": "to rename",
@@ -31,7 +30,6 @@ ALLOWED: dict[str, str] = {
     "Prepared": "to rename",
     "Progress": "to rename",
     "Prompt": "to rename",
-    "Reply": "to rename",
     "Report": "to rename",
     "Row": "to rename",
     "Seen": "to rename",
