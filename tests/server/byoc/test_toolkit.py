@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from pier.server.byoc.errors import HandlerError
-from pier.server.byoc.frames import WorkerReply, WorkerRequest
 from pier.server.byoc.toolkit import Context, Handler, handle, resolve, takes_context
+from pier.server.byoc.worker_frames import WorkerReply, WorkerRequest
 
 
 class CallableModel:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pier
 from pier.server.byoc.errors import HandlerError
-from pier.server.byoc.frames import HEAD_SIZE, PARENT_ENV, WorkerReply, WorkerRequest, unpack_sizes
 from pier.server.byoc.location import HandlerScript
+from pier.server.byoc.worker_frames import HEAD_SIZE, PARENT_ENV, WorkerReply, WorkerRequest, unpack_sizes
 
 STOP_GRACE_S = 5.0
 

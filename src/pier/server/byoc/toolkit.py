@@ -18,7 +18,7 @@ from pier import __version__
 from pier.env import Env
 from pier.server.byoc import codecs
 from pier.server.byoc.errors import HandlerError
-from pier.server.byoc.frames import WorkerReply, WorkerRequest
+from pier.server.byoc.worker_frames import WorkerReply, WorkerRequest
 
 log = logging.getLogger("pier.handler")
 

@@ -24,8 +24,8 @@ from typing import BinaryIO
 
 from pier.env import Env, integer
 from pier.server.byoc.errors import HandlerError
-from pier.server.byoc.frames import PARENT_ENV, WorkerReply, WorkerRequest, read_frame
 from pier.server.byoc.toolkit import handle, load
+from pier.server.byoc.worker_frames import PARENT_ENV, WorkerReply, WorkerRequest, read_frame
 
 
 def _claim_stdio() -> tuple[BinaryIO, BinaryIO]:

@@ -41,7 +41,7 @@ class WorkerRequest:
 
 @dataclass(frozen=True)
 class WorkerReply:
-    """Worker -> server: the answer to an WorkerRequest, or (the first frame) whether loading worked."""
+    """Worker -> server: the answer to a WorkerRequest, or (the first frame) whether loading worked."""
 
     status: int = 200
     body: bytes = b""
