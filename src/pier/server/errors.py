@@ -44,7 +44,7 @@ class HttpError(PierError):
         self.code = self._CODES.get(status, "http_error")
 
 
-class ModelNotFound(InvalidRequest):
+class ModelNotServed(InvalidRequest):
     """GET /v1/models/{model} for a name the copy does not serve: OpenAI's 404, in its words."""
 
     code = "model_not_found"
