@@ -32,7 +32,7 @@ from pier.channel.headers import TIMEOUT_HEADER
 from pier.channel.prefix import request_prefix
 from pier.control.records import EndpointRecord
 from pier.control.state import State, UnreadableRecord
-from pier.gateway.async_notification import Outcome, notify
+from pier.gateway.async_notification import AsyncOutcome, notify
 from pier.gateway.targets import Copies
 from pier.runtime.async_queue import AsyncQueue, AsyncRequest
 from pier.runtime.attempts import NOT_TAKEN, Call, forward
@@ -210,7 +210,7 @@ class AsyncInference:
             return
         log.info("async inference %s done: %s", request.inference_id, request.output_location)
         await asyncio.to_thread(self.queue.finish, request.id)
-        await self._notify(request, Outcome(True, content_type, answer))
+        await self._notify(request, AsyncOutcome(True, content_type, answer))
 
     def _deliver(self, request: AsyncRequest, answer: bytes, content_type: str | None) -> None:
         """The answer written, then recorded in the queue. On its own thread: a stop meanwhile releases the request,
@@ -262,9 +262,9 @@ class AsyncInference:
         except storage.StorageError as error:
             log.error("async inference %s: its failure could not be written either: %s", request.inference_id, error)
         await asyncio.to_thread(self.queue.finish, request.id)
-        await self._notify(request, Outcome(False, reason=reason))
+        await self._notify(request, AsyncOutcome(False, reason=reason))
 
-    async def _notify(self, request: AsyncRequest, outcome: Outcome) -> None:
+    async def _notify(self, request: AsyncRequest, outcome: AsyncOutcome) -> None:
         """Sent on a task of its own: a topic that answers slowly (up to DELIVERY_TIMEOUT_S) would otherwise keep
         the request counted as running, and the copy's slot from the next request, after its answer is written."""
         try:
