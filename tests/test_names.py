@@ -24,7 +24,6 @@ ALLOWED: dict[str, str] = {
     # Not yet renamed (issue 38): each goes with the commit that renames it.
     "Admission": "to rename",
     "Progress": "to rename",
-    "Prompt": "to rename",
     "Report": "to rename",
     "Row": "to rename",
     "Seen": "to rename",
