@@ -44,7 +44,7 @@ class TuneRequest:
 
 @dataclass(frozen=True)
 class TuneOutcome:
-    rows: list[report.Row]
+    rows: list[report.RecipeRow]
     verdict: str
     deploy_file: Path | None
     plot: Path | None
