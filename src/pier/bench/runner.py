@@ -19,7 +19,7 @@ from pier.bench.client import ClientSettings, StreamingClient, make_client
 from pier.bench.compare import compare
 from pier.bench.copies import CopyWatcher, copy_kernels
 from pier.bench.engine_steps import EngineSteps
-from pier.bench.load import Budget, Session, closed_loop, open_loop, scheduled_loop
+from pier.bench.load import Budget, LoadRun, closed_loop, open_loop, scheduled_loop
 from pier.bench.metrics import Slo, summarize
 from pier.bench.options import Api, BenchError, BenchOptions, Level
 from pier.bench.plots import write_plots
@@ -169,9 +169,9 @@ class Bench:
         return RunResult(prepared.info, level, repeat, started_at, started, session.records, metrics,
                          watcher.samples if watcher is not None else [], engine)
 
-    def _session(self, prepared: PreparedTarget, seed: str, budget: Budget, progress: RunProgress) -> Session:
+    def _session(self, prepared: PreparedTarget, seed: str, budget: Budget, progress: RunProgress) -> LoadRun:
         workload = Workload(self.options, prepared.info.tokens.pool, seed)
-        return Session(workload.conversations(), prepared.client.send, budget, progress.observe)
+        return LoadRun(workload.conversations(), prepared.client.send, budget, progress.observe)
 
 
 async def check_tls(http: httpx.AsyncClient, target: Target) -> None:
