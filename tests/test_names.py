@@ -23,7 +23,6 @@ ALLOWED: dict[str, str] = {
     "UnknownOperation": "control.errors (SageMaker) and autoscaling.errors (Application Auto Scaling)",
     # Not yet renamed (issue 38): each goes with the commit that renames it.
     "Admission": "to rename",
-    "Step": "to rename",
     "StorageError": "to rename",
     "Target": "to rename",
     "Trial": "to rename",
