@@ -23,8 +23,8 @@ ALLOWED: dict[str, str] = {
     "UnknownOperation": "control.errors (SageMaker) and autoscaling.errors (Application Auto Scaling)",
     # Not yet renamed (issue 38): each goes with the commit that renames it.
     "Admission": "to rename",
-    "StorageError": "to rename",
     "Target": "to rename",
+    "StorageError": "to rename",
     "Trial": "to rename",
     "Verdict": "to rename",
     "Workload": "to rename",
