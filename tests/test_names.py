@@ -24,7 +24,6 @@ ALLOWED: dict[str, str] = {
     # Not yet renamed (issue 38): each goes with the commit that renames it.
     "Admission": "to rename",
     "Target": "to rename",
-    "Verdict": "to rename",
     "Workload": "to rename",
 }
 
