@@ -28,7 +28,7 @@ from pier.bench.progress import LiveProgress, RunProgress
 from pier.bench.report import print_report, write_files
 from pier.bench.result import BenchResult, RunResult, TargetInfo
 from pier.bench.step_source import StepSource
-from pier.bench.target import Target, resolve
+from pier.bench.target import Subject, resolve
 from pier.bench.workload import Workload
 from pier.engine.kernels import host_line
 from pier.gpus import discover
@@ -84,7 +84,7 @@ class Bench:
         print_report(result, self.console)  # --no-progress drops the live display, never the results
         return result
 
-    def _targets(self) -> list[Target]:
+    def _targets(self) -> list[Subject]:
         o = self.options
         given = [o.target] + ([o.compare] if o.compare else [])
         names = [_short(t) for t in given]
@@ -174,7 +174,7 @@ class Bench:
         return LoadRun(workload.conversations(), prepared.client.send, budget, progress.observe)
 
 
-async def check_tls(http: httpx.AsyncClient, target: Target) -> None:
+async def check_tls(http: httpx.AsyncClient, target: Subject) -> None:
     """An https:// target whose certificate this machine does not trust (or that speaks no TLS) cannot be
     measured: BenchError, before any traffic, saying how to trust it. Anything else is measured as errors."""
     if urlsplit(target.url).scheme != "https":
@@ -187,7 +187,7 @@ async def check_tls(http: httpx.AsyncClient, target: Target) -> None:
             raise BenchError(problem) from None
 
 
-async def discover_model(http: httpx.AsyncClient, target: Target) -> str | None:
+async def discover_model(http: httpx.AsyncClient, target: Subject) -> str | None:
     """The first model the server lists (vLLM needs the name; pier and llama-server ignore it), or None."""
     if target.api not in OPENAI_APIS:
         return None
