@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pier.bench.options import WorkloadKind
-from pier.tune.runner import Setup, Workload
+from pier.tune.runner import Setup, TrialTraffic
 from pier.tune.space import Recipe
 
 
@@ -20,6 +20,6 @@ def test_a_gpu_candidate_deploys_asking_for_its_gpus() -> None:
                          [(None, 4, 8, 32), (None, 8, 8, 64), (32, 8, 8, 32), (32, 1, 4, 32)])
 def test_trials_drive_the_load_given_or_what_the_layout_holds(concurrency: int | None, copies: int, parallel: int,
                                                                  expected: int) -> None:
-    workload = Workload(WorkloadKind.MULTI_TURN, concurrency=concurrency)
+    workload = TrialTraffic(WorkloadKind.MULTI_TURN, concurrency=concurrency)
     assert workload.clients(Recipe(copies, 16 // copies, parallel, 512, "f16", True, "spin")) == expected
     assert ("32 clients at once" in workload.describe()) is (concurrency == 32)

@@ -38,7 +38,7 @@ class TrialError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Workload:
+class TrialTraffic:
     """What each trial sends: pier bench's workload, lengths, and requests per run."""
 
     kind: WorkloadKind = WorkloadKind.RANDOM
@@ -85,7 +85,7 @@ def component_of(endpoint: str) -> str:
 
 
 class TrialRunner:
-    def __init__(self, gateway: str, setup: Setup, workload: Workload, bounds: tuple[Bound, ...]) -> None:
+    def __init__(self, gateway: str, setup: Setup, workload: TrialTraffic, bounds: tuple[Bound, ...]) -> None:
         self.client = PierClient(gateway, timeout_s=60.0)
         self.gateway = gateway
         self.setup = setup

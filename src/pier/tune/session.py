@@ -21,7 +21,7 @@ from pier.engine.kv_type import kv_type_problem
 from pier.server.kv_budget import kv_shape
 from pier.tune import report
 from pier.tune.objective import Bound
-from pier.tune.runner import Setup, TrialRunner, Workload, own_gateway
+from pier.tune.runner import Setup, TrialRunner, TrialTraffic, own_gateway
 from pier.tune.space import Recipe, Space
 from pier.tune.trials import TrialStore
 from pier.tune.tuner import Search
@@ -31,7 +31,7 @@ from pier.tune.tuner import Search
 class TuneRequest:
     setup: Setup
     space: Space
-    workload: Workload
+    workload: TrialTraffic
     bounds: tuple[Bound, ...]
     budget_s: float
     out: Path
