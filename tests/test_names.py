@@ -22,7 +22,6 @@ ALLOWED: dict[str, str] = {
     "ResourceNotFound": "control.errors (SageMaker) and autoscaling.errors (Application Auto Scaling)",
     "UnknownOperation": "control.errors (SageMaker) and autoscaling.errors (Application Auto Scaling)",
     # Not yet renamed (issue 38): each goes with the commit that renames it.
-    "Workload": "to rename",
 }
 
 

@@ -29,7 +29,7 @@ from pier.bench.report import print_report, write_files
 from pier.bench.result import BenchResult, RunResult, TargetInfo
 from pier.bench.step_source import StepSource
 from pier.bench.target import Subject, resolve
-from pier.bench.workload import Workload
+from pier.bench.workload import Conversations
 from pier.engine.kernels import host_line
 from pier.gpus import discover
 from pier.security.client_trust import TrustError, ca_bundle, connection_problem, ssl_context
@@ -170,7 +170,7 @@ class Bench:
                          watcher.samples if watcher is not None else [], engine)
 
     def _session(self, prepared: PreparedTarget, seed: str, budget: Budget, progress: RunProgress) -> LoadRun:
-        workload = Workload(self.options, prepared.info.tokens.pool, seed)
+        workload = Conversations(self.options, prepared.info.tokens.pool, seed)
         return LoadRun(workload.conversations(), prepared.client.send, budget, progress.observe)
 
 
