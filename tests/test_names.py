@@ -21,7 +21,6 @@ ALLOWED: dict[str, str] = {
     # Application Auto Scaling and CloudWatch), with that service's wire code and base class.
     "ResourceNotFound": "control.errors (SageMaker) and autoscaling.errors (Application Auto Scaling)",
     "UnknownOperation": "control.errors (SageMaker) and autoscaling.errors (Application Auto Scaling)",
-    # Not yet renamed (issue 38): each goes with the commit that renames it.
 }
 
 
