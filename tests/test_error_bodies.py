@@ -16,7 +16,7 @@ from pier.error_bodies import (
     openai_answer,
     pier_answer,
     render,
-    sagemaker_answer,
+    runtime_answer,
     tgi_answer,
     toolkit_answer,
 )
@@ -83,7 +83,7 @@ def test_render(error: BaseException, dialect: Dialect, status: int, body: dict[
 @pytest.mark.parametrize(
     ("answer", "status", "body", "headers", "media_type"),
     [
-        (sagemaker_answer(403, "AccessDeniedException", "no"), 403, {"message": "no"},
+        (runtime_answer(403, "AccessDeniedException", "no"), 403, {"message": "no"},
          {"x-amzn-ErrorType": "AccessDeniedException"}, "application/json"),
         (aws_json_answer(400, "AccessDeniedException", "no", request_id="r"), 400,
          {"__type": "AccessDeniedException", "message": "no"}, {"x-amzn-RequestId": "r"}, AMZ_JSON),

@@ -1,16 +1,16 @@
 """Every error answer pier sends, one renderer per dialect: the status, headers and body its clients parse.
 
-- SAGEMAKER: the runtime, read by botocore's rest-json parser. Status `sagemaker_status`, code in the
+- RUNTIME: SageMaker's runtime, read by botocore's rest-json parser. Status `sagemaker_status`, code in the
   `x-amzn-ErrorType` header, body `{"message", ...modelled members}`, `x-amzn-RequestId`.
-- AWS_JSON: the control plane, Application Auto Scaling and CloudWatch, read by botocore's JSON 1.0/1.1 (and CBOR)
-  parsers. Status `sagemaker_status`, body `{"__type", "message"}`, `x-amzn-RequestId`.
+- CONTROL, CLOUDWATCH: the control plane, Application Auto Scaling and CloudWatch, read by botocore's JSON 1.0/1.1
+  (and CBOR) parsers. Status `sagemaker_status`, body `{"__type", "message"}`, `x-amzn-RequestId`.
 - OPENAI: the openai client. Status `status`, body `{"error": {"message", "type", "param", "code"}}`, `x-request-id`.
 - TGI: TGI's clients. Status `tgi_status`, body `{"error", "error_type"}`.
-- TOOLKIT: SageMaker's inference toolkit (bring-your-own-code copies). Status `status`, body `{"code", "type",
-  "message"}`.
+- SAGEMAKER: a copy's container contract, in SageMaker's inference toolkit's shape (bring-your-own-code copies).
+  Status `status`, body `{"code", "type", "message"}`.
 - PIER: pier's own routes. Status `status`, body `{"message"}`.
 
-Each dialect has a renderer from fields (`sagemaker_answer`, ...), for refusals that are not pier errors, and
+Each dialect has a renderer from fields (`runtime_answer`, ...), for refusals that are not pier errors, and
 `render()` from any error's wire fields (`pier.errors.Wire`), which also adds Retry-After to a 429 or a 503. The
 request id is the caller's: a dialect without a request-id header ignores it. Which dialect a path speaks is the
 caller's to decide.
@@ -69,7 +69,7 @@ class ErrorAnswer:
 # ---- one renderer per dialect, from fields
 
 
-def sagemaker_answer(status: int, code: str, message: str, *, members: Mapping[str, Any] | None = None,
+def runtime_answer(status: int, code: str, message: str, *, members: Mapping[str, Any] | None = None,
                      request_id: str | None = None) -> ErrorAnswer:
     """botocore's rest-json parser reads the code from `x-amzn-ErrorType`, the message and modelled members
     (ModelError's OriginalStatusCode, ...) from the body."""
@@ -138,10 +138,10 @@ def tgi_message(error: BaseException) -> str:
     return message_of(error)
 
 
-def _sagemaker(error: BaseException, request_id: str | None) -> ErrorAnswer:
+def _runtime(error: BaseException, request_id: str | None) -> ErrorAnswer:
     wire = wire_of(error)
     members = error.members() if isinstance(error, PierError) else {}
-    return sagemaker_answer(wire.sagemaker_status, wire.sagemaker_code, message_of(error), members=members,
+    return runtime_answer(wire.sagemaker_status, wire.sagemaker_code, message_of(error), members=members,
                             request_id=request_id)
 
 
@@ -162,7 +162,7 @@ def _tgi(error: BaseException, request_id: str | None) -> ErrorAnswer:
     return tgi_answer(wire.tgi_status, tgi_message(error), wire.tgi_type)
 
 
-def _toolkit(error: BaseException, request_id: str | None) -> ErrorAnswer:
+def _sagemaker(error: BaseException, request_id: str | None) -> ErrorAnswer:
     return toolkit_answer(wire_of(error).status, type(error).__name__, message_of(error))
 
 
@@ -171,11 +171,11 @@ def _pier(error: BaseException, request_id: str | None) -> ErrorAnswer:
 
 
 _RENDERERS: dict[Dialect, Callable[[BaseException, str | None], ErrorAnswer]] = {
-    Dialect.RUNTIME: _sagemaker,
+    Dialect.RUNTIME: _runtime,
     Dialect.CONTROL: _aws_json,
     Dialect.CLOUDWATCH: _aws_json,  # the same fields, encoded as CBOR by autoscaling.wire
     Dialect.OPENAI: _openai,
     Dialect.TGI: _tgi,
-    Dialect.SAGEMAKER: _toolkit,  # a copy's container contract: the inference toolkit's shape
+    Dialect.SAGEMAKER: _sagemaker,  # a copy's container contract: the inference toolkit's shape
     Dialect.PIER: _pier,
 }

@@ -8,7 +8,7 @@ from pier.autoscaling.decide import (
     Ask,
     Bounds,
     Observation,
-    Step,
+    StepAdjustment,
     Stepping,
     Tracking,
     asked_capacity,
@@ -62,7 +62,7 @@ def test_target_tracking(policy: Tracking, observed: Observation, metric: float 
     assert (ask.capacity if ask else None) == expected
 
 
-CHANGE = Stepping("ChangeInCapacity", (Step(0, None, 1),), cooldown_s=60)
+CHANGE = Stepping("ChangeInCapacity", (StepAdjustment(0, None, 1),), cooldown_s=60)
 
 
 @pytest.mark.parametrize(("policy", "observed", "breach", "expected"), [
@@ -70,10 +70,10 @@ CHANGE = Stepping("ChangeInCapacity", (Step(0, None, 1),), cooldown_s=60)
     (CHANGE, seen(0), -0.5, None),  # below every step's lower bound
     (CHANGE, seen(1, last_scaling=990), 0.0, None),  # within the cooldown of the last scaling (pier's wake-up)
     (CHANGE, seen(4), 2.0, None),  # already at MaxCapacity
-    (Stepping("ExactCapacity", (Step(None, 0, 1), Step(0, None, 3))), seen(1), 5.0, 3),
-    (Stepping("ExactCapacity", (Step(None, 0, 1), Step(0, None, 3))), seen(3), -1.0, 1),
-    (Stepping("PercentChangeInCapacity", (Step(0, None, 50),)), seen(3), 1.0, 4),  # 1.5 rounds away from zero
-    (Stepping("PercentChangeInCapacity", (Step(0, None, -10),), min_adjustment_magnitude=1), seen(3), 1.0, 2),
+    (Stepping("ExactCapacity", (StepAdjustment(None, 0, 1), StepAdjustment(0, None, 3))), seen(1), 5.0, 3),
+    (Stepping("ExactCapacity", (StepAdjustment(None, 0, 1), StepAdjustment(0, None, 3))), seen(3), -1.0, 1),
+    (Stepping("PercentChangeInCapacity", (StepAdjustment(0, None, 50),)), seen(3), 1.0, 4),  # 1.5 rounds away from zero
+    (Stepping("PercentChangeInCapacity", (StepAdjustment(0, None, -10),), min_adjustment_magnitude=1), seen(3), 1.0, 2),
 ])
 def test_step_scaling(policy: Stepping, observed: Observation, breach: float, expected: int | None) -> None:
     ask = step(policy, observed, breach, BOUNDS, "s")

@@ -15,7 +15,7 @@ from pier.bench.options import Level
 from pier.bench.progress import LiveProgress
 from pier.bench.report import REQUESTS_FILE, SUMMARY_FILE
 from pier.bench.result import RunResult
-from pier.bench.runner import Bench, Prepared
+from pier.bench.runner import Bench, PreparedTarget
 from tests.bench.conftest import serving
 from tests.sockets import free_port
 
@@ -100,7 +100,7 @@ def test_streams_cut_short_are_counted(tmp_path: Path) -> None:
 
 
 class InterruptedAtLevelTwo(Bench):
-    async def _run(self, prepared: Prepared, level: Level, repeat: int, live: LiveProgress) -> RunResult:
+    async def _run(self, prepared: PreparedTarget, level: Level, repeat: int, live: LiveProgress) -> RunResult:
         if level.value == 2:
             raise asyncio.CancelledError  # what Ctrl-C does to the running task
         return await super()._run(prepared, level, repeat, live)

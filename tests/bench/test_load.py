@@ -6,11 +6,11 @@ import time
 
 import pytest
 
-from pier.bench.load import Budget, Session, closed_loop, open_loop, scheduled_loop
+from pier.bench.load import Budget, LoadRun, closed_loop, open_loop, scheduled_loop
 from pier.bench.options import BenchOptions
 from pier.bench.record import RequestRecord
 from pier.bench.vocabulary import TokenPool
-from pier.bench.workload import Prompt, Workload
+from pier.bench.workload import Conversations, Prompt
 
 POOL = TokenPool("words", words=("a", "b"), source="test")
 
@@ -38,9 +38,9 @@ class FakeServer:
         return record
 
 
-def session(server: FakeServer, budget: Budget, **fields: object) -> Session:
+def session(server: FakeServer, budget: Budget, **fields: object) -> LoadRun:
     options = BenchOptions(target="http://h", input_len=2, **fields)  # type: ignore[arg-type]
-    return Session(Workload(options, POOL, "seed").conversations(), server.send, budget, lambda r: None)
+    return LoadRun(Conversations(options, POOL, "seed").conversations(), server.send, budget, lambda r: None)
 
 
 @pytest.mark.parametrize(("users", "limit"), [(1, 3), (4, 10), (8, 5)])

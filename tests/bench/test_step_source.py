@@ -14,7 +14,7 @@ from starlette.routing import Route
 
 from pier.bench.options import Api
 from pier.bench.step_source import StepSource, components_of
-from pier.bench.target import Target
+from pier.bench.target import Subject
 from tests.bench.test_engine_steps import GATEWAY_TEXT
 from tests.server.conftest import app_client
 
@@ -54,8 +54,8 @@ def gateway_app() -> Starlette:
     return Starlette(routes=[Route("/pier/copies", copies), Route("/metrics", metrics)])
 
 
-def target(url: str, base: str) -> Target:
-    return Target("t", url, Api.SAGEMAKER, base)
+def target(url: str, base: str) -> Subject:
+    return Subject("t", url, Api.SAGEMAKER, base)
 
 
 @pytest.mark.anyio

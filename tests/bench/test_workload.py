@@ -7,14 +7,14 @@ import pytest
 
 from pier.bench.options import BenchOptions
 from pier.bench.vocabulary import TokenPool
-from pier.bench.workload import Exchange, Workload, positive_length
+from pier.bench.workload import Conversations, Exchange, positive_length
 
 WORDS = TokenPool("words", words=("alpha", "beta", "gamma", "delta"), source="test")
 IDS = TokenPool("ids", ids=(11, 12, 13), source="test")
 
 
-def workload(pool: TokenPool = WORDS, seed: str = "s", **fields: object) -> Workload:
-    return Workload(BenchOptions(target="http://h", **fields), pool, seed)  # type: ignore[arg-type]
+def workload(pool: TokenPool = WORDS, seed: str = "s", **fields: object) -> Conversations:
+    return Conversations(BenchOptions(target="http://h", **fields), pool, seed)  # type: ignore[arg-type]
 
 
 def test_exact_lengths_in_words_and_ids() -> None:

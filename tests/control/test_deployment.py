@@ -9,9 +9,9 @@ import pytest
 from pier.control.deployment import (
     COMPLETED,
     ROLLED_BACK,
+    GreenSeen,
     Next,
     Policy,
-    Seen,
     advance,
     check,
     policy_of,
@@ -98,42 +98,42 @@ NO_WAITS = Policy((1.0,), wait_s=0, termination_wait_s=0, timeout_s=600, alarms=
 
 @pytest.mark.parametrize(("policy", "step", "since", "seen", "expected"), [
     # provisioning: no traffic until every new copy has been ready
-    (CANARY, -1, 0, Seen(3, healthy=False), Next(-1, 0)),
-    (CANARY, -1, 0, Seen(3, healthy=True), Next(0, 3)),
+    (CANARY, -1, 0, GreenSeen(3, healthy=False), Next(-1, 0)),
+    (CANARY, -1, 0, GreenSeen(3, healthy=True), Next(0, 3)),
     # an alarm before the new fleet takes traffic says nothing about it
-    (CANARY, -1, 0, Seen(3, healthy=False, firing=("errors",)), Next(-1, 0)),
+    (CANARY, -1, 0, GreenSeen(3, healthy=False, firing=("errors",)), Next(-1, 0)),
     # the canary bakes its wait, then the rest moves, bakes, and the old fleet waits out its termination
-    (CANARY, 0, 3, Seen(12, healthy=True), Next(0, 3)),
-    (CANARY, 0, 3, Seen(13, healthy=True), Next(1, 13)),
-    (CANARY, 1, 13, Seen(23, healthy=True), Next(2, 23)),
-    (CANARY, 2, 23, Seen(27, healthy=True), Next(2, 23)),
-    (CANARY, 2, 23, Seen(28, healthy=True), Next(2, 23, COMPLETED)),
+    (CANARY, 0, 3, GreenSeen(12, healthy=True), Next(0, 3)),
+    (CANARY, 0, 3, GreenSeen(13, healthy=True), Next(1, 13)),
+    (CANARY, 1, 13, GreenSeen(23, healthy=True), Next(2, 23)),
+    (CANARY, 2, 23, GreenSeen(27, healthy=True), Next(2, 23)),
+    (CANARY, 2, 23, GreenSeen(28, healthy=True), Next(2, 23, COMPLETED)),
     # no waits at all: healthy, shifted, done on the next look
-    (NO_WAITS, -1, 0, Seen(1, healthy=True), Next(0, 1)),
-    (NO_WAITS, 0, 1, Seen(1, healthy=True), Next(1, 1, COMPLETED)),
+    (NO_WAITS, -1, 0, GreenSeen(1, healthy=True), Next(0, 1)),
+    (NO_WAITS, 0, 1, GreenSeen(1, healthy=True), Next(1, 1, COMPLETED)),
 ])
-def test_advance(policy: Policy, step: int, since: float, seen: Seen, expected: Next) -> None:
+def test_advance(policy: Policy, step: int, since: float, seen: GreenSeen, expected: Next) -> None:
     assert advance(policy, step, since, 0.0, seen) == expected
 
 
 @pytest.mark.parametrize(("step", "seen", "why"), [
-    (-1, Seen(3, healthy=False, problem="Copy e-0 failed: bad magic"), "could not become healthy: Copy e-0"),
-    (0, Seen(5, healthy=True, firing=("errors",)), "errors went into ALARM while the new fleet took 25%"),
-    (2, Seen(5, healthy=True, firing=("errors",)), "took 100%"),
-    (-1, Seen(601, healthy=False), "MaximumExecutionTimeoutInSeconds (600 s)"),
+    (-1, GreenSeen(3, healthy=False, problem="Copy e-0 failed: bad magic"), "could not become healthy: Copy e-0"),
+    (0, GreenSeen(5, healthy=True, firing=("errors",)), "errors went into ALARM while the new fleet took 25%"),
+    (2, GreenSeen(5, healthy=True, firing=("errors",)), "took 100%"),
+    (-1, GreenSeen(601, healthy=False), "MaximumExecutionTimeoutInSeconds (600 s)"),
 ])
-def test_rolls_back(step: int, seen: Seen, why: str) -> None:
+def test_rolls_back(step: int, seen: GreenSeen, why: str) -> None:
     decided = advance(CANARY, step, 0.0, 0.0, seen)
     assert decided.outcome == ROLLED_BACK
     assert why in decided.reason
 
 
 @pytest.mark.parametrize(("step", "since", "seen"), [
-    (0, 3, Seen(13, healthy=False)),  # the canary baked, but the new fleet is loading again (a gateway restart)
-    (1, 13, Seen(23, healthy=False)),
-    (2, 23, Seen(28, healthy=False)),  # the old fleet would stop with the new one not serving
+    (0, 3, GreenSeen(13, healthy=False)),  # the canary baked, but the new fleet is loading again (a gateway restart)
+    (1, 13, GreenSeen(23, healthy=False)),
+    (2, 23, GreenSeen(28, healthy=False)),  # the old fleet would stop with the new one not serving
 ])
-def test_an_unhealthy_new_fleet_holds_the_update_where_it_is(step: int, since: float, seen: Seen) -> None:
+def test_an_unhealthy_new_fleet_holds_the_update_where_it_is(step: int, since: float, seen: GreenSeen) -> None:
     """More traffic, or the old fleet's end, waits until every new copy has been ready again: until then the
     update holds (an alarm or the timeout still rolls it back)."""
     assert advance(CANARY, step, since, 0.0, seen) == Next(step, since)

@@ -10,7 +10,7 @@ import pytest
 
 from pier.engine import kernel_probe
 from pier.engine.kernel_probe import Verdict, cached_verdict, compared, divergence, keep_verdict, parse_faults, prove
-from pier.engine.kernels import KernelFamily, Trial, read_host
+from pier.engine.kernels import KernelFamily, Probed, read_host
 from pier.engine.llama import system_info
 
 REPACK, PLAIN = KernelFamily.REPACK, KernelFamily.PLAIN
@@ -30,10 +30,10 @@ def test_divergence(logits: np.ndarray, reference: np.ndarray, expected: float) 
 
 
 def test_a_family_is_out_when_it_did_not_finish_or_strays_from_the_reference() -> None:
-    assert compared(REPACK, ROW * 1.1, ROW, "") == Trial(REPACK, None)
+    assert compared(REPACK, ROW * 1.1, ROW, "") == Probed(REPACK, None)
     assert compared(REPACK, -ROW, ROW, "").problem == "give wrong logits (2.00 off the plain kernels' answer)"
-    assert compared(REPACK, None, ROW, "crash on this host (SIGSEGV)") == Trial(REPACK, "crash on this host (SIGSEGV)")
-    assert compared(PLAIN, ROW, None, "") == Trial(PLAIN, None)  # the reference itself: finite is all it can show
+    assert compared(REPACK, None, ROW, "crash on this host (SIGSEGV)") == Probed(REPACK, "crash on this host (SIGSEGV)")
+    assert compared(PLAIN, ROW, None, "") == Probed(PLAIN, None)  # the reference itself: finite is all it can show
     assert compared(PLAIN, ROW * np.nan, None, "").problem == "give NaN or infinite logits"
     refused = compared(PLAIN, None, None, f"{kernel_probe.REFUSED} (exit code 1: bad file)")
     assert refused.refused and refused.problem is not None
@@ -55,7 +55,7 @@ def test_a_mistyped_drill_says_how_to_write_one(text: str) -> None:
 
 
 def test_a_verdict_is_kept_whole_and_a_damaged_one_is_proven_again(tmp_path: Path) -> None:
-    verdict = Verdict((Trial(REPACK, "crash on this host (SIGSEGV)"), Trial(PLAIN, None)))
+    verdict = Verdict((Probed(REPACK, "crash on this host (SIGSEGV)"), Probed(PLAIN, None)))
     keep_verdict(tmp_path / "kernels", "k", verdict)
     assert cached_verdict(tmp_path / "kernels", "k") == verdict
     assert [p.name for p in (tmp_path / "kernels").iterdir()] == ["k.json"]  # no temporary file left

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pier.engine.kernels import HostKernels, KernelFamily, Trial, chosen, notice, parse_cpuinfo, parse_system_info
+from pier.engine.kernels import HostKernels, KernelFamily, Probed, chosen, notice, parse_cpuinfo, parse_system_info
 
 SAPPHIRE_RAPIDS_BUILD = ("CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX_VNNI = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | "
                          "BMI2 = 1 | AVX512 = 1 | AVX512_VBMI = 1 | AVX512_VNNI = 1 | AVX512_BF16 = 1 | AMX_INT8 = 1 | "
@@ -61,17 +61,17 @@ CRASH = "crash on this host (SIGSEGV)"
 
 
 @pytest.mark.parametrize(("trials", "family", "said"), [
-    ([Trial(KernelFamily.AMX, None), Trial(KernelFamily.PLAIN, None)], KernelFamily.AMX, "AMX kernels"),
-    ([Trial(KernelFamily.AMX, CRASH), Trial(KernelFamily.REPACK, None), Trial(KernelFamily.PLAIN, None)],
+    ([Probed(KernelFamily.AMX, None), Probed(KernelFamily.PLAIN, None)], KernelFamily.AMX, "AMX kernels"),
+    ([Probed(KernelFamily.AMX, CRASH), Probed(KernelFamily.REPACK, None), Probed(KernelFamily.PLAIN, None)],
      KernelFamily.REPACK, "AMX kernels crash on this host (SIGSEGV); using AVX-512 repack kernels"),
-    ([Trial(KernelFamily.AMX, CRASH), Trial(KernelFamily.REPACK, "give wrong logits (0.97 off)"),
-      Trial(KernelFamily.PLAIN, None)], KernelFamily.PLAIN,
+    ([Probed(KernelFamily.AMX, CRASH), Probed(KernelFamily.REPACK, "give wrong logits (0.97 off)"),
+      Probed(KernelFamily.PLAIN, None)], KernelFamily.PLAIN,
      "AMX kernels crash on this host (SIGSEGV); AVX-512 repack kernels give wrong logits (0.97 off); using plain "
      "AVX-512 kernels (no repacked weights)"),
-    ([Trial(KernelFamily.AMX, CRASH), Trial(KernelFamily.REPACK, CRASH), Trial(KernelFamily.PLAIN, CRASH)], None,
+    ([Probed(KernelFamily.AMX, CRASH), Probed(KernelFamily.REPACK, CRASH), Probed(KernelFamily.PLAIN, CRASH)], None,
      "no kernel family works here: AMX kernels crash on this host (SIGSEGV); AVX-512 repack kernels crash on this "
      "host (SIGSEGV); plain AVX-512 kernels (no repacked weights) crash on this host (SIGSEGV)"),
 ])
-def test_what_a_copy_says_of_its_kernels(trials: list[Trial], family: KernelFamily | None, said: str) -> None:
+def test_what_a_copy_says_of_its_kernels(trials: list[Probed], family: KernelFamily | None, said: str) -> None:
     assert chosen(trials) is family
     assert notice(SPR, trials) == said

@@ -16,7 +16,7 @@ from pier.backends.base import CopyState, CopyStatus
 from pier.control.records import EndpointRecord, VariantRecord
 from pier.control.shapes import AsyncInferenceSpec
 from pier.control.workload import Workload
-from pier.gateway.async_inference import AsyncInference, Capacity, expired, free_slots
+from pier.gateway.async_inference import AsyncInference, AsyncInstances, expired, free_slots
 from pier.runtime.async_queue import AsyncQueue, AsyncRequest
 from pier.runtime.invoke import RuntimeService
 
@@ -30,7 +30,7 @@ def anyio_backend() -> str:
     (0, 4, 0, 0), (1, 1, 0, 1), (1, 1, 1, 0), (2, 3, 1, 5), (1, 2, 5, 0),
 ])
 def test_free_slots(ready: int, per_instance: int, running: int, free: int) -> None:
-    assert free_slots(Capacity(desired=max(ready, 1), ready=ready), per_instance, running) == free
+    assert free_slots(AsyncInstances(desired=max(ready, 1), ready=ready), per_instance, running) == free
 
 
 def test_a_request_expires_at_its_ttl() -> None:

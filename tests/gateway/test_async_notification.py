@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pier.control.shapes import AsyncNotificationSpec
-from pier.gateway.async_notification import Outcome, delivery, message, topic_for
+from pier.gateway.async_notification import AsyncOutcome, delivery, message, topic_for
 from pier.runtime.async_queue import AsyncRequest
 
 REQUEST = AsyncRequest("id", "mine", "e", "s3://b/out/id.out", "s3://b/failed/id-error.out", received=0.0, ttl_s=60,
@@ -16,7 +16,7 @@ ARN = "arn:aws:sns:us-east-1:123456789012:done"
 
 
 def test_a_success_message_is_sagemakers_with_the_answer_when_asked() -> None:
-    body = message(REQUEST, Outcome(True, "application/json", b'{"a": 1}'), "us-east-1", True, 1.5)
+    body = message(REQUEST, AsyncOutcome(True, "application/json", b'{"a": 1}'), "us-east-1", True, 1.5)
     assert body["invocationStatus"] == "Completed" and body["inferenceId"] == "mine"
     assert body["eventTime"] == "1970-01-01T00:00:01.500Z" and body["eventName"] == "InferenceResult"
     assert body["requestParameters"]["inputLocation"] == "s3://b/in.json"
@@ -25,7 +25,7 @@ def test_a_success_message_is_sagemakers_with_the_answer_when_asked() -> None:
 
 
 def test_a_failure_message_has_the_reason_and_where_it_is() -> None:
-    body = message(REQUEST, Outcome(False, reason="expired"), "us-east-1", False, 0.0)
+    body = message(REQUEST, AsyncOutcome(False, reason="expired"), "us-east-1", False, 0.0)
     assert body["invocationStatus"] == "Failed" and body["failureReason"] == "expired"
     assert body["responseParameters"] == {"failureLocation": "s3://b/failed/id-error.out"}
     assert "responseBody" not in body

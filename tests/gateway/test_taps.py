@@ -10,7 +10,7 @@ import pytest
 from pier.control.data_capture import DataCaptureSpec
 from pier.control.records import EndpointRecord, VariantRecord
 from pier.gateway.taps import captured_of, plan_of, shadow_share
-from pier.runtime.tap import Exchanged, Plan
+from pier.runtime.tap import Exchanged, TapPlan
 
 
 def endpoint(percent: int | None = None, enabled: bool = True, shadow_weight: float = 1.0) -> EndpointRecord:
@@ -29,16 +29,16 @@ def draws(*values: float) -> Iterator[float]:
 
 
 @pytest.mark.parametrize(("record", "variant", "drawn", "plan"), [
-    (endpoint(), "AllTraffic", (0.0,), Plan(False, ("Shadow",))),  # no capture config: only the shadow
-    (endpoint(30), "AllTraffic", (0.29, 0.0), Plan(True, ("Shadow",))),  # 29 < 30 percent: captured
-    (endpoint(30), "AllTraffic", (0.30, 0.0), Plan(False, ("Shadow",))),
-    (endpoint(100, enabled=False), "AllTraffic", (0.0,), Plan(False, ("Shadow",))),  # EnableCapture false
-    (endpoint(0), "AllTraffic", (0.0, 0.0), Plan(False, ("Shadow",))),
-    (endpoint(shadow_weight=1.0), "AllTraffic", (0.49,), Plan(False, ("Shadow",))),  # weight 1 of 2: half
-    (endpoint(shadow_weight=1.0), "AllTraffic", (0.5,), Plan(False, ())),
-    (endpoint(100), "Shadow", (0.0,), Plan(True, ())),  # the shadow's own requests: captured, never shadowed
+    (endpoint(), "AllTraffic", (0.0,), TapPlan(False, ("Shadow",))),  # no capture config: only the shadow
+    (endpoint(30), "AllTraffic", (0.29, 0.0), TapPlan(True, ("Shadow",))),  # 29 < 30 percent: captured
+    (endpoint(30), "AllTraffic", (0.30, 0.0), TapPlan(False, ("Shadow",))),
+    (endpoint(100, enabled=False), "AllTraffic", (0.0,), TapPlan(False, ("Shadow",))),  # EnableCapture false
+    (endpoint(0), "AllTraffic", (0.0, 0.0), TapPlan(False, ("Shadow",))),
+    (endpoint(shadow_weight=1.0), "AllTraffic", (0.49,), TapPlan(False, ("Shadow",))),  # weight 1 of 2: half
+    (endpoint(shadow_weight=1.0), "AllTraffic", (0.5,), TapPlan(False, ())),
+    (endpoint(100), "Shadow", (0.0,), TapPlan(True, ())),  # the shadow's own requests: captured, never shadowed
 ])
-def test_plan(record: EndpointRecord, variant: str, drawn: tuple[float, ...], plan: Plan) -> None:
+def test_plan(record: EndpointRecord, variant: str, drawn: tuple[float, ...], plan: TapPlan) -> None:
     values = draws(*drawn)
     assert plan_of(record, variant, lambda: next(values)) == plan
 

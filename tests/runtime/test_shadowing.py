@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from pier.backends.base import CopyState, CopyStatus
 from pier.runtime.invoke import RuntimeService
 from pier.runtime.routes import runtime_router
-from pier.runtime.tap import NOTHING, Exchanged, Plan
+from pier.runtime.tap import NOTHING, Exchanged, TapPlan
 from pier.runtime.target import Target
 from tests.runtime.servers import CopyServer, echo_app, hanging_up_server, serving, wait_until
 from tests.runtime.servers import runtime_client as client
@@ -28,12 +28,12 @@ GENERATE = {"inputs": "hello world", "parameters": {"max_new_tokens": 4}}
 class RecordingTap:
     """The gateway's part (gateway/taps.py) reduced to its decisions: capture everything, shadow everything."""
 
-    plan_of: dict[str, Plan] = field(default_factory=lambda: {"AllTraffic": Plan(True, ("Shadow",)),
-                                                              "Shadow": Plan(True, ())})
+    plan_of: dict[str, TapPlan] = field(default_factory=lambda: {"AllTraffic": TapPlan(True, ("Shadow",)),
+                                                              "Shadow": TapPlan(True, ())})
     seen: list[Exchanged] = field(default_factory=list)
     broken: bool = False
 
-    def plan(self, endpoint: str, variant: str) -> Plan:
+    def plan(self, endpoint: str, variant: str) -> TapPlan:
         if self.broken:
             raise RuntimeError("the tap broke (on purpose)")
         return self.plan_of.get(variant, NOTHING)
@@ -85,7 +85,7 @@ def test_the_shadow_gets_a_copy_and_the_client_production_answer(copy: CopyServe
 
 
 def test_a_stream_is_captured_whole(copy: CopyServer, shadow: Any) -> None:
-    tap = RecordingTap(plan_of={"AllTraffic": Plan(True, ())})
+    tap = RecordingTap(plan_of={"AllTraffic": TapPlan(True, ())})
     with tapped(copy, shadow[0], tap) as url:
         stream = client(url).invoke_endpoint_with_response_stream(
             EndpointName="llm", Body=json.dumps({**GENERATE, "stream": True}), ContentType="application/json")

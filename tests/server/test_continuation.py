@@ -13,7 +13,7 @@ import pytest
 from pier.channel.frames import Continuation, Frame, FrameReader
 from pier.channel.headers import CONTINUE, RESUMABLE
 from pier.server.app import create_app
-from pier.server.continuation import PROGRESS, Progress, progress_of
+from pier.server.continuation import PROGRESS, ResumableAnswer, progress_of
 from pier.server.settings import ServerSettings
 from tests.server.conftest import SlowRunner, app_client, start_engine
 
@@ -187,12 +187,12 @@ async def _unsent(message: Any) -> None:
 def test_keep_makes_a_heads_id_and_time_read_the_same_on_every_copy(
     continuation: Continuation | None, head: dict[str, Any], kept: dict[str, Any], recorded: dict[str, Any],
 ) -> None:
-    progress = Progress(continuation, _unsent)
+    progress = ResumableAnswer(continuation, _unsent)
     progress.keep(head)
     assert (head, progress.state) == (kept, recorded)
 
 
 def test_the_progress_of_a_request_is_in_its_scope_only_when_it_is_resumable() -> None:
-    progress = Progress(None, _unsent)
+    progress = ResumableAnswer(None, _unsent)
     assert progress_of({PROGRESS: progress}) is progress
     assert progress_of({"type": "http"}) is None

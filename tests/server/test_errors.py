@@ -1,4 +1,4 @@
-"""Each pier error in each flavor's wire shape and status."""
+"""Each pier error in each dialect's wire shape and status."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from pier.dialect import Dialect
 from pier.errors import (
     ContextLengthExceeded,
     EngineStopped,
@@ -17,12 +18,11 @@ from pier.errors import (
 )
 from pier.server.errors import (
     DeadlineExceeded,
-    Flavor,
     HttpError,
     error_body,
     error_event,
     error_response,
-    flavor_of,
+    request_dialect,
 )
 
 CASES = [
@@ -43,12 +43,12 @@ CASES = [
 def test_status_and_type_per_flavor(
     error: Exception, openai_status: int, openai_type: str, tgi_status: int, tgi_type: str
 ) -> None:
-    status, body = error_body(error, Flavor.OPENAI)
+    status, body = error_body(error, Dialect.OPENAI)
     assert status == openai_status and body["error"]["type"] == openai_type
     assert set(body["error"]) == {"message", "type", "param", "code"}
-    status, body = error_body(error, Flavor.TGI)
+    status, body = error_body(error, Dialect.TGI)
     assert status == tgi_status and body["error_type"] == tgi_type and set(body) == {"error", "error_type"}
-    status, body = error_body(error, Flavor.SAGEMAKER)
+    status, body = error_body(error, Dialect.SAGEMAKER)
     assert status == openai_status and body["type"] == type(error).__name__ and body["code"] == status
 
 
@@ -56,8 +56,8 @@ def test_context_length_in_each_flavors_words() -> None:
     error = ContextLengthExceeded(
         "This model's maximum context length is 4096 tokens. ...", prompt_tokens=4000, max_tokens=200, limit=4096
     )
-    _, openai = error_body(error, Flavor.OPENAI)
-    _, tgi = error_body(error, Flavor.TGI)
+    _, openai = error_body(error, Dialect.OPENAI)
+    _, tgi = error_body(error, Dialect.TGI)
     assert openai["error"]["code"] == "context_length_exceeded"
     assert openai["error"]["message"].startswith("This model's maximum context length is 4096 tokens.")
     assert tgi["error"] == (
@@ -65,44 +65,44 @@ def test_context_length_in_each_flavors_words() -> None:
         "Given: 4000 `inputs` tokens and 200 `max_new_tokens`"
     )
     too_long = InputTooLong("...", prompt_tokens=3000, max_tokens=10, limit=2048)
-    assert error_body(too_long, Flavor.TGI)[1]["error"] == (
+    assert error_body(too_long, Dialect.TGI)[1]["error"] == (
         "Input validation error: `inputs` must have less than 2048 tokens. Given: 3000"
     )
 
 
 def test_unexpected_errors_say_they_are_bugs() -> None:
-    _, body = error_body(ValueError("boom"), Flavor.OPENAI)
+    _, body = error_body(ValueError("boom"), Dialect.OPENAI)
     assert "ValueError: boom" in body["error"]["message"] and "bug" in body["error"]["message"]
 
 
 def test_retry_after_on_429_and_503_only() -> None:
-    assert error_response(Overloaded("busy"), Flavor.TGI).headers["retry-after"] == "1"
-    assert error_response(NotReady("loading"), Flavor.OPENAI).headers["retry-after"] == "1"
-    assert "retry-after" not in error_response(InvalidRequest("no"), Flavor.OPENAI).headers
+    assert error_response(Overloaded("busy"), Dialect.TGI).headers["retry-after"] == "1"
+    assert error_response(NotReady("loading"), Dialect.OPENAI).headers["retry-after"] == "1"
+    assert "retry-after" not in error_response(InvalidRequest("no"), Dialect.OPENAI).headers
 
 
 def test_error_events() -> None:
-    openai = error_event(DeadlineExceeded("slow"), Flavor.OPENAI)
-    tgi = error_event(DeadlineExceeded("slow"), Flavor.TGI)
+    openai = error_event(DeadlineExceeded("slow"), Dialect.OPENAI)
+    tgi = error_event(DeadlineExceeded("slow"), Dialect.TGI)
     assert openai.startswith(b"data: {") and openai.endswith(b"\n\n")
     assert json.loads(openai[len(b"data: ") :])["error"]["code"] == "timeout"
     assert tgi.startswith(b"data:{") and json.loads(tgi[len(b"data:") :])["error"] == "slow"
 
 
 @pytest.mark.parametrize(
-    ("path", "flavor"),
+    ("path", "dialect"),
     [
-        ("/v1/chat/completions", Flavor.OPENAI),
-        ("/v1/models", Flavor.OPENAI),
-        ("/generate", Flavor.TGI),
-        ("/invocations", Flavor.TGI),
-        ("/ping", Flavor.SAGEMAKER),
-        ("/anything", Flavor.TGI),
+        ("/v1/chat/completions", Dialect.OPENAI),
+        ("/v1/models", Dialect.OPENAI),
+        ("/generate", Dialect.TGI),
+        ("/invocations", Dialect.TGI),
+        ("/ping", Dialect.SAGEMAKER),
+        ("/anything", Dialect.TGI),
     ],
 )
-def test_flavor_by_route(path: str, flavor: Flavor) -> None:
-    assert flavor_of({"path": path}) is flavor
+def test_flavor_by_route(path: str, dialect: Dialect) -> None:
+    assert request_dialect({"path": path}) is dialect
 
 
 def test_a_detected_flavor_wins_over_the_route() -> None:
-    assert flavor_of({"path": "/invocations", "state": {"flavor": Flavor.OPENAI}}) is Flavor.OPENAI
+    assert request_dialect({"path": "/invocations", "state": {"dialect": Dialect.OPENAI}}) is Dialect.OPENAI

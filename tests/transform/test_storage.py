@@ -9,7 +9,7 @@ import pytest
 from pier import storage as shared
 from pier.transform import storage
 from pier.transform.job import check
-from pier.transform.storage import Source, StorageError
+from pier.transform.storage import LocationError, Source
 from tests.transform.test_job import changed
 
 
@@ -37,12 +37,12 @@ def test_a_manifest_lists_names_under_its_prefix(folder: Path) -> None:
     assert storage.inputs(f"file://{folder}/manifest.json", "ManifestFile") == [
         Source(f"file://{folder}/other/c.jsonl", "c.jsonl")]
     (folder / "manifest.json").write_text("{}")
-    with pytest.raises(StorageError, match="is not \\[\\{\"prefix\""):
+    with pytest.raises(LocationError, match="is not \\[\\{\"prefix\""):
         storage.inputs(f"file://{folder}/manifest.json", "ManifestFile")
 
 
 def test_nothing_there_says_what_to_check(folder: Path) -> None:
-    with pytest.raises(StorageError, match=r"There are no objects under .* check TransformInput's S3Uri"):
+    with pytest.raises(LocationError, match=r"There are no objects under .* check TransformInput's S3Uri"):
         storage.inputs(f"file://{folder}/nothing/", "S3Prefix")
 
 
@@ -80,14 +80,14 @@ def test_s3_prefix_read_and_write(s3: object, monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_a_bucket_that_is_not_there_says_so_rather_than_blaming_pier(s3: object) -> None:
-    with pytest.raises(StorageError, match=r"Cannot list s3://nothing/in/: S3 answered NoSuchBucket"):
+    with pytest.raises(LocationError, match=r"Cannot list s3://nothing/in/: S3 answered NoSuchBucket"):
         storage.inputs("s3://nothing/in/", "S3Prefix")
 
 
 @pytest.mark.parametrize("relative", ["../../escape.jsonl", "a/./b.jsonl", "a/../../b.jsonl"])
 def test_an_output_never_lands_outside_a_local_output_folder(relative: str) -> None:
     """S3 keys may hold '..' segments: under a file:// S3OutputPath their outputs would escape the folder."""
-    with pytest.raises(StorageError, match=r"outside file:///out/job.* Rename the object"):
+    with pytest.raises(LocationError, match=r"outside file:///out/job.* Rename the object"):
         storage.output_url("file:///out/job", relative)
     assert storage.output_url("s3://b/out", relative) == f"s3://b/out/{relative}.out"  # a key, never a path
 
@@ -105,7 +105,7 @@ def test_an_output_is_encrypted_with_the_jobs_kms_key(s3: object) -> None:
 
 def test_a_manifest_cannot_name_files_outside_its_local_prefix(folder: Path) -> None:
     (folder / "manifest.json").write_text(json.dumps([{"prefix": f"file://{folder}/other/"}, "../in/a.jsonl"]))
-    with pytest.raises(StorageError, match=r"outside its prefix: '../in/a.jsonl' names a file outside"):
+    with pytest.raises(LocationError, match=r"outside its prefix: '../in/a.jsonl' names a file outside"):
         storage.inputs(f"file://{folder}/manifest.json", "ManifestFile")
 
 
@@ -116,7 +116,7 @@ def test_a_percent_encoded_key_cannot_put_its_output_above_a_local_output_folder
     s3.put_object(Bucket="pier-jobs", Key="pin/%2e%2e/%2e%2e/x.jsonl", Body=b"{}\n")  # type: ignore[attr-defined]
     [source] = storage.inputs("s3://pier-jobs/pin/", "S3Prefix")
     assert source.relative == "%2e%2e/%2e%2e/x.jsonl"
-    with pytest.raises(StorageError, match=r"^The input '%2e%2e/%2e%2e/x.jsonl' cannot have its output under "
+    with pytest.raises(LocationError, match=r"^The input '%2e%2e/%2e%2e/x.jsonl' cannot have its output under "
                                            r"file:///srv/out/job: .* once percent-decoded \('../../x.jsonl.out'\)"):
         storage.output_url("file:///srv/out/job", source.relative)
     # In S3 a key is a key: the output keeps its name, under the output prefix.
@@ -131,7 +131,7 @@ def test_a_manifest_entry_spelled_percent_2e_cannot_leave_its_local_prefix(folde
     (folder / "secret").mkdir()
     (folder / "secret/s.jsonl").write_text("SECRET")
     (folder / "manifest.json").write_text(json.dumps([{"prefix": f"file://{folder}/in/"}, entry]))
-    with pytest.raises(StorageError, match=rf"lists a name outside its prefix: .* names a file outside "
+    with pytest.raises(LocationError, match=rf"lists a name outside its prefix: .* names a file outside "
                                            rf"file://{folder}/in/ once percent-decoded"):
         storage.inputs(f"file://{folder}/manifest.json", "ManifestFile")
 
@@ -142,7 +142,7 @@ def test_a_manifest_entry_spelled_percent_2e_cannot_write_outside_the_output_fol
     [source] = storage.inputs("s3://pier-jobs/m.json", "ManifestFile")
     # an S3 key, read as one
     assert source == Source("s3://pier-jobs/in/%2e%2e/secret/s.jsonl", "%2e%2e/secret/s.jsonl")
-    with pytest.raises(StorageError, match=r"cannot have its output under file:///srv/out/job"):
+    with pytest.raises(LocationError, match=r"cannot have its output under file:///srv/out/job"):
         storage.output_url("file:///srv/out/job", source.relative)
 
 
@@ -150,7 +150,7 @@ def test_a_literal_dot_dot_in_a_manifests_local_prefix_is_refused(folder: Path) 
     (folder / "secret").mkdir()
     (folder / "secret/s.jsonl").write_text("SECRET")
     (folder / "manifest.json").write_text(json.dumps([{"prefix": f"file://{folder}/in/../secret/"}, "s.jsonl"]))
-    with pytest.raises(StorageError, match=r"The manifest's prefix .* has a '.' or '..' segment"):
+    with pytest.raises(LocationError, match=r"The manifest's prefix .* has a '.' or '..' segment"):
         storage.inputs(f"file://{folder}/manifest.json", "ManifestFile")
 
 
@@ -159,13 +159,13 @@ def test_a_manifest_in_s3_cannot_name_a_file_prefix(s3: object, tmp_path: Path) 
     (tmp_path / "hostname").write_text("HOST-FILE-CONTENT")
     body = json.dumps([{"prefix": f"file://{tmp_path}/"}, "hostname"])
     s3.put_object(Bucket="pier-jobs", Key="manifest.json", Body=body)  # type: ignore[attr-defined]
-    with pytest.raises(StorageError, match=r"a manifest's prefix must be of its own kind \(s3://\)"):
+    with pytest.raises(LocationError, match=r"a manifest's prefix must be of its own kind \(s3://\)"):
         storage.inputs("s3://pier-jobs/manifest.json", "ManifestFile")
 
 
 def test_a_local_manifest_lists_local_files(folder: Path) -> None:
     (folder / "manifest.json").write_text(json.dumps([{"prefix": "s3://pier-jobs/in/"}, "a.jsonl"]))
-    with pytest.raises(StorageError, match=r"must be of its own kind \(file://\)"):
+    with pytest.raises(LocationError, match=r"must be of its own kind \(file://\)"):
         storage.inputs(f"file://{folder}/manifest.json", "ManifestFile")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pier.tune.space import Candidate, Space
+from pier.tune.space import Recipe, Space
 
 
 @pytest.mark.parametrize(
@@ -29,13 +29,13 @@ def test_every_combination_once() -> None:
 
 
 def test_a_candidate_is_an_environment_and_a_stable_key() -> None:
-    candidate = Candidate(copies=2, threads=1, parallel=8, batch_tokens=256, kv_type="q8_0", prefix_cache=False,
+    candidate = Recipe(copies=2, threads=1, parallel=8, batch_tokens=256, kv_type="q8_0", prefix_cache=False,
                           omp="passive")
     assert candidate.environment(2048) == {
         "PIER_PARALLEL": "8", "PIER_BATCH_TOKENS": "256", "MAX_BATCH_TOTAL_TOKENS": "2048",
         "PIER_KV_CACHE_TYPE": "q8_0", "PIER_PREFIX_CACHE": "false", "OMP_WAIT_POLICY": "passive"}
-    assert "OMP_WAIT_POLICY" not in Candidate(1, 2, 8).environment(4096)  # spin: OpenMP's default, unset
-    assert candidate.key == Candidate(2, 1, 8, 256, "q8_0", False, "passive").key != Candidate(2, 1, 8).key
+    assert "OMP_WAIT_POLICY" not in Recipe(1, 2, 8).environment(4096)  # spin: OpenMP's default, unset
+    assert candidate.key == Recipe(2, 1, 8, 256, "q8_0", False, "passive").key != Recipe(2, 1, 8).key
     assert candidate.concurrency == 16 and candidate.label == "2x1t p8 b256 q8_0 nocache passive"
 
 
@@ -53,7 +53,7 @@ def test_on_gpus_the_search_splits_copies_by_gpus(vcpus: int, gpus: int, layouts
 
 
 def test_a_gpu_candidate_has_its_own_key_and_label_and_a_cpu_one_keeps_its_key() -> None:
-    on_gpus = Candidate(copies=4, threads=12, parallel=8, gpus=1)
-    assert on_gpus.label == "4x12t/1g p8 b512 f16" and on_gpus.key != Candidate(4, 12, 8).key
-    assert Candidate(2, 1, 8).key == "997902f9a2"  # as before GPUs were searched: old state files still match
+    on_gpus = Recipe(copies=4, threads=12, parallel=8, gpus=1)
+    assert on_gpus.label == "4x12t/1g p8 b512 f16" and on_gpus.key != Recipe(4, 12, 8).key
+    assert Recipe(2, 1, 8).key == "997902f9a2"  # as before GPUs were searched: old state files still match
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pier.tune.space import Candidate
+from pier.tune.space import Recipe
 from pier.tune.trials import StateFileError, Trial, TrialStore
 
 QUESTION = {"model": "m.gguf", "slo": ["ttft_p90<2000ms"]}
@@ -16,12 +16,12 @@ QUESTION = {"model": "m.gguf", "slo": ["ttft_p90<2000ms"]}
 def test_trials_survive_a_restart(tmp_path: Path) -> None:
     path = tmp_path / "state.json"
     store = TrialStore.open(path, QUESTION)
-    trial = Trial(Candidate(2, 1, 8, kv_type="q8_0"), 0, 12.5, 13.0, 4.2, ("ttft p90 2100 ms ≥ 2000 ms",),
+    trial = Trial(Recipe(2, 1, 8, kv_type="q8_0"), 0, 12.5, 13.0, 4.2, ("ttft p90 2100 ms ≥ 2000 ms",),
                   {"ttft_p90_ms": 2100.0})
     store.add(trial)
     again = TrialStore.open(path, QUESTION)
     assert again.trials == [trial]
-    assert again.done(Candidate(2, 1, 8, kv_type="q8_0"), 0) and not again.done(Candidate(2, 1, 8), 0)
+    assert again.done(Recipe(2, 1, 8, kv_type="q8_0"), 0) and not again.done(Recipe(2, 1, 8), 0)
     assert not list(tmp_path.glob("*.tmp"))  # written whole, then renamed
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pier.tune.space import Candidate, Space
+from pier.tune.space import Recipe, Space
 from pier.tune.trials import Trial, TrialStore
 from pier.tune.tuner import Search
 
@@ -18,12 +18,12 @@ class Lab:
     def __init__(self) -> None:
         self.now = 0.0
         self.ran: list[tuple[str, int]] = []
-        self.broken: set[Candidate] = set()
+        self.broken: set[Recipe] = set()
 
     def clock(self) -> float:
         return self.now
 
-    def trial(self, candidate: Candidate, rung: int) -> Trial:
+    def trial(self, candidate: Recipe, rung: int) -> Trial:
         self.now += TRIAL_S
         self.ran.append((candidate.label, rung))
         if candidate in self.broken:
@@ -64,10 +64,10 @@ def test_the_budget_stops_before_a_trial_that_would_not_fit_and_a_resume_goes_on
 
 def test_a_candidate_that_fails_is_reported_and_the_search_goes_on(tmp_path: Path) -> None:
     lab = Lab()
-    lab.broken = {Candidate(2, 1, 4)}
+    lab.broken = {Recipe(2, 1, 4)}
     run = search(tmp_path, lab, budget_s=1000)
     standings = run.run()
-    assert run.failures == {Candidate(2, 1, 4): "did not deploy"}
+    assert run.failures == {Recipe(2, 1, 4): "did not deploy"}
     assert len(standings) == 5 and lab.ran.count(("2x1t p4 b512 f16", 0)) == 1
 
 
@@ -77,7 +77,7 @@ def test_candidates_inside_each_others_noise_stop_at_the_last_rung(tmp_path: Pat
     run = search(tmp_path, lab, budget_s=10_000, space=space)
     run.max_rungs = 3
 
-    def tied(candidate: Candidate, rung: int) -> Trial:  # the same figures: neither is ever cut
+    def tied(candidate: Recipe, rung: int) -> Trial:  # the same figures: neither is ever cut
         lab.now += TRIAL_S
         lab.ran.append((candidate.label, rung))
         return Trial(candidate, rung, 10.0, 10.0, TRIAL_S)

@@ -18,13 +18,13 @@ COMPARE = {
 
 
 @dataclass(frozen=True)
-class Verdict:
+class AlarmVerdict:
     state: str
     reason: str
     newest: float | None  # the newest period's value, when it has one
 
 
-def evaluate(alarm: dict[str, Any], values: Sequence[float | None], current: str) -> Verdict:
+def evaluate(alarm: dict[str, Any], values: Sequence[float | None], current: str) -> AlarmVerdict:
     """The alarm's state from its periods' values (oldest first): ALARM when DatapointsToAlarm of them breach,
     missing periods treated as TreatMissingData says (missing: left out; all missing: INSUFFICIENT_DATA)."""
     threshold = float(alarm["Threshold"])
@@ -42,12 +42,12 @@ def evaluate(alarm: dict[str, Any], values: Sequence[float | None], current: str
             verdicts.append(False)
     if not verdicts:
         if treat == "ignore":
-            return Verdict(current, "no data: the state is kept (TreatMissingData ignore)", None)
-        return Verdict(INSUFFICIENT, f"no datapoints in the last {len(values)} periods", None)
+            return AlarmVerdict(current, "no data: the state is kept (TreatMissingData ignore)", None)
+        return AlarmVerdict(INSUFFICIENT, f"no datapoints in the last {len(values)} periods", None)
     breaching = sum(verdicts)
     shown = ", ".join("-" if v is None else f"{v:g}" for v in values)
     if breaching >= needed:
-        return Verdict(ALARM, f"Threshold Crossed: {breaching} of the last {len(values)} datapoints [{shown}] were "
-                              f"{alarm['ComparisonOperator']} {threshold:g}", newest)
-    return Verdict(OK, f"Threshold not crossed: {breaching} of the last {len(values)} datapoints [{shown}] breached "
-                       f"{threshold:g} ({needed} needed)", newest)
+        return AlarmVerdict(ALARM, f"Threshold Crossed: {breaching} of the last {len(values)} datapoints [{shown}] "
+                                   f"were {alarm['ComparisonOperator']} {threshold:g}", newest)
+    return AlarmVerdict(OK, f"Threshold not crossed: {breaching} of the last {len(values)} datapoints [{shown}] "
+                            f"breached {threshold:g} ({needed} needed)", newest)

@@ -83,7 +83,7 @@ def track(policy: Tracking, seen: Observation, metric: float | None, peak: float
 
 
 @dataclass(frozen=True)
-class Step:
+class StepAdjustment:
     lower: float | None  # MetricIntervalLowerBound (relative to the alarm's threshold); None: minus infinity
     upper: float | None  # MetricIntervalUpperBound; None: infinity
     adjustment: int
@@ -92,7 +92,7 @@ class Step:
 @dataclass(frozen=True)
 class Stepping:
     adjustment_type: str  # ChangeInCapacity | ExactCapacity | PercentChangeInCapacity
-    steps: tuple[Step, ...]
+    steps: tuple[StepAdjustment, ...]
     cooldown_s: float = 0.0
     min_adjustment_magnitude: int = 0
 
@@ -122,7 +122,7 @@ def adjusted(policy: Stepping, capacity: int, adjustment: int) -> int:
     return capacity + adjustment
 
 
-def _within(found: Step, breach: float) -> bool:
+def _within(found: StepAdjustment, breach: float) -> bool:
     above = found.lower is None or breach >= found.lower
     below = found.upper is None or breach < found.upper
     return above and below

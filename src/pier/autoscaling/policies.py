@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from pier.autoscaling.decide import Step, Stepping, Tracking
+from pier.autoscaling.decide import StepAdjustment, Stepping, Tracking
 from pier.autoscaling.errors import ScalingValidation
 from pier.autoscaling.resource import Resource
 
@@ -89,7 +89,7 @@ def check_stepping(config: dict[str, Any]) -> None:
                                     f"{_interval(before)} then {_interval(after)}).")
 
 
-def _interval(found: Step) -> str:
+def _interval(found: StepAdjustment) -> str:
     low = "-inf" if found.lower is None else f"{found.lower:g}"
     high = "+inf" if found.upper is None else f"{found.upper:g}"
     return f"[{low}, {high})"
@@ -125,7 +125,7 @@ def tracking(config: dict[str, Any]) -> Tracking:
 
 
 def stepping(config: dict[str, Any]) -> Stepping:
-    steps = tuple(Step(s.get("MetricIntervalLowerBound"), s.get("MetricIntervalUpperBound"),
+    steps = tuple(StepAdjustment(s.get("MetricIntervalLowerBound"), s.get("MetricIntervalUpperBound"),
                        int(s["ScalingAdjustment"])) for s in config["StepAdjustments"])
     return Stepping(config["AdjustmentType"], steps, float(config.get("Cooldown", 0)),
                     int(config.get("MinAdjustmentMagnitude", 0)))

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pier.autoscaling import decide, policies, schedule
-from pier.autoscaling.alarms import ALARM, Verdict, evaluate
+from pier.autoscaling.alarms import ALARM, AlarmVerdict, evaluate
 from pier.autoscaling.application_autoscaling import POLICY, SCHEDULED, TARGET, target_key
 from pier.autoscaling.capacity import Capacity, Count, Refused
 from pier.autoscaling.cloudwatch import ALARM as ALARM_KIND
@@ -136,7 +136,7 @@ class Scaler:
 
     # ---- decisions
 
-    def _decide(self, target: Body, resource: Resource, count: Count, alarmed: dict[str, tuple[Verdict, float]],
+    def _decide(self, target: Body, resource: Resource, count: Count, alarmed: dict[str, tuple[AlarmVerdict, float]],
                 now: float) -> None:
         bounds = decide.Bounds(int(target["MinCapacity"]), int(target["MaxCapacity"]))
         moments = self._moments_of(target, resource)
@@ -273,10 +273,10 @@ class Scaler:
 
     # ---- alarms
 
-    def _evaluate_alarms(self, now: float) -> dict[str, tuple[Verdict, float]]:
+    def _evaluate_alarms(self, now: float) -> dict[str, tuple[AlarmVerdict, float]]:
         """Each alarm's new state (stored when it changes); the verdicts of alarms in ALARM, by the policy ARN
         each one's actions name."""
-        alarmed: dict[str, tuple[Verdict, float]] = {}
+        alarmed: dict[str, tuple[AlarmVerdict, float]] = {}
         for alarm in self.store.all(ALARM_KIND):
             period, periods = int(alarm["Period"]), int(alarm["EvaluationPeriods"])
             metric = MetricId.of(alarm["Namespace"], alarm["MetricName"],

@@ -22,7 +22,7 @@ from pier.bench import eventstream
 from pier.bench.options import Api, BenchError
 from pier.bench.record import RequestFailed, RequestRecord
 from pier.bench.sse import SseDecoder
-from pier.bench.target import Target
+from pier.bench.target import Subject
 from pier.bench.vocabulary import Content
 from pier.bench.workload import Prompt
 from pier.security.client_trust import connection_problem
@@ -64,7 +64,7 @@ class Decoder(Protocol):
 class StreamingClient(ABC):
     accepts_token_ids = False
 
-    def __init__(self, http: httpx.AsyncClient, target: Target, settings: ClientSettings) -> None:
+    def __init__(self, http: httpx.AsyncClient, target: Subject, settings: ClientSettings) -> None:
         self.http = http
         self.target = target
         self.settings = settings
@@ -243,7 +243,7 @@ _FLAVORS: dict[Api, type[StreamingClient]] = {
 }
 
 
-def make_client(http: httpx.AsyncClient, target: Target, settings: ClientSettings, payload: Api) -> StreamingClient:
+def make_client(http: httpx.AsyncClient, target: Subject, settings: ClientSettings, payload: Api) -> StreamingClient:
     if target.api is Api.SAGEMAKER:
         return SageMakerClient(_FLAVORS[payload](http, target, settings))
     return _FLAVORS[target.api](http, target, settings)

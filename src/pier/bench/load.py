@@ -47,7 +47,7 @@ class Budget:
         return True
 
 
-class Session:
+class LoadRun:
     """One run's traffic: where conversations come from, how they are sent, and every request's record."""
 
     def __init__(self, conversations: Iterator[Conversation], send: Send, budget: Budget, observe: Observer) -> None:
@@ -74,7 +74,7 @@ class Session:
             history = (*history, Exchange(prompt.user, record.text))
 
 
-async def closed_loop(session: Session, users: int) -> None:
+async def closed_loop(session: LoadRun, users: int) -> None:
     async def user() -> None:
         while session.budget.take():
             await session.converse(next(session.conversations))
@@ -82,7 +82,7 @@ async def closed_loop(session: Session, users: int) -> None:
     await asyncio.gather(*(user() for _ in range(users)))
 
 
-async def open_loop(session: Session, rate: float, rng: random.Random) -> None:
+async def open_loop(session: LoadRun, rate: float, rng: random.Random) -> None:
     """Poisson arrivals: exponential gaps with mean 1/rate, the first at once (as vLLM's benchmark does)."""
     started: set[asyncio.Task[None]] = set()
     while session.budget.take():
@@ -95,7 +95,7 @@ async def open_loop(session: Session, rate: float, rng: random.Random) -> None:
     await asyncio.gather(*started)
 
 
-async def scheduled_loop(session: Session, schedule: Sequence[tuple[float, float]], rng: random.Random) -> None:
+async def scheduled_loop(session: LoadRun, schedule: Sequence[tuple[float, float]], rng: random.Random) -> None:
     """Poisson arrivals at each segment's rate for its seconds, one segment after another (rate 0: a pause); the
     first arrival of each segment at once. Requests still running when a segment ends go on into the next."""
     started: set[asyncio.Task[None]] = set()

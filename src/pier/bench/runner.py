@@ -19,7 +19,7 @@ from pier.bench.client import ClientSettings, StreamingClient, make_client
 from pier.bench.compare import compare
 from pier.bench.copies import CopyWatcher, copy_kernels
 from pier.bench.engine_steps import EngineSteps
-from pier.bench.load import Budget, Session, closed_loop, open_loop, scheduled_loop
+from pier.bench.load import Budget, LoadRun, closed_loop, open_loop, scheduled_loop
 from pier.bench.metrics import Slo, summarize
 from pier.bench.options import Api, BenchError, BenchOptions, Level
 from pier.bench.plots import write_plots
@@ -28,8 +28,8 @@ from pier.bench.progress import LiveProgress, RunProgress
 from pier.bench.report import print_report, write_files
 from pier.bench.result import BenchResult, RunResult, TargetInfo
 from pier.bench.step_source import StepSource
-from pier.bench.target import Target, resolve
-from pier.bench.workload import Workload
+from pier.bench.target import Subject, resolve
+from pier.bench.workload import Conversations
 from pier.engine.kernels import host_line
 from pier.gpus import discover
 from pier.security.client_trust import TrustError, ca_bundle, connection_problem, ssl_context
@@ -46,7 +46,7 @@ def run_bench(options: BenchOptions, console: Console | None = None) -> BenchRes
 
 
 @dataclass
-class Prepared:
+class PreparedTarget:
     info: TargetInfo
     client: StreamingClient
     steps: StepSource | None = None  # where a pier server's engine step times are read
@@ -84,14 +84,14 @@ class Bench:
         print_report(result, self.console)  # --no-progress drops the live display, never the results
         return result
 
-    def _targets(self) -> list[Target]:
+    def _targets(self) -> list[Subject]:
         o = self.options
         given = [o.target] + ([o.compare] if o.compare else [])
         names = [_short(t) for t in given]
         labels = [f"{'AB'[i]}: {name}" for i, name in enumerate(names)] if o.compare else names
         return [resolve(t, o.api, label=label, gateway=o.gateway) for t, label in zip(given, labels, strict=True)]
 
-    async def _prepare(self, http: httpx.AsyncClient) -> list[Prepared]:
+    async def _prepare(self, http: httpx.AsyncClient) -> list[PreparedTarget]:
         """A client per target; prompt tokens are chosen through the first, so both get the same prompts (token
         ids only when every target's API takes them)."""
         o = self.options
@@ -105,10 +105,11 @@ class Bench:
         ids = all(client.accepts_token_ids for _, _, client in clients)
         tokens = await choose_tokens(o, first_client, http, first_target.tokenizer, ids_allowed=ids)
         self.console.print(f"[dim]prompt tokens: {tokens.pool.kind}, {tokens.pool.source}[/]")  # before any run
-        return [Prepared(TargetInfo(t.label, t.url, t.api, model, tokens), c, await StepSource.find(http, t, model))
+        return [PreparedTarget(TargetInfo(t.label, t.url, t.api, model, tokens), c,
+                               await StepSource.find(http, t, model))
                 for t, model, c in clients]
 
-    async def _warm_up(self, prepared: Prepared, live: LiveProgress) -> Prepared:
+    async def _warm_up(self, prepared: PreparedTarget, live: LiveProgress) -> PreparedTarget:
         """Requests nobody measures, so the first run does not pay for cold caches and connections."""
         if not self.options.warmup:
             return prepared
@@ -121,9 +122,9 @@ class Bench:
         errors = dict(Counter(r.error_code for r in session.records if r.error_code is not None))
         info = prepared.info
         warmed = TargetInfo(info.label, info.url, info.api, info.model, info.tokens, errors)
-        return Prepared(warmed, prepared.client, prepared.steps)
+        return PreparedTarget(warmed, prepared.client, prepared.steps)
 
-    async def _measure(self, prepared: list[Prepared], live: LiveProgress, runs: list[RunResult]) -> bool:
+    async def _measure(self, prepared: list[PreparedTarget], live: LiveProgress, runs: list[RunResult]) -> bool:
         """Warm up, then every run into `runs`; True when interrupted (Ctrl-C), keeping the runs that finished."""
         try:
             prepared[:] = [await self._warm_up(p, live) for p in prepared]
@@ -135,7 +136,7 @@ class Bench:
             return True
         return False
 
-    async def _run(self, prepared: Prepared, level: Level, repeat: int, live: LiveProgress) -> RunResult:
+    async def _run(self, prepared: PreparedTarget, level: Level, repeat: int, live: LiveProgress) -> RunResult:
         o = self.options
         seed = f"{o.seed}:{level.mode}:{level.value}:{repeat}"  # same prompts for A and B, fresh per repeat
         suffix = f" #{repeat + 1}" if o.repeat_count > 1 else ""
@@ -168,12 +169,12 @@ class Bench:
         return RunResult(prepared.info, level, repeat, started_at, started, session.records, metrics,
                          watcher.samples if watcher is not None else [], engine)
 
-    def _session(self, prepared: Prepared, seed: str, budget: Budget, progress: RunProgress) -> Session:
-        workload = Workload(self.options, prepared.info.tokens.pool, seed)
-        return Session(workload.conversations(), prepared.client.send, budget, progress.observe)
+    def _session(self, prepared: PreparedTarget, seed: str, budget: Budget, progress: RunProgress) -> LoadRun:
+        workload = Conversations(self.options, prepared.info.tokens.pool, seed)
+        return LoadRun(workload.conversations(), prepared.client.send, budget, progress.observe)
 
 
-async def check_tls(http: httpx.AsyncClient, target: Target) -> None:
+async def check_tls(http: httpx.AsyncClient, target: Subject) -> None:
     """An https:// target whose certificate this machine does not trust (or that speaks no TLS) cannot be
     measured: BenchError, before any traffic, saying how to trust it. Anything else is measured as errors."""
     if urlsplit(target.url).scheme != "https":
@@ -186,7 +187,7 @@ async def check_tls(http: httpx.AsyncClient, target: Target) -> None:
             raise BenchError(problem) from None
 
 
-async def discover_model(http: httpx.AsyncClient, target: Target) -> str | None:
+async def discover_model(http: httpx.AsyncClient, target: Subject) -> str | None:
     """The first model the server lists (vLLM needs the name; pier and llama-server ignore it), or None."""
     if target.api not in OPENAI_APIS:
         return None

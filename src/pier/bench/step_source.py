@@ -15,7 +15,7 @@ import httpx
 
 from pier.bench.copies import copies_url, gateway_copies
 from pier.bench.engine_steps import Histograms, histograms
-from pier.bench.target import Target
+from pier.bench.target import Subject
 
 TIMEOUT_S = 5.0
 _ENDPOINT_IN_PATH = re.compile(r"/endpoints/(?P<name>[^/]+)")
@@ -28,7 +28,7 @@ class StepSource:
     components: frozenset[str] | None  # on a gateway: the endpoint's copies' components; None on a model server
 
     @classmethod
-    async def find(cls, http: httpx.AsyncClient, target: Target, model: str | None) -> StepSource | None:
+    async def find(cls, http: httpx.AsyncClient, target: Subject, model: str | None) -> StepSource | None:
         """The target's source of step times, or None when it exposes none."""
         parts = urlsplit(target.base_url)
         origin = f"{parts.scheme}://{parts.netloc}"

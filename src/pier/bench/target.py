@@ -34,7 +34,7 @@ _ENDPOINT_PATH = re.compile(r"^(?P<prefix>.*)/endpoints/(?P<name>[^/]+)/?$")
 
 
 @dataclass(frozen=True)
-class Target:
+class Subject:
     """One server under test: the URL every request goes to, its API, and the base for /v1/models, /tokenize."""
 
     label: str
@@ -49,7 +49,7 @@ class Target:
         return (self.tokenizer_base or self.base_url) + "/tokenize"
 
 
-def resolve(target: str, api: Api | None, *, label: str, gateway: str | None = None) -> Target:
+def resolve(target: str, api: Api | None, *, label: str, gateway: str | None = None) -> Subject:
     """Read TARGET as a pier endpoint name, a route URL (its path names the API) or a server's base URL."""
     if "://" not in target:
         return _endpoint(target, api, label, gateway)
@@ -62,13 +62,13 @@ def resolve(target: str, api: Api | None, *, label: str, gateway: str | None = N
         if path.endswith(suffix):
             _check_api(api, implied, target)
             base = origin + path[: -len(suffix)]
-            return Target(label, base + route, implied, base)
+            return Subject(label, base + route, implied, base)
     base = origin + path.removesuffix("/v1")
     chosen = api or Api.OPENAI_COMPLETIONS
-    return Target(label, base + ROUTES[chosen], chosen, base)
+    return Subject(label, base + ROUTES[chosen], chosen, base)
 
 
-def _endpoint(name: str, api: Api | None, label: str, gateway: str | None) -> Target:
+def _endpoint(name: str, api: Api | None, label: str, gateway: str | None) -> Subject:
     if not ENDPOINT_NAME.match(name):
         raise BenchError(
             f"TARGET {name!r} is neither a URL nor an endpoint name. Give a server URL such as "
@@ -83,9 +83,9 @@ def _endpoint(name: str, api: Api | None, label: str, gateway: str | None) -> Ta
     return _on_gateway(url.rstrip("/"), name, api, label)
 
 
-def _on_gateway(base: str, name: str, api: Api | None, label: str) -> Target:
+def _on_gateway(base: str, name: str, api: Api | None, label: str) -> Subject:
     _check_api(api, Api.SAGEMAKER, name)
-    return Target(label, f"{base}/endpoints/{name}/invocations-response-stream", Api.SAGEMAKER, base,
+    return Subject(label, f"{base}/endpoints/{name}/invocations-response-stream", Api.SAGEMAKER, base,
                   tokenizer_base=f"{base}/endpoints/{name}")
 
 

@@ -53,7 +53,7 @@ class Conversation:
         return Prompt(self.system, history, current.user, current.max_tokens, planned)
 
 
-class Workload:
+class Conversations:
     """An endless, reproducible stream of conversations: the same seed gives the same prompts, so two servers
     (or two repeats) can be sent exactly the same work."""
 

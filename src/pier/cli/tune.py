@@ -71,7 +71,7 @@ def tune(
     from pier.control.errors import ValidationError
     from pier.engine.kv_type import KV_TYPE_NAMES
     from pier.tune.objective import SloError, parse_slo
-    from pier.tune.runner import Setup, TrialError, Workload
+    from pier.tune.runner import Setup, TrialError, TrialTraffic
     from pier.tune.session import TuneRequest, gpus_of, gpus_to_use, parse_duration, vcpus_of
     from pier.tune.session import tune as run_tune
     from pier.tune.space import OMP_POLICIES, Space
@@ -96,7 +96,7 @@ def tune(
             setup=Setup(model, instance_type, context, memory_mb),
             space=Space(vcpus, _numbers(parallel, "--parallel"), _numbers(batch_tokens, "--batch-tokens"),
                         kinds, caches, policies, use_gpus),
-            workload=Workload(WorkloadKind(workload), input_len, output_len, requests, shared_prefix, turns,
+            workload=TrialTraffic(WorkloadKind(workload), input_len, output_len, requests, shared_prefix, turns,
                               concurrency),
             bounds=bounds, budget_s=seconds, out=out, endpoint=endpoint, gateway=gateway,
             price_per_hour=price_per_hour, min_repeats=repeats)

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable
 
 from pier.control import deployment, rollout
-from pier.control.deployment import COMPLETED, ROLLED_BACK, Seen
+from pier.control.deployment import COMPLETED, ROLLED_BACK, GreenSeen
 from pier.control.records import ComponentRecord, DeploymentRecord, EndpointRecord
 from pier.control.state import State
 
@@ -33,7 +33,7 @@ class Deployer:
         firing = tuple(name for name in policy.alarms if self.alarm_state(name) == "ALARM")
         now = self.clock()
         step = deployment.advance(policy, pending.step, pending.since, pending.started,
-                                  Seen(now, healthy, problem, firing))
+                                  GreenSeen(now, healthy, problem, firing))
         if step.outcome == COMPLETED:
             self._complete(endpoint, pending, now)
         elif step.outcome == ROLLED_BACK:

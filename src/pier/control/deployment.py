@@ -40,7 +40,7 @@ class Policy:
 
 
 @dataclass(frozen=True)
-class Seen:
+class GreenSeen:
     """What the driver saw of the green fleet this tick."""
 
     now: float
@@ -152,7 +152,7 @@ def share(policy: Policy, step: int) -> float:
     return policy.shares[min(step, len(policy.shares) - 1)]
 
 
-def advance(policy: Policy, step: int, since: float, started: float, seen: Seen) -> Next:
+def advance(policy: Policy, step: int, since: float, started: float, seen: GreenSeen) -> Next:
     """The deployment's next step from `step` (begun at `since`), given what was seen."""
     last = len(policy.shares)  # the termination wait, at all traffic
     if seen.problem:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pier.engine.kernels import HostKernels, KernelFamily, Trial
+from pier.engine.kernels import HostKernels, KernelFamily, Probed
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ FAULT_KINDS = ("crash", "hang", "wrong")
 
 @dataclass(frozen=True)
 class Verdict:
-    trials: tuple[Trial, ...]
+    trials: tuple[Probed, ...]
     seconds: float = 0.0  # what proving took (0 when read from the cache)
 
     def to_json(self) -> str:
@@ -64,7 +64,7 @@ class Verdict:
             data = json.loads(text)
             if data.get("version") != VERDICT_VERSION:
                 return None
-            return cls(tuple(Trial(KernelFamily(t["family"]), t["problem"], bool(t.get("refused")))
+            return cls(tuple(Probed(KernelFamily(t["family"]), t["problem"], bool(t.get("refused")))
                              for t in data["trials"]))
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
@@ -78,14 +78,14 @@ def divergence(logits: np.ndarray, reference: np.ndarray) -> float:
     return float(np.linalg.norm(logits - reference)) / scale
 
 
-def compared(family: KernelFamily, logits: np.ndarray | None, reference: np.ndarray | None, ended: str) -> Trial:
+def compared(family: KernelFamily, logits: np.ndarray | None, reference: np.ndarray | None, ended: str) -> Probed:
     """A family's trial from what its run left: its logits (None when it did not finish, `ended` says how)."""
     if logits is None:
-        return Trial(family, ended, refused=ended.startswith(REFUSED))
+        return Probed(family, ended, refused=ended.startswith(REFUSED))
     if reference is None:
-        return Trial(family, None if np.all(np.isfinite(logits)) else "give NaN or infinite logits")
+        return Probed(family, None if np.all(np.isfinite(logits)) else "give NaN or infinite logits")
     off = divergence(logits, reference)
-    return Trial(family, None if off <= TOLERANCE else f"give wrong logits ({off:.2f} off the plain kernels' answer)")
+    return Probed(family, None if off <= TOLERANCE else f"give wrong logits ({off:.2f} off the plain kernels' answer)")
 
 
 def verdict_key(host: HostKernels, system_info: str, model_kind: str) -> str:

@@ -142,7 +142,7 @@ def host_line() -> str:
 
 
 @dataclass(frozen=True)
-class Trial:
+class Probed:
     """How one family fared in the probe: None problem means it ran and agreed with the reference."""
 
     family: KernelFamily
@@ -150,12 +150,12 @@ class Trial:
     refused: bool = False  # llama.cpp refused the model with an error of its own (a bad file, not the kernels)
 
 
-def chosen(trials: Sequence[Trial]) -> KernelFamily | None:
+def chosen(trials: Sequence[Probed]) -> KernelFamily | None:
     """The first family (trials are fastest first) that worked."""
     return next((t.family for t in trials if t.problem is None), None)
 
 
-def notice(host: HostKernels, trials: Sequence[Trial]) -> str:
+def notice(host: HostKernels, trials: Sequence[Probed]) -> str:
     """What a copy says once about its kernels: "AMX kernels crash on this host (SIGSEGV); using AVX-512 repack
     kernels", or just "AVX-512 repack kernels" where the fastest family worked."""
     family = chosen(trials)

@@ -32,7 +32,7 @@ from pier.channel.headers import TIMEOUT_HEADER
 from pier.channel.prefix import request_prefix
 from pier.control.records import EndpointRecord
 from pier.control.state import State, UnreadableRecord
-from pier.gateway.async_notification import Outcome, notify
+from pier.gateway.async_notification import AsyncOutcome, notify
 from pier.gateway.targets import Copies
 from pier.runtime.async_queue import AsyncQueue, AsyncRequest
 from pier.runtime.attempts import NOT_TAKEN, Call, forward
@@ -49,14 +49,14 @@ TIMEOUT_SETTING = "the request's InvocationTimeoutSeconds (InvokeEndpointAsync; 
 
 
 @dataclass(frozen=True)
-class Capacity:
+class AsyncInstances:
     """An asynchronous endpoint's instances now."""
 
     desired: int  # instances (copies) its variants ask for
     ready: int  # copies ready to take requests
 
 
-def free_slots(capacity: Capacity, per_instance: int, running: int) -> int:
+def free_slots(capacity: AsyncInstances, per_instance: int, running: int) -> int:
     """How many more requests may start now: room on the ready copies, less those already running."""
     return max(capacity.ready * per_instance - running, 0)
 
@@ -152,10 +152,10 @@ class AsyncInference:
         records, _ = self.state.endpoints.scan()
         return [r for r in records if r.async_inference is not None and r.status != "Deleting"]
 
-    def _capacity(self, record: EndpointRecord) -> Capacity:
+    def _capacity(self, record: EndpointRecord) -> AsyncInstances:
         ready = sum(1 for v in record.variants
                     for c in self.copies(v.workload(record.name)) if c.state is CopyState.READY)
-        return Capacity(sum(v.instance_count for v in record.variants), ready)
+        return AsyncInstances(sum(v.instance_count for v in record.variants), ready)
 
     def _wake_variants(self, record: EndpointRecord) -> None:
         for variant in record.variants:
@@ -210,7 +210,7 @@ class AsyncInference:
             return
         log.info("async inference %s done: %s", request.inference_id, request.output_location)
         await asyncio.to_thread(self.queue.finish, request.id)
-        await self._notify(request, Outcome(True, content_type, answer))
+        await self._notify(request, AsyncOutcome(True, content_type, answer))
 
     def _deliver(self, request: AsyncRequest, answer: bytes, content_type: str | None) -> None:
         """The answer written, then recorded in the queue. On its own thread: a stop meanwhile releases the request,
@@ -262,9 +262,9 @@ class AsyncInference:
         except storage.StorageError as error:
             log.error("async inference %s: its failure could not be written either: %s", request.inference_id, error)
         await asyncio.to_thread(self.queue.finish, request.id)
-        await self._notify(request, Outcome(False, reason=reason))
+        await self._notify(request, AsyncOutcome(False, reason=reason))
 
-    async def _notify(self, request: AsyncRequest, outcome: Outcome) -> None:
+    async def _notify(self, request: AsyncRequest, outcome: AsyncOutcome) -> None:
         """Sent on a task of its own: a topic that answers slowly (up to DELIVERY_TIMEOUT_S) would otherwise keep
         the request counted as running, and the copy's slot from the next request, after its answer is written."""
         try:

@@ -24,7 +24,7 @@ DELIVERY_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
-class Outcome:
+class AsyncOutcome:
     """How one request ended."""
 
     succeeded: bool
@@ -33,7 +33,7 @@ class Outcome:
     reason: str = ""  # why it failed
 
 
-def message(request: AsyncRequest, outcome: Outcome, region: str, include_response: bool, now: float
+def message(request: AsyncRequest, outcome: AsyncOutcome, region: str, include_response: bool, now: float
             ) -> dict[str, Any]:
     """The notification SageMaker publishes for a request that ended."""
     body: dict[str, Any] = {
@@ -77,7 +77,7 @@ def delivery(topic: str, body: dict[str, Any], relay: str | None) -> tuple[str, 
                    "Message": json.dumps(body), "Timestamp": _iso(time.time())}
 
 
-async def notify(config: AsyncNotificationSpec | None, request: AsyncRequest, outcome: Outcome, region: str,
+async def notify(config: AsyncNotificationSpec | None, request: AsyncRequest, outcome: AsyncOutcome, region: str,
                  client: httpx.AsyncClient, relay: str | None = None) -> None:
     """Publish how `request` ended; `relay` (PIER_ASYNC_NOTIFICATION_URL) takes what goes to an SNS topic."""
     topic, include = topic_for(config, outcome.succeeded)

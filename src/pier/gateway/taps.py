@@ -17,7 +17,7 @@ from pier.capture.writer import CaptureWriter, Job
 from pier.control.data_capture import DataCaptureSpec
 from pier.control.records import EndpointRecord
 from pier.control.state import State, UnreadableRecord
-from pier.runtime.tap import NOTHING, Exchanged, Plan
+from pier.runtime.tap import NOTHING, Exchanged, TapPlan
 
 
 class Taps:
@@ -26,7 +26,7 @@ class Taps:
         self.writer = writer
         self.draw = draw
 
-    def plan(self, endpoint: str, variant: str) -> Plan:
+    def plan(self, endpoint: str, variant: str) -> TapPlan:
         record = self._endpoint(endpoint)
         return NOTHING if record is None else plan_of(record, variant, self.draw)
 
@@ -48,7 +48,7 @@ class Taps:
             return None
 
 
-def plan_of(record: EndpointRecord, variant: str, draw: Callable[[], float]) -> Plan:
+def plan_of(record: EndpointRecord, variant: str, draw: Callable[[], float]) -> TapPlan:
     """Pure but for `draw` (uniform in [0, 1)): whether this request is captured, and the shadows it goes to."""
     spec = record.data_capture
     capture = spec is not None and spec.enabled and sampled(spec.InitialSamplingPercentage, draw())
@@ -57,7 +57,7 @@ def plan_of(record: EndpointRecord, variant: str, draw: Callable[[], float]) -> 
     if production is not None and not production.shadow:
         shadows = tuple(v.name for v in record.variants
                         if v.shadow and draw() < shadow_share(production.weight, v.weight))
-    return Plan(capture, shadows)
+    return TapPlan(capture, shadows)
 
 
 def sampled(percent: int, draw: float) -> bool:

@@ -115,7 +115,7 @@ def template_variables(source: str) -> set[str]:
 
 
 @dataclass(frozen=True)
-class Origin:
+class TemplateSource:
     """Where a model's chat template came from, for the copy's log and /info."""
 
     source: str  # "environment", "file", "gguf", "llama.cpp built-in", "chatml"
@@ -137,7 +137,7 @@ class ChatTemplate:
     """A compiled chat template plus the special-token texts it may print."""
 
     def __init__(self, source: str, *, bos_token: str = "", eos_token: str = "",
-                 origin: Origin | None = None) -> None:
+                 origin: TemplateSource | None = None) -> None:
         try:
             self._template = _environment().from_string(source)
         except jinja2.TemplateSyntaxError as error:
@@ -148,7 +148,7 @@ class ChatTemplate:
         self.source = source
         self.bos_token = bos_token
         self.eos_token = eos_token
-        self.origin = origin or Origin("given", "template")
+        self.origin = origin or TemplateSource("given", "template")
 
     @classmethod
     def for_model(cls, info: ModelInfo, *, override: str | None = None,
@@ -195,7 +195,8 @@ class BuiltinTemplate(ChatTemplate):
     llama.cpp's server renders a model whose template it recognises. Messages are role and text; tools and
     template variables have no place in these formats and are left out, as with ChatML."""
 
-    def __init__(self, name: str, *, bos_token: str = "", eos_token: str = "", origin: Origin | None = None) -> None:
+    def __init__(self, name: str, *, bos_token: str = "", eos_token: str = "",
+                 origin: TemplateSource | None = None) -> None:
         if name not in builtin_templates():
             raise ValueError(f"{name!r} is not one of llama.cpp's built-in chat templates "
                              f"({', '.join(builtin_templates())}).")
@@ -203,7 +204,7 @@ class BuiltinTemplate(ChatTemplate):
         self.source = f"llama.cpp built-in: {name}"
         self.bos_token = bos_token
         self.eos_token = eos_token
-        self.origin = origin or Origin("llama.cpp built-in", name)
+        self.origin = origin or TemplateSource("llama.cpp built-in", name)
 
     def render(
         self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True,
@@ -310,17 +311,18 @@ def _choose(info: ModelInfo, gguf: _GgufFacts, override: str | None, model_dir: 
     found = _template_file(model_dir) if model_dir is not None else None
     if found is not None:
         path, source = found
-        return ChatTemplate(source, **tokens, origin=Origin("file", str(path)))
+        return ChatTemplate(source, **tokens, origin=TemplateSource("file", str(path)))
     if info.chat_template:
-        return ChatTemplate(info.chat_template, **tokens, origin=Origin("gguf", Path(info.path).name))
+        return ChatTemplate(info.chat_template, **tokens, origin=TemplateSource("gguf", Path(info.path).name))
     family = ARCHITECTURE_TEMPLATES.get(gguf.architecture or "")
     if family is not None and gguf.has_special(family[1]) and family[0] in _builtins_or_none():
         note = f"the GGUF has no chat template; llama.cpp's for the {gguf.architecture} architecture"
-        return BuiltinTemplate(family[0], **tokens, origin=Origin("llama.cpp built-in", family[0], note))
+        return BuiltinTemplate(family[0], **tokens, origin=TemplateSource("llama.cpp built-in", family[0], note))
     why = "the GGUF has no chat template"
     if gguf.architecture:
         why += f" and llama.cpp has no built-in one for its {gguf.architecture} vocabulary"
-    return ChatTemplate(CHATML, **tokens, origin=Origin("chatml", "chatml", why + ", as llama.cpp's server does"))
+    origin = TemplateSource("chatml", "chatml", why + ", as llama.cpp's server does")
+    return ChatTemplate(CHATML, **tokens, origin=origin)
 
 
 def _builtins_or_none() -> tuple[str, ...]:
@@ -333,15 +335,15 @@ def _builtins_or_none() -> tuple[str, ...]:
 def _from_setting(value: str, tokens: dict[str, str]) -> ChatTemplate:
     """CHAT_TEMPLATE: a llama.cpp built-in's name, a template file, or the jinja2 template itself."""
     if "{" not in value and value in _builtins_or_none():
-        return BuiltinTemplate(value, **tokens, origin=Origin("environment", f"llama.cpp built-in {value!r}"))
+        return BuiltinTemplate(value, **tokens, origin=TemplateSource("environment", f"llama.cpp built-in {value!r}"))
     if "{" not in value and "\n" not in value:
         path = Path(value).expanduser()
         if not path.is_file():
             raise ValueError(f"CHAT_TEMPLATE={value!r} is neither a llama.cpp built-in template "
                              f"({', '.join(_builtins_or_none()) or 'none loadable'}) nor a file, nor a jinja2 "
                              "template; set it to one of those.")
-        return ChatTemplate(_read_template(path), **tokens, origin=Origin("environment", str(path)))
-    return ChatTemplate(value, **tokens, origin=Origin("environment", "the template itself"))
+        return ChatTemplate(_read_template(path), **tokens, origin=TemplateSource("environment", str(path)))
+    return ChatTemplate(value, **tokens, origin=TemplateSource("environment", "the template itself"))
 
 
 def _template_file(model_dir: Path) -> tuple[Path, str] | None:

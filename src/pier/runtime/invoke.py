@@ -43,7 +43,7 @@ from pier.runtime.sessions import (
 from pier.runtime.settings import RuntimeSettings
 from pier.runtime.shadowing import Shadowing
 from pier.runtime.streaming import ClosingStream
-from pier.runtime.tap import NOTHING, Plan, Tap, exchange_of
+from pier.runtime.tap import NOTHING, Tap, TapPlan, exchange_of
 from pier.runtime.target import Resolve, Target, resolve_target
 from pier.runtime.target_model import check_target_model
 
@@ -111,7 +111,7 @@ class RuntimeService:
                              media_type=EVENT_STREAM)
 
     async def _open_stream(self, invocation: Invocation, resources: AsyncExitStack
-                           ) -> tuple[Call, Answer, Plan] | Response:
+                           ) -> tuple[Call, Answer, TapPlan] | Response:
         """A copy's successful answer, started; `resources` then hold its turn, lease and connection. A session
         request is answered here instead, as a one-part stream: the container standard's CLOSE reaches
         /invocations from InvokeEndpointWithResponseStream too, and pier's copies would not know it."""
@@ -153,7 +153,7 @@ class RuntimeService:
                 self._exchanged(invocation, call.target, body, answer.head.headers.get("content-type"))
             return Response(body, headers=headers)
 
-    def _plan(self, invocation: Invocation, target: Target) -> Plan:
+    def _plan(self, invocation: Invocation, target: Target) -> TapPlan:
         """What the tap wants of this request; its shadow copies sent off. Never fails the request."""
         if self.tap is None or self.shadowing is None:
             return NOTHING

@@ -1,5 +1,5 @@
 """What the runtime tells whoever taps an endpoint's traffic (the gateway's data capture and shadow variants),
-without importing them: asked once per request what to do with it (`Plan`), told of each answer it asked to see
+without importing them: asked once per request what to do with it (`TapPlan`), told of each answer it asked to see
 (`Exchanged`). Both calls run on the event loop and must return at once."""
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ DEFAULT_CONTENT_TYPE = "application/octet-stream"  # what SageMaker assumes of a
 
 
 @dataclass(frozen=True)
-class Plan:
+class TapPlan:
     capture: bool = False  # this request and its answer were sampled for data capture
     shadows: tuple[str, ...] = ()  # shadow variants that also get this request (sampled at their weight)
 
 
-NOTHING = Plan()
+NOTHING = TapPlan()
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class Exchanged:
 
 
 class Tap(Protocol):
-    def plan(self, endpoint: str, variant: str) -> Plan:
+    def plan(self, endpoint: str, variant: str) -> TapPlan:
         """What to do with a request the variant is about to answer."""
         ...
 

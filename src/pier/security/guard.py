@@ -43,7 +43,7 @@ log = logging.getLogger("pier.gateway")
 
 
 @dataclass(frozen=True)
-class Call:
+class Inbound:
     """What the guard reads of one request."""
 
     scope: Scope
@@ -53,7 +53,7 @@ class Call:
     request_id: str
 
     @classmethod
-    def of(cls, scope: Scope) -> Call:
+    def of(cls, scope: Scope) -> Inbound:
         headers = Headers(scope=scope)
         operation = operation_of(scope["method"], scope["path"], headers.get("x-amz-target"))
         return cls(scope, headers, reach_of(scope["path"]), operation, str(uuid.uuid4()))
@@ -93,7 +93,7 @@ class SecurityGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        call = Call.of(scope)
+        call = Inbound.of(scope)
         length = call.headers.get("content-length", "")
         body = RequestBody(receive, self.max_body_bytes, int(length) if length.isdigit() else 0)
         principal: Principal | None = None
@@ -112,7 +112,7 @@ class SecurityGuard:
             send = _audited(send, call, principal, _resource(call, body))
         await self.app(scope, body.replay(), send)
 
-    async def _authenticate(self, call: Call, body: RequestBody) -> Principal:
+    async def _authenticate(self, call: Inbound, body: RequestBody) -> Principal:
         refusal = check_request(call.headers.get("host"), call.headers.get("origin"), self.hosts,
                                 call.headers.get("sec-fetch-site"))
         if refusal is not None:
@@ -152,13 +152,13 @@ class SecurityGuard:
             self._unreadable = None
             log.warning("%s reads again: the gateway takes requests signed with its keys.", self.keys.path)
 
-    async def _authorize(self, call: Call, body: RequestBody, principal: Principal) -> None:
+    async def _authorize(self, call: Inbound, body: RequestBody, principal: Principal) -> None:
         if needs_body(principal, call.reach):
             await body.read()
         authorize(principal, call.reach, call.operation, body.data, self.endpoint_of)
 
 
-def _resource(call: Call, body: RequestBody) -> str:
+def _resource(call: Inbound, body: RequestBody) -> str:
     if call.reach.open:
         return "-"
     if call.reach.endpoint is not None:
@@ -168,7 +168,7 @@ def _resource(call: Call, body: RequestBody) -> str:
     return call.scope["path"] if call.reach.dialect is Dialect.PIER else "-"
 
 
-def _audited(send: Send, call: Call, principal: Principal, resource: str) -> Send:
+def _audited(send: Send, call: Inbound, principal: Principal, resource: str) -> Send:
     async def send_and_audit(message: Message) -> None:
         if message["type"] == "http.response.start":
             audit(principal.name, call.operation, resource, str(message["status"]), call.client)

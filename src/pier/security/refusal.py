@@ -6,7 +6,7 @@ from __future__ import annotations
 from starlette.responses import Response
 
 from pier.dialect import Dialect
-from pier.error_bodies import AMZ_ERROR_TYPE, aws_json_answer, openai_answer, sagemaker_answer
+from pier.error_bodies import AMZ_ERROR_TYPE, aws_json_answer, openai_answer, runtime_answer
 from pier.security.errors import AuthFailure
 
 
@@ -22,5 +22,5 @@ def refusal_response(dialect: Dialect, failure: AuthFailure, request_id: str) ->
         if wire.status == 401:
             answer = answer.with_headers({"WWW-Authenticate": 'Bearer realm="pier"'})
         return answer.response()
-    return sagemaker_answer(wire.sagemaker_status, wire.sagemaker_code, failure.message,
+    return runtime_answer(wire.sagemaker_status, wire.sagemaker_code, failure.message,
                             request_id=request_id).response()

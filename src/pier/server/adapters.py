@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pier.channel.headers import ADAPTER_FILE_HEADER, ADAPTER_HEADER, ADAPTER_SCALE_HEADER
 from pier.errors import InvalidRequest
-from pier.server.errors import error_response, flavor_of
+from pier.server.errors import error_response, request_dialect
 
 # As ASGI gives them: lower case, in bytes.
 _ADAPTER = ADAPTER_HEADER.lower().encode()
@@ -56,7 +56,7 @@ class AdapterRequests:
             version = await self._load(scope, name, headers)
         except (InvalidRequest, ValueError) as error:
             refused = error if isinstance(error, InvalidRequest) else InvalidRequest(str(error))
-            await error_response(refused, flavor_of(scope))(scope, receive, send)
+            await error_response(refused, request_dialect(scope))(scope, receive, send)
             return
         token = _current.set(version)
         try:

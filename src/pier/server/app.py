@@ -13,6 +13,7 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException
 
 from pier import __version__
+from pier.dialect import Dialect
 from pier.engine.engine import Engine
 from pier.errors import CLIENT_CLOSED_REQUEST, ClientGone, PierError
 from pier.model.chat import ChatTemplate
@@ -21,11 +22,10 @@ from pier.server.adapters import AdapterRequests
 from pier.server.body_limit import BodyLimit
 from pier.server.continuation import ResumableAnswers
 from pier.server.errors import (
-    Flavor,
     TooDeeplyNested,
     error_response,
-    flavor_of,
     http_error,
+    request_dialect,
     validation_error,
 )
 from pier.server.flavors import embeddings, sagemaker, tokenizer
@@ -81,7 +81,7 @@ def create_handler_app(
     The LLM routes are not served: what the handler takes and answers is the user's to define."""
     app = _app(settings or ServerSettings(), lifespan, HANDLER_ROUTES_HINT)
     app.state.pier.handler = handler
-    app.state.flavor = Flavor.SAGEMAKER
+    app.state.dialect = Dialect.SAGEMAKER
     app.include_router(sagemaker.handler_router)
     return app
 
@@ -114,22 +114,22 @@ def install_error_handlers(app: FastAPI, *, hint: str) -> None:
     """Every error, whoever raises it, leaves in the shape of the request's flavor."""
 
     async def pier_error(request: Request, error: Exception) -> Response:
-        return error_response(error, flavor_of(request))
+        return error_response(error, request_dialect(request))
 
     async def bad_body(request: Request, error: Exception) -> Response:
         assert isinstance(error, RequestValidationError)
-        return validation_error(error.errors(), flavor_of(request))
+        return validation_error(error.errors(), request_dialect(request))
 
     async def http_exception(request: Request, error: Exception) -> Response:
         assert isinstance(error, HTTPException)
         if isinstance(error.__cause__, RecursionError):  # FastAPI's "error parsing the body", from json.loads
-            return error_response(TooDeeplyNested(), flavor_of(request))
+            return error_response(TooDeeplyNested(), request_dialect(request))
         detail = str(error.detail)
         if error.status_code == 404:
             detail = f"No route {request.method} {request.url.path}. {hint}"
         elif error.status_code == 405:
             detail = f"{request.method} is not allowed on {request.url.path}. {hint}"
-        response = http_error(error.status_code, detail, flavor_of(request))
+        response = http_error(error.status_code, detail, request_dialect(request))
         response.headers.update(error.headers or {})  # a 405's Allow
         return response
 
@@ -138,7 +138,7 @@ def install_error_handlers(app: FastAPI, *, hint: str) -> None:
 
     async def unexpected(request: Request, error: Exception) -> Response:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return error_response(error, flavor_of(request))
+        return error_response(error, request_dialect(request))
 
     app.add_exception_handler(PierError, pier_error)
     app.add_exception_handler(RequestValidationError, bad_body)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pier.server.errors import flavor_of, http_error
+from pier.server.errors import http_error, request_dialect
 
 MAX_BODY_BYTES = 6 * 1024 * 1024  # 6,291,456: what SageMaker's InvokeEndpoint accepts
 
@@ -30,7 +30,7 @@ class BodyLimit:
             return
         declared = dict(scope["headers"]).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > self.limit:
-            response = http_error(413, too_large(int(declared), self.limit), flavor_of(scope))
+            response = http_error(413, too_large(int(declared), self.limit), request_dialect(scope))
             await response(scope, receive, send)
             return
         received = 0

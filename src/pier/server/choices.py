@@ -20,7 +20,7 @@ from starlette.types import Receive
 
 from pier.engine.request import GenerateRequest, GenerationChunk
 from pier.engine.validate import CheckedRequest
-from pier.server.continuation import Progress
+from pier.server.continuation import ResumableAnswer
 from pier.server.generation import Completion, wait_for_disconnect
 from pier.server.served_model import SEED_MODULUS, ServedModel
 
@@ -39,7 +39,7 @@ def choice_requests(request: GenerateRequest, n: int) -> list[GenerateRequest]:
 
 
 def check_all(
-    model: ServedModel, requests: Sequence[GenerateRequest], progress: Progress | None = None,
+    model: ServedModel, requests: Sequence[GenerateRequest], progress: ResumableAnswer | None = None,
 ) -> list[CheckedRequest]:
     """The requests checked; only a lone one runs under the request's resumable `progress`."""
     if len(requests) == 1:

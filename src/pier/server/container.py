@@ -89,7 +89,7 @@ def serve_container(
     except (SettingsError, ModelNotFound, PierError) as error:
         log.error("cannot serve: %s", error)
         return 1
-    server = DrainingServer(uvicorn.Config(
+    server = ContainerServer(uvicorn.Config(
         app, host=settings.host, port=settings.port, log_level=settings.log_level, lifespan="on",
         timeout_graceful_shutdown=int(SHUTDOWN_GRACE_S), timeout_keep_alive=75,
     ), app.state.pier)
@@ -250,7 +250,7 @@ async def _in_daemon_thread(work: Callable[[], T]) -> T:
     return await future
 
 
-class DrainingServer(uvicorn.Server):
+class ContainerServer(uvicorn.Server):
     """uvicorn, but SIGTERM drains instead of closing the listener: SageMaker keeps polling /ping and
     sending requests until it sees 503, and in-flight requests must be answered, not cut."""
 

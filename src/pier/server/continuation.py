@@ -10,7 +10,7 @@ answer is being computed, T frames report the tokens as they come, the last chun
 A continuation (`X-Pier-Continue`) is given to the engine as the request's `continuation`; the engine's first
 chunk is then the replayed one. Views take it like any chunk (so their counts and indexes go on), and what they
 write for it is dropped here, as is what a continued stream writes before its first chunk (the client has that
-beginning already). The middleware puts the request's `Progress` in the ASGI scope (`progress_of`), and the
+beginning already). The middleware puts the request's `ResumableAnswer` in the ASGI scope (`progress_of`), and the
 flavor pipeline (server/pipeline.py) passes it on explicitly: `ServedModel.check` pins a seed for sampled
 requests (so a continuation draws the same numbers), `generation.stream` reports each chunk, and the pipeline
 keeps the fields of a view's head that must read the same from every copy, like an OpenAI stream's id (`keep`).
@@ -37,25 +37,25 @@ from pier.channel.frames import (
 )
 from pier.channel.headers import CONTINUE, FRAMED, RESUMABLE
 from pier.engine.request import GenerateRequest, GenerationChunk
-from pier.server.errors import error_response, flavor_of
+from pier.server.errors import error_response, request_dialect
 
 log = logging.getLogger(__name__)
 
 SEEDS = 2**32 - 1  # llama.cpp's samplers take seeds below this (SamplingParams checks it)
 
-PROGRESS = "pier.progress"  # the ASGI scope key of a resumable request's Progress
+PROGRESS = "pier.progress"  # the ASGI scope key of a resumable request's ResumableAnswer
 # The fields of an answer's head that read the same on every copy that continues it: an answer's id and creation
 # time, and a Responses stream's next event number (which changes as the stream goes: reported with each frame).
 KEPT = ("id", "created", "created_at", "sequence_number")
 
 
-def progress_of(scope: Mapping[str, Any]) -> Progress | None:
+def progress_of(scope: Mapping[str, Any]) -> ResumableAnswer | None:
     """The resumable request `scope` is, if the gateway asked for one (ResumableAnswers put it there)."""
     progress = scope.get(PROGRESS)
-    return progress if isinstance(progress, Progress) else None
+    return progress if isinstance(progress, ResumableAnswer) else None
 
 
-class Progress:
+class ResumableAnswer:
     """One resumable request on this copy: its continuation, and the frames of its answer."""
 
     def __init__(self, continuation: Continuation | None, send: Send) -> None:
@@ -189,21 +189,22 @@ class ResumableAnswers:
                 size = int(length)
                 continuation = Continuation.decode(body[:size])
             except ValueError as error:  # the gateway's bug; say so rather than run something else
-                await error_response(ValueError(f"bad continuation: {error}"), flavor_of(scope))(scope, receive, send)
+                bad = ValueError(f"bad continuation: {error}")
+                await error_response(bad, request_dialect(scope))(scope, receive, send)
                 return
             receive = _replayed(body[size:], receive)
             scope = {**scope, "headers": [(k, v) for k, v in scope["headers"] if k != b"content-length"]
                      + [(b"content-length", str(len(body) - size).encode())]}
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", FRAMES_MEDIA_TYPE.encode()), (FRAMED.lower().encode(), b"1")]})
-        progress = Progress(continuation, send)
+        progress = ResumableAnswer(continuation, send)
         scope = {**scope, PROGRESS: progress}
         try:
             await self.app(scope, receive, progress.send)
         except Exception as error:  # after our 200 nobody else can answer it: end it in the protocol
             log.exception("resumable request %s failed", scope.get("path"))
             if not progress.head_sent:
-                await error_response(error, flavor_of(scope))(scope, receive, progress.send)
+                await error_response(error, request_dialect(scope))(scope, receive, progress.send)
         await progress.finish()  # a no-op unless the app ended without a last body message
         await progress.close()
 

@@ -1,8 +1,8 @@
-"""How a copy answers errors: each flavor's dialect (pier.error_bodies) renders an error's wire fields.
+"""How a copy answers errors: the request's dialect (pier.error_bodies) renders an error's wire fields.
 
 OpenAI clients read `{"error": {"message", "type", "param", "code"}}`, TGI clients `{"error", "error_type"}`,
 and SageMaker's inference toolkit (bring-your-own-code mode) `{"code", "type", "message"}`. A request keeps
-one flavor from its route (or, on /invocations, from the payload's shape) for every error it can meet,
+one dialect from its route (or, on /invocations, from the payload's shape) for every error it can meet,
 before the response starts (a status and a body) or after (an SSE event).
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from enum import StrEnum
 from typing import Any, ClassVar
 
 from starlette.requests import HTTPConnection
@@ -29,15 +28,8 @@ from pier.errors import (
     Wire,
 )
 
-
-class Flavor(StrEnum):
-    OPENAI = "openai"
-    TGI = "tgi"
-    SAGEMAKER = "sagemaker"
-
-
 # A copy speaks three of the dialects; a path in none of them (its own routes, or none) answers in TGI's shape.
-FLAVORS = {Dialect.OPENAI: Flavor.OPENAI, Dialect.SAGEMAKER: Flavor.SAGEMAKER, Dialect.TGI: Flavor.TGI}
+COPY_DIALECTS = frozenset({Dialect.OPENAI, Dialect.SAGEMAKER, Dialect.TGI})
 
 
 class HttpError(PierError):
@@ -52,7 +44,7 @@ class HttpError(PierError):
         self.code = self._CODES.get(status, "http_error")
 
 
-class ModelNotFound(InvalidRequest):
+class ModelNotServed(InvalidRequest):
     """GET /v1/models/{model} for a name the copy does not serve: OpenAI's 404, in its words."""
 
     code = "model_not_found"
@@ -84,37 +76,34 @@ class TooDeeplyNested(InvalidRequest):
                          "at most); send a flatter body.")
 
 
-_DIALECTS = {Flavor.OPENAI: Dialect.OPENAI, Flavor.TGI: Dialect.TGI, Flavor.SAGEMAKER: Dialect.SAGEMAKER}
-
-
-def error_body(error: BaseException, flavor: Flavor) -> tuple[int, dict[str, Any]]:
-    answer = render(error, _DIALECTS[flavor])
+def error_body(error: BaseException, dialect: Dialect) -> tuple[int, dict[str, Any]]:
+    answer = render(error, dialect)
     return answer.status, answer.body
 
 
-def error_response(error: BaseException, flavor: Flavor) -> Response:
-    answer = render(error, _DIALECTS[flavor])
+def error_response(error: BaseException, dialect: Dialect) -> Response:
+    answer = render(error, dialect)
     if isinstance(error, NotReady | ShuttingDown | Overloaded):  # raised before any work on the request
         answer = answer.with_headers({REFUSED_HEADER: error.code})
     return answer.response()
 
 
-def error_event(error: BaseException, flavor: Flavor) -> bytes:
+def error_event(error: BaseException, dialect: Dialect) -> bytes:
     """An error after a stream has started: the last event the client sees, never a silent cut."""
-    _, body = error_body(error, flavor)
-    separator = ":" if flavor is Flavor.TGI else ": "
+    _, body = error_body(error, dialect)
+    separator = ":" if dialect is Dialect.TGI else ": "
     return f"data{separator}{json.dumps(body)}\n\n".encode()
 
 
-def http_error(status: int, detail: str, flavor: Flavor) -> Response:
-    """Errors the router raises itself (404, 405, 413) in the flavor's shape."""
-    return error_response(HttpError(status, detail), flavor)
+def http_error(status: int, detail: str, dialect: Dialect) -> Response:
+    """Errors the router raises itself (404, 405, 413) in the dialect's shape."""
+    return error_response(HttpError(status, detail), dialect)
 
 
-def validation_error(errors: Sequence[Any], flavor: Flavor) -> Response:
+def validation_error(errors: Sequence[Any], dialect: Dialect) -> Response:
     """A body that is not JSON or has the wrong types: 400 (OpenAI) or 422 (TGI), naming the field."""
     message, param = describe_validation(errors)
-    return error_response(InvalidRequest(message, param=param), flavor)
+    return error_response(InvalidRequest(message, param=param), dialect)
 
 
 def describe_validation(errors: Sequence[Any]) -> tuple[str, str | None]:
@@ -168,13 +157,14 @@ def _within(rest: Sequence[str]) -> str:
     return f", item {'.'.join(rest)}" if rest[0].isdigit() else f", {'.'.join(rest)}"
 
 
-def flavor_of(connection: HTTPConnection | Mapping[str, Any]) -> Flavor:
+def request_dialect(connection: HTTPConnection | Mapping[str, Any]) -> Dialect:
     """The error shape for a request: the app's only one (bring-your-own-code mode), what /invocations
     detected, else its route's."""
     scope = connection.scope if isinstance(connection, HTTPConnection) else connection
-    only = getattr(getattr(scope.get("app"), "state", None), "flavor", None)
-    chosen = scope.get("state", {}).get("flavor")
-    for flavor in (only, chosen):
-        if isinstance(flavor, Flavor):
-            return flavor
-    return FLAVORS.get(dialect_of(scope.get("path", "")), Flavor.TGI)
+    only = getattr(getattr(scope.get("app"), "state", None), "dialect", None)
+    chosen = scope.get("state", {}).get("dialect")
+    for dialect in (only, chosen):
+        if isinstance(dialect, Dialect):
+            return dialect
+    dialect = dialect_of(scope.get("path", ""))
+    return dialect if dialect in COPY_DIALECTS else Dialect.TGI

@@ -18,7 +18,7 @@ from pier.engine.logprobs import TokenLogprob
 from pier.engine.request import FinishReason, GenerationChunk, RequestTimings
 from pier.engine.validate import CheckedRequest
 from pier.errors import ClientGone, EngineStopped, GenerationFailed, PierError
-from pier.server.continuation import Progress
+from pier.server.continuation import ResumableAnswer
 from pier.server.errors import DeadlineExceeded
 from pier.server.metrics import GenerationTrace
 
@@ -58,7 +58,7 @@ def chunk_logprobs(chunks: list[GenerationChunk]) -> tuple[TokenLogprob | None, 
 
 async def stream(
     engine: Engine, request: CheckedRequest, deadline_s: float, trace: GenerationTrace, *, flowing: bool = False,
-    progress: Progress | None = None,
+    progress: ResumableAnswer | None = None,
 ) -> AsyncIterator[GenerationChunk]:
     """The request's chunks, up to and including the finished one. Raises DeadlineExceeded when the
     deadline passes and GenerationFailed when the engine fails; leaving early aborts the request. `flowing` (a
@@ -115,7 +115,7 @@ async def stream(
 
 async def complete(
     engine: Engine, request: CheckedRequest, deadline_s: float, trace: GenerationTrace,
-    disconnected: Awaitable[None], progress: Progress | None = None,
+    disconnected: Awaitable[None], progress: ResumableAnswer | None = None,
 ) -> Completion:
     """Run the request to its end; raises ClientGone (after aborting it) if the client leaves first."""
 

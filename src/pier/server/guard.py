@@ -6,7 +6,7 @@
 - A copy started by a gateway has PIER_COPY_SECRET: it answers only requests carrying that secret in
   X-Pier-Copy-Secret (403 otherwise), except /ping (its supervisor's health check). /metrics needs the secret
   too: its counters name the copy's models and traffic, and the gateway's scrape sends it (gateway/copy_metrics.py).
-Errors take the shape of the route's flavor (OpenAI, TGI, or SageMaker's toolkit).
+Errors take the shape of the route's dialect (OpenAI, TGI, or SageMaker's toolkit).
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pier.channel.copy_secret import COPY_SECRET_ENV
 from pier.channel.headers import COPY_SECRET_HEADER
+from pier.dialect import Dialect
 from pier.error_bodies import ErrorAnswer, openai_answer, tgi_answer, toolkit_answer
 from pier.security.bearer import bearer_token
 from pier.security.credentials import same_secret
-from pier.server.errors import Flavor, flavor_of
+from pier.server.errors import request_dialect
 
 log = logging.getLogger("pier.server")
 
@@ -64,19 +65,19 @@ class ModelServerGuard:
         return given is not None and same_secret(given, self.secret)
 
     def _refusal(self, scope: Scope) -> Response:
-        flavor = flavor_of(HTTPConnection(scope))
+        dialect = request_dialect(HTTPConnection(scope))
         if self.bearer:
             message = "Unauthorized: send `Authorization: Bearer <key>` with the key this server was given in API_KEY."
-            answer = _answer(flavor, 401, message, "invalid_api_key")
+            answer = _answer(dialect, 401, message, "invalid_api_key")
             return answer.with_headers({"WWW-Authenticate": "Bearer"}).response()
         message = "Forbidden: this copy answers only the pier gateway that started it; call the gateway's endpoint."
-        return _answer(flavor, 403, message, "forbidden").response()
+        return _answer(dialect, 403, message, "forbidden").response()
 
 
-def _answer(flavor: Flavor, status: int, message: str, code: str) -> ErrorAnswer:
+def _answer(dialect: Dialect, status: int, message: str, code: str) -> ErrorAnswer:
     kind = "Unauthorized" if status == 401 else "Forbidden"
-    if flavor is Flavor.OPENAI:
+    if dialect is Dialect.OPENAI:
         return openai_answer(status, message, code=code)
-    if flavor is Flavor.TGI:
+    if dialect is Dialect.TGI:
         return tgi_answer(status, message, kind.lower())
     return toolkit_answer(status, kind, message)

@@ -26,7 +26,7 @@ Holds = Callable[[Sequence[int], str], int]  # leading tokens of a prompt the ca
 
 
 @dataclass(frozen=True)
-class Prompt:
+class PromptBlocks:
     blocks: tuple[str, ...]  # its text blocks, shortest prefix first
     tokens: tuple[int, ...]  # its token ids as the engine ran it
     adapter: str = ""
@@ -46,7 +46,7 @@ class KvReport:
 
     def __init__(self, holds: Holds, *, prompts: int = MAX_PROMPTS, limit: int = MAX_HELD) -> None:
         self._holds = holds
-        self._prompts: OrderedDict[str, Prompt] = OrderedDict()  # by its longest block, least recent first
+        self._prompts: OrderedDict[str, PromptBlocks] = OrderedDict()  # by its longest block, least recent first
         self._max_prompts = prompts
         self._limit = limit
 
@@ -56,7 +56,7 @@ class KvReport:
             return
         key = f"{adapter}\x1f{blocks[-1]}"
         self._prompts.pop(key, None)
-        self._prompts[key] = Prompt(tuple(blocks), tuple(tokens), adapter)
+        self._prompts[key] = PromptBlocks(tuple(blocks), tuple(tokens), adapter)
         while len(self._prompts) > self._max_prompts:
             self._prompts.popitem(last=False)
 

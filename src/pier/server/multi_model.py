@@ -26,12 +26,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from pier.dialect import Dialect
 from pier.env import SettingsError
 from pier.errors import InvalidRequest, PierError
 from pier.model.gguf_meta import GgufFormatError
 from pier.multi_model import TARGET_MODEL_HEADER, model_path
 from pier.server.engine_start import start_engine
-from pier.server.errors import Flavor, ShuttingDown, error_response
+from pier.server.errors import ShuttingDown, error_response
 from pier.server.kernel_choice import ready_headers
 from pier.server.kv_budget import kv_cells, kv_shape
 from pier.server.model_cache import Loaded, ModelCache, Prepared
@@ -140,7 +141,7 @@ class _Dispatch:
         try:
             await self._invoke(scope, receive, send)
         except PierError as error:  # refused before any work: the gateway may send it to another copy
-            await error_response(error, Flavor.SAGEMAKER)(scope, receive, send)
+            await error_response(error, Dialect.SAGEMAKER)(scope, receive, send)
 
     async def _invoke(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.server.draining:

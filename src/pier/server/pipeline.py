@@ -24,7 +24,7 @@ from pier.engine.request import GenerateRequest, GenerationChunk
 from pier.engine.validate import CheckedRequest
 from pier.errors import GenerationFailed, InvalidRequest
 from pier.server import choices, sse
-from pier.server.continuation import Progress, progress_of
+from pier.server.continuation import ResumableAnswer, progress_of
 from pier.server.generation import Completion, wait_for_disconnect
 from pier.server.served_model import ServedModel
 from pier.server.state import ServerState
@@ -107,7 +107,7 @@ async def respond(spec: Spec[V], http: Request, state: ServerState) -> Response:
 
 
 async def _events(
-    model: ServedModel, checked: CheckedRequest, view: View, progress: Progress | None,
+    model: ServedModel, checked: CheckedRequest, view: View, progress: ResumableAnswer | None,
 ) -> AsyncGenerator[bytes, None]:
     try:
         for event in view.opening():
@@ -123,7 +123,7 @@ async def _events(
 
 
 async def _choice_events(
-    model: ServedModel, checked: Sequence[CheckedRequest], views: Sequence[View], progress: Progress | None,
+    model: ServedModel, checked: Sequence[CheckedRequest], views: Sequence[View], progress: ResumableAnswer | None,
 ) -> AsyncGenerator[bytes, None]:
     """Several choices in one stream, their chunks interleaved as they come, each with its index; the first
     view's totals at the end for all of them."""

@@ -16,7 +16,7 @@ from pier.model.tools.families import FORMATS
 from pier.model.tools.tool_format import ToolFormat
 from pier.server import adapters, generation, request_timeout
 from pier.server.context_limits import Limits
-from pier.server.continuation import Progress
+from pier.server.continuation import ResumableAnswer
 from pier.server.generation import Completion
 from pier.server.kv_report import KvReport
 from pier.server.metrics import ServerMetrics
@@ -109,7 +109,7 @@ class ServedModel:
         self.limits.check(n_prompt, max_new)
         return max_new
 
-    def check(self, request: GenerateRequest, progress: Progress | None = None) -> CheckedRequest:
+    def check(self, request: GenerateRequest, progress: ResumableAnswer | None = None) -> CheckedRequest:
         """Validate now, so a bad request is answered with a status code rather than inside a 200 stream;
         the engine takes the checked request as it is."""
         if progress is not None:  # resumable: a pinned seed, or a continuation of another copy's work
@@ -118,13 +118,14 @@ class ServedModel:
             request = dataclasses.replace(request, adapter=adapter)
         return self.engine.check(request)
 
-    def stream(self, request: CheckedRequest, progress: Progress | None = None) -> AsyncIterator[GenerationChunk]:
+    def stream(self, request: CheckedRequest, progress: ResumableAnswer | None = None
+               ) -> AsyncIterator[GenerationChunk]:
         deadline_s = request_timeout.deadline_s(self.deadline_s)
         return generation.stream(self.engine, request, deadline_s, self._metrics.trace(), flowing=True,
                                  progress=progress)
 
     async def complete(
-        self, request: CheckedRequest, disconnected: Awaitable[None], progress: Progress | None = None,
+        self, request: CheckedRequest, disconnected: Awaitable[None], progress: ResumableAnswer | None = None,
     ) -> Completion:
         trace = self._metrics.trace()
         deadline_s = request_timeout.deadline_s(self.deadline_s)

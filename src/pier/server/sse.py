@@ -9,7 +9,7 @@ from typing import Any
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from pier.server.admission import Ticket
+from pier.server.copy_admission import Ticket
 
 
 def event(data: Any, *, tgi: bool = False) -> bytes:

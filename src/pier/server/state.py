@@ -10,7 +10,7 @@ from fastapi import Depends, Request
 
 from pier.engine.stats import EngineStats
 from pier.errors import InvalidRequest, NotReady
-from pier.server.admission import Admission, Ticket
+from pier.server.copy_admission import CopyAdmission, Ticket
 from pier.server.errors import ShuttingDown
 from pier.server.metrics import ServerMetrics
 from pier.server.served_embedder import ServedEmbedder
@@ -39,7 +39,7 @@ class InvocationHandler(Protocol):
 class ServerState:
     def __init__(self, settings: ServerSettings) -> None:
         self.settings = settings
-        self.admission = Admission(settings.max_concurrent_requests, settings.parallel)
+        self.admission = CopyAdmission(settings.max_concurrent_requests, settings.parallel)
         self.metrics = ServerMetrics(self._engine_stats, lambda: self.admission.in_flight)
         self.model: ServedModel | None = None
         self.embedder: ServedEmbedder | None = None  # an embedding model is served instead of `model`

@@ -12,7 +12,7 @@ from pier.control.errors import ValidationError
 from pier.control.shapes import ContainerSpec
 from pier.transform.jsonpath import JsonPathError, parse
 from pier.transform.processing import Processing
-from pier.transform.storage import StorageError, check_url
+from pier.transform.storage import LocationError, check_url
 
 JobStatus = Literal["InProgress", "Completed", "Failed", "Stopping", "Stopped"]
 RUNNING = frozenset({"InProgress", "Stopping"})
@@ -97,7 +97,7 @@ def _problems(request: dict[str, Any]) -> list[str]:
                         ("TransformOutput.S3OutputPath", request["TransformOutput"]["S3OutputPath"])):
         try:
             check_url(url, member)
-        except StorageError as error:
+        except LocationError as error:
             found.append(str(error).rstrip("."))
     output = request["TransformOutput"]
     if output.get("KmsKeyId") and output["S3OutputPath"].startswith("file:"):  # refused: it would go unused

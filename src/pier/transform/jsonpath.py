@@ -22,7 +22,7 @@ class JsonPathError(ValueError):
 
 
 @dataclass(frozen=True)
-class Step:
+class PathPart:
     kind: str  # "names", "indexes", "slice", "all"
     names: tuple[str, ...] = ()
     indexes: tuple[int, ...] = ()
@@ -37,7 +37,7 @@ class Step:
 @dataclass(frozen=True)
 class JsonPath:
     text: str
-    steps: tuple[Step, ...]
+    steps: tuple[PathPart, ...]
 
     def select(self, value: Any) -> Any:
         """What the path picks out of `value`; JsonPathError when the value lacks it."""
@@ -51,7 +51,7 @@ def parse(text: str) -> JsonPath:
     while at < len(text):
         name, bracket = _NAME.match(text, at), _BRACKET.match(text, at)
         if name:
-            steps.append(Step("all") if name.group(1) == "*" else Step("names", names=(name.group(1),)))
+            steps.append(PathPart("all") if name.group(1) == "*" else PathPart("names", names=(name.group(1),)))
             at = name.end()
         elif bracket:
             steps.append(_bracket(bracket.group(1), text))
@@ -62,24 +62,24 @@ def parse(text: str) -> JsonPath:
     return JsonPath(text, tuple(steps))
 
 
-def _bracket(inside: str, text: str) -> Step:
+def _bracket(inside: str, text: str) -> PathPart:
     inside = inside.strip()
     if inside == "*":
-        return Step("all")
+        return PathPart("all")
     if slice_ := _SLICE.fullmatch(inside):
         start, stop = slice_.groups()
-        return Step("slice", start=int(start) if start else None, stop=int(stop) if stop else None)
+        return PathPart("slice", start=int(start) if start else None, stop=int(stop) if stop else None)
     parts = [p for p in inside.split(",")]
     if all(_INDEX.fullmatch(p.strip()) for p in parts):
-        return Step("indexes", indexes=tuple(int(p) for p in parts))
+        return PathPart("indexes", indexes=tuple(int(p) for p in parts))
     quoted = [_QUOTED.fullmatch(p) for p in parts]
     if all(quoted):
-        return Step("names", names=tuple(q.group(1) if q.group(1) is not None else q.group(2)
+        return PathPart("names", names=tuple(q.group(1) if q.group(1) is not None else q.group(2)
                                          for q in quoted if q))
     raise JsonPathError(f"[{inside}] in the JSONPath {text!r} is not an index, a slice or quoted names.")
 
 
-def _select(value: Any, steps: tuple[Step, ...], text: str) -> Any:
+def _select(value: Any, steps: tuple[PathPart, ...], text: str) -> Any:
     if not steps:
         return value
     step, rest = steps[0], steps[1:]
@@ -88,11 +88,11 @@ def _select(value: Any, steps: tuple[Step, ...], text: str) -> Any:
     if step.kind == "names":
         if not isinstance(value, dict):
             raise JsonPathError(f"{text} picks members of an object, but the record has {_kind(value)} there.")
-        return {name: _select(_one(value, Step("names", names=(name,)), text), rest, text) for name in step.names}
+        return {name: _select(_one(value, PathPart("names", names=(name,)), text), rest, text) for name in step.names}
     return [_select(item, rest, text) for item in _many(value, step, text)]
 
 
-def _one(value: Any, step: Step, text: str) -> Any:
+def _one(value: Any, step: PathPart, text: str) -> Any:
     if step.kind == "names":
         if not isinstance(value, dict) or step.names[0] not in value:
             raise JsonPathError(f"{text}: the record has no member {step.names[0]!r} there ({_kind(value)}).")
@@ -102,7 +102,7 @@ def _one(value: Any, step: Step, text: str) -> Any:
     return value[step.indexes[0]]
 
 
-def _many(value: Any, step: Step, text: str) -> list[Any]:
+def _many(value: Any, step: PathPart, text: str) -> list[Any]:
     if step.kind == "all":
         if isinstance(value, dict):
             return list(value.values())
@@ -111,7 +111,7 @@ def _many(value: Any, step: Step, text: str) -> list[Any]:
     elif isinstance(value, list):
         if step.kind == "slice":
             return value[step.start : step.stop]
-        return [_one(value, Step("indexes", indexes=(i,)), text) for i in step.indexes]
+        return [_one(value, PathPart("indexes", indexes=(i,)), text) for i in step.indexes]
     raise JsonPathError(f"{text} picks items of an array, but the record has {_kind(value)} there.")
 
 

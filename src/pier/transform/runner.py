@@ -21,7 +21,7 @@ from pier.transform import storage
 from pier.transform.job import JobRecord, Settings
 from pier.transform.processing import ProcessingError
 from pier.transform.records import RecordError, Unit
-from pier.transform.storage import StorageError
+from pier.transform.storage import LocationError
 from pier.transform.store import ObjectRow, TransformStore
 from pier.transform.turns import CopiesFailed, Turns
 
@@ -57,7 +57,7 @@ class JobRun:
     async def run(self) -> None:
         try:
             await self._run()
-        except (RecordError, ProcessingError, StorageError, CopiesFailed) as error:
+        except (RecordError, ProcessingError, LocationError, CopiesFailed) as error:
             raise JobFailed(str(error)) from None
 
     async def _run(self) -> None:

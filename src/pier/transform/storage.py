@@ -16,7 +16,7 @@ from pier.control.fetch import s3
 from pier.transform import records as cutting
 
 
-class StorageError(ValueError):
+class LocationError(ValueError):
     """An input or output location pier cannot use, in words for a FailureReason."""
 
 
@@ -29,11 +29,11 @@ class Source:
 def check_url(url: str, member: str) -> None:
     scheme = urlparse(url).scheme
     if scheme not in ("s3", "file"):
-        raise StorageError(f"{member} {url!r} must be an s3://bucket/prefix or file:///path URL.")
+        raise LocationError(f"{member} {url!r} must be an s3://bucket/prefix or file:///path URL.")
     try:  # a bucket, an absolute path: refused at CreateTransformJob rather than failing the job as pier's error
         storage.check_url(url)
     except storage.StorageError as error:
-        raise StorageError(f"{member} {error}") from None
+        raise LocationError(f"{member} {error}") from None
 
 
 def inputs(url: str, data_type: str) -> list[Source]:
@@ -41,10 +41,10 @@ def inputs(url: str, data_type: str) -> list[Source]:
     if data_type == "ManifestFile":
         return _manifest(url, read(url))
     if data_type != "S3Prefix":
-        raise StorageError(f"pier reads S3DataType S3Prefix or ManifestFile, not {data_type}.")
+        raise LocationError(f"pier reads S3DataType S3Prefix or ManifestFile, not {data_type}.")
     found = _listing(url)
     if not found:
-        raise StorageError(f"There are no objects under {url}: check TransformInput's S3Uri.")
+        raise LocationError(f"There are no objects under {url}: check TransformInput's S3Uri.")
     return sorted(found, key=lambda s: s.url)
 
 
@@ -52,7 +52,7 @@ def read(url: str) -> bytes:
     try:
         return storage.read(url)
     except storage.StorageError as error:
-        raise StorageError(str(error)) from None
+        raise LocationError(str(error)) from None
 
 
 def write(url: str, data: bytes, kms_key: str | None = None) -> None:
@@ -60,7 +60,7 @@ def write(url: str, data: bytes, kms_key: str | None = None) -> None:
     try:
         storage.write(url, data, kms_key=kms_key)
     except storage.StorageError as error:
-        raise StorageError(str(error)) from None
+        raise LocationError(str(error)) from None
 
 
 join = storage.join
@@ -76,7 +76,7 @@ def output_url(base: str, relative: str) -> str:
     try:
         return host_path.url_under(base, name)
     except host_path.PathRefused as error:
-        raise StorageError(f"The input {relative!r} cannot have its output under {base}: {error}. Rename the "
+        raise LocationError(f"The input {relative!r} cannot have its output under {base}: {error}. Rename the "
                            "object, or write the outputs to s3://.") from None
 
 
@@ -98,7 +98,7 @@ def _listing(url: str) -> list[Source]:
             found += [Source(f"s3://{bucket}/{item['Key']}", item["Key"][len(base):])
                       for item in page.get("Contents", []) if not item["Key"].endswith("/")]
     except Exception as error:
-        raise StorageError(f"Cannot list {url}: {storage.why(error)}.") from None
+        raise LocationError(f"Cannot list {url}: {storage.why(error)}.") from None
     return found
 
 
@@ -109,12 +109,12 @@ def _manifest(url: str, data: bytes) -> list[Source]:
         prefix = entries[0]["prefix"]
         names = [str(name) for name in entries[1:]]
     except (ValueError, LookupError, TypeError):
-        raise StorageError(f"The manifest {url} is not [{{\"prefix\": \"s3://bucket/prefix/\"}}, \"name\", ...].") \
+        raise LocationError(f"The manifest {url} is not [{{\"prefix\": \"s3://bucket/prefix/\"}}, \"name\", ...].") \
             from None
     if not isinstance(prefix, str) or urlparse(prefix).scheme != urlparse(url).scheme:
         # Whoever may write the manifest object would otherwise choose what the gateway reads: one in S3 naming a
         # file:// prefix read the gateway host's files into the job's outputs. AWS takes s3:// prefixes only.
-        raise StorageError(f"The manifest {url} names the prefix {prefix!r}: a manifest's prefix must be of its own "
+        raise LocationError(f"The manifest {url} names the prefix {prefix!r}: a manifest's prefix must be of its own "
                            f"kind ({urlparse(url).scheme}://): list objects stored where the manifest is.")
     check_url(prefix, "The manifest's prefix")
     if urlparse(prefix).scheme != "file":
@@ -122,7 +122,7 @@ def _manifest(url: str, data: bytes) -> list[Source]:
     try:  # under a file:// prefix, '..' (or %2e%2e) would read any file of the gateway's host
         return [Source(host_path.url_under(prefix, name), name) for name in names]
     except host_path.PathRefused as error:
-        raise StorageError(f"The manifest {url} lists a name outside its prefix: {error}. Name files under "
+        raise LocationError(f"The manifest {url} lists a name outside its prefix: {error}. Name files under "
                            f"{prefix}.") from None
 
 
@@ -130,7 +130,7 @@ def _local(url: str) -> Path:
     try:
         return host_path.of_url(url)
     except host_path.PathRefused as error:
-        raise StorageError(str(error)) from None
+        raise LocationError(str(error)) from None
 
 
 def _s3() -> Any:

@@ -37,7 +37,7 @@ class ObjectRow:
 
 
 @dataclass(frozen=True)
-class Progress:
+class JobProgress:
     objects: int
     objects_done: int
     units: int  # of the objects cut so far
@@ -133,7 +133,7 @@ class TransformStore(StoreFile):
             self.db.execute("UPDATE objects SET done = 1 WHERE job = ? AND url = ?", (job.lower(), url))
             self.db.execute("DELETE FROM outputs WHERE job = ? AND url = ?", (job.lower(), url))
 
-    def progress(self, job: str) -> Progress:
+    def progress(self, job: str) -> JobProgress:
         with self.lock:
             objects = self.db.execute(
                 "SELECT count(*), coalesce(sum(done), 0), coalesce(sum(units), 0), "
@@ -142,7 +142,7 @@ class TransformStore(StoreFile):
                 (job.lower(),)).fetchone()
             pending = self.db.execute("SELECT count(*) FROM outputs WHERE job = ?", (job.lower(),)).fetchone()[0]
         count, done, units, units_done, records, records_done = objects
-        return Progress(count, done, units, units_done + pending, records, records_done)
+        return JobProgress(count, done, units, units_done + pending, records, records_done)
 
     def forget_progress(self, job: str) -> None:
         """A finished job keeps its record; its rows of progress go."""

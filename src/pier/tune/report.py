@@ -15,13 +15,13 @@ from pier.bench.metrics import cost_per_million_tokens
 from pier.bench.pricing import Price
 from pier.tune.halving import Standing, rank, within_noise
 from pier.tune.runner import Setup
-from pier.tune.space import Candidate
+from pier.tune.space import Recipe
 from pier.tune.trials import Trial
 
 
 @dataclass(frozen=True)
-class Row:
-    candidate: Candidate
+class RecipeRow:
+    candidate: Recipe
     standing: Standing
     trials: Sequence[Trial]
 
@@ -34,10 +34,10 @@ class Row:
         return sum(1 for t in self.trials if not t.misses)
 
 
-def rows(standings: Sequence[Standing], candidates: Sequence[Candidate], trials: Sequence[Trial]) -> list[Row]:
+def rows(standings: Sequence[Standing], candidates: Sequence[Recipe], trials: Sequence[Trial]) -> list[RecipeRow]:
     """Best first; only candidates with at least one trial."""
     by_key = {c.key: c for c in candidates}
-    return [Row(by_key[s.key], s, [t for t in trials if t.candidate.key == s.key]) for s in rank(standings)]
+    return [RecipeRow(by_key[s.key], s, [t for t in trials if t.candidate.key == s.key]) for s in rank(standings)]
 
 
 def spread(values: Sequence[float]) -> str:
@@ -47,7 +47,7 @@ def spread(values: Sequence[float]) -> str:
     return f"{median:.1f}" if len(values) == 1 else f"{median:.1f} ({min(values):.1f}–{max(values):.1f})"
 
 
-def table(ranked: Sequence[Row], price: Price | None) -> Table:
+def table(ranked: Sequence[RecipeRow], price: Price | None) -> Table:
     table = Table(title="pier tune: candidates, best first (median over trials, min–max)")
     for name in ("setup", "trials", "met SLO", "goodput tok/s", "output tok/s", "TTFT p90 ms", "TPOT p90 ms",
                  "USD / M tokens"):
@@ -61,7 +61,7 @@ def table(ranked: Sequence[Row], price: Price | None) -> Table:
     return table
 
 
-def verdict(ranked: Sequence[Row]) -> str:
+def verdict(ranked: Sequence[RecipeRow]) -> str:
     if not ranked or ranked[0].standing.goodput <= 0:
         return "No candidate met the SLO in its trials: loosen the SLO, lighten the workload, or use a larger instance."
     first = ranked[0]
@@ -72,7 +72,7 @@ def verdict(ranked: Sequence[Row]) -> str:
     return line + "."
 
 
-def plot(ranked: Sequence[Row], path: Path) -> Path:
+def plot(ranked: Sequence[RecipeRow], path: Path) -> Path:
     """Goodput per instance against TTFT p90, one point per candidate (labelled), SLO misses hollow."""
     import matplotlib
 
@@ -96,7 +96,7 @@ def plot(ranked: Sequence[Row], path: Path) -> Path:
     return path
 
 
-def write_deploy_file(path: Path, endpoint: str, setup: Setup, winner: Candidate) -> Path:
+def write_deploy_file(path: Path, endpoint: str, setup: Setup, winner: Recipe) -> Path:
     """The winner as a deploy file `pier deploy` takes (the model's path made absolute, so it works anywhere)."""
     file = setup.deploy_file(endpoint, winner)
     data = file.model_dump(exclude_none=True)

@@ -27,7 +27,7 @@ from pier.bench.runner import run_bench
 from pier.client.client import PierClient
 from pier.client.deploy_file import ComponentBlock, DeployFile, ModelBlock
 from pier.tune.objective import Bound, goodput, misses
-from pier.tune.space import Candidate
+from pier.tune.space import Recipe
 from pier.tune.trials import Trial
 
 GATEWAY_READY_S = 60.0
@@ -38,7 +38,7 @@ class TrialError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Workload:
+class TrialTraffic:
     """What each trial sends: pier bench's workload, lengths, and requests per run."""
 
     kind: WorkloadKind = WorkloadKind.RANDOM
@@ -58,7 +58,7 @@ class Workload:
         return (f"{self.kind.value}: {self.input_len} prompt tokens, {self.output_len} output tokens{extra}{load}, "
                 f"at least {self.requests} requests per trial")
 
-    def clients(self, candidate: Candidate) -> int:
+    def clients(self, candidate: Recipe) -> int:
         """Clients at once in a trial of `candidate`."""
         return self.concurrency or candidate.concurrency
 
@@ -72,7 +72,7 @@ class Setup:
     context: int = 4096
     memory_mb: int = 1024
 
-    def deploy_file(self, endpoint: str, candidate: Candidate) -> DeployFile:
+    def deploy_file(self, endpoint: str, candidate: Recipe) -> DeployFile:
         component = ComponentBlock(
             name=component_of(endpoint), copies=candidate.copies, cpus=candidate.threads, memory_mb=self.memory_mb,
             accelerators=candidate.gpus or None, model=ModelBlock(data=self.model,
@@ -85,14 +85,14 @@ def component_of(endpoint: str) -> str:
 
 
 class TrialRunner:
-    def __init__(self, gateway: str, setup: Setup, workload: Workload, bounds: tuple[Bound, ...]) -> None:
+    def __init__(self, gateway: str, setup: Setup, workload: TrialTraffic, bounds: tuple[Bound, ...]) -> None:
         self.client = PierClient(gateway, timeout_s=60.0)
         self.gateway = gateway
         self.setup = setup
         self.workload = workload
         self.bounds = bounds
 
-    def run(self, candidate: Candidate, rung: int) -> Trial:
+    def run(self, candidate: Recipe, rung: int) -> Trial:
         started = time.monotonic()
         endpoint = f"tune-{candidate.key}"
         try:
@@ -107,7 +107,7 @@ class TrialRunner:
         return Trial(candidate, rung, goodput(self.bounds, metrics), metrics.output_throughput,
                      time.monotonic() - started, tuple(misses(self.bounds, metrics)), figures(metrics))
 
-    def _bench(self, endpoint: str, candidate: Candidate, rung: int) -> Metrics:
+    def _bench(self, endpoint: str, candidate: Recipe, rung: int) -> Metrics:
         w = self.workload
         # SageMaker's OpenAI route for an inference component, on the gateway: routed, admitted and queued as
         # every invocation is, and the chat API every workload (multi-turn too) speaks

@@ -21,8 +21,8 @@ from pier.engine.kv_type import kv_type_problem
 from pier.server.kv_budget import kv_shape
 from pier.tune import report
 from pier.tune.objective import Bound
-from pier.tune.runner import Setup, TrialRunner, Workload, own_gateway
-from pier.tune.space import Candidate, Space
+from pier.tune.runner import Setup, TrialRunner, TrialTraffic, own_gateway
+from pier.tune.space import Recipe, Space
 from pier.tune.trials import TrialStore
 from pier.tune.tuner import Search
 
@@ -31,7 +31,7 @@ from pier.tune.tuner import Search
 class TuneRequest:
     setup: Setup
     space: Space
-    workload: Workload
+    workload: TrialTraffic
     bounds: tuple[Bound, ...]
     budget_s: float
     out: Path
@@ -44,7 +44,7 @@ class TuneRequest:
 
 @dataclass(frozen=True)
 class TuneOutcome:
-    rows: list[report.Row]
+    rows: list[report.RecipeRow]
     verdict: str
     deploy_file: Path | None
     plot: Path | None
@@ -111,7 +111,7 @@ def tune(request: TuneRequest, console: Console) -> TuneOutcome:
     return TuneOutcome(rows, verdict, deploy, plot, price)
 
 
-def usable(candidates: list[Candidate], setup: Setup, console: Console) -> list[Candidate]:
+def usable(candidates: list[Recipe], setup: Setup, console: Console) -> list[Recipe]:
     """The candidates whose KV cache type the model takes (checked from a local GGUF's header, as the copy would
     refuse it): a refused one would cost a deploy that never comes up."""
     path = Path(setup.model)

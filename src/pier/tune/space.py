@@ -18,7 +18,7 @@ OMP_POLICIES = ("spin", "passive")  # spin: OpenMP's default (OMP_WAIT_POLICY un
 
 
 @dataclass(frozen=True)
-class Candidate:
+class Recipe:
     copies: int
     threads: int
     parallel: int
@@ -86,10 +86,10 @@ class Space:
         return [(self.gpus // g, max(1, self.vcpus // (self.gpus // g)), g)
                 for g in range(self.gpus, 0, -1) if self.gpus % g == 0]
 
-    def candidates(self) -> list[Candidate]:
+    def candidates(self) -> list[Recipe]:
         """Every combination, interleaved across layouts so that any first n differ the most."""
         per_split = [
-            [Candidate(c, t, p, b, k, pc, o, g) for p, b, k, pc, o in itertools.product(
+            [Recipe(c, t, p, b, k, pc, o, g) for p, b, k, pc, o in itertools.product(
                 self.parallel, self.batch_tokens, self.kv_types, self.prefix_cache, self.omp)]
             for c, t, g in self.layouts()
         ]

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pier.tune.space import Candidate
+from pier.tune.space import Recipe
 
 VERSION = 1
 
@@ -24,7 +24,7 @@ class StateFileError(ValueError):
 class Trial:
     """One short benchmark of one candidate."""
 
-    candidate: Candidate
+    candidate: Recipe
     rung: int
     goodput: float  # output tok/s when the run met the SLO, else 0
     throughput: float  # output tok/s
@@ -61,10 +61,10 @@ class TrialStore:
                                  "or delete it.") from None
         return store
 
-    def done(self, candidate: Candidate, rung: int) -> bool:
+    def done(self, candidate: Recipe, rung: int) -> bool:
         return any(t.candidate == candidate and t.rung == rung for t in self.trials)
 
-    def of(self, candidate: Candidate) -> list[Trial]:
+    def of(self, candidate: Recipe) -> list[Trial]:
         return [t for t in self.trials if t.candidate == candidate]
 
     def add(self, trial: Trial) -> None:
@@ -77,5 +77,5 @@ class TrialStore:
 
 
 def _trial(raw: dict[str, Any]) -> Trial:
-    return Trial(Candidate(**raw["candidate"]), int(raw["rung"]), float(raw["goodput"]), float(raw["throughput"]),
+    return Trial(Recipe(**raw["candidate"]), int(raw["rung"]), float(raw["goodput"]), float(raw["throughput"]),
                  float(raw["seconds"]), tuple(raw.get("misses", ())), dict(raw.get("figures", {})))

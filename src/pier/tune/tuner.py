@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pier.tune.halving import Standing, survivors
-from pier.tune.space import Candidate
+from pier.tune.space import Recipe
 from pier.tune.trials import Trial, TrialStore
 
 Say = Callable[[str], None]
@@ -23,16 +23,16 @@ Say = Callable[[str], None]
 
 @dataclass
 class Search:
-    candidates: Sequence[Candidate]
+    candidates: Sequence[Recipe]
     store: TrialStore
-    run_trial: Callable[[Candidate, int], Trial]
+    run_trial: Callable[[Recipe, int], Trial]
     budget_s: float
     min_repeats: int = 2
     eta: int = 2
     max_rungs: int = 8  # candidates that stay inside each other's noise stop here, not at the budget
     say: Say = lambda _: None
     clock: Callable[[], float] = time.monotonic
-    failures: dict[Candidate, str] = field(default_factory=dict)
+    failures: dict[Recipe, str] = field(default_factory=dict)
 
     def run(self) -> list[Standing]:
         """Every candidate tried, with its trials so far; the search stops at the budget."""
@@ -66,7 +66,7 @@ class Search:
         times = [t.seconds for t in self.store.trials]
         return statistics.median(times) if times else None
 
-    def _trial(self, candidate: Candidate, rung: int, deadline: float) -> bool:
+    def _trial(self, candidate: Recipe, rung: int, deadline: float) -> bool:
         """Run one trial unless it is done; False when the budget has no room for it."""
         if self.store.done(candidate, rung) or candidate in self.failures:
             return True
@@ -85,7 +85,7 @@ class Search:
         self.say(f"rung {rung} {candidate.label}: {trial.throughput:.1f} tok/s, {verdict} ({trial.seconds:.0f} s)")
         return True
 
-    def _standing(self, candidate: Candidate) -> Standing:
+    def _standing(self, candidate: Recipe) -> Standing:
         trials = self.store.of(candidate)
         return Standing(candidate.key, tuple(t.goodput for t in trials), tuple(t.throughput for t in trials))
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from pier.server.byoc.errors import HandlerError
-from pier.server.byoc.frames import Invocation, Reply
 from pier.server.byoc.toolkit import Context, Handler, handle, resolve, takes_context
+from pier.server.byoc.worker_frames import WorkerReply, WorkerRequest
 
 
 class CallableModel:
@@ -83,14 +83,14 @@ def load(**functions: Callable[..., Any]) -> Handler:
 
 
 def call(handler: Handler, body: bytes, content_type: str = "application/json", accept: str = "*/*",
-         custom_attributes: str | None = None) -> Reply:
-    return handle(handler, Invocation(body, content_type, accept, custom_attributes, "req-1"))
+         custom_attributes: str | None = None) -> WorkerReply:
+    return handle(handler, WorkerRequest(body, content_type, accept, custom_attributes, "req-1"))
 
 
 def test_defaults_decode_call_the_model_and_encode() -> None:
     handler = load(model_fn=lambda model_dir: (lambda data: data * 2))
-    assert call(handler, b"[1, 2, 3]") == Reply(body=b"[2, 4, 6]", content_type="application/json")
-    csv = Reply(body=b"2,4\n6,8\n", content_type="text/csv")
+    assert call(handler, b"[1, 2, 3]") == WorkerReply(body=b"[2, 4, 6]", content_type="application/json")
+    csv = WorkerReply(body=b"2,4\n6,8\n", content_type="text/csv")
     assert call(handler, b"1,2\n3,4", "text/csv", "text/csv") == csv
     reply = call(handler, b"[1.5]", accept="application/x-npy")
     assert reply.content_type == "application/x-npy"
@@ -100,7 +100,7 @@ def test_defaults_decode_call_the_model_and_encode() -> None:
 def test_default_accept_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT", "text/csv")
     handler = load(model_fn=lambda model_dir: (lambda data: data))
-    assert call(handler, b"[1, 2]", accept="*/*") == Reply(body=b"1\n2\n", content_type="text/csv")
+    assert call(handler, b"[1, 2]", accept="*/*") == WorkerReply(body=b"1\n2\n", content_type="text/csv")
 
 
 @pytest.mark.parametrize(
@@ -154,12 +154,12 @@ def test_context_carries_model_dir_headers_and_custom_attributes() -> None:
 
 def test_output_fn_may_return_body_alone_or_body_and_type() -> None:
     alone = load(model_fn=lambda d: None, predict_fn=lambda data, model: "hi", output_fn=lambda p, accept: p)
-    assert call(alone, b"[]", accept="text/plain") == Reply(body=b"hi", content_type="text/plain")
+    assert call(alone, b"[]", accept="text/plain") == WorkerReply(body=b"hi", content_type="text/plain")
     both = load(model_fn=lambda d: None, predict_fn=lambda data, model: "hi",
                 output_fn=lambda p, accept: (p.encode(), "text/x-greeting"))
-    assert call(both, b"[]") == Reply(body=b"hi", content_type="text/x-greeting")
+    assert call(both, b"[]") == WorkerReply(body=b"hi", content_type="text/x-greeting")
     as_json = load(model_fn=lambda d: None, predict_fn=lambda data, model: {"a": 1}, output_fn=lambda p, a: p)
-    json_reply = Reply(body=b'{"a": 1}', content_type="application/json")
+    json_reply = WorkerReply(body=b'{"a": 1}', content_type="application/json")
     assert call(as_json, b"[]", accept="text/plain") == json_reply
 
 

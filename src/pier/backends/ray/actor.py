@@ -63,7 +63,7 @@ def seen(status: CopyStatus) -> Seen:
 
 
 @dataclass(frozen=True)
-class Report:
+class CopyReport:
     status: CopyStatus
     log: bytes  # the copy's log from the offset asked for
     log_offset: int  # where the next read starts
@@ -167,7 +167,7 @@ class CopyActor:
         self.supervisor.secret = self.secret
         self.supervisor.start()
 
-    async def report(self, log_offset: int, known: Seen | None = None, wait_s: float = 0.0) -> Report:
+    async def report(self, log_offset: int, known: Seen | None = None, wait_s: float = 0.0) -> CopyReport:
         """The copy's status and its log from `log_offset`, as soon as the status differs from `known` (what the
         gateway last saw), new log lines have waited `LOG_BATCH_S`, or `wait_s` has passed: a long poll, so the
         gateway hears of a change at once and of nothing, cheaply, while nothing happens. A dead actor fails the
@@ -181,7 +181,7 @@ class CopyActor:
             if known is None or seen(status) != known or now >= deadline or (
                     now >= lines_due and self._log_size() != log_offset):
                 data, offset = self._read_log(log_offset)
-                return Report(status, data, offset)
+                return CopyReport(status, data, offset)
             await asyncio.sleep(CHECK_S)
 
     def _status(self) -> CopyStatus:

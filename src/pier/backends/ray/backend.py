@@ -29,7 +29,7 @@ from typing import Any
 from pier.backends.base import CopySpec, CopyState, CopyStatus
 from pier.backends.identities import RAY_CAPABILITIES, RAY_NAME
 from pier.backends.logfile import tail
-from pier.backends.ray.actor import ActorSetup, Identity, Report, seen
+from pier.backends.ray.actor import ActorSetup, CopyReport, Identity, seen
 from pier.backends.ray.config import RayConfig
 from pier.backends.ray.groups import Groups, live_nodes
 from pier.backends.ray.join import Attempts, join, probe
@@ -433,7 +433,7 @@ class RayBackend:
         while True:
             try:
                 ref = copy.actor.report.remote(copy.mirror.offset, known, self.long_poll_s)
-                report: Report = await self._call(ref, self.long_poll_s + self.settings.ping_timeout_s)
+                report: CopyReport = await self._call(ref, self.long_poll_s + self.settings.ping_timeout_s)
             except TimeoutError:  # silent past its long poll: its node may be cut off
                 misses = max(misses + 1, self.settings.unhealthy_after)
             except ActorUnavailableError:  # refused at once: its node may be going down

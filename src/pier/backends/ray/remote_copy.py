@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pier.backends.base import CopySpec, CopyState, CopyStatus
-from pier.backends.ray.actor import Report
+from pier.backends.ray.actor import CopyReport
 from pier.backends.ray.log_mirror import LogMirror
 
 
@@ -46,7 +46,7 @@ class RemoteCopy:
             self.ready_since = None
         self.state, self.message = state, message
 
-    def take(self, report: Report) -> None:
+    def take(self, report: CopyReport) -> None:
         status = report.status
         self.url, self.pid, self.process_restarts = status.url, status.pid, status.restarts
         self.concurrency = status.concurrency if status.concurrency is not None else self.concurrency

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from pier.server.byoc.environment import prepare_python
 from pier.server.byoc.errors import HandlerError
-from pier.server.byoc.frames import Invocation, Reply
 from pier.server.byoc.location import HandlerScript, search_handler
 from pier.server.byoc.process import STOP_GRACE_S, NotDelivered, WorkerDied, WorkerProcess
+from pier.server.byoc.worker_frames import WorkerReply, WorkerRequest
 from pier.server.settings import HandlerSettings
 
 log = logging.getLogger("pier.server.byoc")
@@ -53,7 +53,7 @@ class HandlerService:
         self._python = sys.executable
         self._idle: asyncio.Queue[WorkerProcess] = asyncio.Queue()
         self._live: dict[int, WorkerProcess] = {}
-        self._jobs: set[asyncio.Task[Reply]] = set()
+        self._jobs: set[asyncio.Task[WorkerReply]] = set()
         self._watchers: set[asyncio.Task[None]] = set()
         self._state = "new"  # -> starting -> serving -> stopping -> stopped
 
@@ -96,7 +96,7 @@ class HandlerService:
         """Run one request through the handler; (response body, response content type)."""
         if self._state != "serving":
             raise HandlerError(503, f"The handler is {self._state}, not serving; wait until /ping says 200.")
-        request = Invocation(body, content_type, accept, custom_attributes, uuid.uuid4().hex)
+        request = WorkerRequest(body, content_type, accept, custom_attributes, uuid.uuid4().hex)
         job = asyncio.ensure_future(self._run(request))
         self._jobs.add(job)
         job.add_done_callback(self._job_done)
@@ -120,7 +120,7 @@ class HandlerService:
         self._live.clear()
         self._state = "stopped"
 
-    async def _run(self, request: Invocation) -> Reply:
+    async def _run(self, request: WorkerRequest) -> WorkerReply:
         while True:
             worker = await self._acquire()
             try:
@@ -128,7 +128,7 @@ class HandlerService:
             except NotDelivered:
                 continue  # it died before reading the request (its watcher replaces it): try another
 
-    async def _run_on(self, worker: WorkerProcess, request: Invocation) -> Reply:
+    async def _run_on(self, worker: WorkerProcess, request: WorkerRequest) -> WorkerReply:
         try:
             reply = await asyncio.wait_for(worker.call(request), self.timeout_s)
         except TimeoutError:
@@ -206,7 +206,7 @@ class HandlerService:
             self._adopt(index, replacement)
             return
 
-    def _job_done(self, job: asyncio.Task[Reply]) -> None:
+    def _job_done(self, job: asyncio.Task[WorkerReply]) -> None:
         self._jobs.discard(job)
         if not job.cancelled():
             job.exception()  # mark it retrieved: its caller may have gone away

@@ -1,4 +1,4 @@
-"""The server's handle on one worker process: spawn it, send an Invocation, read its Reply, end it."""
+"""The server's handle on one worker process: spawn it, send a WorkerRequest, read its WorkerReply, end it."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pier
 from pier.server.byoc.errors import HandlerError
-from pier.server.byoc.frames import HEAD_SIZE, PARENT_ENV, Invocation, Reply, unpack_sizes
 from pier.server.byoc.location import HandlerScript
+from pier.server.byoc.worker_frames import HEAD_SIZE, PARENT_ENV, WorkerReply, WorkerRequest, unpack_sizes
 
 STOP_GRACE_S = 5.0
 
@@ -32,7 +32,7 @@ class NotDelivered(WorkerDied):
 
 
 class WorkerProcess:
-    """The server's handle on one worker process: send an Invocation, read its Reply."""
+    """The server's handle on one worker process: send a WorkerRequest, read its WorkerReply."""
 
     def __init__(self, process: asyncio.subprocess.Process) -> None:
         self._process = process
@@ -79,7 +79,7 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self._process.returncode is None
 
-    async def call(self, request: Invocation) -> Reply:
+    async def call(self, request: WorkerRequest) -> WorkerReply:
         try:
             self._stdin.write(request.to_frame())
             await self._stdin.drain()
@@ -87,14 +87,14 @@ class WorkerProcess:
             raise NotDelivered(await self.exit_description()) from None
         return await self.receive()
 
-    async def receive(self) -> Reply:
+    async def receive(self) -> WorkerReply:
         try:
             meta_len, body_len = unpack_sizes(await self._stdout.readexactly(HEAD_SIZE))
             meta = await self._stdout.readexactly(meta_len)
             body = await self._stdout.readexactly(body_len)
         except (asyncio.IncompleteReadError, ConnectionResetError):
             raise WorkerDied(await self.exit_description()) from None
-        return Reply.from_frame(json.loads(meta), body)
+        return WorkerReply.from_frame(json.loads(meta), body)
 
     async def wait(self) -> int:
         return await self._process.wait()

@@ -18,7 +18,7 @@ from pier import __version__
 from pier.env import Env
 from pier.server.byoc import codecs
 from pier.server.byoc.errors import HandlerError
-from pier.server.byoc.frames import Invocation, Reply
+from pier.server.byoc.worker_frames import WorkerReply, WorkerRequest
 
 log = logging.getLogger("pier.handler")
 
@@ -251,7 +251,7 @@ def default_accept() -> str:
     return Env().get("SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT", cast=str, default=codecs.JSON)
 
 
-def handle(handler: Handler, request: Invocation) -> Reply:
+def handle(handler: Handler, request: WorkerRequest) -> WorkerReply:
     context = Context(handler.model_dir, request.headers(), request.request_id)
     accept = request.accept if codecs.media_type(request.accept) not in ("", codecs.ANY) else default_accept()
     try:
@@ -259,10 +259,10 @@ def handle(handler: Handler, request: Invocation) -> Reply:
         result = handler.transform(body, request.content_type, accept, context)
         return _reply(result, accept, context)
     except (HandlerError) as e:
-        return Reply(status=e.status, error=e.message)
+        return WorkerReply(status=e.status, error=e.message)
 
 
-def _request_body(request: Invocation) -> bytes | str:
+def _request_body(request: WorkerRequest) -> bytes | str:
     """JSON and CSV reach input_fn as str, everything else as bytes, as in the toolkit."""
     if codecs.media_type(request.content_type) not in codecs.TEXT_TYPES:
         return request.body
@@ -273,13 +273,13 @@ def _request_body(request: Invocation) -> bytes | str:
                                 ) from e
 
 
-def _reply(result: Any, accept: str, context: Context) -> Reply:
+def _reply(result: Any, accept: str, context: Context) -> WorkerReply:
     body, content_type = result if isinstance(result, tuple) and len(result) == 2 else (result, accept)
     code, phrase = context.get_response_status()
     if code >= 400:
-        return Reply(status=code, error=phrase or _as_bytes(body)[0].decode("utf-8", "replace"))
+        return WorkerReply(status=code, error=phrase or _as_bytes(body)[0].decode("utf-8", "replace"))
     data, encoded_type = _as_bytes(body)
-    return Reply(body=data, content_type=encoded_type or str(content_type or accept))
+    return WorkerReply(body=data, content_type=encoded_type or str(content_type or accept))
 
 
 def _as_bytes(body: Any) -> tuple[bytes, str | None]:

@@ -24,8 +24,8 @@ from typing import BinaryIO
 
 from pier.env import Env, integer
 from pier.server.byoc.errors import HandlerError
-from pier.server.byoc.frames import PARENT_ENV, Invocation, Reply, read_frame
 from pier.server.byoc.toolkit import handle, load
+from pier.server.byoc.worker_frames import PARENT_ENV, WorkerReply, WorkerRequest, read_frame
 
 
 def _claim_stdio() -> tuple[BinaryIO, BinaryIO]:
@@ -74,7 +74,7 @@ def _watchdog(fd: int, parent: int) -> None:
         os._exit(ORPHANED)
 
 
-def _send(stream: BinaryIO, reply: Reply) -> None:
+def _send(stream: BinaryIO, reply: WorkerReply) -> None:
     stream.write(reply.to_frame())
     stream.flush()
 
@@ -88,11 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         handler = load(Path(path), model_dir, [Path(p) for p in import_path])
     except HandlerError as e:
-        _send(frames_out, Reply(status=500, error=e.message))
+        _send(frames_out, WorkerReply(status=500, error=e.message))
         return 1
-    _send(frames_out, Reply())
+    _send(frames_out, WorkerReply())
     while (frame := read_frame(frames_in)) is not None:
-        _send(frames_out, handle(handler, Invocation.from_frame(*frame)))
+        _send(frames_out, handle(handler, WorkerRequest.from_frame(*frame)))
     return 0
 
 

@@ -15,9 +15,9 @@ import numpy as np
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict
 
+from pier.dialect import Dialect
 from pier.errors import InvalidRequest
 from pier.served_name import answered_name
-from pier.server.errors import Flavor
 from pier.server.served_embedder import ServedEmbedder
 from pier.server.state import State
 
@@ -87,7 +87,7 @@ def is_embed_payload(payload: dict[str, Any]) -> bool:
     return "inputs" in payload
 
 
-EMBED_FLAVOR = Flavor.TGI  # TEI answers errors as TGI does: {"error": ..., "error_type": ...}
+EMBED_FLAVOR = Dialect.TGI  # TEI answers errors as TGI does: {"error": ..., "error_type": ...}
 
 
 async def _openai_inputs(served: ServedEmbedder, given: str | list[str] | list[int] | list[list[int]]

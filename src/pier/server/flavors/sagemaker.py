@@ -18,8 +18,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 
+from pier.dialect import Dialect
 from pier.errors import InvalidRequest
-from pier.server.errors import Flavor, TooDeeplyNested
+from pier.server.errors import TooDeeplyNested
 from pier.server.flavors import embeddings
 from pier.server.flavors.openai.requests import ChatCompletionRequest, CompletionRequest
 from pier.server.flavors.openai.spec import CompletionSpec
@@ -76,14 +77,14 @@ async def invocations(http: Request, state: State) -> Response:
         embed = _parse(embeddings.EmbedRequest, payload, http, embeddings.EMBED_FLAVOR)
         return JSONResponse(await embeddings.respond_embed(embed, state))
     if "inputs" in payload:
-        body = _parse(GenerateRequestBody, payload, http, Flavor.TGI)
+        body = _parse(GenerateRequestBody, payload, http, Dialect.TGI)
         spec = GenerateSpec(body, stream=body.stream, full_text_default=True, as_list=not body.stream)
         return await respond(spec, http, state)
     if "messages" in payload:  # TGI's Messages API, in TGI's shapes (errors included)
-        chat = _parse(ChatCompletionRequest, payload, http, Flavor.TGI)
+        chat = _parse(ChatCompletionRequest, payload, http, Dialect.TGI)
         return await respond(messages_spec(chat), http, state)
     if "prompt" in payload:
-        completion = _parse(CompletionRequest, payload, http, Flavor.OPENAI)
+        completion = _parse(CompletionRequest, payload, http, Dialect.OPENAI)
         return await respond(CompletionSpec(completion), http, state)
     raise InvalidRequest(
         "Unrecognized /invocations payload: send a TGI request {\"inputs\": \"...\", \"parameters\": {...}}, "
@@ -117,9 +118,9 @@ async def _json_object(http: Request) -> dict[str, Any]:
     return payload
 
 
-def _parse(model: type[M], payload: dict[str, Any], http: Request, flavor: Flavor) -> M:
-    """Validate as `model`; from here on this request's errors take `flavor`'s shape."""
-    http.state.flavor = flavor
+def _parse(model: type[M], payload: dict[str, Any], http: Request, dialect: Dialect) -> M:
+    """Validate as `model`; from here on this request's errors take `dialect`'s shape."""
+    http.state.dialect = dialect
     try:
         return model.model_validate(payload)
     except ValidationError as error:

@@ -19,12 +19,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pier.dialect import Dialect
 from pier.engine.logprobs import TokenLogprob
 from pier.engine.request import FinishReason, GenerationChunk
 from pier.model.tools.reader import ToolReader
 from pier.model.tools.spec import ToolSet
 from pier.model.tools.stream import CallStart, Event
-from pier.server.errors import Flavor, error_body
+from pier.server.errors import error_body
 from pier.server.flavors.logprobs import Piece, chat_logprobs
 from pier.server.flavors.openai.requests import ChatCompletionRequest
 from pier.server.flavors.openai.response_request import ResponseRequest
@@ -53,7 +54,7 @@ class _Item:
 class ResponseView:
     """Shapes one request's output as a `response`; `echo` holds the request's settings the response repeats."""
 
-    flavor = Flavor.OPENAI
+    dialect = Dialect.OPENAI
 
     def __init__(self, model: str, body: ResponseRequest, tools: ToolReader | None, piece: Piece | None) -> None:
         self.head: dict[str, Any] = {"id": f"resp_{uuid.uuid4().hex}", "created_at": int(time.time()), SEQUENCE: 0}
@@ -200,7 +201,7 @@ class ResponseView:
 
     def failure(self, error: BaseException) -> bytes:
         """An error after the stream began: OpenAI's `error` event."""
-        _, body = error_body(error, self.flavor)
+        _, body = error_body(error, self.dialect)
         problem = body.get("error", {})
         event = {"type": "error", "code": problem.get("code"), "message": problem.get("message", str(error)),
                  "param": problem.get("param"), SEQUENCE: self.head[SEQUENCE]}

@@ -11,7 +11,7 @@ from fastapi.responses import Response
 from pier.channel.headers import MODEL_NAME_HEADER
 from pier.errors import ResponseNotStored
 from pier.served_name import listed_name
-from pier.server.errors import ModelNotFound
+from pier.server.errors import ModelNotServed
 from pier.server.flavors.openai.requests import ChatCompletionRequest, CompletionRequest
 from pier.server.flavors.openai.response_request import ResponseRequest
 from pier.server.flavors.openai.spec import ChatSpec, CompletionSpec, ResponseSpec
@@ -62,7 +62,7 @@ async def model(model: str, http: Request, state: State) -> dict[str, Any]:
         return await models(http, state)
     listed = _listed(http, state)
     if listed["id"] != model:
-        raise ModelNotFound(model, listed["id"])
+        raise ModelNotServed(model, listed["id"])
     return listed
 
 

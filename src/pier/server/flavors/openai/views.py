@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from pier import __version__
+from pier.dialect import Dialect
 from pier.engine.logprobs import TokenLogprob
 from pier.engine.request import FinishReason, GenerationChunk
 from pier.engine.schema_check import SchemaCheck
@@ -17,7 +18,7 @@ from pier.model.tools.reader import ToolReader
 from pier.model.tools.spec import ToolSet
 from pier.model.tools.stream import CallStart, Event
 from pier.server import sse
-from pier.server.errors import Flavor, error_event
+from pier.server.errors import error_event
 from pier.server.flavors.logprobs import CompletionLogprobs, Piece, chat_logprobs, merged
 from pier.server.flavors.openai.requests import ChatCompletionRequest
 from pier.server.generation import Completion
@@ -49,7 +50,7 @@ class OpenAIView:
     (the runner's token bytes) it writes the log-probabilities too; with `check` (a response_format schema) the
     last choice carries `schema_check` when the schema was checked after generation or the output breaks it."""
 
-    flavor = Flavor.OPENAI
+    dialect = Dialect.OPENAI
 
     def __init__(
         self, model: str, *, chat: bool, include_usage: bool, echo: str = "", piece: Piece | None = None,
@@ -207,7 +208,7 @@ class OpenAIView:
         return [sse.event("[DONE]")]
 
     def failure(self, error: BaseException) -> bytes:
-        return error_event(error, self.flavor)
+        return error_event(error, self.dialect)
 
     def _chunk(
         self, delta: dict[str, Any] | str, finish_reason: str | None, logprobs: dict[str, Any] | None = None,

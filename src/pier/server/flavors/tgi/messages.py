@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pier import __version__
+from pier.dialect import Dialect
 from pier.engine.logprobs import TokenLogprob
 from pier.engine.request import GenerationChunk
 from pier.engine.schema_check import SchemaCheck
@@ -16,7 +17,7 @@ from pier.model.tools.reader import ToolReader
 from pier.model.tools.spec import ToolSet
 from pier.model.tools.stream import CallStart, Event
 from pier.server import sse
-from pier.server.errors import Flavor, error_event
+from pier.server.errors import error_event
 from pier.server.flavors.logprobs import tgi_chat_logprobs
 from pier.server.flavors.openai.requests import ChatCompletionRequest
 from pier.server.flavors.openai.spec import ChatSpec
@@ -41,7 +42,7 @@ class MessagesView:
     `function.arguments` is an object; streamed, one `delta.tool_calls` object per chunk (the call's name first,
     then its arguments' text in fragments), content in chunks of its own, TGI's finish reasons."""
 
-    flavor = Flavor.TGI
+    dialect = Dialect.TGI
 
     def __init__(self, model: ServedModel, include_usage: bool, logprobs: bool = False,
                  tools: ToolReader | None = None) -> None:
@@ -145,4 +146,4 @@ class MessagesView:
         return []  # TGI 2.0 ends the stream without `data: [DONE]`
 
     def failure(self, error: BaseException) -> bytes:
-        return error_event(error, self.flavor)
+        return error_event(error, self.dialect)

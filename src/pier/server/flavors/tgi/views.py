@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pier.channel.headers import SCHEMA_CHECK_HEADER
+from pier.dialect import Dialect
 from pier.engine.logprobs import TokenLogprob
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk
 from pier.engine.schema_check import SchemaCheck
 from pier.server import sse
-from pier.server.errors import Flavor, error_event
+from pier.server.errors import error_event
 from pier.server.flavors.logprobs import tgi_top
 from pier.server.generation import Completion
 from pier.server.pipeline import View
@@ -30,7 +31,7 @@ def finish_reason(reason: FinishReason, stop_reason: str | int | None) -> str:
 class GenerateView:
     """TGI's generate answer: whole (with `details`, best_of's sequences) or one event per token."""
 
-    flavor = Flavor.TGI
+    dialect = Dialect.TGI
 
     model: ServedModel
     request: GenerateRequest
@@ -96,7 +97,7 @@ class GenerateView:
         return []
 
     def failure(self, error: BaseException) -> bytes:
-        return error_event(error, self.flavor)
+        return error_event(error, self.dialect)
 
     def _events(self, chunk: GenerationChunk) -> Iterator[dict[str, Any]]:
         """One event per token; a chunk's text rides on its last token, so the texts add up exactly."""

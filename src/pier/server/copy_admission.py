@@ -12,7 +12,7 @@ from types import TracebackType
 from pier.errors import RETRY_AFTER_S, InvalidRequest, Overloaded
 
 
-class Admission:
+class CopyAdmission:
     """`limit` requests at once; one request may run at most `most_sequences` sequences (n choices), the copy's
     concurrency (no more than the engine's parallel sequences), since its choices should all run at once."""
 
@@ -40,8 +40,8 @@ class Admission:
 class Ticket:
     """One admitted request; releasing twice is harmless, so every exit path may release."""
 
-    def __init__(self, admission: Admission, turns: int = 1) -> None:
-        self._admission: Admission | None = admission
+    def __init__(self, admission: CopyAdmission, turns: int = 1) -> None:
+        self._admission: CopyAdmission | None = admission
         self._turns = turns
 
     def release(self) -> None:

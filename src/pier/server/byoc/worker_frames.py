@@ -14,7 +14,7 @@ PARENT_ENV = "PIER_WORKER_PARENT"  # the server's pid, in the worker's environme
 
 
 @dataclass(frozen=True)
-class Invocation:
+class WorkerRequest:
     """One request, server -> worker."""
 
     body: bytes
@@ -29,7 +29,7 @@ class Invocation:
         return pack(meta, self.body)
 
     @classmethod
-    def from_frame(cls, meta: Mapping[str, Any], body: bytes) -> Invocation:
+    def from_frame(cls, meta: Mapping[str, Any], body: bytes) -> WorkerRequest:
         return cls(body, meta["content_type"], meta["accept"], meta["custom_attributes"], meta["request_id"])
 
     def headers(self) -> dict[str, str]:
@@ -40,8 +40,8 @@ class Invocation:
 
 
 @dataclass(frozen=True)
-class Reply:
-    """Worker -> server: the answer to an Invocation, or (the first frame) whether loading worked."""
+class WorkerReply:
+    """Worker -> server: the answer to a WorkerRequest, or (the first frame) whether loading worked."""
 
     status: int = 200
     body: bytes = b""
@@ -53,7 +53,7 @@ class Reply:
         return pack(meta, self.body)
 
     @classmethod
-    def from_frame(cls, meta: Mapping[str, Any], body: bytes) -> Reply:
+    def from_frame(cls, meta: Mapping[str, Any], body: bytes) -> WorkerReply:
         return cls(meta["status"], body, meta["content_type"], meta["error"])
 
 

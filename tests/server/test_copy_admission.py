@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from pier.errors import Overloaded
-from pier.server.admission import Admission
+from pier.server.copy_admission import CopyAdmission
 
 
 def test_refuses_past_the_limit_and_releases_once() -> None:
-    admission = Admission(2)
+    admission = CopyAdmission(2)
     first, second = admission.enter(), admission.enter()
     with pytest.raises(Overloaded, match="MAX_CONCURRENT_REQUESTS"):
         admission.enter()
@@ -24,7 +24,7 @@ def test_refuses_past_the_limit_and_releases_once() -> None:
 
 
 def test_hand_off_moves_the_turn_out_of_the_block() -> None:
-    admission = Admission(1)
+    admission = CopyAdmission(1)
     with admission.enter() as ticket:
         stream_ticket = ticket.hand_off()
     assert admission.in_flight == 1
