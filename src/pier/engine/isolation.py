@@ -36,7 +36,7 @@ class Part:
 
 
 @dataclass
-class Outcome:
+class ApartDecode:
     """The parts that ran, in the step's order, their logits rows in the same order, and the parts that failed
     alone with their errors."""
 
@@ -53,29 +53,30 @@ def batch_of(parts: list[Part]) -> Batch:
     return batch
 
 
-def decode_apart(runner: ModelRunner, parts: list[Part], n_vocab: int) -> Outcome:
+def decode_apart(runner: ModelRunner, parts: list[Part], n_vocab: int) -> ApartDecode:
     """Decode the parts as one pass; if llama_decode fails, apart (module docstring). KvCacheFull means nothing
     was written, as from `runner.decode`: the parts that had run are taken back first."""
     try:
-        return Outcome(parts, runner.decode(batch_of(parts)), [])
+        return ApartDecode(parts, runner.decode(batch_of(parts)), [])
     except RuntimeError as error:
         if len(parts) == 1:
-            return Outcome([], np.empty((0, n_vocab), np.float32), [(parts[0], error)])
+            return ApartDecode([], np.empty((0, n_vocab), np.float32), [(parts[0], error)])
     return _halves(runner, parts, n_vocab)
 
 
-def _halves(runner: ModelRunner, parts: list[Part], n_vocab: int) -> Outcome:
+def _halves(runner: ModelRunner, parts: list[Part], n_vocab: int) -> ApartDecode:
     middle = len(parts) // 2
-    done = Outcome([], np.empty((0, n_vocab), np.float32), [])
+    done = ApartDecode([], np.empty((0, n_vocab), np.float32), [])
     try:
         for half in (parts[:middle], parts[middle:]):
             try:
                 logits = np.array(runner.decode(batch_of(half)))  # a copy: the next decode overwrites them
-                part = Outcome(half, logits, [])
+                part = ApartDecode(half, logits, [])
             except RuntimeError as error:
-                part = (Outcome([], np.empty((0, n_vocab), np.float32), [(half[0], error)]) if len(half) == 1
+                part = (ApartDecode([], np.empty((0, n_vocab), np.float32), [(half[0], error)]) if len(half) == 1
                         else _halves(runner, half, n_vocab))
-            done = Outcome(done.ran + part.ran, np.concatenate([done.logits, part.logits]), done.failed + part.failed)
+            logits = np.concatenate([done.logits, part.logits])
+            done = ApartDecode(done.ran + part.ran, logits, done.failed + part.failed)
     except KvCacheFull:
         for ran in done.ran:
             runner.remove(ran.seq_id, ran.start)

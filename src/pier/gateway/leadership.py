@@ -44,7 +44,7 @@ def holder_name(port: int | None = None) -> str:
 
 
 @dataclass(frozen=True)
-class Standing:
+class LeaderStanding:
     """What `/pier` says of leadership."""
 
     leading: bool
@@ -67,7 +67,7 @@ class Leadership:
         self.url = url
         self.me = me
         self.renew_s, self.deadline_s, self.grace_s = renew_s, deadline_s, grace_s
-        self.role = Standing(leading=url is None, leader=me if url is None else None)
+        self.role = LeaderStanding(leading=url is None, leader=me if url is None else None)
         self._conn: Any = None
 
     async def run(self, lead: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -103,7 +103,7 @@ class Leadership:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-            self.role = Standing(leading=False, leader=None)
+            self.role = LeaderStanding(leading=False, leader=None)
             self._drop()  # frees the lock if the server still holds it for us
 
     async def _call(self, step: Callable[[], Any]) -> Any:
@@ -129,18 +129,18 @@ class Leadership:
         taken = bool(conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (LOCK_KEY,)).fetchone()[0])
         if not taken:
             row = conn.execute(f"SELECT holder, since, term FROM {SCHEMA}.leader WHERE id = 1").fetchone()
-            self.role = Standing(False, *row) if row else Standing(False, None)
+            self.role = LeaderStanding(False, *row) if row else LeaderStanding(False, None)
         return taken
 
     def _renew(self) -> bool:
         return bool(self._connection().execute("SELECT 1").fetchone()[0] == 1)
 
-    def _claim(self) -> Standing:
+    def _claim(self) -> LeaderStanding:
         row = self._connection().execute(
             f"INSERT INTO {SCHEMA}.leader (id, holder, since, term) VALUES (1, %s, %s, 1) ON CONFLICT (id) DO "
             "UPDATE SET holder = excluded.holder, since = excluded.since, term = leader.term + 1 "
             "RETURNING holder, since, term", (self.me, time.time())).fetchone()
-        return Standing(True, *row)
+        return LeaderStanding(True, *row)
 
     def _drop(self) -> None:
         conn, self._conn = self._conn, None

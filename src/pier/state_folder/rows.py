@@ -60,13 +60,13 @@ class Rows(Generic[T]):
         return self.counted or kind
 
 
-class Connection(Protocol):
+class Readable(Protocol):
     """What reading rows needs of a database connection (a DB-API one: sqlite3's, a server's driver's)."""
 
     def execute(self, sql: str, parameters: Any = ..., /) -> Any: ...
 
 
-def read_rows(db: Connection, kinds: tuple[Rows[Any], ...], tables: set[str],
+def read_rows(db: Readable, kinds: tuple[Rows[Any], ...], tables: set[str],
               tallies: tuple[tuple[str, str], ...] = ()) -> RowsRead:
     """Every row of `kinds` read as its store reads it, from the `tables` present (a file from before a table was
     added lacks it); `tallies`: (count's key, table) of tables only counted, whose rows are numbers (metrics)."""
