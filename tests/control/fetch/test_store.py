@@ -243,7 +243,9 @@ def test_hf_shards_and_code_come_along(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("files", "url", "problem"), [
     ({"a.Q4_0.gguf": GGUF, "a.Q8_0.gguf": GGUF}, "hf://org/a", r"holds 2 GGUF models .* name one, e\.g\. hf://org/a/a"),
-    ({"model.safetensors": b"x"}, "hf://org/a", "has no GGUF file and pier serves GGUF models"),
+    ({"model.safetensors": b"x"}, "hf://org/a", "org/a has no config.json: give a Hugging Face checkpoint folder"),
+    ({"config.json": b"{}", "pytorch_model.bin": b"x", "tokenizer.json": b"{}"}, "hf://org/a",
+     "holds its weights only as pickled files .* which pier never unpickles"),
     ({"a.gguf": GGUF}, "hf://org/a/b.gguf", "has no file 'b.gguf'; its GGUF files: a.gguf"),
 ])
 def test_hf_problems_say_what_to_do(tmp_path: Path, files: dict[str, bytes], url: str, problem: str) -> None:
@@ -271,3 +273,15 @@ def test_where_model_files_come_from(container: dict[str, Any], artifact: str | 
 def test_unsupported_url_scheme() -> None:
     with pytest.raises(NoModelData, match="pier cannot fetch 'gs://b/m'"):
         from_url("gs://b/m")
+
+
+def test_hf_repo_without_gguf_fetches_its_checkpoint_but_never_pickles_or_code(tmp_path: Path) -> None:
+    hub = FakeHub({"config.json": b"{}", "model-00001-of-00002.safetensors": b"a",
+                   "model-00002-of-00002.safetensors": b"b",
+                   "model.safetensors.index.json": b"{}", "tokenizer.json": b"{}", "tokenizer_config.json": b"{}",
+                   "pytorch_model.bin": b"pickle", "modeling_x.py": b"import os", "README.md": b"hi"})
+    folder = hub_store(tmp_path, hub).fetch(from_url("hf://org/tiny"))
+    assert sorted(hub.downloads) == ["config.json", "model-00001-of-00002.safetensors",
+                                     "model-00002-of-00002.safetensors", "model.safetensors.index.json",
+                                     "tokenizer.json", "tokenizer_config.json"]
+    assert sorted(p.name for p in folder.iterdir()) == sorted(hub.downloads)

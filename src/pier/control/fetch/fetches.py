@@ -1,4 +1,5 @@
-"""Model fetches in the background: the reconciler asks each tick and never waits for a download."""
+"""Model fetches in the background: the reconciler asks each tick and never waits for a download, nor for the
+conversion of a Hugging Face checkpoint that follows it (whose progress it can read meanwhile)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
+from pier.control.fetch.conversion import Conversions
 from pier.control.fetch.source import ModelSource
 from pier.control.fetch.store import ModelDataError, ModelStore
 
@@ -18,6 +21,7 @@ class Fetched:
     folder: Path | None = None  # set when the files are ready
     error: str = ""  # set when fetching failed, in words for a FailureReason
     weights_mb: int = 0  # the size of the folder's GGUF files, once ready
+    progress: str = ""  # while not ready: the step a conversion is at ("converting: 40% written"), if any
 
 
 @dataclass(frozen=True)
@@ -30,7 +34,9 @@ class Fetches:
     def __init__(self, store: ModelStore) -> None:
         self.store = store
         self.notify: Callable[[], None] = lambda: None  # called on the event loop when a fetch ends
+        self.conversions = Conversions(store.root)
         self._tasks: dict[ModelSource, asyncio.Future[_Ready]] = {}
+        self._progress: dict[ModelSource, str] = {}  # written by the workers, read by the tick
 
     def get(self, source: ModelSource) -> Fetched:
         """Where the fetch of `source` stands, starting it if nothing is known about it."""
@@ -39,7 +45,7 @@ class Fetches:
             self._tasks[source] = self._start(source)
             return Fetched()
         if not task.done():
-            return Fetched()
+            return Fetched(progress=self._progress.get(source, ""))
         error = task.exception()
         if error is None:
             ready = task.result()
@@ -53,6 +59,7 @@ class Fetches:
         for source, task in list(self._tasks.items()):
             if task.done() and task.exception() is not None:
                 del self._tasks[source]
+                self._progress.pop(source, None)
 
     def close(self) -> None:
         for task in self._tasks.values():
@@ -77,11 +84,16 @@ class Fetches:
         def work() -> None:
             try:
                 folder = self.store.fetch(source)
+                folder = self.conversions.serve(folder, source.quantize, partial(self._report, source), source.url)
                 result, error = _Ready(folder, self.store.measure(folder).weights_mb), None
             except Exception as failure:
                 result, error = None, failure
+            self._progress.pop(source, None)
             with contextlib.suppress(RuntimeError):  # the loop closed while we worked
                 loop.call_soon_threadsafe(settle, result, error)
 
         threading.Thread(target=work, name=f"fetch {source.url}", daemon=True).start()
         return future
+
+    def _report(self, source: ModelSource, step: str) -> None:
+        self._progress[source] = step

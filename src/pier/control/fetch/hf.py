@@ -1,7 +1,9 @@
 """Model files on the Hugging Face Hub: `hf://org/repo[@revision][/path/file.gguf]`.
 
 pier serves GGUF files, so a repo without a named file contributes its one GGUF model (all shards of it)
-plus any `code/` folder (a bring-your-own inference.py); safetensors and the rest stay on the Hub.
+plus any `code/` folder (a bring-your-own inference.py); safetensors and the rest stay on the Hub. A repo with no
+GGUF is taken as a checkpoint in Hugging Face layout: its config, safetensors and tokenizer files are fetched (never
+its pickles or code) and converted after (pier.control.fetch.conversion).
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+from pier.control.fetch import checkpoint
 
 _SHARD = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
 
@@ -56,10 +60,7 @@ def _default_files(ref: HfRef, files: dict[str, int]) -> list[str]:
     models = sorted(f for f in files if f.endswith(".gguf") and not f.split("/")[-1].startswith("mmproj"))
     firsts = [f for f in models if (m := _SHARD.search(f)) is None or m.group(1) == "00001"]
     if not firsts:
-        raise FileNotFoundError(
-            f"{ref.repo} has no GGUF file and pier serves GGUF models: use a GGUF repo (many have a -GGUF suffix) "
-            f"or convert the model with llama.cpp's convert_hf_to_gguf.py."
-        )
+        return _checkpoint_files(ref, files)
     if len(firsts) > 1:
         raise FileNotFoundError(
             f"{ref.repo} holds {len(firsts)} GGUF models ({', '.join(firsts)}): name one, e.g. "
@@ -67,6 +68,14 @@ def _default_files(ref: HfRef, files: dict[str, int]) -> list[str]:
         )
     stem = _SHARD.sub("", firsts[0])
     return [f for f in models if f == firsts[0] or _SHARD.sub("", f) == stem]
+
+
+def _checkpoint_files(ref: HfRef, files: dict[str, int]) -> list[str]:
+    """A repo without GGUF files: its Hugging Face checkpoint, refused at once when it cannot be converted."""
+    problem = checkpoint.problem(files, ref.repo)
+    if problem:
+        raise FileNotFoundError(f"{problem} (pier serves a GGUF repo as it is, and converts a safetensors one)")
+    return checkpoint.wanted(files)
 
 
 def default_hub() -> Hub:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import unquote, urlparse
 
+from pier.control.fetch import precision
 from pier.control.shapes import ContainerSpec
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
@@ -21,6 +22,7 @@ class ModelSource:
     url: str  # a local path, file://, s3:// or hf:// URL
     archive: bool = False  # a tar (usually model.tar.gz) to unpack
     prefix: bool = False  # every S3 object under the URL, as S3DataType S3Prefix with CompressionType None
+    quantize: str = ""  # HF_MODEL_QUANTIZE / QUANTIZE: the precision a Hugging Face checkpoint is converted to
 
     @property
     def scheme(self) -> str:
@@ -36,7 +38,12 @@ class ModelSource:
 
 def source_of(container: ContainerSpec, artifact_url: str | None = None) -> ModelSource:
     """An inference component's ArtifactUrl wins over its model's data; then ModelDataSource, ModelDataUrl, and
-    last Environment.HF_MODEL_ID (a local folder, or a Hugging Face repo id as TGI containers take it)."""
+    last Environment.HF_MODEL_ID (a local folder, or a Hugging Face repo id as TGI containers take it). A
+    checkpoint in Hugging Face layout is converted at the precision the environment asks for (HF_MODEL_QUANTIZE)."""
+    return replace(_located(container, artifact_url), quantize=precision.setting(container.Environment))
+
+
+def _located(container: ContainerSpec, artifact_url: str | None) -> ModelSource:
     if artifact_url:
         return from_url(artifact_url)
     s3 = container.ModelDataSource.S3DataSource if container.ModelDataSource else None
