@@ -38,6 +38,8 @@ def test_disk_space_counts_every_file_written(weights: int, dtype: str, method: 
 @pytest.mark.parametrize(("tail", "code", "says"), [
     (["NotImplementedError: Architecture 'FancyNetForCausalLM' not supported!"], 1,
      "hf://o/r is a FancyNetForCausalLM, an architecture llama.cpp's converter does not know: serve a GGUF"),
+    (["INFO:hf-to-gguf:Model architecture: FancyNetForCausalLM", "ERROR:hf-to-gguf:Model FancyNetForCausalLM is not "
+      "supported"], 1, "hf://o/r is a FancyNetForCausalLM, an architecture llama.cpp's converter does not know"),
     (["WARNING:hf-to-gguf:** WARNING: The BPE pre-tokenizer was not recognized!",
       "NotImplementedError: BPE pre-tokenizer was not recognized - update get_vocab_base_pre()"], 1,
      "has a BPE pre-tokenizer llama.cpp's converter does not recognize"),

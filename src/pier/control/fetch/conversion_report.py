@@ -10,7 +10,7 @@ from pier.control.fetch.precision import Precision
 _SHARD = re.compile(r"indexing model part '(?:[^']*?-(\d+)-of-(\d+)\.safetensors|([^']+))'")
 _WRITING = re.compile(r"Writing:\s*(\d+)%")
 _QUANTIZING = re.compile(r"^\[\s*(\d+)/\s*(\d+)\]")
-_ARCHITECTURE = re.compile(r"Architecture '?\"?([^'\"]+?)'?\"? not supported")
+_ARCHITECTURE = re.compile(r"(?:Architecture '?|Model )([\w.-]+)'? (?:is )?not supported")
 
 # Bytes per weight as stored in a checkpoint, by dtype or by how it was quantized for GPUs.
 SOURCE_BYTES = {"float32": 4.0, "float16": 2.0, "bfloat16": 2.0, "": 2.0}

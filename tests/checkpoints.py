@@ -1,0 +1,66 @@
+"""Small random checkpoints in Hugging Face layout, made offline the way users make theirs: `transformers`' own
+model classes and `save_pretrained`, a SentencePiece tokenizer trained here on a few sentences, and a chat template
+in tokenizer_config.json. Needs the [hf] extra's packages (torch, transformers, sentencepiece)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+CORPUS = [
+    "the quick brown fox jumps over the lazy dog", "hello world, how are you today?",
+    "deep learning is a kind of machine learning", "pier serves models on cpus",
+    "what is the capital of france? paris.", "user: hi\nassistant: hello there",
+] * 20
+CHAT_TEMPLATE = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+                 "{% if add_generation_prompt %}assistant:{% endif %}")
+PROMPTS = ["hello world", "the quick brown", "what is deep learning", "pier serves"]
+
+
+def tokenizer_model() -> bytes:
+    """A SentencePiece BPE model with byte fallback, ids 0-2 for <unk>, <s>, </s> as Llama's."""
+    import sentencepiece as spm
+
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(CORPUS), model_writer=model, vocab_size=384,
+                                   model_type="bpe", byte_fallback=True, character_coverage=1.0, unk_id=0, bos_id=1,
+                                   eos_id=2, pad_id=-1, minloglevel=2)
+    return model.getvalue()
+
+
+def llama(folder: Path, *, shard_size: str | None = "100KB", architecture: str | None = None) -> Path:
+    """A two-layer Llama with random weights (wide enough that greedy choices stand clear of float noise), saved
+    sharded with its index when `shard_size` is set; `architecture` renames it in config.json."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tokenizer.model").write_bytes(tokenizer_model())
+    config = LlamaConfig(vocab_size=384, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, bos_token_id=1,
+                         eos_token_id=2, initializer_range=0.3, tie_word_embeddings=False)
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(folder, **({"max_shard_size": shard_size} if shard_size else {}))
+    (folder / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "LlamaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
+        "add_bos_token": True, "add_eos_token": False, "chat_template": CHAT_TEMPLATE}))
+    if architecture:
+        settings = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**settings, "architectures": [architecture]}))
+    return folder
+
+
+def greedy(folder: Path, prompt_ids: list[int], tokens: int) -> tuple[list[int], float]:
+    """transformers' own greedy continuation of `prompt_ids`, and the smallest gap between the top two logits
+    along it (below float noise, an engine may fairly pick the other token)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model: Any = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    with torch.no_grad():
+        out = model.generate(torch.tensor([prompt_ids]), max_new_tokens=tokens, do_sample=False,
+                             output_scores=True, return_dict_in_generate=True, eos_token_id=None, pad_token_id=0)
+    gaps = [float(torch.topk(score[0], 2).values.diff().abs()) for score in out.scores]
+    return out.sequences[0][len(prompt_ids):].tolist(), min(gaps)
