@@ -96,4 +96,5 @@ class Fetches:
         return future
 
     def _report(self, source: ModelSource, step: str) -> None:
-        self._progress[source] = step
+        """A conversion's step, read by the next tick (a worker thread may not wake the loop's event)."""
+        self._progress[source] = f"Converting {source.url} to GGUF: {step}"

@@ -78,6 +78,21 @@ def _checkpoint_files(ref: HfRef, files: dict[str, int]) -> list[str]:
     return checkpoint.wanted(files)
 
 
+def explain(error: Exception, url: str) -> str:
+    """A FailureReason for the Hub's refusals that a user can fix ("" for any other error)."""
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+
+    if isinstance(error, GatedRepoError):
+        return (f"{url} is a gated repo and the gateway has no token with access to it: accept the model's terms on "
+                "its Hub page, then start the gateway (pier up) with HF_TOKEN set to a read token of that account.")
+    if isinstance(error, RevisionNotFoundError):
+        return f"{url} has no such revision: name a branch, tag or commit of the repo after @."
+    if isinstance(error, RepositoryNotFoundError):
+        return (f"{url}: no such repo on the Hub, or a private one: check HF_MODEL_ID's spelling, or start the "
+                "gateway with HF_TOKEN set to a token that can read it.")
+    return ""
+
+
 def default_hub() -> Hub:
     from huggingface_hub import HfApi
 

@@ -59,6 +59,8 @@ class ModelStore:
             except FileNotFoundError as error:
                 raise ModelDataError(f"{source.url}: {error}") from None
             except Exception as error:
+                if reason := hf.explain(error, source.url):
+                    raise ModelDataError(reason) from None
                 raise ModelDataError(
                     f"Could not fetch {source.url}: {type(error).__name__}: {error}. Check the URL and that the "
                     "gateway can reach it (AWS credentials for s3://, HF_TOKEN for gated hf:// repos)."
