@@ -33,16 +33,34 @@ def tokenizer_model() -> bytes:
 def llama(folder: Path, *, shard_size: str | None = "100KB", architecture: str | None = None) -> Path:
     """A two-layer Llama with random weights (wide enough that greedy choices stand clear of float noise), saved
     sharded with its index when `shard_size` is set; `architecture` renames it in config.json."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    return made(folder, "llama", shard_size=shard_size, architecture=architecture)
 
+
+SHAPE = {"vocab_size": 384, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+         "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 512, "bos_token_id": 1,
+         "eos_token_id": 2, "pad_token_id": 0, "initializer_range": 0.3}
+# transformers' config and model classes of each architecture, with what that architecture needs besides SHAPE.
+ARCHITECTURES: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM", {"tie_word_embeddings": False}),
+    "mistral": ("MistralConfig", "MistralForCausalLM", {"tie_word_embeddings": False, "sliding_window": None}),
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", {"head_dim": 16}),
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", {"head_dim": 16}),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", {"tie_word_embeddings": False}),
+}
+
+
+def made(folder: Path, kind: str, *, shard_size: str | None = None, architecture: str | None = None) -> Path:
+    """A random checkpoint of one of ARCHITECTURES, with the SentencePiece tokenizer and the chat template."""
+    import torch
+    import transformers
+
+    config_class, model_class, extra = ARCHITECTURES[kind]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "tokenizer.model").write_bytes(tokenizer_model())
-    config = LlamaConfig(vocab_size=384, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, bos_token_id=1,
-                         eos_token_id=2, initializer_range=0.3, tie_word_embeddings=False)
+    config = getattr(transformers, config_class)(**SHAPE, **extra)
     torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(folder, **({"max_shard_size": shard_size} if shard_size else {}))
+    model = getattr(transformers, model_class)(config)
+    model.save_pretrained(folder, **({"max_shard_size": shard_size} if shard_size else {}))
     (folder / "tokenizer_config.json").write_text(json.dumps({
         "tokenizer_class": "LlamaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
         "add_bos_token": True, "add_eos_token": False, "chat_template": CHAT_TEMPLATE}))

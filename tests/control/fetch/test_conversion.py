@@ -81,6 +81,24 @@ def test_greedy_answers_equal_the_checkpoints_own(converted: tuple[Conversions, 
     assert template == checkpoints.CHAT_TEMPLATE  # the chat template came along
 
 
+@pytest.mark.parametrize("kind", ["mistral", "gemma2", "gemma3", "phi3"])
+def test_each_architecture_answers_greedily_as_transformers(kind: str, tmp_path: Path) -> None:
+    import llama_cpp
+
+    folder = checkpoints.made(tmp_path / kind, kind)
+    served = Conversions(tmp_path / "store").serve(folder, "", lambda step: None)
+    model = llama_cpp.Llama(str(next(served.glob("*.gguf"))), n_ctx=128, verbose=False)
+    agreed = 0
+    for prompt in checkpoints.PROMPTS:
+        ids = model.tokenize(prompt.encode(), add_bos=True)
+        expected, gap = checkpoints.greedy(folder, ids, 12)
+        model.reset()
+        if gap > 1e-3:
+            assert [t for t, _ in zip(model.generate(ids, top_k=1, temp=0.0), range(12), strict=False)] == expected
+            agreed += 1
+    assert agreed >= 3
+
+
 def test_q4_k_m_is_made_by_llama_cpps_quantizer(converted: tuple[Conversions, Path, list[str], Counting],
                                                llama: Path) -> None:
     from gguf import GGUFReader
