@@ -19,12 +19,14 @@ _SHARD = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
 
 
 class Hub(Protocol):
-    """The two calls pier makes; `huggingface_hub.HfApi` has both."""
+    """The two calls pier makes; `huggingface_hub.HfApi` has both. `token` is passed only when the model's own
+    environment names one (HF_TOKEN, as TGI reads it); else the gateway's own (its HF_TOKEN or login) is used."""
 
-    def model_info(self, repo_id: str, *, revision: str | None = None, files_metadata: bool = False) -> Any: ...
+    def model_info(self, repo_id: str, *, revision: str | None = None, files_metadata: bool = False,
+                   token: str | None = None) -> Any: ...
 
     def hf_hub_download(self, repo_id: str, filename: str, *, revision: str | None = None,
-                        local_dir: str | Path | None = None) -> str: ...
+                        local_dir: str | Path | None = None, token: str | None = None) -> str: ...
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from urllib.parse import unquote, urlparse
 
 from pier.control.fetch import precision
@@ -11,6 +11,7 @@ from pier.control.shapes import ContainerSpec
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
 SCHEMES = ("s3", "hf", "file")
+TOKEN_SETTINGS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")  # TGI's names for a Hub token
 
 
 class NoModelData(ValueError):
@@ -23,6 +24,7 @@ class ModelSource:
     archive: bool = False  # a tar (usually model.tar.gz) to unpack
     prefix: bool = False  # every S3 object under the URL, as S3DataType S3Prefix with CompressionType None
     quantize: str = ""  # HF_MODEL_QUANTIZE / QUANTIZE: the precision a Hugging Face checkpoint is converted to
+    token: str = field(default="", repr=False)  # the model's own HF_TOKEN for a gated or private hf:// repo
 
     @property
     def scheme(self) -> str:
@@ -40,7 +42,9 @@ def source_of(container: ContainerSpec, artifact_url: str | None = None) -> Mode
     """An inference component's ArtifactUrl wins over its model's data; then ModelDataSource, ModelDataUrl, and
     last Environment.HF_MODEL_ID (a local folder, or a Hugging Face repo id as TGI containers take it). A
     checkpoint in Hugging Face layout is converted at the precision the environment asks for (HF_MODEL_QUANTIZE)."""
-    return replace(_located(container, artifact_url), quantize=precision.setting(container.Environment))
+    environment = container.Environment
+    token = next((environment[k] for k in TOKEN_SETTINGS if environment.get(k)), "")
+    return replace(_located(container, artifact_url), quantize=precision.setting(environment), token=token)
 
 
 def _located(container: ContainerSpec, artifact_url: str | None) -> ModelSource:

@@ -150,14 +150,15 @@ class ModelStore:
     def _fetch_hf(self, source: ModelSource) -> Path:
         hub = self._hub()
         ref = hf.parse(source.url)
-        commit, files = hf.choose(ref, hub.model_info(ref.repo, revision=ref.revision, files_metadata=True))
+        auth = {"token": source.token} if source.token else {}
+        commit, files = hf.choose(ref, hub.model_info(ref.repo, revision=ref.revision, files_metadata=True, **auth))
         identity = f"hf:{ref.repo}@{commit}:" + ",".join(sorted(f for f, _ in files))
         digest = hashlib.sha256(identity.encode()).hexdigest()
 
         def download(tmp: Path) -> None:
             with self._bar(f"{ref.repo}", sum(size for _, size in files)) as advance:
                 for name, size in files:
-                    hub.hf_hub_download(ref.repo, name, revision=commit, local_dir=tmp)
+                    hub.hf_hub_download(ref.repo, name, revision=commit, local_dir=tmp, **auth)
                     advance(size)
             shutil.rmtree(tmp / ".cache", ignore_errors=True)  # huggingface_hub's bookkeeping
 
