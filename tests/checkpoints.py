@@ -46,6 +46,8 @@ ARCHITECTURES: dict[str, tuple[str, str, dict[str, Any]]] = {
     "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", {"head_dim": 16}),
     "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", {"head_dim": 16}),
     "phi3": ("Phi3Config", "Phi3ForCausalLM", {"tie_word_embeddings": False}),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {"tie_word_embeddings": False}),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {"tie_word_embeddings": False, "head_dim": 16}),
 }
 
 
@@ -82,3 +84,20 @@ def greedy(folder: Path, prompt_ids: list[int], tokens: int) -> tuple[list[int],
                              output_scores=True, return_dict_in_generate=True, eos_token_id=None, pad_token_id=0)
     gaps = [float(torch.topk(score[0], 2).values.diff().abs()) for score in out.scores]
     return out.sequences[0][len(prompt_ids):].tolist(), min(gaps)
+
+
+def with_retrained_bpe(folder: Path) -> Path:
+    """The checkpoint's tokenizer replaced by a byte-level BPE trained here (as a user who retrains one has): its
+    token ids match no pre-tokenizer llama.cpp's converter knows."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    (folder / "tokenizer.model").unlink()
+    (folder / "tokenizer_config.json").unlink()
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=384, special_tokens=["<|endoftext|>"],
+                                                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|endoftext|>").save_pretrained(folder)
+    return folder

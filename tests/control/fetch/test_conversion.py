@@ -81,7 +81,7 @@ def test_greedy_answers_equal_the_checkpoints_own(converted: tuple[Conversions, 
     assert template == checkpoints.CHAT_TEMPLATE  # the chat template came along
 
 
-@pytest.mark.parametrize("kind", ["mistral", "gemma2", "gemma3", "phi3"])
+@pytest.mark.parametrize("kind", ["mistral", "gemma2", "gemma3", "phi3", "qwen2", "qwen3"])
 def test_each_architecture_answers_greedily_as_transformers(kind: str, tmp_path: Path) -> None:
     import llama_cpp
 
@@ -121,6 +121,13 @@ def test_an_unknown_architecture_fails_naming_it_within_a_minute(tmp_path: Path)
         conversions.serve(folder, "", lambda step: None, "s3://b/fancy/")
     assert time.monotonic() - started < 60
     assert not (tmp_path / "store" / "converted").exists() and list((tmp_path / "store" / "tmp").iterdir()) == []
+
+
+def test_a_retrained_bpe_tokenizer_fails_naming_its_pre_tokenizer(tmp_path: Path) -> None:
+    folder = checkpoints.with_retrained_bpe(checkpoints.made(tmp_path / "qwen", "qwen2"))
+    with pytest.raises(ModelDataError, match=r"tokenizer \(Qwen2ForCausalLM\) has a BPE pre-tokenizer llama\.cpp's "
+                                             r"converter does not recognize .* use the model's original tokenizer"):
+        Conversions(tmp_path / "store").serve(folder, "", lambda step: None)
 
 
 def test_a_conversion_a_dead_gateway_left_halfway_is_not_trusted_and_runs_again(
