@@ -5,6 +5,7 @@ A gateway process converts each once with llama.cpp's own converter and serves t
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import tarfile
@@ -176,3 +177,47 @@ def test_a_gated_repo_without_a_token_fails_with_the_fix(gateway: GatewayProcess
     assert described["EndpointStatus"] == "Failed"
     assert "hf://pier-test/gated-llama is a gated repo" in described["FailureReason"]
     assert "HF_TOKEN" in described["FailureReason"]
+
+
+def converters_of(state_dir: Path) -> list[Any]:
+    """The conversion processes (llama.cpp's converter, the quantizer) writing under this gateway's models."""
+    import psutil
+
+    scratch = str(state_dir / "models" / "tmp")
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            if any(scratch in part for part in process.info["cmdline"] or []):
+                found.append(process)
+    return found
+
+
+def test_a_gateway_killed_mid_conversion_leaves_nothing_and_converts_again(
+        tmp_path: Path, llama: Path, s3_url: str) -> None:
+    import psutil
+
+    state, port = tmp_path / "state", free_port()
+    env = {"AWS_ENDPOINT_URL_S3": s3_url, **CREDENTIALS}
+    first = GatewayProcess(state, port, tmp_path / "gateway.log", env).wait_ready()
+    try:
+        sagemaker, runtime = clients(first)
+        deploy(sagemaker, "hf-restarted", {"ModelDataUrl": f"file://{llama}",
+                                           "Environment": {"HF_MODEL_QUANTIZE": "q6_k"}})
+        deadline = time.monotonic() + 120
+        while not (running := converters_of(state)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert running and first.process.pid not in {p.pid for p in running}, "no conversion started"
+        first.process.kill()  # SIGKILL: no shutdown of its own
+        first.process.wait()
+        _, alive = psutil.wait_procs(running, timeout=2)  # at once: a conversion alone takes longer
+        assert not alive, "a conversion outlived its gateway"
+    finally:
+        first.stop()
+    assert not list((state / "models" / "converted").glob("*/*.gguf"))  # nothing half-written was published
+    with GatewayProcess(state, port, tmp_path / "gateway.log", env) as again:
+        again.wait_ready()
+        described, _ = watch(sagemaker, "hf-restarted")
+        assert described["EndpointStatus"] == "InService", described.get("FailureReason")
+        assert [p.name for p in (state / "models" / "converted").glob("*/*.gguf")] == ["model-q6_k.gguf"]
+        assert list((state / "models" / "tmp").iterdir()) == []  # the dead gateway's scratch was removed
+        assert invoke(runtime, "hf-restarted", {"inputs": "hello", "parameters": {"max_new_tokens": 2}})
