@@ -101,3 +101,53 @@ def with_retrained_bpe(folder: Path) -> Path:
                                                               initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|endoftext|>").save_pretrained(folder)
     return folder
+
+
+LORA_TARGETS = ("q_proj", "v_proj")
+
+
+def lora(folder: Path, base: Path, base_name: str, *, rank: int = 4, alpha: float = 8.0) -> Path:
+    """A LoRA adapter of `base` in PEFT's layout (adapter_config.json, adapter_model.safetensors) on the
+    attention's q and v projections, with random A and B (a trained adapter's B is not zero either)."""
+    import torch
+    from safetensors.torch import save_file
+
+    settings = json.loads((base / "config.json").read_text())
+    hidden, heads, kv_heads = settings["hidden_size"], settings["num_attention_heads"], settings["num_key_value_heads"]
+    head_dim = settings.get("head_dim") or hidden // heads
+    out_features = {"q_proj": heads * head_dim, "v_proj": kv_heads * head_dim}
+    generator = torch.Generator().manual_seed(7)
+    tensors = {}
+    for layer in range(settings["num_hidden_layers"]):
+        for target in LORA_TARGETS:
+            prefix = f"base_model.model.model.layers.{layer}.self_attn.{target}"
+            tensors[f"{prefix}.lora_A.weight"] = torch.randn(rank, hidden, generator=generator) * 0.3
+            tensors[f"{prefix}.lora_B.weight"] = torch.randn(out_features[target], rank, generator=generator) * 0.3
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(folder / "adapter_model.safetensors"))
+    (folder / "adapter_config.json").write_text(json.dumps({
+        "peft_type": "LORA", "base_model_name_or_path": base_name, "r": rank, "lora_alpha": alpha,
+        "target_modules": list(LORA_TARGETS), "lora_dropout": 0.0, "bias": "none", "task_type": "CAUSAL_LM"}))
+    return folder
+
+
+def merged(base: Path, adapter: Path, into: Path) -> Path:
+    """The base checkpoint with the adapter's W + (alpha / r) B A written into its weights: the reference a
+    served base-plus-adapter must answer as."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    settings = json.loads((adapter / "adapter_config.json").read_text())
+    scale = settings["lora_alpha"] / settings["r"]
+    tensors = load_file(str(adapter / "adapter_model.safetensors"))
+    model: Any = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    weights = dict(model.named_parameters())
+    with torch.no_grad():
+        for name, a in tensors.items():
+            if ".lora_A." in name:
+                b = tensors[name.replace(".lora_A.", ".lora_B.")]
+                target = name.removeprefix("base_model.model.").replace(".lora_A.weight", ".weight")
+                weights[target] += scale * (b @ a)
+    model.save_pretrained(into)
+    return into

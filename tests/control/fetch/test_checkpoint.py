@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from pier.control.fetch.checkpoint import CheckpointRefused, inspect, is_hf_layout, problem, wanted
+from pier.control.fetch.checkpoint import (
+    Adapter,
+    CheckpointRefused,
+    inspect,
+    inspect_adapter,
+    is_adapter,
+    is_hf_layout,
+    problem,
+    wanted,
+)
 
 LLAMA = {"architectures": ["LlamaForCausalLM"], "torch_dtype": "bfloat16"}
 
@@ -45,7 +54,8 @@ def test_newer_transformers_write_dtype(tmp_path: Path) -> None:
     ({"config.json": LLAMA, "tokenizer.json": {}}, "has config.json but no *.safetensors weights"),
     ({"config.json": LLAMA, "model.safetensors": "x"}, "has no tokenizer (tokenizer.json, tokenizer.model"),
     ({"config.json": LLAMA, "model.safetensors": "x", "vocab.json": {}}, "has no tokenizer"),
-    ({"adapter_config.json": {}, "adapter_model.safetensors": "x"}, "is a LoRA adapter"),
+    ({"adapter_config.json": {}, "adapter_model.bin": "x"}, "holds its LoRA adapter only as a pickle"),
+    ({"adapter_config.json": {}}, "has adapter_config.json but no adapter_model.safetensors"),
     ({"model.safetensors": "x"}, "has no config.json"),
 ])
 def test_refusals_from_the_names_alone(files: dict[str, object], says: str) -> None:
@@ -93,3 +103,21 @@ def test_what_a_hub_repo_contributes() -> None:
     assert wanted(names) == ["chat_template.jinja", "config.json", "model-00001-of-00002.safetensors",
                              "model-00002-of-00002.safetensors", "model.safetensors.index.json", "tokenizer.model",
                              "tokenizer_config.json"]
+
+
+@pytest.mark.parametrize(("settings", "says"), [
+    ({"peft_type": "IA3", "base_model_name_or_path": "org/base"}, "is a IA3 adapter; llama.cpp converts LoRA adapters"),
+    ({"peft_type": "LORA"}, "names no base_model_name_or_path: set it to the base model's Hub id"),
+])
+def test_adapter_refusals(tmp_path: Path, settings: dict[str, object], says: str) -> None:
+    folder = folder_with(tmp_path, {"adapter_config.json": settings, "adapter_model.safetensors": "x"})
+    with pytest.raises(CheckpointRefused) as refused:
+        inspect_adapter(folder, "org/adapter")
+    assert says in str(refused.value)
+
+
+def test_a_peft_adapter_is_described(tmp_path: Path) -> None:
+    folder = folder_with(tmp_path, {"adapter_config.json": {"peft_type": "LORA", "base_model_name_or_path": "org/b"},
+                                    "adapter_model.safetensors": "x", "README.md": "x"})
+    assert is_adapter(folder) and is_hf_layout(folder)
+    assert inspect_adapter(folder) == Adapter("org/b", ("adapter_config.json", "adapter_model.safetensors"))

@@ -12,9 +12,7 @@ from pathlib import Path
 import pytest
 
 from pier.control.fetch import converter
-from pier.control.fetch.checkpoint import inspect
 from pier.control.fetch.conversion import Conversions
-from pier.control.fetch.precision import resolve
 from pier.control.fetch.store import ModelDataError
 from tests import checkpoints
 
@@ -99,6 +97,34 @@ def test_each_architecture_answers_greedily_as_transformers(kind: str, tmp_path:
     assert agreed >= 3
 
 
+def test_a_peft_lora_adapter_answers_as_the_checkpoint_it_merges_into(tmp_path: Path) -> None:
+    import llama_cpp
+
+    base = checkpoints.llama(tmp_path / "base", shard_size=None)
+    adapter = checkpoints.lora(tmp_path / "adapter", base, "org/base")
+    reference = checkpoints.merged(base, adapter, tmp_path / "merged")
+    conversions = Conversions(tmp_path / "store")
+    asked: list[str] = []
+
+    def base_config(name: str) -> Path:
+        asked.append(name)
+        return base
+
+    base_gguf = next(conversions.serve(base, "", lambda step: None).glob("*.gguf"))
+    served = conversions.serve(adapter, "", lambda step: None, base_config=base_config)
+    assert asked == ["org/base"] and [p.name for p in served.iterdir()] == ["adapter-f32.gguf"]
+    model = llama_cpp.Llama(str(base_gguf), lora_path=str(served / "adapter-f32.gguf"), n_ctx=128, verbose=False)
+    agreed = 0
+    for prompt in checkpoints.PROMPTS:
+        ids = model.tokenize(prompt.encode(), add_bos=True)
+        expected, gap = checkpoints.greedy(reference, ids, 10)
+        model.reset()
+        if gap > 1e-3:
+            assert [t for t, _ in zip(model.generate(ids, top_k=1, temp=0.0), range(10), strict=False)] == expected
+            agreed += 1
+    assert agreed >= 3
+
+
 def test_q4_k_m_is_made_by_llama_cpps_quantizer(converted: tuple[Conversions, Path, list[str], Counting],
                                                llama: Path) -> None:
     from gguf import GGUFReader
@@ -134,14 +160,13 @@ def test_a_conversion_a_dead_gateway_left_halfway_is_not_trusted_and_runs_again(
         converted: tuple[Conversions, Path, list[str], Counting], llama: Path, tmp_path: Path) -> None:
     dead = subprocess.Popen(["true"])
     dead.wait()
-    conversions = Conversions(tmp_path / "store")
-    key = conversions._key(llama, inspect(llama), resolve("q8_0", "float32"))
+    key = converted[1].name  # named by what it is made from, wherever the store is
     orphan = tmp_path / "store" / "tmp" / f"convert-{key[:16]}-{dead.pid}-abc"
     (orphan / "out").mkdir(parents=True)
-    (orphan / "out" / "model-q8_0.gguf").write_bytes(b"GGUF" + bytes(10))  # half-written when its gateway died
-    folder = conversions.serve(llama, "q8_0", lambda step: None)
-    assert not orphan.exists()
-    assert (folder / "model-q8_0.gguf").stat().st_size > 1000
+    (orphan / "out" / "model-f32.gguf").write_bytes(b"GGUF" + bytes(10))  # half-written when its gateway died
+    folder = Conversions(tmp_path / "store").serve(llama, "", lambda step: None)
+    assert folder.name == key and not orphan.exists()
+    assert (folder / "model-f32.gguf").read_bytes() == (converted[1] / "model-f32.gguf").read_bytes()
 
 
 def test_without_the_converters_packages_the_reason_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path, PurePosixPath
 CONFIG = "config.json"
 INDEX = "model.safetensors.index.json"
 ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
 # Files the converter reads besides the weights; the tokenizer is one of these sets.
 TOKENIZERS = (("tokenizer.json",), ("tokenizer.model",), ("vocab.json", "merges.txt"), ("tekken.json",))
 # What a converted checkpoint may bring: weights as safetensors, JSON settings, a SentencePiece model, vocabularies
@@ -40,6 +41,12 @@ class Checkpoint:
     weights_bytes: int  # the safetensors files' total size
 
 
+@dataclass(frozen=True)
+class Adapter:
+    base: str  # adapter_config.json's base_model_name_or_path: a Hub id or a local folder
+    files: tuple[str, ...]
+
+
 def is_hf_layout(folder: Path) -> bool:
     """A folder pier converts: config.json at its top, no GGUF to serve, and no inference.py of the user's (that
     code loads the model its own way)."""
@@ -61,9 +68,7 @@ def problem(names: Iterable[str], where: str) -> str:
     present = set(names)
     if CONFIG not in present:
         if ADAPTER_CONFIG in present:
-            return (f"{where} is a LoRA adapter (adapter_config.json, no config.json): pier converts full checkpoints "
-                    "only. Merge the adapter into its base model (PEFT's merge_and_unload) and save_pretrained that, "
-                    "or give a GGUF LoRA (llama.cpp's convert_lora_to_gguf.py) to an adapter inference component.")
+            return _adapter_problem(present, where)
         return (f"{where} has no config.json: give a Hugging Face checkpoint folder (config.json, *.safetensors, "
                 "tokenizer).")
     if not any(n.endswith(".safetensors") for n in present) and INDEX not in present:
@@ -78,6 +83,43 @@ def problem(names: Iterable[str], where: str) -> str:
         return (f"{where} has no tokenizer (tokenizer.json, tokenizer.model, or vocab.json with merges.txt): save it "
                 "beside the weights (tokenizer.save_pretrained(folder)) so the GGUF can carry it.")
     return ""
+
+
+def _adapter_problem(present: set[str], where: str) -> str:
+    if ADAPTER_WEIGHTS in present:
+        return ""
+    if any(PurePosixPath(n).suffix in PICKLED_SUFFIXES for n in present):
+        return (f"{where} holds its LoRA adapter only as a pickle (adapter_model.bin), which pier never unpickles: "
+                "save it with PEFT's save_pretrained(..., safe_serialization=True).")
+    return f"{where} has adapter_config.json but no {ADAPTER_WEIGHTS}: upload the adapter's weights."
+
+
+def is_adapter(folder: Path) -> bool:
+    """A PEFT adapter folder (adapter_config.json, no config.json of a full model)."""
+    return (folder / ADAPTER_CONFIG).is_file() and not (folder / CONFIG).is_file()
+
+
+def inspect_adapter(folder: Path, where: str | None = None) -> Adapter:
+    """What a PEFT adapter folder holds, or CheckpointRefused with the cause and the fix."""
+    where = where or str(folder)
+    names = {p.name for p in folder.iterdir() if p.is_file()}
+    reason = _adapter_problem(names, where)
+    if reason:
+        raise CheckpointRefused(reason)
+    try:
+        settings = json.loads((folder / ADAPTER_CONFIG).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointRefused(f"{where}/{ADAPTER_CONFIG} is not readable JSON ({error}): save the adapter again "
+                                "with PEFT's save_pretrained.") from None
+    kind = str(settings.get("peft_type") or "LORA") if isinstance(settings, dict) else ""
+    if kind.upper() != "LORA":
+        raise CheckpointRefused(f"{where} is a {kind or 'unknown'} adapter; llama.cpp converts LoRA adapters only: "
+                                "merge it into its base model and serve the merged checkpoint.")
+    base = str(settings.get("base_model_name_or_path") or "")
+    if not base:
+        raise CheckpointRefused(f"{where}/{ADAPTER_CONFIG} names no base_model_name_or_path: set it to the base "
+                                "model's Hub id (its config.json is read from there) or a local folder holding it.")
+    return Adapter(base, (ADAPTER_CONFIG, ADAPTER_WEIGHTS))
 
 
 def inspect(folder: Path, where: str | None = None) -> Checkpoint:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO
 
 from pier.control.fetch import checkpoint, converter, precision
-from pier.control.fetch.checkpoint import Checkpoint, CheckpointRefused
+from pier.control.fetch.checkpoint import CheckpointRefused
 from pier.control.fetch.conversion_report import failure_reason, progress_of, space_needed
 from pier.control.fetch.precision import Precision
 from pier.control.fetch.store import ModelDataError
@@ -60,32 +60,87 @@ class Conversions:
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
 
-    def serve(self, folder: Path, quantize: str, report: Callable[[str], None], where: str = "") -> Path:
-        """The folder to serve for the fetched `folder`: itself unless it is a checkpoint in Hugging Face layout,
-        else the folder of its GGUF, converted now when no earlier conversion made it (blocking)."""
+    def serve(self, folder: Path, quantize: str, report: Callable[[str], None], where: str = "",
+              base_config: Callable[[str], Path] | None = None) -> Path:
+        """The folder to serve for the fetched `folder`: itself unless it is a checkpoint in Hugging Face layout or
+        a PEFT LoRA adapter, else the folder of its GGUF, converted now when no earlier conversion made it
+        (blocking). `base_config` finds the folder holding an adapter's base model's config.json, by the name
+        adapter_config.json gives it."""
         if not checkpoint.is_hf_layout(folder):
             return folder
         where = where or str(folder)
+        if checkpoint.is_adapter(folder):
+            return self._serve_adapter(folder, quantize, report, where, base_config)
         try:
             found = checkpoint.inspect(folder, where)
             wanted = precision.resolve(quantize, found.dtype)
         except (CheckpointRefused, ValueError) as error:
             raise ModelDataError(str(error)) from None
-        key = self._key(folder, found, wanted)
+        key = _key(_content_id(folder, found.files, self.root), wanted.name)
         with self._lock(key):
-            final = self.root / "converted" / key
-            if (final / _file_name(wanted)).is_file():
-                return final
+            if (self.root / "converted" / key / _file_name(wanted)).is_file():
+                return self.root / "converted" / key
             if wanted.note:
                 log.info("%s: %s", where, wanted.note)
-            return self._convert(folder, found, wanted, key, report, where)
+            _check_space(self.root, space_needed(found.weights_bytes, found.dtype, found.quant_method, wanted), where)
+            log.info("converting %s (%s, %s) to GGUF %s", where, found.architecture, found.dtype or "?", wanted.name)
 
-    def _convert(self, folder: Path, found: Checkpoint, wanted: Precision, key: str, report: Callable[[str], None],
+            def fill(llama_cpp_dir: Path, scratch: Path, out: Path) -> None:
+                staged = _stage(folder, found.files, scratch / "source")
+                converted = out / f"converted-{wanted.outtype}.gguf"
+                self._run(["path", str(llama_cpp_dir / converter.SCRIPT), str(staged), "--outfile", str(converted),
+                           "--outtype", wanted.outtype], report, where, found.architecture)
+                if wanted.quantize:
+                    report(f"quantizing to {wanted.quantize}")
+                    self._run(["module", "pier.model.quantize", str(converted), str(out / _file_name(wanted)),
+                               wanted.quantize], report, where, found.architecture)
+                    converted.unlink()
+                else:
+                    converted.rename(out / _file_name(wanted))
+
+            return self._produce(key, fill, report, where)
+
+    def _serve_adapter(self, folder: Path, quantize: str, report: Callable[[str], None], where: str,
+                       base_config: Callable[[str], Path] | None) -> Path:
+        """A PEFT LoRA adapter through llama.cpp's convert_lora_to_gguf.py, which reads its base model's
+        config.json (never the base's weights)."""
+        try:
+            found = checkpoint.inspect_adapter(folder, where)
+            wanted = precision.resolve(quantize, "float32")  # an adapter is small: F32 unless asked otherwise
+            if wanted.quantize:
+                raise ValueError(f"A LoRA adapter is written as f32, f16, bf16 or q8_0, not {wanted.quantize}: "
+                                 "set HF_MODEL_QUANTIZE on the base model instead.")
+        except (CheckpointRefused, ValueError) as error:
+            raise ModelDataError(str(error)) from None
+        if base_config is None:
+            raise ModelDataError(f"{where} is a LoRA adapter: give it to an adapter inference component on its base.")
+        report(f"reading the base model's config.json ({found.base})")
+        base = base_config(found.base)
+        config = (base / checkpoint.CONFIG).read_bytes()
+        key = _key(_content_id(folder, found.files, self.root), wanted.name, hashlib.sha256(config).hexdigest())
+        name = f"adapter-{wanted.name}.gguf"
+        with self._lock(key):
+            if (self.root / "converted" / key / name).is_file():
+                return self.root / "converted" / key
+            log.info("converting the LoRA adapter %s (base %s) to GGUF %s", where, found.base, wanted.name)
+
+            def fill(llama_cpp_dir: Path, scratch: Path, out: Path) -> None:
+                staged = _stage(folder, found.files, scratch / "source")
+                (scratch / "base").mkdir()
+                (scratch / "base" / checkpoint.CONFIG).write_bytes(config)
+                self._run(["path", str(llama_cpp_dir / converter.LORA_SCRIPT), "--base", str(scratch / "base"),
+                           "--outfile", str(out / name), "--outtype", wanted.outtype, str(staged)],
+                          report, where, "LoRA adapter")
+
+            return self._produce(key, fill, report, where)
+
+    def _produce(self, key: str, fill: Callable[[Path, Path, Path], None], report: Callable[[str], None],
                  where: str) -> Path:
+        """Run `fill(llama.cpp folder, scratch, out)` in a scratch folder of its own, then rename `out` into
+        converted/<key>: a conversion that does not finish leaves nothing there."""
         tmp = self.root / "tmp"
         tmp.mkdir(parents=True, exist_ok=True)
         _remove_orphans(tmp, key)
-        _check_space(tmp, space_needed(found.weights_bytes, found.dtype, found.quant_method, wanted), where)
         report("fetching llama.cpp's converter")
         try:
             llama_cpp_dir = self._locate()
@@ -93,32 +148,20 @@ class Conversions:
             raise ModelDataError(str(error)) from None
         scratch = Path(tempfile.mkdtemp(prefix=f"convert-{key[:16]}-{os.getpid()}-", dir=tmp))
         try:
-            staged = _stage(folder, found.files, scratch / "source")
             out = scratch / "out"
             out.mkdir()
-            converted = out / f"converted-{wanted.outtype}.gguf"
-            log.info("converting %s (%s, %s) to GGUF %s", where, found.architecture, found.dtype or "?", wanted.name)
-            script = llama_cpp_dir / converter.SCRIPT
-            self._run(["path", str(script), str(staged), "--outfile", str(converted), "--outtype", wanted.outtype],
-                      report, where, found)
-            served = out / _file_name(wanted)
-            if wanted.quantize:
-                report(f"quantizing to {wanted.quantize}")
-                self._run(["module", "pier.model.quantize", str(converted), str(served), wanted.quantize],
-                          report, where, found)
-                converted.unlink()
-            else:
-                converted.rename(served)
+            fill(llama_cpp_dir, scratch, out)
             final = self.root / "converted" / key
             final.parent.mkdir(parents=True, exist_ok=True)
             out.rename(final)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         report("converted")
-        log.info("%s converted: %s (%.0f MB)", where, final / served.name, (final / served.name).stat().st_size / 1e6)
+        for produced in final.iterdir():
+            log.info("%s converted: %s (%.1f MB)", where, produced, produced.stat().st_size / 1e6)
         return final
 
-    def _run(self, args: list[str], report: Callable[[str], None], where: str, found: Checkpoint) -> None:
+    def _run(self, args: list[str], report: Callable[[str], None], where: str, architecture: str) -> None:
         env = {k: v for k, v in os.environ.items() if k != "NO_LOCAL_GGUF"}  # the converter's own gguf-py
         env |= {"PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         command = [sys.executable, "-c", _BOOT, str(os.getpid()), *args]
@@ -134,15 +177,16 @@ class Conversions:
             code = process.wait()
         if code != 0:
             log.warning("converting %s failed (exit %s); its last lines:\n%s", where, code, "\n".join(tail))
-            raise ModelDataError(failure_reason(list(tail), code, found.architecture, where))
-
-    def _key(self, folder: Path, found: Checkpoint, wanted: Precision) -> str:
-        identity = json.dumps([_content_id(folder, found.files, self.root), wanted.name, converter.version()])
-        return hashlib.sha256(identity.encode()).hexdigest()
+            raise ModelDataError(failure_reason(list(tail), code, architecture, where))
 
     def _lock(self, key: str) -> threading.Lock:
         with self._guard:
             return self._locks.setdefault(key, threading.Lock())
+
+
+def _key(*parts: str) -> str:
+    """What a conversion is made from, with the converter's version, as the name of its folder."""
+    return hashlib.sha256(json.dumps([*parts, converter.version()]).encode()).hexdigest()
 
 
 def _file_name(wanted: Precision) -> str:
@@ -167,6 +211,7 @@ def _stage(folder: Path, files: tuple[str, ...], into: Path) -> Path:
 
 
 def _check_space(where_written: Path, needed: int, where: str) -> None:
+    where_written.mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(where_written).free
     if needed > free:
         raise ModelDataError(f"Converting {where} needs about {needed / 1e9:.1f} GB free in {where_written}, which has "

@@ -23,9 +23,10 @@ from pathlib import Path
 
 ENV = "PIER_LLAMA_CPP_DIR"
 SCRIPT = "convert_hf_to_gguf.py"
+LORA_SCRIPT = "convert_lora_to_gguf.py"
 PACKAGE = "llama-cpp-python"
 # What the converter needs of llama.cpp's tree, relative to it.
-MEMBERS = (SCRIPT, "convert_lora_to_gguf.py", "conversion/", "gguf-py/", "LICENSE")
+MEMBERS = (SCRIPT, LORA_SCRIPT, "conversion/", "gguf-py/", "LICENSE")
 # The converter's own imports that pier does not install by default: the [hf] extra brings them.
 NEEDED_MODULES = {"torch": "torch", "transformers": "transformers", "sentencepiece": "sentencepiece"}
 EXTRA_HINT = ('install the converter\'s dependencies with pip install "pier[hf]" (after a CPU build of torch: '

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -84,7 +85,8 @@ class Fetches:
         def work() -> None:
             try:
                 folder = self.store.fetch(source)
-                folder = self.conversions.serve(folder, source.quantize, partial(self._report, source), source.url)
+                folder = self.conversions.serve(folder, source.quantize, partial(self._report, source), source.url,
+                                                partial(self._base_config, source))
                 result, error = _Ready(folder, self.store.measure(folder).weights_mb), None
             except Exception as failure:
                 result, error = None, failure
@@ -94,6 +96,14 @@ class Fetches:
 
         threading.Thread(target=work, name=f"fetch {source.url}", daemon=True).start()
         return future
+
+    def _base_config(self, source: ModelSource, name: str) -> Path:
+        """The folder holding a LoRA adapter's base model's config.json: the local folder its adapter_config.json
+        names, else that Hub repo's config.json alone, fetched into the store like any model file."""
+        local = Path(os.path.expanduser(name))
+        if (local / "config.json").is_file():
+            return local
+        return self.store.fetch(ModelSource(f"hf://{name.strip('/')}/config.json", token=source.token))
 
     def _report(self, source: ModelSource, step: str) -> None:
         """A conversion's step, read by the next tick (a worker thread may not wake the loop's event)."""
