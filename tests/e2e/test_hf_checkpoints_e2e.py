@@ -221,3 +221,47 @@ def test_a_gateway_killed_mid_conversion_leaves_nothing_and_converts_again(
         assert [p.name for p in (state / "models" / "converted").glob("*/*.gguf")] == ["model-q6_k.gguf"]
         assert list((state / "models" / "tmp").iterdir()) == []  # the dead gateway's scratch was removed
         assert invoke(runtime, "hf-restarted", {"inputs": "hello", "parameters": {"max_new_tokens": 2}})
+
+
+def test_a_peft_adapter_on_an_adapter_component_answers_as_the_merged_checkpoint(
+        gateway: GatewayProcess, llama: Path, hub: Hub, tmp_path: Path) -> None:
+    hub.add("pier-test/tiny-llama", llama)  # the adapter's base_model_name_or_path: its config.json is read there
+    downloaded = list(hub.downloads)
+    adapter = checkpoints.lora(tmp_path / "adapter", llama, "pier-test/tiny-llama")
+    reference = checkpoints.merged(llama, adapter, tmp_path / "merged")
+    sagemaker, runtime = clients(gateway)
+    sagemaker.create_model(ModelName="hf-base", ExecutionRoleArn=ROLE, PrimaryContainer={
+        "Image": TGI_IMAGE, "ModelDataUrl": f"file://{llama}", "Environment": {"MAX_TOTAL_TOKENS": "512"}})
+    sagemaker.create_endpoint_config(EndpointConfigName="hf-lora", ProductionVariants=[{
+        "VariantName": "AllTraffic", "InstanceType": "local", "InitialInstanceCount": 1}])
+    sagemaker.create_endpoint(EndpointName="hf-lora", EndpointConfigName="hf-lora")
+    watch(sagemaker, "hf-lora")
+    sagemaker.create_inference_component(
+        InferenceComponentName="hf-lora-base", EndpointName="hf-lora", VariantName="AllTraffic",
+        Specification={"ModelName": "hf-base", "ComputeResourceRequirements": {
+            "NumberOfCpuCoresRequired": 1, "MinMemoryRequiredInMb": 256}}, RuntimeConfig={"CopyCount": 1})
+    sagemaker.create_inference_component(
+        InferenceComponentName="hf-lora-adapter", EndpointName="hf-lora",
+        Specification={"BaseInferenceComponentName": "hf-lora-base", "Container": {"ArtifactUrl": f"file://{adapter}"}})
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        statuses = [sagemaker.describe_inference_component(InferenceComponentName=n) for n in ("hf-lora-base",
+                                                                                                "hf-lora-adapter")]
+        if all(s["InferenceComponentStatus"] != "Creating" for s in statuses):
+            break
+        time.sleep(0.5)
+    assert [s["InferenceComponentStatus"] for s in statuses] == ["InService", "InService"], statuses
+    compared = 0
+    for prompt in checkpoints.PROMPTS:
+        reply = runtime.invoke_endpoint(
+            EndpointName="hf-lora", InferenceComponentName="hf-lora-adapter", ContentType="application/json",
+            Body=json.dumps({"inputs": prompt, "parameters": {"max_new_tokens": 10, "do_sample": False,
+                                                               "details": True, "decoder_input_details": True}}))
+        details = json.loads(reply["Body"].read())[0]["details"]
+        mine = [t["id"] for t in details["tokens"]]
+        expected, gap = checkpoints.greedy(reference, [t["id"] for t in details["prefill"]], 10)
+        if gap > 1e-3:
+            assert mine and mine == expected[: len(mine)], (prompt, mine, expected)
+            compared += 1
+    assert compared >= 3
+    assert hub.downloads[len(downloaded):] == ["config.json"]  # the base's config alone, never its weights
