@@ -285,3 +285,15 @@ def test_hf_repo_without_gguf_fetches_its_checkpoint_but_never_pickles_or_code(t
                                      "model-00002-of-00002.safetensors", "model.safetensors.index.json",
                                      "tokenizer.json", "tokenizer_config.json"]
     assert sorted(p.name for p in folder.iterdir()) == sorted(hub.downloads)
+
+
+def test_hf_download_larger_than_the_disk_is_refused_before_it_starts(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    hub = FakeHub({"config.json": b"{}", "model.safetensors": b"w" * 5000, "tokenizer.json": b"{}"})
+    real = shutil.disk_usage
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: real(path)._replace(free=1000))
+    with pytest.raises(ModelDataError, match=r"hf://org/big is 0\.0 GB, more than the 0\.0 GB free in .*: free some"):
+        hub_store(tmp_path, hub).fetch(from_url("hf://org/big"))
+    assert hub.downloads == []

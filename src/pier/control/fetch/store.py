@@ -154,6 +154,8 @@ class ModelStore:
         commit, files = hf.choose(ref, hub.model_info(ref.repo, revision=ref.revision, files_metadata=True, **auth))
         identity = f"hf:{ref.repo}@{commit}:" + ",".join(sorted(f for f, _ in files))
         digest = hashlib.sha256(identity.encode()).hexdigest()
+        if not self._cached(digest):
+            _check_free(self.root, sum(size for _, size in files), source.url)
 
         def download(tmp: Path) -> None:
             with self._bar(f"{ref.repo}", sum(size for _, size in files)) as advance:
@@ -216,6 +218,15 @@ class ModelStore:
         with Progress(*columns, console=self._console, transient=False) as progress:
             task = progress.add_task(what, total=total or None)
             yield lambda n: progress.advance(task, n)
+
+
+def _check_free(root: Path, needed: int, url: str) -> None:
+    """Before a download: room for its files (a conversion checks again for what it writes)."""
+    root.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(root).free
+    if needed > free:
+        raise ModelDataError(f"{url} is {needed / 1e9:.1f} GB, more than the {free / 1e9:.1f} GB free in {root}: free "
+                             "some space, or give the gateway a --state-dir on a larger disk.")
 
 
 def _file_sha256(path: Path) -> str:
