@@ -1,9 +1,11 @@
-"""A Hugging Face checkpoint turned into a GGUF once, by llama.cpp's own converter, and kept in the model store.
+"""A Hugging Face checkpoint (or a PEFT LoRA adapter) turned into a GGUF once, by llama.cpp's own converter, and
+kept in the model store.
 
     <root>/converted/<key>/model-<type>.gguf   one conversion, named by what it was made from (the fetched folder's
                                                content digest, or a local folder's file names, sizes and times),
                                                the precision and the converter's version: every copy, endpoint and
                                                restart that asks the same is served the same file
+    <root>/converted/<key>/adapter-<type>.gguf a LoRA adapter's (its key includes its base's config.json)
     <root>/tmp/convert-<key>-<pid>-*/          a conversion in progress, renamed into place only when complete
 
 The converter and the quantizer run as processes of their own (started from a fetch's worker thread, never the event
@@ -40,7 +42,8 @@ log = logging.getLogger("pier.control")
 # A child that dies with its parent thread (PR_SET_PDEATHSIG), then runs a script or a module as __main__.
 _BOOT = (
     "import ctypes, os, runpy, signal, sys\n"
-    "ctypes.CDLL(None).prctl(1, signal.SIGKILL)\n"
+    "libc = ctypes.CDLL(None)\n"
+    "hasattr(libc, 'prctl') and libc.prctl(1, signal.SIGKILL)\n"  # Linux; elsewhere a closed pipe ends it
     "os.getppid() == int(sys.argv[1]) or sys.exit('the gateway that started this conversion is gone')\n"
     "kind, target = sys.argv[2], sys.argv[3]\n"
     "sys.argv = [target, *sys.argv[4:]]\n"
@@ -220,17 +223,17 @@ def _check_space(where_written: Path, needed: int, where: str) -> None:
 
 
 def _remove_orphans(tmp: Path, key: str) -> None:
-    """Scratch folders of this conversion left by a gateway that died midway (its process is gone)."""
+    """Scratch folders of this conversion left by a gateway that died midway: its process is gone, or had this
+    process's id (a container's gateway restarts as the same pid; the caller holds the key's lock, so no scratch
+    of this key is this process's own)."""
     for scratch in tmp.glob(f"convert-{key[:16]}-*"):
         match = re.match(rf"convert-{key[:16]}-(\d+)-", scratch.name)
-        if match and not _alive(int(match.group(1))):
+        if match and (int(match.group(1)) == os.getpid() or not _alive(int(match.group(1)))):
             log.info("removing %s, left by a conversion that did not finish", scratch)
             shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
