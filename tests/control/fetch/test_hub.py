@@ -58,3 +58,9 @@ def test_the_models_own_token_opens_a_gated_repo(tmp_path: Path, hub: Hub, setti
     source = source_of(model(HF_MODEL_ID="org/gated", **{setting: "hf_secret"}))
     assert "hf_secret" not in repr(source)
     assert (store(tmp_path, hub).fetch(source) / "model.safetensors").read_text() == "weights"
+
+
+def test_a_repo_the_hub_does_not_have_says_what_to_check(tmp_path: Path, hub: Hub) -> None:
+    with pytest.raises(ModelDataError, match=r"hf://org/nope: no such repo on the Hub, or a private one: check "
+                                             r"HF_MODEL_ID's spelling, or set HF_TOKEN"):
+        store(tmp_path, hub).fetch(source_of(model(HF_MODEL_ID="org/nope")))

@@ -86,12 +86,13 @@ def explain(error: Exception, url: str) -> str:
 
     if isinstance(error, GatedRepoError):
         return (f"{url} is a gated repo and the gateway has no token with access to it: accept the model's terms on "
-                "its Hub page, then start the gateway (pier up) with HF_TOKEN set to a read token of that account.")
+                "its Hub page, then set HF_TOKEN to a read token of that account in the model's Environment (or in "
+                "the environment of pier up).")
     if isinstance(error, RevisionNotFoundError):
         return f"{url} has no such revision: name a branch, tag or commit of the repo after @."
     if isinstance(error, RepositoryNotFoundError):
-        return (f"{url}: no such repo on the Hub, or a private one: check HF_MODEL_ID's spelling, or start the "
-                "gateway with HF_TOKEN set to a token that can read it.")
+        return (f"{url}: no such repo on the Hub, or a private one: check HF_MODEL_ID's spelling, or set HF_TOKEN "
+                "in the model's Environment to a token that can read it.")
     return ""
 
 
