@@ -103,6 +103,10 @@ class Fetches:
         local = Path(os.path.expanduser(name))
         if (local / "config.json").is_file():
             return local
+        if name.startswith(("/", ".", "~")) or name.count("/") != 1:
+            raise ModelDataError(f"{source.url}: its adapter_config.json names the base model {name!r}, which is no "
+                                 "folder holding a config.json on this host nor a Hub repo id: set "
+                                 "base_model_name_or_path to the base model's Hub id (org/name) or to such a folder.")
         return self.store.fetch(ModelSource(f"hf://{name.strip('/')}/config.json", token=source.token))
 
     def _report(self, source: ModelSource, step: str) -> None:
