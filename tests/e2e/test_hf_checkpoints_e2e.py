@@ -265,3 +265,36 @@ def test_a_peft_adapter_on_an_adapter_component_answers_as_the_merged_checkpoint
             compared += 1
     assert compared >= 3
     assert hub.downloads[len(downloaded):] == ["config.json"]  # the base's config alone, never its weights
+
+
+def test_the_seed_notebooks_hugging_face_model_deploys_with_the_sagemaker_sdk(
+        tmp_path: Path, llama: Path, hub: Hub, s3_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Llama 2 seed's cells as they are: HuggingFaceModel with its env (a gated repo opened by
+    HUGGING_FACE_HUB_TOKEN), ResourceRequirements, an inference-component endpoint, predict."""
+    for name, value in {"AWS_ENDPOINT_URL_S3": s3_url, **CREDENTIALS, "SAGEMAKER_SUPPRESS_V2_WARNING": "1"}.items():
+        monkeypatch.setenv(name, value)  # the SDK's session bucket on moto, as the seeds' tests have it
+    sagemaker_sdk = pytest.importorskip("sagemaker", reason="the sagemaker SDK is in the test extra")
+    from sagemaker.compute_resource_requirements.resource_requirements import ResourceRequirements
+    from sagemaker.enums import EndpointType
+    from sagemaker.huggingface import HuggingFaceModel
+
+    hub.add("pier-test/Llama-tiny-chat-hf", llama, gated=True)
+    with GatewayProcess(tmp_path / "state", free_port(), tmp_path / "gateway.log",
+                        {**CREDENTIALS, "HF_ENDPOINT": hub.url, "PIER_FAKE_GPUS": "0"}, ("--cpu-fallback",)) as up:
+        sagemaker, runtime = clients(up.wait_ready())
+        session = sagemaker_sdk.Session(boto_session=boto3.Session(region_name="us-east-1"),
+                                        sagemaker_client=sagemaker, sagemaker_runtime_client=runtime,
+                                        default_bucket="sagemaker-us-east-1-111122223333")
+        config = {"HF_MODEL_ID": "pier-test/Llama-tiny-chat-hf", "SM_NUM_GPUS": json.dumps(1),
+                  "MAX_INPUT_LENGTH": json.dumps(256), "MAX_TOTAL_TOKENS": json.dumps(512),
+                  "MAX_BATCH_TOTAL_TOKENS": json.dumps(2048), "HUGGING_FACE_HUB_TOKEN": "hf_test_token"}
+        llm_model = HuggingFaceModel(role=ROLE, image_uri=TGI_IMAGE, env=config, sagemaker_session=session)
+        llm = llm_model.deploy(
+            initial_instance_count=1, instance_type="ml.g5.2xlarge", container_startup_health_check_timeout=300,
+            resources=ResourceRequirements(requests={"copies": 1, "num_accelerators": 1, "num_cpus": 1,
+                                                     "memory": 1024}),
+            endpoint_name="llama-tiny-chat", endpoint_type=EndpointType.INFERENCE_COMPONENT_BASED)
+        answer = llm.predict({"inputs": "user: hello world\nassistant:", "parameters": {
+            "do_sample": True, "top_p": 0.6, "temperature": 0.9, "top_k": 50, "max_new_tokens": 8,
+            "repetition_penalty": 1.03}})
+        assert isinstance(answer[0]["generated_text"], str)
