@@ -89,7 +89,11 @@ def test_a_gptq_checkpoint_goes_to_the_converter_which_dequantizes_it(tmp_path: 
     ({"config.json": LLAMA, "model.safetensors": "x"}, True),
     ({"config.json": LLAMA, "model.gguf": "GGUF"}, False),  # a GGUF is served as it is
     ({"config.json": LLAMA, "code/inference.py": "def model_fn(d): ..."}, False),  # the user's own code loads it
+    ({"config.json": LLAMA, "code/serve.py": "..."}, False),  # SAGEMAKER_PROGRAM=serve.py
+    ({"config.json": LLAMA, "inference.py": "..."}, False),
     ({"model.gguf": "GGUF"}, False),
+    ({"config.json": LLAMA}, False),  # no weights: nothing to convert (the copy says what the folder lacks)
+    ({"config.json": LLAMA, "pytorch_model.bin": "pickle"}, True),  # to be refused, saying why
 ])
 def test_which_folders_are_converted(tmp_path: Path, files: dict[str, object], layout: bool) -> None:
     assert is_hf_layout(folder_with(tmp_path, files)) is layout

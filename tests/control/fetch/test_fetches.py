@@ -41,3 +41,21 @@ async def test_an_adapter_whose_base_is_neither_here_nor_a_hub_id_fails_saying_s
     fetched = await settled(fetches, ModelSource(str(folder)))
     assert f"its adapter_config.json names the base model {base!r}, which is no folder holding a config.json on " \
            "this host nor a Hub repo id" in fetched.error
+
+
+@pytest.mark.parametrize(("convert", "outcome"), [
+    (True, "has no tokenizer"),  # converted: refused before the converter runs
+    (False, "served as it is"),  # a handler whose code is elsewhere loads it itself
+])
+async def test_a_checkpoint_is_converted_unless_a_handler_loads_it(tmp_path: Path, convert: bool,
+                                                                   outcome: str) -> None:
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    (folder / "model.safetensors").write_bytes(b"weights")
+    fetches = Fetches(ModelStore(tmp_path / "store", console=Console(quiet=True)))
+    fetched = await settled(fetches, ModelSource(str(folder), convert=convert))
+    if convert:
+        assert outcome in fetched.error
+    else:
+        assert fetched.folder == folder.resolve() and not fetched.error

@@ -270,6 +270,18 @@ def test_where_model_files_come_from(container: dict[str, Any], artifact: str | 
     assert source_of(ContainerSpec.model_validate(container), artifact) == expected
 
 
+@pytest.mark.parametrize(("environment", "convert"), [
+    ({}, True),
+    ({"SAGEMAKER_PROGRAM": "", "SAGEMAKER_SUBMIT_DIRECTORY": ""}, True),  # the SDK's HuggingFaceModel, no entry_point
+    ({"SAGEMAKER_PROGRAM": "inference.py", "SAGEMAKER_SUBMIT_DIRECTORY": "/opt/ml/model/code"}, True),  # repacked
+    ({"SAGEMAKER_PROGRAM": "inference.py", "SAGEMAKER_SUBMIT_DIRECTORY": "s3://b/sourcedir.tar.gz"}, False),
+])
+def test_a_checkpoint_stays_one_for_a_handler_whose_code_is_elsewhere(environment: dict[str, str],
+                                                                     convert: bool) -> None:
+    container = ContainerSpec.model_validate({"ModelDataUrl": "s3://b/m/", "Environment": environment})
+    assert source_of(container).convert is convert
+
+
 def test_unsupported_url_scheme() -> None:
     with pytest.raises(NoModelData, match="pier cannot fetch 'gs://b/m'"):
         from_url("gs://b/m")

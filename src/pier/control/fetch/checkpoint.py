@@ -48,11 +48,15 @@ class Adapter:
 
 
 def is_hf_layout(folder: Path) -> bool:
-    """A folder pier converts: config.json at its top, no GGUF to serve, and no inference.py of the user's (that
-    code loads the model its own way)."""
-    if not (folder / CONFIG).is_file() and not (folder / ADAPTER_CONFIG).is_file():
+    """A folder pier converts: config.json (or adapter_config.json) and weights at its top (safetensors; pickles
+    too, to be refused with the reason), no GGUF to serve, and no code of the user's (an inference.py at its top,
+    or a code/ folder with Python in it: that code loads the model its own way)."""
+    names = {p.name for p in folder.iterdir() if p.is_file()}
+    if CONFIG not in names and ADAPTER_CONFIG not in names:
         return False
-    if (folder / "code" / "inference.py").is_file() or (folder / "inference.py").is_file():
+    if INDEX not in names and not any(PurePosixPath(n).suffix in {".safetensors", *PICKLED_SUFFIXES} for n in names):
+        return False
+    if (folder / "inference.py").is_file() or any((folder / "code").glob("*.py")):
         return False
     return not any(folder.glob("*.gguf")) and not any(folder.glob("*/*.gguf"))
 

@@ -85,8 +85,9 @@ class Fetches:
         def work() -> None:
             try:
                 folder = self.store.fetch(source)
-                folder = self.conversions.serve(folder, source.quantize, partial(self._report, source), source.url,
-                                                partial(self._base_config, source))
+                if source.convert:
+                    folder = self.conversions.serve(folder, source.quantize, partial(self._report, source),
+                                                    source.url, partial(self._base_config, source))
                 result, error = _Ready(folder, self.store.measure(folder).weights_mb), None
             except Exception as failure:
                 result, error = None, failure

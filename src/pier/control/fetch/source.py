@@ -25,6 +25,7 @@ class ModelSource:
     prefix: bool = False  # every S3 object under the URL, as S3DataType S3Prefix with CompressionType None
     quantize: str = ""  # HF_MODEL_QUANTIZE / QUANTIZE: the precision a Hugging Face checkpoint is converted to
     token: str = field(default="", repr=False)  # the model's own HF_TOKEN for a gated or private hf:// repo
+    convert: bool = True  # a Hugging Face checkpoint is converted to GGUF; not for a handler whose code is elsewhere
 
     @property
     def scheme(self) -> str:
@@ -44,7 +45,16 @@ def source_of(container: ContainerSpec, artifact_url: str | None = None) -> Mode
     checkpoint in Hugging Face layout is converted at the precision the environment asks for (HF_MODEL_QUANTIZE)."""
     environment = container.Environment
     token = next((environment[k] for k in TOKEN_SETTINGS if environment.get(k)), "")
-    return replace(_located(container, artifact_url), quantize=precision.setting(environment), token=token)
+    return replace(_located(container, artifact_url), quantize=precision.setting(environment), token=token,
+                   convert=not _code_elsewhere(environment))
+
+
+def _code_elsewhere(environment: dict[str, str]) -> bool:
+    """The model's own inference code comes from outside its model data (SAGEMAKER_SUBMIT_DIRECTORY naming an
+    s3:// sourcedir.tar.gz, as the sagemaker SDK sets it for an entry_point it does not repack): that code loads
+    the model files as they are, so a checkpoint among them stays a checkpoint."""
+    submitted = environment.get("SAGEMAKER_SUBMIT_DIRECTORY", "").strip()
+    return bool(submitted) and not submitted.startswith("/opt/ml/model")
 
 
 def _located(container: ContainerSpec, artifact_url: str | None) -> ModelSource:
