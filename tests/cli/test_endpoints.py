@@ -121,3 +121,23 @@ def test_logs_refuses_a_count_of_lines_below_one() -> None:
     """The gateway answered `--lines -5` with empty logs: it looked as if the copies had written nothing."""
     result = pier("logs", "chat", "--lines", "-5", "--url", "http://127.0.0.1:9")
     assert result.exit_code == 2 and "--lines" in result.output
+
+
+def test_logs_before_any_copy_says_what_the_endpoint_waits_on(served: Served, tmp_path: Path) -> None:
+    """A Hugging Face checkpoint without a tokenizer: no copy ever starts, and `pier logs` says why."""
+    from tests.gateway.served import sagemaker_client, wait_for
+
+    checkpoint = tmp_path / "ckpt"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}')
+    (checkpoint / "model.safetensors").write_bytes(b"weights")
+    sagemaker = sagemaker_client(served.url)
+    sagemaker.create_model(ModelName="hf", PrimaryContainer={"ModelDataUrl": str(checkpoint)})
+    sagemaker.create_endpoint_config(EndpointConfigName="hf", ProductionVariants=[{
+        "VariantName": "AllTraffic", "ModelName": "hf", "InstanceType": "local", "InitialInstanceCount": 1}])
+    sagemaker.create_endpoint(EndpointName="hf", EndpointConfigName="hf")
+    wait_for(lambda: sagemaker.describe_endpoint(EndpointName="hf")["EndpointStatus"] == "Failed")
+    result = pier("logs", "hf", "--url", served.url)
+    assert result.exit_code == 0, result.output
+    assert "No copies serve hf right now: it is Failed (" in result.output
+    assert "has no tokenizer (tokenizer.json, tokenizer.model, or vocab.json with merges.txt)" in result.output

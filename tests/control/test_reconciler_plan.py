@@ -57,6 +57,9 @@ def test_plan(name: str, desired: list[str], actual: list[tuple[str, CopyState]]
     ("failed heals once the problem is gone and copies are ready", "Failed", Progress(1, 1), ("InService", "")),
     ("failed stays failed while the problem stands", "Failed", Progress(1, 0, "still"), ("Failed", "still")),
     ("deleting stays deleting", "Deleting", Progress(0, 0), ("Deleting", "")),
+    ("creating shows the conversion it waits on", "Creating", Progress(1, 0, step="Converting s3://b/m/ to GGUF: "
+     "reading shard 3 of 6"), ("Creating", "Converting s3://b/m/ to GGUF: reading shard 3 of 6")),
+    ("a conversion's step is no failure once in service", "InService", Progress(1, 1, step="x"), ("InService", "")),
 ])
 def test_next_status(name: str, current: str, progress: Progress, expected: tuple[str, str]) -> None:
     assert next_status(current, progress) == expected, name

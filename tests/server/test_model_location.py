@@ -49,6 +49,8 @@ def test_code_inference_py_means_the_users_own_handler(tmp_path: Path, monkeypat
     ([], "No .gguf file in"),
     (["a.gguf", "b/c.gguf"], "holds 2 GGUF models (a.gguf, b/c.gguf)"),
     (["weights.bin"], "No .gguf file in"),
+    (["config.json", "model.safetensors", "tokenizer.json"], "holds a Hugging Face checkpoint (config.json, "
+     "safetensors), not a GGUF: serve it through the gateway (pier serve"),
 ])
 def test_folders_without_exactly_one_model(tmp_path: Path, files: list[str], fragment: str) -> None:
     for name in files:

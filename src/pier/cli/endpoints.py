@@ -238,10 +238,22 @@ def logs(
     with _answered():
         found = client.logs(name, lines)
     if not found:
-        console.print(f"No copies serve {name} right now.")
+        console.print(escape(f"No copies serve {name} right now{_why_no_copies(client, name)}."))
     for copy_id, text in found.items():
         console.rule(copy_id)
         sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+
+
+def _why_no_copies(client: PierClient, name: str) -> str:
+    """`: it is Creating (Converting ... to GGUF: reading shard 3 of 6)`: what the endpoint or component waits on
+    before it has copies (a model being fetched or converted), or why it failed; "" when it says nothing."""
+    described = client.describe(name)
+    record = described.get("endpoint") or described.get("component") or {}
+    status = record.get("EndpointStatus") or record.get("InferenceComponentStatus") or ""
+    reason = record.get("FailureReason") or ""
+    if not status or status == "InService":
+        return ""
+    return f": it is {status}" + (f" ({reason_line(reason)})" if reason else "")
 
 
 @app.command("delete")

@@ -74,6 +74,7 @@ class Progress:
     desired: int  # copies wanted
     proven: int  # of those, copies that have been ready at least once
     problem: str = ""  # why it cannot get there: a fetch failed, capacity is short, a copy gave up
+    step: str = ""  # what it waits on meanwhile, shown as its reason: a checkpoint being converted
 
 
 def next_status(current: str, progress: Progress) -> tuple[str, str]:
@@ -86,7 +87,7 @@ def next_status(current: str, progress: Progress) -> tuple[str, str]:
         return "Failed", progress.problem
     if progress.proven >= progress.desired:
         return "InService", ""
-    return current, ""
+    return current, progress.step
 
 
 class Reconciler:
@@ -111,6 +112,7 @@ class Reconciler:
         self._specs: dict[str, CopySpec] = {}  # the copies last asked for, by id: where each one is placed
         self._proven: set[str] = set()
         self._busy: dict[str, asyncio.Task[None]] = {}  # copy id -> its start or stop in progress
+        self._steps: dict[Workload, str] = {}  # workloads waiting on a conversion, with the step it is at
         self._stopping: set[str] = set()  # copies told to stop, draining what they have
         self._skipped: set[tuple[str, str, str]] = set()  # unreadable records already logged
         self.deployer = Deployer(state, clock, alarm_state)  # endpoint updates, rolled back on their alarms
@@ -195,6 +197,7 @@ class Reconciler:
         """Record where each endpoint's and component's model files are, once fetched; return the workloads
         whose fetch failed, with why."""
         problems: dict[Workload, str] = {}
+        self._steps.clear()
         for endpoint in self.state.endpoints.all():
             if endpoint.status != "Deleting":
                 problems |= self._resolve_endpoint(endpoint)
@@ -208,6 +211,8 @@ class Reconciler:
                     update={"model_dir": str(fetched.folder), "weights_mb": fetched.weights_mb}))
             elif fetched.error:
                 problems[Workload.of_component(component.name)] = fetched.error
+            elif fetched.progress:
+                self._steps[Workload.of_component(component.name)] = fetched.progress
         return problems
 
     def _resolve_endpoint(self, endpoint: EndpointRecord) -> dict[Workload, str]:
@@ -221,6 +226,8 @@ class Reconciler:
                 variants[i] = variant.model_copy(update={"model_dir": str(fetched.folder)})
             elif fetched.error:
                 problems[variant.workload(endpoint.name)] = fetched.error
+            elif fetched.progress:
+                self._steps[variant.workload(endpoint.name)] = fetched.progress
         if tuple(variants) != endpoint.fleet_variants:
             own, pending = variants[: len(endpoint.variants)], variants[len(endpoint.variants):]
             change: dict[str, Any] = {"variants": tuple(own)}
@@ -298,7 +305,7 @@ class Reconciler:
                   problems: dict[Workload, str]) -> Progress:
         proven = sum(1 for s in desired.specs if s.component in workloads and s.copy_id in self._proven)
         problem = next((problems[w] for w in workloads if w in problems), "")
-        return Progress(wanted, proven, problem)
+        return Progress(wanted, proven, problem, next((self._steps[w] for w in workloads if w in self._steps), ""))
 
     @staticmethod
     def _log_status(kind: str, name: str, status: str, reason: str) -> None:

@@ -76,6 +76,12 @@ def find_gguf(folder: Path) -> Path:
         p for p in folder.rglob("*.gguf")
         if not p.name.startswith("mmproj") and _shard_index(p) in (None, 1)
     )
+    if not found and (folder / "config.json").is_file() and any(folder.glob("*.safetensors")):
+        raise ModelNotFound(
+            f"{folder} holds a Hugging Face checkpoint (config.json, safetensors), not a GGUF: serve it through the "
+            f"gateway (pier serve {folder}, or as an endpoint's model data), which converts it to GGUF once "
+            "(pip install \"pier[hf]\"; docs/models.md)."
+        )
     if not found:
         raise ModelNotFound(
             f"No .gguf file in {folder}: put the model's GGUF there (or a code/inference.py to run your own "

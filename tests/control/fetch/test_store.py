@@ -252,7 +252,9 @@ def test_hf_shards_and_code_come_along(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("files", "url", "problem"), [
     ({"a.Q4_0.gguf": GGUF, "a.Q8_0.gguf": GGUF}, "hf://org/a", r"holds 2 GGUF models .* name one, e\.g\. hf://org/a/a"),
-    ({"model.safetensors": b"x"}, "hf://org/a", "has no GGUF file and pier serves GGUF models"),
+    ({"model.safetensors": b"x"}, "hf://org/a", "org/a has no config.json: give a Hugging Face checkpoint folder"),
+    ({"config.json": b"{}", "pytorch_model.bin": b"x", "tokenizer.json": b"{}"}, "hf://org/a",
+     "holds its weights only as pickled files .* which pier never unpickles"),
     ({"a.gguf": GGUF}, "hf://org/a/b.gguf", "has no file 'b.gguf'; its GGUF files: a.gguf"),
 ])
 def test_hf_problems_say_what_to_do(tmp_path: Path, files: dict[str, bytes], url: str, problem: str) -> None:
@@ -277,6 +279,42 @@ def test_where_model_files_come_from(container: dict[str, Any], artifact: str | 
     assert source_of(ContainerSpec.model_validate(container), artifact) == expected
 
 
+@pytest.mark.parametrize(("environment", "convert"), [
+    ({}, True),
+    ({"SAGEMAKER_PROGRAM": "", "SAGEMAKER_SUBMIT_DIRECTORY": ""}, True),  # the SDK's HuggingFaceModel, no entry_point
+    ({"SAGEMAKER_PROGRAM": "inference.py", "SAGEMAKER_SUBMIT_DIRECTORY": "/opt/ml/model/code"}, True),  # repacked
+    ({"SAGEMAKER_PROGRAM": "inference.py", "SAGEMAKER_SUBMIT_DIRECTORY": "s3://b/sourcedir.tar.gz"}, False),
+])
+def test_a_checkpoint_stays_one_for_a_handler_whose_code_is_elsewhere(environment: dict[str, str],
+                                                                     convert: bool) -> None:
+    container = ContainerSpec.model_validate({"ModelDataUrl": "s3://b/m/", "Environment": environment})
+    assert source_of(container).convert is convert
+
+
 def test_unsupported_url_scheme() -> None:
     with pytest.raises(NoModelData, match="pier cannot fetch 'gs://b/m'"):
         from_url("gs://b/m")
+
+
+def test_hf_repo_without_gguf_fetches_its_checkpoint_but_never_pickles_or_code(tmp_path: Path) -> None:
+    hub = FakeHub({"config.json": b"{}", "model-00001-of-00002.safetensors": b"a",
+                   "model-00002-of-00002.safetensors": b"b",
+                   "model.safetensors.index.json": b"{}", "tokenizer.json": b"{}", "tokenizer_config.json": b"{}",
+                   "pytorch_model.bin": b"pickle", "modeling_x.py": b"import os", "README.md": b"hi"})
+    folder = hub_store(tmp_path, hub).fetch(from_url("hf://org/tiny"))
+    assert sorted(hub.downloads) == ["config.json", "model-00001-of-00002.safetensors",
+                                     "model-00002-of-00002.safetensors", "model.safetensors.index.json",
+                                     "tokenizer.json", "tokenizer_config.json"]
+    assert sorted(p.name for p in folder.iterdir()) == sorted(hub.downloads)
+
+
+def test_hf_download_larger_than_the_disk_is_refused_before_it_starts(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    hub = FakeHub({"config.json": b"{}", "model.safetensors": b"w" * 5000, "tokenizer.json": b"{}"})
+    real = shutil.disk_usage
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: real(path)._replace(free=1000))
+    with pytest.raises(ModelDataError, match=r"hf://org/big is 0\.0 GB, more than the 0\.0 GB free in .*: free some"):
+        hub_store(tmp_path, hub).fetch(from_url("hf://org/big"))
+    assert hub.downloads == []

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from urllib.parse import urlparse
 
 from pier import host_path
+from pier.control.fetch import precision
 from pier.control.shapes import ContainerSpec
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
 SCHEMES = ("s3", "hf", "file")
+TOKEN_SETTINGS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")  # TGI's names for a Hub token
 
 
 class NoModelData(ValueError):
@@ -22,6 +24,9 @@ class ModelSource:
     url: str  # a local path, file://, s3:// or hf:// URL
     archive: bool = False  # a tar (usually model.tar.gz) to unpack
     prefix: bool = False  # every S3 object under the URL, as S3DataType S3Prefix with CompressionType None
+    quantize: str = ""  # HF_MODEL_QUANTIZE / QUANTIZE: the precision a Hugging Face checkpoint is converted to
+    token: str = field(default="", repr=False)  # the model's own HF_TOKEN for a gated or private hf:// repo
+    convert: bool = True  # a Hugging Face checkpoint is converted to GGUF; not for a handler whose code is elsewhere
 
     @property
     def scheme(self) -> str:
@@ -41,7 +46,23 @@ class ModelSource:
 
 def source_of(container: ContainerSpec, artifact_url: str | None = None) -> ModelSource:
     """An inference component's ArtifactUrl wins over its model's data; then ModelDataSource, ModelDataUrl, and
-    last Environment.HF_MODEL_ID (a local folder, or a Hugging Face repo id as TGI containers take it)."""
+    last Environment.HF_MODEL_ID (a local folder, or a Hugging Face repo id as TGI containers take it). A
+    checkpoint in Hugging Face layout is converted at the precision the environment asks for (HF_MODEL_QUANTIZE)."""
+    environment = container.Environment
+    token = next((environment[k] for k in TOKEN_SETTINGS if environment.get(k)), "")
+    return replace(_located(container, artifact_url), quantize=precision.setting(environment), token=token,
+                   convert=not _code_elsewhere(environment))
+
+
+def _code_elsewhere(environment: dict[str, str]) -> bool:
+    """The model's own inference code comes from outside its model data (SAGEMAKER_SUBMIT_DIRECTORY naming an
+    s3:// sourcedir.tar.gz, as the sagemaker SDK sets it for an entry_point it does not repack): that code loads
+    the model files as they are, so a checkpoint among them stays a checkpoint."""
+    submitted = environment.get("SAGEMAKER_SUBMIT_DIRECTORY", "").strip()
+    return bool(submitted) and not submitted.startswith("/opt/ml/model")
+
+
+def _located(container: ContainerSpec, artifact_url: str | None) -> ModelSource:
     if artifact_url:
         return from_url(artifact_url)
     s3 = container.ModelDataSource.S3DataSource if container.ModelDataSource else None

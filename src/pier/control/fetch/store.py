@@ -59,6 +59,8 @@ class ModelStore:
             except FileNotFoundError as error:
                 raise ModelDataError(f"{source.url}: {error}") from None
             except Exception as error:
+                if reason := hf.explain(error, source.url):
+                    raise ModelDataError(reason) from None
                 raise ModelDataError(
                     f"Could not fetch {source.url}: {type(error).__name__}: {error}. Check the URL and that the "
                     "gateway can reach it (AWS credentials for s3://, HF_TOKEN for gated hf:// repos)."
@@ -151,14 +153,17 @@ class ModelStore:
     def _fetch_hf(self, source: ModelSource) -> Path:
         hub = self._hub()
         ref = hf.parse(source.url)
-        commit, files = hf.choose(ref, hub.model_info(ref.repo, revision=ref.revision, files_metadata=True))
+        auth = {"token": source.token} if source.token else {}
+        commit, files = hf.choose(ref, hub.model_info(ref.repo, revision=ref.revision, files_metadata=True, **auth))
         identity = f"hf:{ref.repo}@{commit}:" + ",".join(sorted(f for f, _ in files))
         digest = hashlib.sha256(identity.encode()).hexdigest()
+        if not self._cached(digest):
+            _check_free(self.root, sum(size for _, size in files), source.url)
 
         def download(tmp: Path) -> None:
             with self._bar(f"{ref.repo}", sum(size for _, size in files)) as advance:
                 for name, size in files:
-                    hub.hf_hub_download(ref.repo, name, revision=commit, local_dir=tmp)
+                    hub.hf_hub_download(ref.repo, name, revision=commit, local_dir=tmp, **auth)
                     advance(size)
             shutil.rmtree(tmp / ".cache", ignore_errors=True)  # huggingface_hub's bookkeeping
 
@@ -216,6 +221,15 @@ class ModelStore:
         with Progress(*columns, console=self._console, transient=False) as progress:
             task = progress.add_task(what, total=total or None)
             yield lambda n: progress.advance(task, n)
+
+
+def _check_free(root: Path, needed: int, url: str) -> None:
+    """Before a download: room for its files (a conversion checks again for what it writes)."""
+    root.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(root).free
+    if needed > free:
+        raise ModelDataError(f"{url} is {needed / 1e9:.1f} GB, more than the {free / 1e9:.1f} GB free in {root}: free "
+                             "some space, or give the gateway a --state-dir on a larger disk.")
 
 
 def _file_sha256(path: Path) -> str:
