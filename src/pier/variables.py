@@ -123,6 +123,8 @@ VARIABLES: tuple[Variable, ...] = (
       "kernel probe fails for these CPU kernel families (tests, rehearsals)", COPY),
     V("PIER_WORKER_PARENT", "pid", "(its parent's)", "set by a copy for its handler worker, which dies with that "
       "process", WORKER),
+    V("PIER_LLAMA_CPP_DIR", "folder", "(llama-cpp-python's sdist, fetched once)", "a llama.cpp checkout whose "
+      "convert_hf_to_gguf.py converts Hugging Face checkpoints", GATEWAY),
     # ---- the CLI
     V("PIER_URL", "URL", "http://127.0.0.1:8080", "the gateway the pier command talks to", CLI),
     V("PIER_GATEWAY_URL", "URL", "PIER_URL, else AWS_ENDPOINT_URL", "the gateway pier bench resolves endpoint "
