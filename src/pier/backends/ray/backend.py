@@ -10,8 +10,8 @@ process, or its whole node) is replaced in the same instance, which Ray has plac
 copy reports RESTARTING meanwhile, as a local copy does, and FAILED with the missing capacity when no node has room.
 
 Actors are detached and named `pier-copy-<copy_id>` in pier's namespace: a gateway that starts again takes over
-the copies still running (`connect()`), and the reconciler stops the ones no longer wanted; instances no copy
-uses are removed. On its way out the gateway leaves copies running on a cluster that is not its own.
+the copies still running (`connect()`, `take_over.py`), and the reconciler stops the ones no longer wanted;
+instances no copy uses are removed. On its way out the gateway leaves copies running on a cluster that is not its own.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from pier.backends.ray.join import Attempts, join, probe
 from pier.backends.ray.log_mirror import LogMirror
 from pier.backends.ray.models import Manifest, chunks, file_manifest, manifest_of
 from pier.backends.ray.placement import (
-    ACTOR_PREFIX,
     Reservation,
     actor_name,
     instance_index,
@@ -57,6 +56,7 @@ from pier.backends.ray.ray_calls import (
     _reset,
 )
 from pier.backends.ray.remote_copy import RemoteCopy
+from pier.backends.ray.take_over import take_over
 from pier.backends.supervisor import SupervisionSettings
 from pier.channel.concurrency import copy_concurrency
 from pier.channel.copy_secret import new_copy_secret
@@ -64,7 +64,6 @@ from pier.channel.copy_secret import new_copy_secret
 log = logging.getLogger("pier.backends.ray")
 
 MIB = 2**20
-TAKE_OVER_S = 30.0  # how long a new gateway waits for the actors it finds to say who they are
 PLACING_S = 2.0  # how long an instance may take to be placed before the copy says which capacity is missing
 CALL_S = 15.0  # a call into the cluster's control store that takes longer is given up (the cluster is in trouble)
 SHUTDOWN_S = 15.0  # how long leaving a Ray the gateway started may take on the way out
@@ -142,39 +141,9 @@ class RayBackend:
 
     def _take_over(self) -> None:
         """Adopt every copy actor in the namespace; remove instances none of them uses."""
-        import ray
-        from ray.exceptions import GetTimeoutError
-
-        handles: dict[str, Any] = {}
-        for name in sorted(ray.util.list_named_actors()):
-            if name.startswith(ACTOR_PREFIX):
-                with contextlib.suppress(ValueError):  # gone since it was listed
-                    handles[name] = ray.get_actor(name)
-        asked = {name: handle.identity.remote() for name, handle in handles.items()}
-        if asked:
-            ray.wait(list(asked.values()), num_returns=len(asked), timeout=TAKE_OVER_S)
-        for name, ref in asked.items():
-            try:
-                answer: Any = ray.get(ref, timeout=0)
-                identity: Identity = answer
-            except Exception as error:  # dead, still being created, or of a pier this one cannot read
-                why = "no answer in time" if isinstance(error, GetTimeoutError) else type(error).__name__
-                log.warning("copy actor %s left by an earlier gateway cannot be taken over (%s); removing it; the "
-                            "reconciler starts its copy again if it is still wanted", name, why)
-                _kill(handles[name])
-                continue
-            handle = handles[name]
-            spec = identity.spec
-            copy = RemoteCopy(spec, identity.secret, LogMirror(self._folder(spec.copy_id)), actor=handle,
-                              group=identity.group, node_id=identity.node_id, adopted=True,
-                              message="taken over from an earlier gateway")
-            copy.mirror.note(f"taken over by a new gateway: actor on node {identity.node_id} ({identity.address})")
-            self._groups.adopt(spec.copy_id, identity.group, instance_of(spec).variant)
-            self._copies[spec.copy_id] = copy
+        for copy in take_over(self._groups, self._folder):
+            self._copies[copy.spec.copy_id] = copy
             self._unkept.append(copy)
-        if self._copies:
-            log.info("took over %d copies running on the cluster: %s", len(self._copies), ", ".join(self._copies))
-        self._groups.sweep()
 
     def _keep_adopted(self) -> None:
         """Start keeping the copies taken over at connect(), once there is an event loop to do it on."""
