@@ -68,11 +68,14 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     # transform's records go through the runtime's one attempt loop (its package only), as every request does
     "transform": _("pier", "host_path", "storage", "channel", "state_folder", "backends", "control",
                    "runtime.attempts"),
+    # asynchronous inference, as batch transform, is a package of its own that the gateway wires in: its queue, its
+    # requests checked, their runs through the runtime's forwarding (under their own timeout) and notifications
+    "async_inference": _("storage", "channel", "state_folder", "backends", "control", "runtime", "autoscaling"),
     "security": _("env", "errors", "error_bodies", "dialect"),
     "gateway": _("env", "pier", "errors", "error_bodies", "dialect", "channel", "gpus", "lora_file", "ports", "storage",
                  "state_folder", "capture",
                  "engine.kernels",  # the host's CPU and llama.cpp build, logged at start (llama.cpp imported lazily)
-                 "console", "backends", "runtime", "autoscaling", "control", "transform", "security",
+                 "console", "backends", "runtime", "autoscaling", "control", "transform", "async_inference", "security",
                  "client.deploy_file"),
     # Clients and tools.
     "client": _("control.names", "control.records", "security"),

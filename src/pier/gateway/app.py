@@ -19,6 +19,8 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException
 
+from pier.async_inference.dispatcher import AsyncInference
+from pier.async_inference.queue import AsyncQueue
 from pier.autoscaling.application_autoscaling import ApplicationAutoScaling
 from pier.autoscaling.cloudwatch import ALARM, CloudWatch
 from pier.autoscaling.history import History
@@ -40,7 +42,6 @@ from pier.control.state import State
 from pier.dialect import CBOR_PATH
 from pier.gateway import autoscaling_route, pier_routes, state_files, transform_route
 from pier.gateway.adapter_routes import adapter_list
-from pier.gateway.async_inference import AsyncInference
 from pier.gateway.async_route import invoke_endpoint_async
 from pier.gateway.autoscaling_parts import Autoscaling
 from pier.gateway.control_route import control_route
@@ -57,7 +58,6 @@ from pier.gateway.taps import Taps
 from pier.gateway.targets import Targets
 from pier.gateway.writer import Writer
 from pier.gpus import GpuInventory, discover
-from pier.runtime.async_queue import AsyncQueue
 from pier.runtime.attempts import admission_of
 from pier.runtime.invoke import RuntimeService
 from pier.runtime.routes import openai_router, runtime_router

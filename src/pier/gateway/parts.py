@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 
 from fastapi import Request
 
+from pier.async_inference.dispatcher import AsyncInference
 from pier.backends.base import Backend
 from pier.control.api import ControlPlane
 from pier.control.reconciler import Reconciler
 from pier.control.state import State
-from pier.gateway.async_inference import AsyncInference
 from pier.gateway.autoscaling_parts import Autoscaling
 from pier.gateway.leadership import Leadership, holder_name
 from pier.gateway.stores import OpenStores

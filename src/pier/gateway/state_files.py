@@ -7,7 +7,7 @@ others (each store a pier.state_folder `StoreFile`; each file behind its `StateF
     autoscaling.sqlite3  scalable targets, policies, alarms, activities, metric history (pier.autoscaling.store)
     keys.json            the gateway's keys (pier.security.keystore)
     sessions.sqlite3     the open stateful sessions, each with its copy (pier.runtime.session_store)
-    async.sqlite3        asynchronous inference requests accepted and not yet answered (pier.runtime.async_queue)
+    async.sqlite3        asynchronous inference requests accepted and not yet answered (pier.async_inference.queue)
     transforms.sqlite3   transform jobs and the progress of running ones (pier.transform.store)
 """
 
@@ -16,9 +16,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from pier.async_inference.queue import AsyncQueue
 from pier.autoscaling.store import Store as AutoscalingStore
 from pier.control.state import State
-from pier.runtime.async_queue import AsyncQueue
 from pier.runtime.session_store import SessionStore
 from pier.security import keystore
 from pier.state_folder.errors import StateDamaged, StateError

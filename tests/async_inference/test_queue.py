@@ -5,8 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from pier.async_inference.queue import FILE, AsyncQueue, AsyncRequest
 from pier.gateway import state_files
-from pier.runtime.async_queue import FILE, AsyncQueue, AsyncRequest
 from pier.state_folder.files import by_name
 from pier.state_folder.store import Driver
 

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
+from pier.async_inference.accepted import accepted
 from pier.control.shapes import AsyncInferenceSpec
-from pier.gateway.async_route import accepted
 from pier.runtime.errors import InvalidInvocation
 
 H = "X-Amzn-SageMaker-"

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from pier.async_inference.notification import AsyncOutcome, delivery, message, topic_for
+from pier.async_inference.queue import AsyncRequest
 from pier.control.shapes import AsyncNotificationSpec
-from pier.gateway.async_notification import AsyncOutcome, delivery, message, topic_for
-from pier.runtime.async_queue import AsyncRequest
 
 REQUEST = AsyncRequest("id", "mine", "e", "s3://b/out/id.out", "s3://b/failed/id-error.out", received=0.0, ttl_s=60,
                        timeout_s=900, input_location="s3://b/in.json", content_type="application/json")

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
+from pier.async_inference.dispatcher import AsyncInference, AsyncInstances, expired, free_slots
+from pier.async_inference.queue import AsyncQueue, AsyncRequest
 from pier.backends.base import CopyState, CopyStatus
 from pier.control.records import EndpointRecord, VariantRecord
 from pier.control.shapes import AsyncInferenceSpec
 from pier.control.workload import Workload
-from pier.gateway.async_inference import AsyncInference, AsyncInstances, expired, free_slots
-from pier.runtime.async_queue import AsyncQueue, AsyncRequest
 from pier.runtime.invoke import RuntimeService
 
 
@@ -135,7 +135,7 @@ async def test_a_backlog_at_zero_instances_wakes_the_variant_and_says_it_has_no_
 async def test_a_slow_notification_does_not_hold_the_copys_slot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                                                 ) -> None:
     """A topic that answers slowly (up to DELIVERY_TIMEOUT_S) must not keep the next request from the copy."""
-    import pier.gateway.async_inference as module
+    import pier.async_inference.dispatcher as module
 
     async def slow_notify(*_: Any, **__: Any) -> None:
         await asyncio.sleep(5)
@@ -235,7 +235,7 @@ async def test_a_tick_reads_only_the_requests_it_starts(tmp_path: Path, monkeypa
 @pytest.mark.anyio
 async def test_answers_and_failures_are_written_with_the_kms_key(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    import pier.gateway.async_inference as module
+    import pier.async_inference.dispatcher as module
 
     written: list[tuple[str, str | None]] = []
 
@@ -260,7 +260,7 @@ async def test_answers_and_failures_are_written_with_the_kms_key(tmp_path: Path,
 async def test_a_filename_naming_an_earlier_answer_still_runs(tmp_path: Path) -> None:
     """Issue 41: a request whose X-Amzn-SageMaker-Filename named an existing answer never ran (it was taken as
     'answered before a restart'), and its caller read the earlier caller's answer."""
-    from pier.gateway.async_route import accepted
+    from pier.async_inference.accepted import accepted
 
     record = endpoint(tmp_path, 1)
     assert record.async_inference is not None
@@ -288,7 +288,7 @@ async def test_a_request_answered_before_a_stop_is_not_run_again(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The gateway stopping while an answer is written: the write ends, the queue records it answered, and the
     restarted gateway does not run it again (each answer is written once)."""
-    import pier.gateway.async_inference as module
+    import pier.async_inference.dispatcher as module
 
     write = module.storage.write
 

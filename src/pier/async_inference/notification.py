@@ -16,8 +16,8 @@ from typing import Any
 
 import httpx
 
+from pier.async_inference.queue import AsyncRequest
 from pier.control.shapes import AsyncNotificationSpec
-from pier.runtime.async_queue import AsyncRequest
 
 log = logging.getLogger("pier.async")
 DELIVERY_TIMEOUT_S = 10.0

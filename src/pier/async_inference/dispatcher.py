@@ -1,4 +1,4 @@
-"""Asynchronous inference: the requests InvokeEndpointAsync queued (pier.runtime.async_queue) run on their endpoint's
+"""Asynchronous inference: the requests InvokeEndpointAsync queued (pier.async_inference.queue) run on their endpoint's
 copies, through the same forwarding as InvokeEndpoint (admission, routing, resuming on another copy) but under their
 own InvocationTimeoutSeconds (15 minutes by default, as on AWS) instead of the real-time 60 s, which the copy is told
 too (X-Pier-Timeout-Seconds). Each answer is written to its OutputLocation, each failure (the model's error, an
@@ -24,17 +24,17 @@ from typing import Any
 import httpx
 
 from pier import storage
+from pier.async_inference.notification import AsyncOutcome, notify
+from pier.async_inference.queue import AsyncQueue, AsyncRequest
 from pier.autoscaling.recorder import Recorder
 from pier.autoscaling.resource import resource_of
 from pier.autoscaling.scaler import Scaler
-from pier.backends.base import CopyState
+from pier.backends.base import CopyState, CopyStatus
 from pier.channel.headers import TIMEOUT_HEADER
 from pier.channel.prefix import request_prefix
 from pier.control.records import EndpointRecord
 from pier.control.state import State, UnreadableRecord
-from pier.gateway.async_notification import AsyncOutcome, notify
-from pier.gateway.targets import Copies
-from pier.runtime.async_queue import AsyncQueue, AsyncRequest
+from pier.control.workload import Workload
 from pier.runtime.attempts import NOT_TAKEN, Call, forward
 from pier.runtime.errors import InvocationError, as_invocation_error
 from pier.runtime.invocation import CUSTOM_ATTRIBUTES, INFERENCE_ID
@@ -73,8 +73,9 @@ def expiry_reason(request: AsyncRequest, now: float) -> str:
 
 
 class AsyncInference:
-    def __init__(self, queue: AsyncQueue, state: State, runtime: RuntimeService, copies: Copies, recorder: Recorder,
-                 scaler: Scaler, *, clock: Callable[[], float] = time.time, relay: str | None = None) -> None:
+    def __init__(self, queue: AsyncQueue, state: State, runtime: RuntimeService,
+                 copies: Callable[[Workload], list[CopyStatus]], recorder: Recorder, scaler: Scaler, *,
+                 clock: Callable[[], float] = time.time, relay: str | None = None) -> None:
         self.queue = queue
         self.state = state
         self.runtime = runtime
