@@ -38,7 +38,7 @@ COPY_SECRET_HEADER = _declare("X-Pier-Copy-Secret", REQUEST, "the secret that ma
                               "pier.channel.copy_secret")
 TIMEOUT_HEADER = _declare("X-Pier-Timeout-Seconds", REQUEST, "the copy ends the request after this many seconds, a "
                           "little before the client gives up (an async invocation's InvocationTimeoutSeconds)",
-                          "pier.server.request_timeout")
+                          "pier.server.middleware.request_timeout")
 CONCURRENCY_HEADER = _declare("X-Pier-Concurrency", RESPONSE, "on a ready copy's /ping: the requests it takes at once",
                               "pier.channel.concurrency")
 KERNELS_HEADER = _declare("X-Pier-Kernels", RESPONSE, "on a ready copy's /ping: the CPU kernels it computes with",
@@ -65,11 +65,11 @@ KV_HELD = _declare("X-Pier-Kv-Held", RESPONSE, "the prefix blocks the copy's pre
 MODEL_NAME_HEADER = _declare("X-Pier-Model-Name", REQUEST, "the model name an OpenAI answer gives when the request "
                              "names none: the inference component's or the endpoint's", "pier.served_name")
 ADAPTER_HEADER = _declare("X-Pier-Adapter", REQUEST, "the LoRA adapter the request runs under: its component's name",
-                          "pier.control.adapters, pier.server.adapters")
+                          "pier.control.adapters, pier.server.middleware.adapter_requests")
 ADAPTER_FILE_HEADER = _declare("X-Pier-Adapter-File", REQUEST, "the adapter's GGUF file, as the copy reads it",
-                               "pier.control.adapters, pier.server.adapters")
+                               "pier.control.adapters, pier.server.middleware.adapter_requests")
 ADAPTER_SCALE_HEADER = _declare("X-Pier-Adapter-Scale", REQUEST, "the adapter's scale (PIER_LORA_SCALE, default 1)",
-                                "pier.control.adapters, pier.server.adapters")
+                                "pier.control.adapters, pier.server.middleware.adapter_requests")
 
 # A multi-model copy's report of how it found the TargetModel (pier.multi_model.CacheReport): the AWS/SageMaker
 # metrics ModelCacheHit, ModelLoadingWaitTime, ModelUnloadingTime, ModelDownloadingTime and LoadedModelCount.

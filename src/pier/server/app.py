@@ -17,9 +17,6 @@ from pier.dialect import Dialect
 from pier.engine.engine import Engine
 from pier.errors import CLIENT_CLOSED_REQUEST, ClientGone, PierError
 from pier.model.chat import ChatTemplate
-from pier.server import adapters
-from pier.server.adapters import AdapterRequests
-from pier.server.body_limit import BodyLimit
 from pier.server.continuation import ResumableAnswers
 from pier.server.errors import (
     TooDeeplyNested,
@@ -33,7 +30,10 @@ from pier.server.flavors.openai import routes as openai
 from pier.server.flavors.tgi import routes as tgi
 from pier.server.kv_report import KvHeldHeader
 from pier.server.metrics import RequestMetrics
-from pier.server.request_timeout import RequestTimeout
+from pier.server.middleware import adapter_requests
+from pier.server.middleware.adapter_requests import AdapterRequests
+from pier.server.middleware.body_limit import BodyLimit
+from pier.server.middleware.request_timeout import RequestTimeout
 from pier.server.served_model import ServedModel
 from pier.server.settings import ServerSettings
 from pier.server.state import InvocationHandler, ServerState
@@ -70,7 +70,7 @@ def create_app(
     app.include_router(openai.router)
     app.include_router(embeddings.router)
     app.include_router(tokenizer.router)
-    app.include_router(adapters.router)
+    app.include_router(adapter_requests.router)
     return app
 
 

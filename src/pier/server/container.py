@@ -31,8 +31,8 @@ from pier.model.gguf_meta import read_metadata
 from pier.ports import port_problem
 from pier.server.app import Lifespan, attach_model, create_app, create_handler_app
 from pier.server.engine_start import prove_kernels, start_engine
-from pier.server.guard import guard_model_server
 from pier.server.kernel_choice import KernelsUnusable
+from pier.server.middleware.guard import guard_model_server
 from pier.server.model_location import ModelLocation, ModelNotFound, locate_model
 from pier.server.multi_model import create_multi_model_app
 from pier.server.quantization import warn_of_quantize
@@ -85,7 +85,7 @@ def serve_container(
             served = location.handler.path if location.handler else location.gguf
             if location.gguf is not None:
                 warn_of_quantize(Env(env).values, location.gguf)  # TGI's HF_MODEL_QUANTIZE, which a GGUF ignores
-        guard_model_server(app, Env(env).values)  # API_KEY, PIER_COPY_SECRET (pier.server.guard)
+        guard_model_server(app, Env(env).values)  # API_KEY, PIER_COPY_SECRET (pier.server.middleware.guard)
     except (SettingsError, ModelNotFound, PierError) as error:
         log.error("cannot serve: %s", error)
         return 1

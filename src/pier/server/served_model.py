@@ -14,12 +14,13 @@ from pier.engine.validate import CheckedRequest
 from pier.model.chat import ChatTemplate, template_kwargs
 from pier.model.tools.families import FORMATS
 from pier.model.tools.tool_format import ToolFormat
-from pier.server import adapters, generation, request_timeout
+from pier.server import generation
 from pier.server.context_limits import Limits
 from pier.server.continuation import ResumableAnswer
 from pier.server.generation import Completion
 from pier.server.kv_report import KvReport
 from pier.server.metrics import ServerMetrics
+from pier.server.middleware import adapter_requests, request_timeout
 from pier.server.settings import ServerSettings
 
 # Clients send 64-bit seeds (TGI's are u64); llama.cpp's samplers take seeds below 2**32 - 1.
@@ -114,7 +115,7 @@ class ServedModel:
         the engine takes the checked request as it is."""
         if progress is not None:  # resumable: a pinned seed, or a continuation of another copy's work
             request = progress.prepare(request)
-        if adapter := adapters.current():  # the LoRA adapter the gateway named (server/adapters.py)
+        if adapter := adapter_requests.current():  # the LoRA adapter the gateway named
             request = dataclasses.replace(request, adapter=adapter)
         return self.engine.check(request)
 

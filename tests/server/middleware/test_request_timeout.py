@@ -9,8 +9,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from pier.server import request_timeout
-from pier.server.request_timeout import HEADER, RequestTimeout
+from pier.server.middleware import request_timeout
+from pier.server.middleware.request_timeout import HEADER, RequestTimeout
 
 
 @pytest.mark.parametrize(("value", "seconds"), [(b"900", 900.0), (b"1.5", 1.5), (b"0", None), (b"-3", None),
