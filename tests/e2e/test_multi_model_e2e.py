@@ -16,7 +16,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from pier.server.multi_model import footprint
+from pier.server.multi_model.app import footprint
 from pier.server.settings import ServerSettings
 from pier.synthetic.builder import TINY, build_gguf
 from tests.e2e.gateway_process import GatewayProcess

@@ -34,7 +34,7 @@ from pier.server.engine_start import prove_kernels, start_engine
 from pier.server.kernel_choice import KernelsUnusable
 from pier.server.middleware.guard import guard_model_server
 from pier.server.model_location import ModelLocation, ModelNotFound, locate_model
-from pier.server.multi_model import create_multi_model_app
+from pier.server.multi_model.app import create_multi_model_app
 from pier.server.quantization import warn_of_quantize
 from pier.server.served_embedder import ServedEmbedder
 from pier.server.settings import ServerSettings

@@ -1,6 +1,6 @@
 """A copy's engine started on a GGUF: its KV cache sized, its offload planned, its CPU kernels proven, llama.cpp
 loaded and the engine thread running. The single-model copy (pier.server.container) and each model of a
-multi-model copy (pier.server.multi_model) start theirs here.
+multi-model copy (pier.server.multi_model.app) start theirs here.
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ class HandlerSettings:
 @dataclass(frozen=True)
 class MultiModelSettings:
     """A multi-model copy's settings (SAGEMAKER_MULTI_MODEL=true: it serves every model under its folder, by name;
-    pier.server.multi_model)."""
+    pier.server.multi_model.app)."""
 
     memory_mb: float = 4096.0  # PIER_MULTI_MODEL_MEMORY_MB: what its loaded models may take together
     keep_models: bool = True  # PIER_MODEL_CACHE (MultiModelConfig.ModelCacheSetting): Enabled keeps them loaded

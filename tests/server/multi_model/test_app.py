@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from pier.multi_model import TARGET_MODEL_HEADER
-from pier.server.multi_model import create_multi_model_app
+from pier.server.multi_model.app import create_multi_model_app
 from pier.server.settings import MultiModelSettings, ServerSettings
 
 pytestmark = pytest.mark.anyio

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from pier.server.model_cache import Held, Loaded, ModelCache, Prepared, evictions
+from pier.server.multi_model.cache import Held, Loaded, ModelCache, Prepared, evictions
 
 MB = 2**20
 

@@ -35,8 +35,8 @@ from pier.server.engine_start import start_engine
 from pier.server.errors import ShuttingDown, error_response
 from pier.server.kernel_choice import ready_headers
 from pier.server.kv_budget import kv_cells, kv_shape
-from pier.server.model_cache import Loaded, ModelCache, Prepared
 from pier.server.model_location import ModelNotFound, find_gguf
+from pier.server.multi_model.cache import Loaded, ModelCache, Prepared
 from pier.server.settings import MultiModelSettings, ServerSettings
 from pier.server.state import ServerState
 
