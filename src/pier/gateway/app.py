@@ -36,7 +36,7 @@ from pier.control.fetch.fetches import Fetches
 from pier.control.fetch.store import ModelStore
 from pier.control.reconciler import Reconciler
 from pier.control.request_limits import MAX_BODY_BYTES as CONTROL_MAX_BODY_BYTES
-from pier.control.state import State
+from pier.control.resource_store import ResourceStore
 from pier.dialect import CBOR_PATH
 from pier.gateway import autoscaling_route, pier_routes, state_files, transform_route
 from pier.gateway.adapter_routes import adapter_list
@@ -169,7 +169,7 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
     state_files.refuse_damaged(state_dir)  # the files not opened below (keys.json): refused with the fix
     # every store (state_files.STORES), in the state folder or the database of --state-url; damage refused here
     stores = OpenStores(state_dir, driver=Postgres(settings.state_url) if settings.state_url else None)
-    state, scaling_store = stores.get(State), stores.get(AutoscalingStore)
+    state, scaling_store = stores.get(ResourceStore), stores.get(AutoscalingStore)
     fetches = Fetches(store or ModelStore(state_dir / "models"))
     # A backend whose copies do not run on this host (ray) says which cores copies are numbered against, and this
     # host's cores and memory do not cap how many copies there are.

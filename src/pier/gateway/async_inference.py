@@ -31,7 +31,7 @@ from pier.backends.base import CopyState
 from pier.channel.headers import TIMEOUT_HEADER
 from pier.channel.prefix import request_prefix
 from pier.control.records import EndpointRecord
-from pier.control.state import State, UnreadableRecord
+from pier.control.resource_store import ResourceStore, UnreadableRecord
 from pier.gateway.async_notification import AsyncOutcome, notify
 from pier.gateway.targets import Copies
 from pier.runtime.async_queue import AsyncQueue, AsyncRequest
@@ -73,8 +73,9 @@ def expiry_reason(request: AsyncRequest, now: float) -> str:
 
 
 class AsyncInference:
-    def __init__(self, queue: AsyncQueue, state: State, runtime: RuntimeService, copies: Copies, recorder: Recorder,
-                 scaler: Scaler, *, clock: Callable[[], float] = time.time, relay: str | None = None) -> None:
+    def __init__(self, queue: AsyncQueue, state: ResourceStore, runtime: RuntimeService, copies: Copies,
+                 recorder: Recorder, scaler: Scaler, *, clock: Callable[[], float] = time.time,
+                 relay: str | None = None) -> None:
         self.queue = queue
         self.state = state
         self.runtime = runtime

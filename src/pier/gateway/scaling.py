@@ -18,7 +18,7 @@ from pier.backends.base import CopyState, CopyStatus
 from pier.control.api import ControlPlane
 from pier.control.errors import ControlError
 from pier.control.names import DEFAULT_REGION
-from pier.control.state import State, UnreadableRecord
+from pier.control.resource_store import ResourceStore, UnreadableRecord
 from pier.control.workload import Workload
 from pier.gateway.usage import ProcessUsage, memory_total
 from pier.runtime.admission import Admission
@@ -28,7 +28,7 @@ POLL_S = 0.05  # how often a waiting request looks for a ready copy
 
 
 class GatewayCapacity:
-    def __init__(self, state: State, control: ControlPlane, copies: Copies, admission: Admission, *,
+    def __init__(self, state: ResourceStore, control: ControlPlane, copies: Copies, admission: Admission, *,
                  local: bool = False) -> None:
         self.state = state
         self.control = control

@@ -18,7 +18,7 @@ from pier.control import adapters
 from pier.control.deployment import green_share, pick_fleet
 from pier.control.names import ACCOUNT
 from pier.control.records import ComponentRecord, EndpointRecord, RoutingRecord, VariantRecord
-from pier.control.state import State, UnreadableRecord
+from pier.control.resource_store import ResourceStore, UnreadableRecord
 from pier.control.workload import Workload
 from pier.runtime.errors import ComponentRequired, EndpointNotFound, InvalidInvocation
 from pier.runtime.routing import DEFAULT_ROUTING, Routing, Strategy
@@ -70,7 +70,7 @@ NO_CAPACITY = (
 
 
 class Targets:
-    def __init__(self, state: State, copies: Copies, *, pick: Callable[[Sequence[float]], int] | None = None,
+    def __init__(self, state: ResourceStore, copies: Copies, *, pick: Callable[[Sequence[float]], int] | None = None,
                  waker: Waker | None = None, draw: Callable[[], float] = random.random) -> None:
         self.state = state
         self.copies = copies
