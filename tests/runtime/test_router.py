@@ -12,8 +12,8 @@ def copy(copy_id: str, state: CopyState = CopyState.READY, pid: int | None = 1) 
 
 
 def cand(copy_id: str, outstanding: int = 0, last: int = 0, cached: tuple[str, ...] = (),
-         state: CopyState = CopyState.READY, capacity: int | None = None) -> Candidate:
-    return Candidate(copy(copy_id, state), outstanding, last, frozenset(cached), capacity)
+         state: CopyState = CopyState.READY, concurrency: int | None = None) -> Candidate:
+    return Candidate(copy(copy_id, state), outstanding, last, frozenset(cached), concurrency)
 
 
 CHOOSE_CASES = [
@@ -34,13 +34,14 @@ CHOOSE_CASES = [
     ("leading beats deeper-only", [cand("a", 1, cached=("p1",)), cand("b", 0, cached=("p2",))], ("p1", "p2"), 4, "a"),
     ("affine copy not ready", [cand("a", 3), cand("b", 0, cached=("p1",), state=CopyState.STARTING)], ("p1",), 4, "a"),
     ("no prefix: plain least busy", [cand("a", 1, cached=("p1",)), cand("b", 0)], (), 4, "b"),
-    # A copy at its capacity is never chosen, however affine or idle the others look.
-    ("at capacity", [cand("a", 2, capacity=2)], (), 4, None),
-    ("all at capacity", [cand("a", 1, capacity=1), cand("b", 3, capacity=3)], (), 4, None),
-    ("the one with room", [cand("a", 1, capacity=1), cand("b", 5, capacity=8)], (), 4, "b"),
-    ("affine copy full", [cand("a", 0, capacity=4), cand("b", 2, cached=("p1",), capacity=2)], ("p1",), 4, "a"),
-    ("affine copy with room", [cand("a", 0, capacity=4), cand("b", 1, cached=("p1",), capacity=2)], ("p1",), 4, "b"),
-    ("least busy among those with room", [cand("a", 0, capacity=0), cand("b", 2), cand("c", 1)], (), 4, "c"),
+    # A copy at its concurrency is never chosen, however affine or idle the others look.
+    ("at its concurrency", [cand("a", 2, concurrency=2)], (), 4, None),
+    ("all at their concurrency", [cand("a", 1, concurrency=1), cand("b", 3, concurrency=3)], (), 4, None),
+    ("the one with room", [cand("a", 1, concurrency=1), cand("b", 5, concurrency=8)], (), 4, "b"),
+    ("affine copy full", [cand("a", 0, concurrency=4), cand("b", 2, cached=("p1",), concurrency=2)], ("p1",), 4, "a"),
+    ("affine copy with room", [cand("a", 0, concurrency=4), cand("b", 1, cached=("p1",), concurrency=2)], ("p1",), 4,
+     "b"),
+    ("least busy among those with room", [cand("a", 0, concurrency=0), cand("b", 2), cand("c", 1)], (), 4, "c"),
 ]
 
 
@@ -157,9 +158,9 @@ def test_a_copy_without_reported_concurrency_takes_the_default() -> None:
     assert [router.pick(copies) is not None for _ in range(3)] == [True, True, False]
 
 
-def holder(copy_id: str, outstanding: int = 0, models: tuple[str, ...] = (), capacity: int | None = None
+def holder(copy_id: str, outstanding: int = 0, models: tuple[str, ...] = (), concurrency: int | None = None
            ) -> Candidate:
-    return Candidate(copy(copy_id), outstanding, 0, frozenset(), capacity, frozenset(models))
+    return Candidate(copy(copy_id), outstanding, 0, frozenset(), concurrency, frozenset(models))
 
 
 TARGET_CASES = [
@@ -167,7 +168,7 @@ TARGET_CASES = [
     ("holder wins though busier", [holder("a", 0), holder("b", 3, ("m1",))], "m1", "b"),
     ("least busy holder", [holder("a", 2, ("m1",)), holder("b", 1, ("m1", "m2"))], "m1", "b"),
     ("no holder: least busy", [holder("a", 2, ("m2",)), holder("b", 1)], "m1", "b"),
-    ("holder full: another copy loads it", [holder("a", 0), holder("b", 2, ("m1",), capacity=2)], "m1", "a"),
+    ("holder full: another copy loads it", [holder("a", 0), holder("b", 2, ("m1",), concurrency=2)], "m1", "a"),
     ("no target: holders mean nothing", [holder("a", 0), holder("b", 1, ("m1",))], None, "a"),
 ]
 

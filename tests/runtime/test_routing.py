@@ -29,7 +29,7 @@ STRATEGY_CASES = [
     # LEAST_OUTSTANDING_REQUESTS: load only, a prefix the busier copy served does not count.
     ("lor: least busy", [cand("a", 2), cand("b", 1)], (), Route(LOR), "b"),
     ("lor: ignores affinity", [cand("a", 0), cand("b", 1, cached=("p1",))], ("p1",), Route(LOR), "a"),
-    ("lor: never at capacity", [cand("a", 1, capacity=1), cand("b", 3)], (), Route(LOR), "b"),
+    ("lor: never at its concurrency", [cand("a", 1, concurrency=1), cand("b", 3)], (), Route(LOR), "b"),
     # KV_AWARE and no strategy: pier's prefix affinity within the slack.
     ("kv: affinity", [cand("a", 0), cand("b", 1, cached=("p1",))], ("p1",), Route(KV), "b"),
     ("default: affinity", [cand("a", 0), cand("b", 1, cached=("p1",))], ("p1",), Route(), "b"),
@@ -43,7 +43,7 @@ STRATEGY_CASES = [
      Route(prefix_aware(2), KEY), THIRD),
     ("prefix: all at threshold: least busy", [cand(HOME, 3), cand(SECOND, 5), cand(THIRD, 4)], (),
      Route(prefix_aware(2), KEY), HOME),
-    ("prefix: home full (its concurrency)", [cand(HOME, 1, capacity=1), cand(SECOND, 0), cand(THIRD, 0)], (),
+    ("prefix: home full (its concurrency)", [cand(HOME, 1, concurrency=1), cand(SECOND, 0), cand(THIRD, 0)], (),
      Route(prefix_aware(8), KEY), SECOND),
     ("prefix: home not ready", [cand(HOME, state=CopyState.STARTING), cand(SECOND, 0), cand(THIRD, 0)], (),
      Route(prefix_aware(8), KEY), SECOND),
@@ -51,7 +51,7 @@ STRATEGY_CASES = [
      Route(prefix_aware(2)), "b"),
     # A session's request goes to its copy, whatever the strategy, or nowhere yet.
     ("pin", [cand("a", 0), cand("b", 3)], (), Route(LOR, pin="b"), "b"),
-    ("pin full", [cand("a", 0), cand("b", 1, capacity=1)], (), Route(LOR, pin="b"), None),
+    ("pin full", [cand("a", 0), cand("b", 1, concurrency=1)], (), Route(LOR, pin="b"), None),
     ("pin gone", [cand("a", 0)], (), Route(pin="b"), None),
 ]
 
@@ -72,7 +72,7 @@ def test_random_draws_among_copies_with_room(index: int, expected: str) -> None:
         drawn.append(n)
         return index
 
-    candidates = [cand("c", 5), cand("a", 0), cand("b", 9), cand("d", 1, capacity=1)]  # d is full
+    candidates = [cand("c", 5), cand("a", 0), cand("b", 9), cand("d", 1, concurrency=1)]  # d is full
     chosen = choose(candidates, route=Route(RANDOM), draw=draw)
     assert chosen is not None and chosen.copy_id == expected and drawn == [3]
 

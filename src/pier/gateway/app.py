@@ -50,7 +50,7 @@ from pier.gateway.endpoint_scope import endpoint_of_state
 from pier.gateway.leadership import Leadership, holder_name
 from pier.gateway.parts import Gateway
 from pier.gateway.router_errors import router_error
-from pier.gateway.scaling import GatewayCapacity, Waking
+from pier.gateway.scaling import GatewayCounts, Waking
 from pier.gateway.settings import GatewaySettings
 from pier.gateway.stores import OpenStores
 from pier.gateway.taps import Taps
@@ -188,17 +188,17 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
     history = History(scaling_store, retention_s=settings.scaling.retention_s)
     recorder = Recorder(history)
     admission = admission_of(settings.runtime)  # the runtime's, whose load autoscaling reads too
-    capacity = GatewayCapacity(state, control, reconciler.copies, admission,
-                               local=backend.capabilities.local_processes)
-    scaler = Scaler(scaling_store, history, recorder, capacity, settings.scaling)
+    counts = GatewayCounts(state, control, reconciler.copies, admission,
+                            local=backend.capabilities.local_processes)
+    scaler = Scaler(scaling_store, history, recorder, counts, settings.scaling)
     targets = Targets(state, reconciler.copies,
-                      waker=Waking(scaler, capacity, recorder, settings.runtime.queue_timeout_s))
+                      waker=Waking(scaler, counts, recorder, settings.runtime.queue_timeout_s))
     taps = Taps(state, CaptureWriter(s3_client, settings.capture, registry=recorder.registry))
     runtime = RuntimeService(targets.resolve, settings.runtime, observer=recorder, admission=admission,
                              session_store=stores.serving(SessionStore), tap=taps, path_on=backend.path_on)
     autoscaling = Autoscaling(
         scaling_store, history, recorder, scaler,
-        ApplicationAutoScaling(scaling_store, capacity, changed=writer.soon(scaler.poke)),
+        ApplicationAutoScaling(scaling_store, counts, changed=writer.soon(scaler.poke)),
         CloudWatch(scaling_store, history, changed=writer.soon(scaler.poke)))
     queue = AsyncInference(stores.get(AsyncQueue), state, runtime, reconciler.copies, recorder, scaler,
                            relay=settings.notification_relay)

@@ -56,9 +56,9 @@ class AsyncInstances:
     ready: int  # copies ready to take requests
 
 
-def free_slots(capacity: AsyncInstances, per_instance: int, running: int) -> int:
+def free_slots(instances: AsyncInstances, per_instance: int, running: int) -> int:
     """How many more requests may start now: room on the ready copies, less those already running."""
-    return max(capacity.ready * per_instance - running, 0)
+    return max(instances.ready * per_instance - running, 0)
 
 
 def expired(request: AsyncRequest, now: float) -> bool:
@@ -134,14 +134,14 @@ class AsyncInference:
             if record is None:
                 self._start_all(name, self._gone)  # its endpoint was deleted, or is no longer asynchronous
                 continue
-            capacity = self._capacity(record)
-            self.recorder.backlog(name, queued + running, capacity.desired, now - oldest if oldest else 0.0,
-                                  queued + running > 0 and capacity.ready == 0)
-            if queued and capacity.desired == 0:
+            instances = self._instances(record)
+            self.recorder.backlog(name, queued + running, instances.desired, now - oldest if oldest else 0.0,
+                                  queued + running > 0 and instances.ready == 0)
+            if queued and instances.desired == 0:
                 self._wake_variants(record)
             config = record.async_inference
             assert config is not None
-            free = free_slots(capacity, config.max_concurrent or self.runtime.settings.per_copy_concurrency, running)
+            free = free_slots(instances, config.max_concurrent or self.runtime.settings.per_copy_concurrency, running)
             for waiting in self.queue.pending(name) if queued else []:
                 if now >= waiting.expires:
                     self._start(waiting.id, name, self._expire)
@@ -153,7 +153,7 @@ class AsyncInference:
         records, _ = self.state.endpoints.scan()
         return [r for r in records if r.async_inference is not None and r.status != "Deleting"]
 
-    def _capacity(self, record: EndpointRecord) -> AsyncInstances:
+    def _instances(self, record: EndpointRecord) -> AsyncInstances:
         ready = sum(1 for v in record.variants
                     for c in self.copies(v.workload(record.name)) if c.state is CopyState.READY)
         return AsyncInstances(sum(v.instance_count for v in record.variants), ready)

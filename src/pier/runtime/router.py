@@ -33,7 +33,7 @@ class Candidate:
     outstanding: int = 0
     last_chosen: int = 0  # the router's pick counter when this copy was last chosen; 0 = never
     cached: Collection[str] = ()  # prefix blocks this copy served (see pier.channel.prefix)
-    capacity: int | None = None  # requests it takes at once; None: no limit
+    concurrency: int | None = None  # requests it takes at once; None: no limit
     models: Collection[str] = ()  # a multi-model copy's loaded models, as it last said (or was last sent)
     held: Collection[str] | None = None  # prefix blocks its prefix cache holds, as it last said; None: unsaid
 
@@ -46,7 +46,7 @@ class Candidate:
 
     @property
     def has_room(self) -> bool:
-        return self.capacity is None or self.outstanding < self.capacity
+        return self.concurrency is None or self.outstanding < self.concurrency
 
 
 def ready(copy: CopyStatus) -> bool:
@@ -163,8 +163,8 @@ class Lease:
 class Router:
     """Routing state for the copies of one component. Used from one event loop: no locks needed.
 
-    `copies` is the latest snapshot of the component's copies it was given; a copy's capacity is its reported
-    concurrency, or `default_concurrency` when its backend reports none."""
+    `copies` is the latest snapshot of the component's copies it was given; a copy's concurrency is its reported
+    one, or `default_concurrency` when its backend reports none."""
 
     def __init__(self, *, slack: int = DEFAULT_SLACK, remembered: int = DEFAULT_REMEMBERED,
                  default_concurrency: int = DEFAULT_CONCURRENCY, on_release: Callable[[], None] | None = None,
@@ -216,12 +216,12 @@ class Router:
         load = self._loads.get(copy_id)
         return load.outstanding if load else 0
 
-    def capacity(self, copy: CopyStatus) -> int:
+    def concurrency(self, copy: CopyStatus) -> int:
         return max(1, copy.concurrency or self.default_concurrency)
 
     def room(self, exclude: Collection[str] = ()) -> int:
         """Requests the ready copies of the latest snapshot (but `exclude`d ones) could take now."""
-        return sum(max(0, self.capacity(c) - self.outstanding(c.copy_id)) for c in self.copies
+        return sum(max(0, self.concurrency(c) - self.outstanding(c.copy_id)) for c in self.copies
                    if ready(c) and c.copy_id not in exclude)
 
     def any_ready(self, exclude: Collection[str] = ()) -> bool:
@@ -252,7 +252,7 @@ class Router:
 
     def _candidate(self, copy: CopyStatus) -> Candidate:
         load = self._loads[copy.copy_id]
-        return Candidate(copy, load.outstanding, load.last_chosen, load.cached.keys(), self.capacity(copy),
+        return Candidate(copy, load.outstanding, load.last_chosen, load.cached.keys(), self.concurrency(copy),
                          load.models, load.held)
 
     def _remember(self, load: _CopyLoad, prefix: Sequence[str]) -> None:
