@@ -10,7 +10,7 @@ from pier.control.resource_store import ResourceStore
 from pier.control.shapes import ComponentSpec, ContainerSpec
 from pier.gateway.targets import COMPONENT_NOT_ALLOWED, COMPONENT_REQUIRED, NO_CAPACITY, Targets
 from pier.runtime.errors import EndpointNotFound, InvalidInvocation
-from pier.runtime.routing import Routing, Strategy
+from pier.runtime.routing_strategy import Routing, Strategy
 
 SPEC = ComponentSpec.model_validate({"ModelName": "m", "ComputeResourceRequirements": {"MinMemoryRequiredInMb": 256}})
 

@@ -59,8 +59,8 @@ from pier.gateway.writer import Writer
 from pier.gpus import GpuInventory, discover
 from pier.runtime.async_queue import AsyncQueue
 from pier.runtime.attempts import admission_of
+from pier.runtime.http_api import openai_api, runtime_api
 from pier.runtime.invoke import RuntimeService
-from pier.runtime.routes import openai_router, runtime_router
 from pier.runtime.session_store import SessionStore
 from pier.security.install import install_security
 from pier.state_folder.postgres import Postgres
@@ -105,8 +105,8 @@ def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: f
     app.add_api_route("/metrics", pier_routes.metrics, methods=["GET"], response_model=None, include_in_schema=False)
     app.add_api_route("/endpoints/{endpoint_name}/async-invocations", invoke_endpoint_async, methods=["POST"],
                       response_model=None, include_in_schema=False)
-    app.include_router(runtime_router(gateway.runtime))
-    app.include_router(openai_router(gateway.runtime))
+    app.include_router(runtime_api(gateway.runtime))
+    app.include_router(openai_api(gateway.runtime))
     install_security(app, state_dir, settings.security,  # pier.security: see docs/security.md
                      endpoint_of=endpoint_of_state(gateway.state),
                      max_body_bytes=gateway.runtime.settings.max_payload_bytes,

@@ -35,11 +35,11 @@ from pier.control.resource_store import ResourceStore, UnreadableRecord
 from pier.gateway.async_notification import AsyncOutcome, notify
 from pier.gateway.targets import Copies
 from pier.runtime.async_queue import AsyncQueue, AsyncRequest
-from pier.runtime.attempts import NOT_TAKEN, Call, forward
+from pier.runtime.attempts import NOT_TAKEN, Call, answer_of
 from pier.runtime.errors import InvocationError, as_invocation_error
 from pier.runtime.invocation import CUSTOM_ATTRIBUTES, INFERENCE_ID
 from pier.runtime.invoke import RuntimeService
-from pier.runtime.routing import route_of
+from pier.runtime.routing_strategy import request_routing
 from pier.runtime.target import Target, resolve_target
 
 log = logging.getLogger("pier.async")
@@ -241,8 +241,8 @@ class AsyncInference:
         now = asyncio.get_running_loop().time()
         call = Call(request.endpoint, target, "/invocations", body, _headers(request), request_prefix(body),
                     now + request.timeout_s, request.timeout_s, retarget=resolve,
-                    route=route_of(target.routing, body, None), deadline_setting=TIMEOUT_SETTING)
-        async with forward(forwarder, call) as answer:
+                    route=request_routing(target.routing, body, None), deadline_setting=TIMEOUT_SETTING)
+        async with answer_of(forwarder, call) as answer:
             body = await answer.read()
             if not answer.head.is_success:
                 raise answer.error(body)

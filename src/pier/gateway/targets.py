@@ -21,7 +21,7 @@ from pier.control.records import ComponentRecord, EndpointRecord, RoutingRecord,
 from pier.control.resource_store import ResourceStore, UnreadableRecord
 from pier.control.workload import Workload
 from pier.runtime.errors import ComponentRequired, EndpointNotFound, InvalidInvocation
-from pier.runtime.routing import DEFAULT_ROUTING, Routing, Strategy
+from pier.runtime.routing_strategy import DEFAULT_ROUTING, Routing, Strategy
 from pier.runtime.target import Target
 from pier.runtime.target_model import Models
 
@@ -190,7 +190,7 @@ class Targets:
 
 
 def routing(record: RoutingRecord | None) -> Routing:
-    """A variant's stored RoutingConfig as the router applies it; the copies of its inference components are
+    """A variant's stored RoutingConfig as the copy chooser applies it; the copies of its inference components are
     routed by it too."""
     if record is None:
         return DEFAULT_ROUTING
