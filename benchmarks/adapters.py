@@ -21,8 +21,8 @@ from pathlib import Path
 
 from common import bench_model, model_cache
 
-from pier.engine.config import EngineConfig
 from pier.engine.core import EngineCore
+from pier.engine.engine_config import EngineConfig
 from pier.engine.llama import LlamaRunner
 from pier.engine.request import GenerateRequest, SamplingParams
 from pier.synthetic.builder import BENCH_360M, SMALL, ModelShape, build_gguf

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import argparse
 
-from pier.engine.config import EngineConfig
 from pier.engine.core import EngineCore
+from pier.engine.engine_config import EngineConfig
 from pier.engine.llama import LlamaRunner
 from pier.engine.request import GenerateRequest, SamplingParams
 from pier.engine.sequence import Sequence

@@ -195,7 +195,7 @@ async def open_loop(server: Server, plan: Sequence[Planned], sent: Sequence[Prom
         for i, (p, prompt) in enumerate(zip(plan, sent, strict=True)):
             await asyncio.sleep(max(0.0, start + p.at - loop.time()))
             late = max(late, loop.time() - start - p.at)
-            tasks.append(asyncio.create_task(client.send(prompt, RequestRecord(index=i, conversation=i, turn=0))))
+            tasks.append(asyncio.create_task(client.send(prompt, RequestRecord(index=i, conversation=i, round=0))))
         records = list(await asyncio.gather(*tasks))
         return records, loop.time() - start, late
 
@@ -210,7 +210,7 @@ async def closed_loop(server: Server, sent: Sequence[Prompt], users: int) -> tup
         async def user() -> None:
             while queue:
                 i, prompt = queue.pop()
-                records.append(await client.send(prompt, RequestRecord(index=i, conversation=i, turn=0)))
+                records.append(await client.send(prompt, RequestRecord(index=i, conversation=i, round=0)))
 
         started = time.perf_counter()
         await asyncio.gather(*(user() for _ in range(users)))

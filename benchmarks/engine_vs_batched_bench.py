@@ -83,8 +83,8 @@ def run_pier(model: Path, args: argparse.Namespace, batch: int) -> float:
 
 def worker(args: argparse.Namespace) -> None:
     """One measurement of pier's engine, in its own process (so both sides start equally cold)."""
-    from pier.engine.config import EngineConfig
     from pier.engine.engine import Engine
+    from pier.engine.engine_config import EngineConfig
     from pier.engine.llama import LlamaRunner
     from pier.engine.request import GenerateRequest, SamplingParams
 

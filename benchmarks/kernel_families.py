@@ -57,8 +57,8 @@ def pier_side(model: Path, family: KernelFamily, args: argparse.Namespace) -> di
 
 def worker(args: argparse.Namespace) -> None:
     """pier's engine with one family, in a process of its own."""
-    from pier.engine.config import EngineConfig
     from pier.engine.engine import Engine
+    from pier.engine.engine_config import EngineConfig
     from pier.engine.llama import LlamaRunner, system_info, use_family
     from pier.engine.request import GenerateRequest, SamplingParams
 

@@ -110,7 +110,7 @@ async def converse_in_turns(client: CacheReadingClient, conversations: list[Conv
         nonlocal ongoing
         while (item := await queue.get()) is not None:
             conversation, turn, history = item
-            record = RequestRecord(index=len(records), conversation=conversation.index, turn=turn)
+            record = RequestRecord(index=len(records), conversation=conversation.index, round=turn)
             records.append(record)
             prompt = conversation.prompt(turn, history)
             await client.send(prompt, record)

@@ -280,12 +280,13 @@ def test_no_module_is_longer_than_the_house_allows() -> None:
 
 
 @pytest.mark.parametrize(("text", "module", "package", "targets"), [
-    ("import pier.control.state", "pier.gateway.app", False, ["pier.control.state"]),
-    ("from pier.control.state import State", "pier.gateway.app", False, ["pier.control.state"]),
-    ("from pier.control import state", "pier.gateway.app", False, ["pier.control.state"]),
+    ("import pier.control.resource_store", "pier.gateway.app", False, ["pier.control.resource_store"]),
+    ("from pier.control.resource_store import ResourceStore", "pier.gateway.app", False,
+     ["pier.control.resource_store"]),
+    ("from pier.control import resource_store", "pier.gateway.app", False, ["pier.control.resource_store"]),
     ("from pier import storage, __version__", "pier.gateway.app", False, ["pier.storage", "pier"]),
     ("from . import request_limits", "pier.control.api", False, ["pier.control.request_limits"]),
-    ("from .state import State", "pier.control.api", False, ["pier.control.state"]),
+    ("from .resource_store import ResourceStore", "pier.control.api", False, ["pier.control.resource_store"]),
     ("from ..errors import ControlError", "pier.control.fetch.store", False, ["pier.control.errors"]),
     ("from .fetch import s3", "pier.control", True, ["pier.control.fetch.s3"]),
     ("def f():\n    from pier.engine.devices import gpus", "pier.gpus", False, ["pier.engine.devices"]),

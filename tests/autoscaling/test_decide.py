@@ -11,7 +11,7 @@ from pier.autoscaling.decide import (
     StepAdjustment,
     Stepping,
     Tracking,
-    asked_capacity,
+    asked_count,
     choose,
     step,
     track,
@@ -20,12 +20,12 @@ from pier.autoscaling.decide import (
 BOUNDS = Bounds(0, 4)
 
 
-def seen(capacity: int, *, ready: int | None = None, now: float = 1000.0, last_scaling: float = 0.0,
+def seen(count: int, *, ready: int | None = None, now: float = 1000.0, last_scaling: float = 0.0,
          last_out: float = 0.0) -> Observation:
-    return Observation(capacity, capacity if ready is None else ready, now, last_scaling, last_out)
+    return Observation(count, count if ready is None else ready, now, last_scaling, last_out)
 
 
-@pytest.mark.parametrize(("capacity", "metric", "target", "asked"), [
+@pytest.mark.parametrize(("count", "metric", "target", "asked"), [
     (1, 1.0, 1.0, 1),  # at the target: stay
     (1, 1.01, 1.0, 2),
     (2, 3.0, 1.0, 6),  # per-copy metric 3 on 2 copies, target 1: 6 copies
@@ -33,8 +33,8 @@ def seen(capacity: int, *, ready: int | None = None, now: float = 1000.0, last_s
     (3, 0.0, 5.0, 0),
     (4, 0.5, 1.0, 2),
 ])
-def test_asked_capacity(capacity: int, metric: float, target: float, asked: int) -> None:
-    assert asked_capacity(capacity, metric, target) == asked
+def test_asked_count(count: int, metric: float, target: float, asked: int) -> None:
+    assert asked_count(count, metric, target) == asked
 
 
 TRACKING = Tracking(target=1.0, scale_out_cooldown_s=60, scale_in_cooldown_s=300)
@@ -51,7 +51,7 @@ TRACKING = Tracking(target=1.0, scale_out_cooldown_s=60, scale_in_cooldown_s=300
     (TRACKING, seen(2), 10.0, 10.0, 4),
     # in: only after a whole cooldown since the last scaling, sized by the peak
     (TRACKING, seen(3, last_scaling=600), 0.0, 0.5, 2),
-    (TRACKING, seen(3, last_scaling=800), 0.0, 0.5, 3),  # cooldown not over: the capacity is held
+    (TRACKING, seen(3, last_scaling=800), 0.0, 0.5, 3),  # cooldown not over: the count is held
     (TRACKING, seen(1, last_scaling=0), 0.0, 0.0, 0),  # a whole cooldown idle: zero copies
     (Tracking(1.0, disable_scale_in=True), seen(3), 0.0, 0.0, None),
     (TRACKING, seen(2), None, None, None),  # no data: no opinion
@@ -59,7 +59,7 @@ TRACKING = Tracking(target=1.0, scale_out_cooldown_s=60, scale_in_cooldown_s=300
 def test_target_tracking(policy: Tracking, observed: Observation, metric: float | None, peak: float | None,
                          expected: int | None) -> None:
     ask = track(policy, observed, metric, peak, BOUNDS, "m")
-    assert (ask.capacity if ask else None) == expected
+    assert (ask.count if ask else None) == expected
 
 
 CHANGE = Stepping("ChangeInCapacity", (StepAdjustment(0, None, 1),), cooldown_s=60)
@@ -77,10 +77,10 @@ CHANGE = Stepping("ChangeInCapacity", (StepAdjustment(0, None, 1),), cooldown_s=
 ])
 def test_step_scaling(policy: Stepping, observed: Observation, breach: float, expected: int | None) -> None:
     ask = step(policy, observed, breach, BOUNDS, "s")
-    assert (ask.capacity if ask else None) == expected
+    assert (ask.count if ask else None) == expected
 
 
-@pytest.mark.parametrize(("capacity", "asks", "bounds", "expected"), [
+@pytest.mark.parametrize(("count", "asks", "bounds", "expected"), [
     (2, [Ask(3, "a"), Ask(4, "b"), Ask(1, "c")], BOUNDS, 4),  # the largest ask for more wins
     (3, [Ask(1, "a"), Ask(3, "")], BOUNDS, None),  # one policy holds: no scale-in
     (3, [Ask(1, "a"), Ask(2, "b")], BOUNDS, 2),  # all ask for less: the largest of those
@@ -88,6 +88,6 @@ def test_step_scaling(policy: Stepping, observed: Observation, breach: float, ex
     (0, [], Bounds(1, 4), 1),  # below MinCapacity: brought inside
     (6, [None], BOUNDS, 4),
 ])
-def test_choose(capacity: int, asks: list[Ask | None], bounds: Bounds, expected: int | None) -> None:
-    chosen = choose(capacity, asks, bounds)
-    assert (chosen.capacity if chosen else None) == expected
+def test_choose(count: int, asks: list[Ask | None], bounds: Bounds, expected: int | None) -> None:
+    chosen = choose(count, asks, bounds)
+    assert (chosen.count if chosen else None) == expected

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pier.backends.supervisor import _Run, give_up_reason
-from pier.channel.kernels import UNSERVABLE_EXIT
+from pier.channel.unservable import UNSERVABLE_EXIT
 
 SEGV = "was killed by signal 11 (SIGSEGV)"
 

@@ -248,8 +248,8 @@ def test_shared_prefix_and_multi_turn_workloads(pier_server: str) -> None:
     assert {r.input_tokens for r in shared.runs[0].records} == {40 + INPUT_LEN}  # token ids: no BOS
     chat = bench(pier_server, api="openai-chat", workload="multi-turn", turns=3, requests=3)
     records = chat.runs[0].records
-    assert [r.turn for r in records] == [0, 1, 2]
-    assert records[0].input_tokens < records[1].input_tokens < records[2].input_tokens  # each turn extends the last
+    assert [r.round for r in records] == [0, 1, 2]
+    assert records[0].input_tokens < records[1].input_tokens < records[2].input_tokens  # each round extends the last
 
 
 def test_open_loop_rate_and_duration_bound(pier_server: str) -> None:

@@ -55,7 +55,7 @@ def send(
         async with httpx.AsyncClient(transport=httpx.MockTransport(recording)) as http:
             settings = ClientSettings(model="m", temperature=0.0, timeout_s=timeout_s, inference_component=component)
             client = make_client(http, resolve(target, api, label="t"), settings, payload)
-            return await client.send(prompt, RequestRecord(index=0, conversation=0, turn=0))
+            return await client.send(prompt, RequestRecord(index=0, conversation=0, round=0))
 
     return asyncio.run(go()), seen
 

@@ -18,9 +18,9 @@ POOL = TokenPool("words", words=("a", "b"), source="test")
 class FakeServer:
     """Answers after `seconds`, counting how many requests are in flight at once."""
 
-    def __init__(self, seconds: float = 0.01, fail_turn: int | None = None) -> None:
+    def __init__(self, seconds: float = 0.01, fail_round: int | None = None) -> None:
         self.seconds = seconds
-        self.fail_turn = fail_turn
+        self.fail_round = fail_round
         self.in_flight = 0
         self.most_in_flight = 0
         self.prompts: list[Prompt] = []
@@ -31,10 +31,10 @@ class FakeServer:
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         await asyncio.sleep(self.seconds)
         self.in_flight -= 1
-        if record.turn == self.fail_turn:
+        if record.round == self.fail_round:
             record.fail("500", "boom")
         else:
-            record.token_times, record.text, record.output_tokens = [self.seconds], f" reply{record.turn}", 1
+            record.token_times, record.text, record.output_tokens = [self.seconds], f" reply{record.round}", 1
         return record
 
 
@@ -84,15 +84,15 @@ def test_multi_turn_sends_turns_in_order_with_replies() -> None:
     server = FakeServer()
     s = session(server, Budget.of(6, None), workload="multi-turn", turns=3)
     asyncio.run(closed_loop(s, 1))
-    assert [(r.conversation, r.turn) for r in s.records] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
+    assert [(r.conversation, r.round) for r in s.records] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
     assert [e.reply for e in server.prompts[2].history] == [" reply0", " reply1"]
 
 
-def test_a_failed_turn_ends_its_conversation() -> None:
-    server = FakeServer(fail_turn=1)
+def test_a_failed_round_ends_its_conversation() -> None:
+    server = FakeServer(fail_round=1)
     s = session(server, Budget.of(4, None), workload="multi-turn", turns=3)
     asyncio.run(closed_loop(s, 1))
-    assert [(r.conversation, r.turn, r.ok) for r in s.records] == [
+    assert [(r.conversation, r.round, r.ok) for r in s.records] == [
         (0, 0, True),
         (0, 1, False),
         (1, 0, True),

@@ -16,7 +16,7 @@ def timeline(
     record = RequestRecord(
         index=0,
         conversation=0,
-        turn=0,
+        round=0,
         token_times=list(token_times),
         end=end if end is not None else (token_times[-1] if token_times else 0.0),
         output_tokens=len(token_times) if tokens is None else tokens,

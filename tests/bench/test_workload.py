@@ -20,15 +20,15 @@ def workload(pool: TokenPool = WORDS, seed: str = "s", **fields: object) -> Conv
 def test_exact_lengths_in_words_and_ids() -> None:
     for pool, length in ((WORDS, lambda c: len(c.split())), (IDS, len)):
         conversation = next(workload(pool, input_len=37, output_len=5).conversations())
-        (turn,) = conversation.turns
-        assert length(turn.user) == turn.input_tokens == 37
-        assert turn.max_tokens == 5
+        (round_,) = conversation.rounds
+        assert length(round_.user) == round_.input_tokens == 37
+        assert round_.max_tokens == 5
         assert conversation.system is None
 
 
 def test_same_seed_same_prompts_other_seed_other_prompts() -> None:
     def users(seed: str) -> list[object]:
-        return [c.turns[0].user for c in islice(workload(seed=seed).conversations(), 5)]
+        return [c.rounds[0].user for c in islice(workload(seed=seed).conversations(), 5)]
 
     assert users("a") == users("a")
     assert users("a") != users("b")
@@ -40,22 +40,22 @@ def test_shared_prefix_is_the_same_system_prompt_everywhere() -> None:
     assert len(systems) == 1
     (system,) = systems
     assert isinstance(system, str) and len(system.split()) == 50
-    assert len({c.turns[0].user for c in conversations}) == 4
+    assert len({c.rounds[0].user for c in conversations}) == 4
 
 
 def test_multi_turn_prompts_carry_the_history() -> None:
     conversation = next(workload(workload="multi-turn", turns=3, input_len=4).conversations())
-    assert len(conversation.turns) == 3
-    history = (Exchange(conversation.turns[0].user, " reply one"),)
+    assert len(conversation.rounds) == 3
+    history = (Exchange(conversation.rounds[0].user, " reply one"),)
     prompt = conversation.prompt(1, history)
     assert prompt.history == history
-    assert prompt.user == conversation.turns[1].user
+    assert prompt.user == conversation.rounds[1].user
     assert prompt.planned_input_tokens == 8  # both user turns; the reply's tokens are the server's to count
 
 
 def test_distributed_lengths_are_positive_and_spread() -> None:
     lengths = [
-        t.max_tokens for c in islice(workload(output_len=3, output_len_stddev=5).conversations(), 200) for t in c.turns
+        t.max_tokens for c in islice(workload(output_len=3, output_len_stddev=5).conversations(), 200) for t in c.rounds
     ]
     assert min(lengths) >= 1
     assert len(set(lengths)) > 3

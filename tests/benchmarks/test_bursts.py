@@ -118,7 +118,7 @@ def test_schedule_lays_the_mix_over_the_arrivals() -> None:
 
 
 def answered(ttft: float, tokens: int = 3, gap: float = 0.1) -> RequestRecord:
-    record = RequestRecord(index=0, conversation=0, turn=0)
+    record = RequestRecord(index=0, conversation=0, round=0)
     record.token_times = [ttft + i * gap for i in range(tokens)]
     record.output_tokens = tokens
     record.end = record.token_times[-1]
@@ -126,7 +126,7 @@ def answered(ttft: float, tokens: int = 3, gap: float = 0.1) -> RequestRecord:
 
 
 def failed() -> RequestRecord:
-    record = RequestRecord(index=0, conversation=0, turn=0)
+    record = RequestRecord(index=0, conversation=0, round=0)
     record.fail("timeout", "no answer")
     return record
 

@@ -28,7 +28,7 @@ Row = crowd_table.Row
 
 
 def record(end: float, error: str | None = None, message: str = "") -> RequestRecord:
-    r = RequestRecord(index=0, conversation=0, turn=0, end=end)
+    r = RequestRecord(index=0, conversation=0, round=0, end=end)
     if error is not None:
         r.fail(error, message)
     return r

@@ -23,15 +23,15 @@ from pier.control.backups import (
     lock_holder,
     restore,
 )
-from pier.control.state import STATE_FILE, State
+from pier.control.resource_store import STATE_FILE, ResourceStore
 from pier.env import SettingsError
 from pier.gateway.state_files import FILES, STATE
 from pier.state_folder.errors import StateError
-from tests.control.test_state import model
+from tests.control.test_resource_store import model
 
 
 def test_a_backup_is_a_checked_private_copy_and_old_generations_go(tmp_path: Path) -> None:
-    state = State.open(tmp_path)
+    state = ResourceStore.open(tmp_path)
     made = []
     for i in range(4):
         state.models.insert(model(f"m{i}", float(i)))
@@ -40,14 +40,14 @@ def test_a_backup_is_a_checked_private_copy_and_old_generations_go(tmp_path: Pat
     assert made[-1].name == "state-20231114T221323.000000Z.sqlite3"
     assert stat.S_IMODE(made[-1].stat().st_mode) == 0o600
     assert stat.S_IMODE((tmp_path / "backups").stat().st_mode) == 0o700
-    copy = State(made[-1])
+    copy = ResourceStore(made[-1])
     assert [m.name for m in copy.models.all()] == ["m0", "m1", "m2", "m3"]
     copy.close()
     state.close()
 
 
 def test_backing_up_while_the_gateway_writes(tmp_path: Path) -> None:
-    state = State.open(tmp_path)
+    state = ResourceStore.open(tmp_path)
     done = threading.Event()
 
     def write() -> None:
@@ -68,7 +68,7 @@ def test_backing_up_while_the_gateway_writes(tmp_path: Path) -> None:
 
 
 def test_a_damaged_state_never_pushes_a_good_backup_out(tmp_path: Path) -> None:
-    state = State.open(tmp_path)
+    state = ResourceStore.open(tmp_path)
     state.models.insert(model("m"))
     good = backups.backup(STATE, state.path, keep=1)
     state.close()
@@ -80,7 +80,7 @@ def test_a_damaged_state_never_pushes_a_good_backup_out(tmp_path: Path) -> None:
 
 
 def test_restore_puts_the_newest_sound_backup_in_place_and_keeps_the_damaged_file(tmp_path: Path) -> None:
-    state = State.open(tmp_path)
+    state = ResourceStore.open(tmp_path)
     state.models.insert(model("old"))
     older = backups.backup(STATE, state.path, now=1_700_000_000)
     state.models.insert(model("new"))
@@ -94,11 +94,11 @@ def test_restore_puts_the_newest_sound_backup_in_place_and_keeps_the_damaged_fil
     assert [p.name for p in restored.moved] == ["state.sqlite3.before-restore-20231114T221640Z"]
     assert restored.moved[0].read_bytes() == b"damaged"
     assert stat.S_IMODE((tmp_path / STATE_FILE).stat().st_mode) == 0o600
-    again = State.open(tmp_path)
+    again = ResourceStore.open(tmp_path)
     assert sorted(m.name for m in again.models.all()) == ["new", "old"]
     again.close()
     restore(tmp_path, FILES, Path(older.name))  # a backup named under backups/
-    again = State.open(tmp_path)
+    again = ResourceStore.open(tmp_path)
     assert [m.name for m in again.models.all()] == ["old"]
     again.close()
     with pytest.raises(StateError, match=r"cannot be restored: .*not a database"):
@@ -116,7 +116,7 @@ def test_restore_without_backups_says_to_move_the_file_aside(tmp_path: Path) -> 
 
 
 def test_one_gateway_per_folder_and_no_restore_under_it(tmp_path: Path) -> None:
-    state = State.open(tmp_path)
+    state = ResourceStore.open(tmp_path)
     backups.backup(STATE, state.path)
     state.close()
     assert lock_holder(tmp_path) is None
@@ -137,7 +137,7 @@ def test_check_reports_records_unreadable_rows_and_damage(tmp_path: Path) -> Non
     state_report, scaling, keys, *_ = check(tmp_path, FILES)
     assert state_report.problems == ["there is no state file (a gateway makes one when it first starts)"]
     assert scaling.ok and keys.ok and not scaling.present and not keys.present  # not made yet: nothing wrong
-    state = State.open(tmp_path)
+    state = ResourceStore.open(tmp_path)
     state.models.insert(model("m"))
     with state.transaction() as db:
         db.execute("INSERT INTO endpoints (name, created, body) VALUES ('broken', 1, '{\"name\": 3}')")
@@ -153,7 +153,7 @@ def test_check_reports_records_unreadable_rows_and_damage(tmp_path: Path) -> Non
 
 
 def test_the_schedule_backs_up_what_changed_and_only_that(tmp_path: Path) -> None:
-    state = State.open(tmp_path)
+    state = ResourceStore.open(tmp_path)
     saver = Backups([Watched(STATE, state.path, lambda: state.changes)], BackupPolicy(every_s=0.01, keep=3))
     assert saver.take(starting=True)  # none yet
     assert saver.take() == [] and saver.take(starting=True) == []  # nothing changed since
@@ -186,13 +186,13 @@ def test_a_wrong_policy_setting_is_refused() -> None:
         BackupPolicy.from_env({"PIER_STATE_BACKUPS": "0"})
 
 
-def _break_model(state: State, name: str) -> None:
+def _break_model(state: ResourceStore, name: str) -> None:
     with state.transaction() as db:
         db.execute("UPDATE models SET body = 'not json' WHERE name = ?", (name,))
 
 
 def test_restore_passes_over_backups_with_a_bad_row_and_says_what_it_lacks(tmp_path: Path) -> None:
-    state = State.open(tmp_path)
+    state = ResourceStore.open(tmp_path)
     state.models.insert(model("kept"))
     good = backups.backup(STATE, state.path, now=1_700_000_000)
     state.models.insert(model("later"))
@@ -203,13 +203,13 @@ def test_restore_passes_over_backups_with_a_bad_row_and_says_what_it_lacks(tmp_p
     [restored] = restore(tmp_path, FILES, now=1_700_000_200)
     assert restored.backup == good
     assert (restored.lacks, restored.adds, restored.unknown) == (("model later",), (), "")
-    again = State.open(tmp_path)
+    again = ResourceStore.open(tmp_path)
     assert [m.name for m in again.models.all()] == ["kept"] and again.models.unreadable() == []
     again.close()
 
 
 def test_the_newest_good_generation_outlives_the_count_while_newer_ones_hold_a_bad_row(tmp_path: Path) -> None:
-    state = State.open(tmp_path)
+    state = ResourceStore.open(tmp_path)
     state.models.insert(model("m"))
     good = backups.backup(STATE, state.path, keep=2, now=1_700_000_000)
     _break_model(state, "m")

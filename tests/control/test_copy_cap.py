@@ -14,8 +14,8 @@ from pier.control.desired import desired_copies
 from pier.control.errors import ResourceLimitExceeded
 from pier.control.instance_types import lookup
 from pier.control.records import ComponentRecord, EndpointRecord, VariantRecord
+from pier.control.resource_store import ResourceStore
 from pier.control.shapes import ComponentSpec, ContainerSpec
-from pier.control.state import State
 from pier.control.workload import Workload
 from pier.errors import PierError
 
@@ -90,7 +90,7 @@ def test_weights_come_from_the_record_not_a_walk() -> None:
 def control(tmp_path: Path) -> ControlPlane:
     model = tmp_path / "model"
     model.mkdir()
-    plane = ControlPlane(State.open(tmp_path / "state"), copies=lambda workload: [], copy_cap=CAP)
+    plane = ControlPlane(ResourceStore.open(tmp_path / "state"), copies=lambda workload: [], copy_cap=CAP)
     plane.call("CreateModel", {"ModelName": "m", "PrimaryContainer": {"ModelDataUrl": str(model)}}, "us-east-1")
     plane.call("CreateEndpointConfig", {"EndpointConfigName": "host", "ProductionVariants": [
         {"VariantName": "v", "InstanceType": "local", "InitialInstanceCount": 1}]}, "us-east-1")

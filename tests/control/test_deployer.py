@@ -18,7 +18,7 @@ from pier.control.errors import ResourceLimitExceeded, ValidationError
 from pier.control.fetch.fetches import Fetches
 from pier.control.fetch.store import ModelStore
 from pier.control.reconciler import Reconciler
-from pier.control.state import State
+from pier.control.resource_store import ResourceStore
 from pier.gateway.targets import Targets
 from tests.control.botocore_shapes import output_problems
 from tests.control.fakes import FakeBackend
@@ -53,7 +53,7 @@ def clock() -> Clock:
 
 @pytest.fixture
 async def world(tmp_path: Path, clock: Clock) -> AsyncIterator[World]:
-    state = State.open(tmp_path / "state")
+    state = ResourceStore.open(tmp_path / "state")
     backend = FakeBackend(auto_ready=False)
     reconciler = Reconciler(state, backend, Fetches(ModelStore(tmp_path / "cache", console=Console(quiet=True))),
                             host=(0, 1), clock=clock)

@@ -16,7 +16,7 @@ from pier.control.fetch.fetches import Fetches
 from pier.control.fetch.store import ModelStore
 from pier.control.instance_types import InstanceType, lookup
 from pier.control.reconciler import Reconciler
-from pier.control.state import State
+from pier.control.resource_store import ResourceStore
 from pier.control.workload import Workload
 from pier.gpus import GpuInventory, fake
 from tests.control.fakes import FakeBackend
@@ -131,7 +131,7 @@ def world(tmp_path: Path) -> Iterator[Callable[[GpuPool], World]]:
     made: list[World] = []
 
     def make(pool: GpuPool) -> World:
-        state = State.open(tmp_path / f"state-{len(made)}")
+        state = ResourceStore.open(tmp_path / f"state-{len(made)}")
         backend = FakeBackend(auto_ready=True)
         fetches = Fetches(ModelStore(tmp_path / "cache", console=Console(quiet=True)))
         reconciler = Reconciler(state, backend, fetches, host=(0, 1), gpus=pool)

@@ -14,7 +14,7 @@ from pier.control.instance_types import (
     lookup,
     oversize_warning,
 )
-from pier.control.state import State
+from pier.control.resource_store import ResourceStore
 
 
 @pytest.mark.parametrize(("name", "vcpus", "gib", "accelerators"), [
@@ -86,7 +86,7 @@ def test_oversize_instance_is_named_with_a_way_out(itype: str, cores: int, memor
 @pytest.mark.parametrize(("on_this_host", "warned"), [(True, True), (False, False)])
 def test_an_instance_bigger_than_this_host_is_warned_of_only_when_copies_run_here(
         tmp_path: Path, caplog: pytest.LogCaptureFixture, on_this_host: bool, warned: bool) -> None:
-    plane = ControlPlane(State.open(tmp_path / "state"), copies=lambda workload: [], on_this_host=on_this_host)
+    plane = ControlPlane(ResourceStore.open(tmp_path / "state"), copies=lambda workload: [], on_this_host=on_this_host)
     huge = "ml.c7i.48xlarge"  # 192 vCPUs: more than any test machine
     plane.call("CreateEndpointConfig", {"EndpointConfigName": "c", "ProductionVariants": [
         {"VariantName": "v", "InstanceType": huge, "InitialInstanceCount": 1}]}, "us-east-1")

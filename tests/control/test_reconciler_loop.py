@@ -18,7 +18,7 @@ from pier.control.capacity import CopyCap
 from pier.control.fetch.fetches import Fetches
 from pier.control.fetch.store import ModelStore
 from pier.control.reconciler import Reconciler
-from pier.control.state import State
+from pier.control.resource_store import ResourceStore
 from tests.control.fakes import FakeBackend
 
 pytestmark = pytest.mark.anyio
@@ -31,7 +31,7 @@ def anyio_backend() -> str:
 
 @dataclass
 class World:
-    state: State
+    state: ResourceStore
     backend: FakeBackend
     reconciler: Reconciler
     control: ControlPlane
@@ -59,7 +59,7 @@ class World:
 
 @pytest.fixture
 async def world(tmp_path: Path) -> AsyncIterator[World]:
-    state = State.open(tmp_path / "state")
+    state = ResourceStore.open(tmp_path / "state")
     backend = FakeBackend(auto_ready=False)
     reconciler = Reconciler(state, backend, Fetches(ModelStore(tmp_path / "cache", console=Console(quiet=True))),
                             host=(0, 1))

@@ -17,8 +17,8 @@ from pier.control.errors import ResourceLimitExceeded
 from pier.control.fetch.fetches import Fetches
 from pier.control.fetch.store import ModelStore
 from pier.control.reconciler import Reconciler
+from pier.control.resource_store import ResourceStore
 from pier.control.rollout import COMPLETED, ROLLED_BACK, Roll, RollPolicy, Seen, advance, copies_of, roll_policy
-from pier.control.state import State
 from tests.control.fakes import FakeBackend
 from tests.control.test_deployer import Clock
 from tests.control.test_reconciler_loop import World
@@ -102,7 +102,7 @@ def clock() -> Clock:
 
 @pytest.fixture
 async def world(tmp_path: Path, clock: Clock) -> AsyncIterator[World]:
-    state = State.open(tmp_path / "state")
+    state = ResourceStore.open(tmp_path / "state")
     backend = FakeBackend(auto_ready=False)
     reconciler = Reconciler(state, backend, Fetches(ModelStore(tmp_path / "cache", console=Console(quiet=True))),
                             host=(0, 1), clock=clock)

@@ -30,9 +30,9 @@ def test_routing_config_is_stored_and_described(sagemaker: Any, served: Served, 
     described = sagemaker.describe_endpoint_config(EndpointConfigName="c")
     assert described["ProductionVariants"][0]["RoutingConfig"] == routing
     sagemaker.create_endpoint(EndpointName="e", EndpointConfigName="c")
-    from pier.control.state import State  # the endpoint keeps its own copy, as it keeps its variants
+    from pier.control.resource_store import ResourceStore  # the endpoint keeps its own copy, as it keeps its variants
 
-    stored = State.open(served.state_dir).endpoints.get("e")
+    stored = ResourceStore.open(served.state_dir).endpoints.get("e")
     assert stored is not None and stored.variants[0].routing is not None
     assert stored.variants[0].routing.strategy == routing["RoutingStrategy"]
 

@@ -31,8 +31,8 @@ from fastapi import FastAPI
 from pier.backends.base import CopyState, CopyStatus
 from pier.channel.copy_secret import copy_secret_header
 from pier.runtime.errors import EndpointNotFound
+from pier.runtime.http_api import openai_api, runtime_api
 from pier.runtime.invoke import RuntimeService
-from pier.runtime.routes import openai_router, runtime_router
 from pier.runtime.target import Target
 from tests.backends.conftest import Running, backend_running, spec
 from tests.runtime.servers import runtime_client
@@ -75,8 +75,8 @@ def plane(small_f32_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
 
         service = RuntimeService(resolve)
         app = FastAPI()
-        app.include_router(runtime_router(service))
-        app.include_router(openai_router(service))
+        app.include_router(runtime_api(service))
+        app.include_router(openai_api(service))
         server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning",
                                                lifespan="off"))
         serving = asyncio.run_coroutine_threadsafe(server.serve(), running.loop.loop)
@@ -235,13 +235,13 @@ def test_eight_requests_survive_a_copy_killed_under_four_of_them(plane: Plane, f
     run = FAMILIES[family]
     reference = run_all(plane, run)
     assert all(a.completion_tokens == MAX_TOKENS for a in reference)
-    router = plane.service.forwarder.router("ic")
+    chooser = plane.service.forwarder.chooser("ic")
     status = plane.running.status(COPIES[victim])
     generated = _generated(status)
     killed: list[int] = []
 
     def kill() -> None:
-        plane.running.wait_for(lambda: [router.outstanding(c) for c in COPIES] == [4, 4], 30,
+        plane.running.wait_for(lambda: [chooser.outstanding(c) for c in COPIES] == [4, 4], 30,
                                "four requests on each copy")
         assert status.pid is not None
         # A whole answer shows nothing before it is complete: wait until the copy is well into its four.
@@ -270,10 +270,10 @@ def test_a_copy_stopped_past_its_drain_time_hands_its_requests_over(plane: Plane
     stops under them and it gives them up; the gateway resumes them on the other copy."""
     reference = run_all(plane, openai_chat)
     status = plane.running.status(COPIES[0])
-    router = plane.service.forwarder.router("ic")
+    chooser = plane.service.forwarder.chooser("ic")
 
     def stop() -> None:
-        plane.running.wait_for(lambda: [router.outstanding(c) for c in COPIES] == [4, 4], 30, "four on each copy")
+        plane.running.wait_for(lambda: [chooser.outstanding(c) for c in COPIES] == [4, 4], 30, "four on each copy")
         assert status.pid is not None
         os.kill(status.pid, signal.SIGTERM)
 

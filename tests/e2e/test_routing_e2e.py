@@ -14,7 +14,7 @@ import openai
 import pytest
 from botocore.exceptions import ClientError
 
-from pier.runtime.routing import prefix_key, rendezvous_order
+from pier.runtime.routing_strategy import prefix_key, rendezvous_order
 from tests.e2e.gateway_process import GatewayProcess
 from tests.e2e.test_gateway_e2e import WAIT, clients, copies
 from tests.server.processes import copy_metric

@@ -5,8 +5,8 @@ from typing import Any
 
 import pytest
 
-from pier.engine.config import EngineConfig
 from pier.engine.core import EngineCore
+from pier.engine.engine_config import EngineConfig
 from pier.engine.fake import FakeRunner
 from pier.engine.request import GenerateRequest, GenerationChunk
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import llama_cpp
 import pytest
 
-from pier.engine.config import EngineConfig
 from pier.engine.core import EngineCore
+from pier.engine.engine_config import EngineConfig
 from pier.engine.llama import LlamaRunner
 from pier.engine.request import GenerateRequest, SamplingParams
 from pier.errors import InvalidRequest

@@ -11,8 +11,8 @@ import llama_cpp
 import numpy as np
 import pytest
 
-from pier.engine.config import EngineConfig
 from pier.engine.core import EngineCore
+from pier.engine.engine_config import EngineConfig
 from pier.engine.fake import FakeRunner
 from pier.engine.request import FinishReason, GenerateRequest, SamplingParams
 from pier.errors import InvalidRequest

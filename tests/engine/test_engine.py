@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from pier.engine.config import EngineConfig
 from pier.engine.engine import Engine
+from pier.engine.engine_config import EngineConfig
 from pier.engine.fake import FakeRunner
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk, SamplingParams
 from pier.errors import EngineStopped, InvalidRequest

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from pier.engine import grammar as grammars
-from pier.engine.config import EngineConfig
 from pier.engine.core import EngineCore
+from pier.engine.engine_config import EngineConfig
 from pier.engine.fake import FakeRunner
 from pier.engine.grammar import InvalidGrammar, check_grammar
 from pier.engine.json_schema import schema_to_gbnf

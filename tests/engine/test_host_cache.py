@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from pier.engine.config import EngineConfig
 from pier.engine.core import EngineCore
+from pier.engine.engine_config import EngineConfig
 from pier.engine.fake import FakeRunner
 from pier.engine.host_cache import HostCache
 from pier.engine.prefix_cache import LLAMA_MAX_SEQ, MIN_SAVED, sequence_ids

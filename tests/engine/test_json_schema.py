@@ -10,8 +10,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from pier.engine.config import EngineConfig
 from pier.engine.core import EngineCore
+from pier.engine.engine_config import EngineConfig
 from pier.engine.fake import FakeRunner
 from pier.engine.grammar import check_grammar
 from pier.engine.json_schema import UnsupportedSchema, schema_grammar, schema_to_gbnf

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from pier.engine.config import EngineConfig
 from pier.engine.core import EngineCore
+from pier.engine.engine_config import EngineConfig
 from pier.engine.fake import FakeRunner
 from pier.engine.request import FinishReason, GenerateRequest, SamplingParams
 

@@ -11,9 +11,9 @@ import llama_cpp
 import numpy as np
 import pytest
 
-from pier.engine.config import EngineConfig
 from pier.engine.core import EngineCore
 from pier.engine.engine import Engine
+from pier.engine.engine_config import EngineConfig
 from pier.engine.llama import KV_TYPES, LlamaRunner
 from pier.engine.request import FinishReason, GenerateRequest, SamplingParams
 from pier.engine.runner import Batch

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from pier.engine.config import EngineConfig
 from pier.engine.core import EngineCore
+from pier.engine.engine_config import EngineConfig
 from pier.engine.llama import LlamaRunner
 from pier.engine.request import FinishReason, GenerateRequest, SamplingParams
 

@@ -9,8 +9,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from pier.engine.config import EngineConfig
 from pier.engine.core import EngineCore
+from pier.engine.engine_config import EngineConfig
 from pier.engine.fake import FakeRunner
 from pier.engine.logprobs import TokenLogprob, log_softmax, log_sum_exp, top_tokens
 from pier.engine.request import GenerateRequest, SamplingParams

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from pier.engine.config import EngineConfig
 from pier.engine.core import EngineCore
+from pier.engine.engine_config import EngineConfig
 from pier.engine.fake import FakeRunner
 from pier.engine.regex_gbnf import UnsupportedRegex, regex_expression, regex_to_gbnf
 from pier.engine.request import GenerateRequest, SamplingParams

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pier.engine.config import EngineConfig
 from pier.engine.core import EngineCore
+from pier.engine.engine_config import EngineConfig
 from pier.engine.fake import FakeRunner
 from pier.engine.request import GenerateRequest, SamplingParams
 

@@ -18,8 +18,8 @@ from botocore.eventstream import EventStreamBuffer
 from fastapi import FastAPI
 
 from pier.gateway.drain import Drain, Draining, grace_period
+from pier.runtime.http_api import openai_api, runtime_api
 from pier.runtime.invoke import RuntimeService
-from pier.runtime.routes import openai_router, runtime_router
 from pier.runtime.target import Target
 from tests.runtime.servers import SlowRunner, copy_server
 from tests.sockets import serving
@@ -42,8 +42,8 @@ def plane() -> Iterator[Plane]:
         service = RuntimeService(lambda endpoint, component, variant: target)
         drain = Drain(service.forwarder.stop)
         app = FastAPI()
-        app.include_router(runtime_router(service))
-        app.include_router(openai_router(service))
+        app.include_router(runtime_api(service))
+        app.include_router(openai_api(service))
 
         @app.get("/ping")
         async def ping() -> str:

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from pier.cli import app
 from pier.control import backups
-from pier.control.state import STATE_FILE
+from pier.control.resource_store import STATE_FILE
 from pier.gateway.app import create_gateway
 from tests.control.fakes import FakeBackend
 from tests.gateway.served import Served, sagemaker, sagemaker_client, served, wait_for

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pier.control.state import State
+from pier.control.resource_store import ResourceStore
 from pier.gateway import state_files
 from pier.gateway.stores import OpenStores
 from pier.runtime.session_store import SessionStore
@@ -21,7 +21,7 @@ def test_every_declared_store_is_a_listed_file_and_is_watched(tmp_path: Path) ->
     stores = OpenStores(tmp_path)
     assert [w.path.name for w in stores.watched()] == [
         "state.sqlite3", "autoscaling.sqlite3", "sessions.sqlite3", "async.sqlite3", "transforms.sqlite3", "keys.json"]
-    state = stores.get(State)
+    state = stores.get(ResourceStore)
     watched = stores.watched()[0]
     with state.transaction() as db:
         db.execute("INSERT INTO models (name, created, body) VALUES ('m', 0, '{}')")
@@ -45,12 +45,12 @@ def test_a_store_the_gateway_serves_without_is_left_out(tmp_path: Path, damaged:
 
 def test_a_damaged_store_stops_the_start_and_closes_those_opened_before(tmp_path: Path) -> None:
     (tmp_path / "transforms.sqlite3").write_bytes(b"garbage" * 1000)
-    opened: list[State] = []
-    real = State.for_gateway.__func__  # type: ignore[attr-defined]
+    opened: list[ResourceStore] = []
+    real = ResourceStore.for_gateway.__func__  # type: ignore[attr-defined]
 
-    class Seen(State):
+    class Seen(ResourceStore):
         @classmethod
-        def for_gateway(cls, state_dir: Path, driver: Driver | None = None) -> State | None:
+        def for_gateway(cls, state_dir: Path, driver: Driver | None = None) -> ResourceStore | None:
             found = real(cls, state_dir, driver)
             opened.append(found)
             return found

@@ -6,11 +6,11 @@ import pytest
 
 from pier.backends.base import CopyState, CopyStatus
 from pier.control.records import ComponentRecord, EndpointRecord, RoutingRecord, VariantRecord
+from pier.control.resource_store import ResourceStore
 from pier.control.shapes import ComponentSpec, ContainerSpec
-from pier.control.state import State
 from pier.gateway.targets import COMPONENT_NOT_ALLOWED, COMPONENT_REQUIRED, NO_CAPACITY, Targets
 from pier.runtime.errors import EndpointNotFound, InvalidInvocation
-from pier.runtime.routing import Routing, Strategy
+from pier.runtime.routing_strategy import Routing, Strategy
 
 SPEC = ComponentSpec.model_validate({"ModelName": "m", "ComputeResourceRequirements": {"MinMemoryRequiredInMb": 256}})
 
@@ -28,7 +28,7 @@ def component(name: str, on: str, status: str = "InService", copies: int = 1) ->
 
 @pytest.fixture
 def targets(tmp_path: Path) -> Targets:
-    state = State.open(tmp_path)
+    state = ResourceStore.open(tmp_path)
     state.endpoints.put(endpoint("classic", ("AllTraffic", "m", 1.0)))
     state.endpoints.put(endpoint("ab", ("a", "m", 1.0), ("b", "m", 0.0)))
     state.endpoints.put(endpoint("host", ("AllTraffic", None, 1.0)))
@@ -94,7 +94,7 @@ def test_resolve_errors(targets: Targets, endpoint_name: str, component_name: st
 ])
 def test_a_variants_routing_config_reaches_its_targets_and_its_components(
         tmp_path: Path, record: RoutingRecord | None, expected: Routing) -> None:
-    state = State.open(tmp_path)
+    state = ResourceStore.open(tmp_path)
     host = endpoint("host", ("AllTraffic", None, 1.0))
     classic = endpoint("classic", ("AllTraffic", "m", 1.0))
     for stored in (host, classic):

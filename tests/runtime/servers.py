@@ -19,13 +19,13 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from pier.backends.base import CopyState, CopyStatus
 from pier.channel.headers import REFUSED_HEADER
-from pier.engine.config import EngineConfig
 from pier.engine.engine import Engine
+from pier.engine.engine_config import EngineConfig
 from pier.engine.fake import FakeRunner
 from pier.engine.runner import Batch
 from pier.runtime.errors import EndpointNotFound
+from pier.runtime.http_api import openai_api, runtime_api
 from pier.runtime.invoke import RuntimeService
-from pier.runtime.routes import openai_router, runtime_router
 from pier.runtime.settings import RuntimeSettings
 from pier.runtime.target import Target
 from pier.server.app import create_app
@@ -95,8 +95,8 @@ def gateway(settings: RuntimeSettings | None = None) -> Iterator[Gateway]:
 
     service = RuntimeService(resolve, settings)
     app = FastAPI()
-    app.include_router(runtime_router(service))
-    app.include_router(openai_router(service))
+    app.include_router(runtime_api(service))
+    app.include_router(openai_api(service))
     with serving(app) as url:
         yield Gateway(url, service, targets)
 

@@ -10,9 +10,9 @@ import pytest
 
 from pier.backends.base import CopyState, CopyStatus
 from pier.runtime.admission import Admission, AdmissionLimits
+from pier.runtime.copy_choice import Lease
 from pier.runtime.errors import Throttled
-from pier.runtime.router import Lease
-from pier.runtime.routing import Route
+from pier.runtime.routing_strategy import RequestRouting
 
 pytestmark = pytest.mark.anyio
 
@@ -39,9 +39,9 @@ class Held:
             assert lease is not None
             self.got[name] = lease.copy.copy_id
             self.leases[name] = lease
-            router = self.admission.router(self.component)
+            chooser = self.admission.chooser(self.component)
             for c in copies:
-                self.peak[c.copy_id] = max(self.peak.get(c.copy_id, 0), router.outstanding(c.copy_id))
+                self.peak[c.copy_id] = max(self.peak.get(c.copy_id, 0), chooser.outstanding(c.copy_id))
 
         self.tasks[name] = asyncio.create_task(run())
         return self.tasks[name]
@@ -142,7 +142,7 @@ async def test_a_waiter_cancelled_just_as_its_lease_is_handed_over_gives_it_back
     held.finish("first")  # the lease is handed to `second`, which has not run yet
     second.cancel()
     await settle()
-    assert list(held.got) == ["first", "third"] and admission.router("ic").outstanding("a") == 1
+    assert list(held.got) == ["first", "third"] and admission.chooser("ic").outstanding("a") == 1
 
 
 async def test_a_copy_that_becomes_ready_takes_the_waiters() -> None:
@@ -202,9 +202,9 @@ async def test_components_are_independent() -> None:
 async def test_a_pinned_request_waits_for_its_copy_while_another_has_room() -> None:
     admission = Admission(AdmissionLimits(queue=10))
     copies = [copy("a", 1), copy("b", 1)]
-    first = await admission.lease("ic", copies, route=Route(pin="a"))
+    first = await admission.lease("ic", copies, route=RequestRouting(pin="a"))
     assert first is not None and first.copy.copy_id == "a"
-    waiting = asyncio.create_task(admission.lease("ic", copies, route=Route(pin="a"), timeout_s=5))
+    waiting = asyncio.create_task(admission.lease("ic", copies, route=RequestRouting(pin="a"), timeout_s=5))
     await settle()
     assert not waiting.done() and admission.waiting("ic") == 1  # b has room, but it is not its session's copy
     other = await admission.lease("ic", copies)  # an unpinned request behind it takes b
@@ -217,4 +217,4 @@ async def test_a_pinned_request_waits_for_its_copy_while_another_has_room() -> N
 async def test_a_pinned_request_whose_copy_is_not_ready_gets_none() -> None:
     admission = Admission(AdmissionLimits(queue=10))
     copies = [copy("a", 1, state=CopyState.STARTING), copy("b", 1)]
-    assert await admission.lease("ic", copies, route=Route(pin="a")) is None
+    assert await admission.lease("ic", copies, route=RequestRouting(pin="a")) is None

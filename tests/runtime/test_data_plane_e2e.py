@@ -1,4 +1,4 @@
-"""The whole data plane on real processes: boto3 → gateway routes → router → two copies the local backend
+"""The whole data plane on real processes: boto3 → gateway routes → copy chooser → two copies the local backend
 started on a TINY GGUF, one of which is killed along the way."""
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from pier.backends.base import CopyState, CopyStatus
 from pier.channel.copy_secret import copy_secret_header
 from pier.runtime.errors import EndpointNotFound
+from pier.runtime.http_api import runtime_api
 from pier.runtime.invoke import RuntimeService
-from pier.runtime.routes import runtime_router
 from pier.runtime.target import Target
 from tests.backends.conftest import Running, backend_running, spec
 from tests.runtime.servers import runtime_client as client
@@ -57,7 +57,7 @@ def plane(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
         service = RuntimeService(resolve)
         app = FastAPI()
-        app.include_router(runtime_router(service))
+        app.include_router(runtime_api(service))
         server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning",
                                                lifespan="off"))
         serving = asyncio.run_coroutine_threadsafe(server.serve(), running.loop.loop)  # the backend's loop

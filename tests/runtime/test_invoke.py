@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError, EventStreamError
 from fastapi import FastAPI, Request, Response
 
 from pier.backends.base import CopyState, CopyStatus
-from pier.runtime.routing import Routing, Strategy
+from pier.runtime.routing_strategy import Routing, Strategy
 from pier.runtime.settings import RuntimeSettings
 from pier.runtime.target import Target
 from tests.runtime.servers import (
@@ -121,7 +121,7 @@ def test_no_ready_copy(gw: Gateway, states: list[CopyState], status: int, code: 
 def test_a_copy_that_refuses_connections_is_skipped_for_another(gw: Gateway, copy: CopyServer) -> None:
     dead = CopyStatus("dead", "ic", CopyState.READY, url=f"http://127.0.0.1:{free_port()}", pid=2)
     gw.route("llm", [dead, copy.status("live")])
-    for _ in range(4):  # the router alternates, so the dead copy is tried first at least once
+    for _ in range(4):  # the chooser alternates, so the dead copy is tried first at least once
         client(gw.url).invoke_endpoint(EndpointName="llm", Body=json.dumps(GENERATE))
     gw.route("llm", [dead])
     with pytest.raises(ClientError) as raised:
@@ -133,7 +133,7 @@ def test_a_copy_that_refuses_connections_is_skipped_for_another(gw: Gateway, cop
 def test_a_copy_shutting_down_passes_its_requests_to_another() -> None:
     with copy_server() as leaving, copy_server() as staying, gateway() as gw:
         leaving.shut_down()
-        # "a-..." sorts first, so the router tries the copy that is shutting down first.
+        # "a-..." sorts first, so the chooser tries the copy that is shutting down first.
         gw.route("llm", [leaving.status("a-leaving"), staying.status("b-staying")])
         for _ in range(3):
             answer = client(gw.url).invoke_endpoint(EndpointName="llm", Body=json.dumps(GENERATE))
@@ -224,7 +224,7 @@ def test_a_client_that_hangs_up_stops_the_generation() -> None:
         # The gateway lets go of the copy as it closes the upstream request, which may end just after the copy
         # has stopped.
         assert wait_until(lambda: gw.service.forwarder.admission.in_use("ic") == 0)
-        assert gw.service.forwarder.router("ic").outstanding("slow-1") == 0
+        assert gw.service.forwarder.chooser("ic").outstanding("slow-1") == 0
 
 
 def test_throttling_when_the_queue_is_full() -> None:
@@ -302,7 +302,7 @@ def test_a_file_the_target_names_is_sent_as_each_copy_reads_it() -> None:
 
     with serving(echo_app(seen)) as url, gateway() as gw:
         gw.service.forwarder.path_on = path_on
-        # "a-..." sorts first, so the router tries it first
+        # "a-..." sorts first, so the chooser tries it first
         copies = [CopyStatus(c, "ic", CopyState.READY, url=url) for c in ("a-lost", "b-node")]
         gw.targets["lora"] = Target(copies, "ic", headers={"X-Pier-Adapter": "lora"},
                                     files={"X-Pier-Adapter-File": "/store/lora/adapter.gguf"})
@@ -335,7 +335,7 @@ def test_a_cookie_a_copy_sets_never_rides_on_another_request() -> None:
 
 def test_a_request_that_reached_a_copy_is_never_sent_again(copy: CopyServer) -> None:
     with hanging_up_server() as (url, received), gateway() as gw:
-        # "a-..." sorts first, so the router tries it first.
+        # "a-..." sorts first, so the chooser tries it first.
         gw.route("llm", [CopyStatus("a-crashing", "ic", CopyState.READY, url=url), copy.status("b-live")])
         before = copy.engine.stats().prompt_tokens
         with pytest.raises(ClientError) as raised:

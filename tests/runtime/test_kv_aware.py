@@ -1,16 +1,16 @@
-"""KV_AWARE routing on what each copy says its prefix cache holds (pier.channel.kv_held), not the router's memory."""
+"""KV_AWARE routing on what each copy says its prefix cache holds (pier.channel.kv_held), not the chooser's memory."""
 
 from __future__ import annotations
 
 import pytest
 
-from pier.runtime.router import Candidate, Router, choose
-from pier.runtime.routing import Route, Routing, Strategy, route_of
-from tests.runtime.test_router import copy
+from pier.runtime.copy_choice import Candidate, CopyChooser, choose
+from pier.runtime.routing_strategy import RequestRouting, Routing, Strategy, request_routing
+from tests.runtime.test_copy_choice import copy
 
-KV = Route(Routing(Strategy.KV_AWARE))
-DEFAULT = Route()
-LOR = Route(Routing(Strategy.LEAST_OUTSTANDING_REQUESTS))
+KV = RequestRouting(Routing(Strategy.KV_AWARE))
+DEFAULT = RequestRouting()
+LOR = RequestRouting(Routing(Strategy.LEAST_OUTSTANDING_REQUESTS))
 
 
 def held(copy_id: str, outstanding: int = 0, cached: tuple[str, ...] = (),
@@ -28,7 +28,7 @@ CASES = [
     ("held nowhere, nor sent: least busy", [held("a", 1, says=()), held("b", 0, says=())], ("p1",), KV, "b"),
     ("longest said match", [held("a", says=("p1",)), held("b", 2, says=("p1", "p2"))], ("p1", "p2"), KV, "b"),
     ("said match past slack", [held("a", 0), held("b", 5, says=("p1",))], ("p1",), KV, "a"),
-    # Only KV_AWARE reads what copies say; the default keeps the router's own memory.
+    # Only KV_AWARE reads what copies say; the default keeps the chooser's own memory.
     ("default: remembered", [held("a", 1, cached=("p1",), says=()), held("b", 0, says=("p1",))], ("p1",), DEFAULT,
      "a"),
     ("least outstanding: load only", [held("a", 1, says=("p1",)), held("b", 0)], ("p1",), LOR, "b"),
@@ -37,64 +37,65 @@ CASES = [
 
 @pytest.mark.parametrize(("candidates", "prefix", "route", "expected"),
                          [case[1:] for case in CASES], ids=[case[0] for case in CASES])
-def test_choose_kv_aware(candidates: list[Candidate], prefix: tuple[str, ...], route: Route, expected: str) -> None:
+def test_choose_kv_aware(candidates: list[Candidate], prefix: tuple[str, ...], route: RequestRouting,
+                         expected: str) -> None:
     chosen = choose(candidates, prefix, route=route)
     assert chosen is not None and chosen.copy_id == expected
 
 
 def test_a_restarted_gateway_follows_the_copy_that_says_it_holds_the_conversation() -> None:
     copies = [copy("a"), copy("b"), copy("c")]
-    router = Router()  # a fresh gateway: it remembers nothing it sent
-    router.sync(copies)
-    router.holds_prefixes("c", ("p1", "p2"))
-    lease = router.pick(copies, ("p1", "p2", "p3"), route=KV)
+    chooser = CopyChooser()  # a fresh gateway: it remembers nothing it sent
+    chooser.sync(copies)
+    chooser.holds_prefixes("c", ("p1", "p2"))
+    lease = chooser.pick(copies, ("p1", "p2", "p3"), route=KV)
     assert lease is not None and lease.copy.copy_id == "c"
 
 
 def test_a_copy_that_evicted_a_prefix_stops_drawing_it_from_one_that_holds_it() -> None:
     copies = [copy("a"), copy("b")]
-    router = Router()
-    first = router.pick(copies, ("p1",), route=KV)
+    chooser = CopyChooser()
+    first = chooser.pick(copies, ("p1",), route=KV)
     assert first is not None
     first.release()
     holder = first.copy.copy_id
     other_id = next(c.copy_id for c in copies if c.copy_id != holder)
-    router.holds_prefixes(holder, ())  # evicted there; the other copy computed it meanwhile
-    router.holds_prefixes(other_id, ("p1",))
-    other = router.pick(copies, ("p1",), route=KV)
+    chooser.holds_prefixes(holder, ())  # evicted there; the other copy computed it meanwhile
+    chooser.holds_prefixes(other_id, ("p1",))
+    other = chooser.pick(copies, ("p1",), route=KV)
     assert other is not None and other.copy.copy_id == other_id
 
 
 def test_no_header_keeps_what_was_said_and_a_new_process_forgets_it() -> None:
-    router = Router()
-    router.sync([copy("a"), copy("b")])
-    router.holds_prefixes("b", ("p1",))
-    router.holds_prefixes("b", None)
-    lease = router.pick([copy("a"), copy("b")], ("p1",), route=KV)
+    chooser = CopyChooser()
+    chooser.sync([copy("a"), copy("b")])
+    chooser.holds_prefixes("b", ("p1",))
+    chooser.holds_prefixes("b", None)
+    lease = chooser.pick([copy("a"), copy("b")], ("p1",), route=KV)
     assert lease is not None and lease.copy.copy_id == "b"
     lease.release()
     restarted = [copy("a"), copy("b", pid=2)]
-    router.holds_prefixes("a", ())
-    lease = router.pick(restarted, ("p9",), route=KV)  # b's new process said nothing: its say is gone
+    chooser.holds_prefixes("a", ())
+    lease = chooser.pick(restarted, ("p9",), route=KV)  # b's new process said nothing: its say is gone
     assert lease is not None
-    assert router._loads["b"].held is None
+    assert chooser._loads["b"].held is None
 
 
 def test_route_of_kv_aware_has_no_prefix_aware_key() -> None:
-    assert route_of(Routing(Strategy.KV_AWARE), b"hello").key is None
+    assert request_routing(Routing(Strategy.KV_AWARE), b"hello").key is None
 
 
 def test_what_was_sent_after_the_copys_last_report_counts_until_the_next() -> None:
     copies = [copy("a"), copy("b")]
-    router = Router()
-    router.sync(copies)
-    router.holds_prefixes("a", ())
-    router.holds_prefixes("b", ())
-    first = router.pick(copies, ("p1",), route=KV)  # its answer reports as it starts: without p1
+    chooser = CopyChooser()
+    chooser.sync(copies)
+    chooser.holds_prefixes("a", ())
+    chooser.holds_prefixes("b", ())
+    first = chooser.pick(copies, ("p1",), route=KV)  # its answer reports as it starts: without p1
     assert first is not None
     first.release()
-    again = router.pick(copies, ("p1", "p2"), route=KV)
+    again = chooser.pick(copies, ("p1", "p2"), route=KV)
     assert again is not None and again.copy.copy_id == first.copy.copy_id
     again.release()
-    router.holds_prefixes(first.copy.copy_id, ())  # then it said p1 is gone
-    assert router._loads[first.copy.copy_id].held == frozenset()
+    chooser.holds_prefixes(first.copy.copy_id, ())  # then it said p1 is gone
+    assert chooser._loads[first.copy.copy_id].held == frozenset()

@@ -14,9 +14,9 @@ import uvicorn
 from fastapi import FastAPI
 
 from pier.runtime.errors import EndpointNotFound
+from pier.runtime.http_api import runtime_api
 from pier.runtime.invoke import RuntimeService
-from pier.runtime.routes import runtime_router
-from pier.runtime.routing import Routing, Strategy
+from pier.runtime.routing_strategy import Routing, Strategy
 from pier.runtime.target import Target
 from tests.backends.conftest import Running, backend_running, spec
 from tests.runtime.test_data_plane_e2e import invocations_served
@@ -40,7 +40,7 @@ def running(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 @contextmanager
 def gateway(running: Running) -> Iterator[str]:
-    """A gateway process's runtime, fresh: its router remembers nothing."""
+    """A gateway process's runtime, fresh: its copy chooser remembers nothing."""
 
     def resolve(endpoint: str, component: str | None, variant: str | None) -> Target:
         if endpoint != "llm":
@@ -50,7 +50,7 @@ def gateway(running: Running) -> Iterator[str]:
 
     service = RuntimeService(resolve)
     app = FastAPI()
-    app.include_router(runtime_router(service))
+    app.include_router(runtime_api(service))
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning",
                                            lifespan="off"))
     serving = asyncio.run_coroutine_threadsafe(server.serve(), running.loop.loop)

@@ -9,7 +9,7 @@ import httpx
 import openai
 import pytest
 
-from pier.runtime.routing import Routing, Strategy
+from pier.runtime.routing_strategy import Routing, Strategy
 from pier.runtime.target import Target
 from tests.runtime.servers import CopyServer, Gateway, copy_server, gateway
 from tests.server.processes import metric

@@ -128,7 +128,7 @@ def test_a_copy_that_takes_less_than_reported_is_a_throttle_or_another_copy(refu
     gate = threading.Event()
     small, roomy = CountingCopy(gate=gate, limit=1, refused_header=refused_header), CountingCopy(gate=gate)
     with serving(small.app()) as small_url, serving(roomy.app()) as roomy_url, gateway() as gw:
-        # "a-..." sorts first, so the router tries the small copy first while both are idle.
+        # "a-..." sorts first, so the copy chooser tries the small copy first while both are idle.
         gw.route("llm", [CopyStatus("a-small", "ic", CopyState.READY, url=small_url, pid=1, concurrency=3),
                          CopyStatus("b-roomy", "ic", CopyState.READY, url=roomy_url, pid=1, concurrency=3)])
         with ThreadPoolExecutor(4) as pool:

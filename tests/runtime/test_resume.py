@@ -16,8 +16,8 @@ import pytest
 from botocore.eventstream import EventStreamBuffer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pier.engine.config import EngineConfig
 from pier.engine.engine import Engine
+from pier.engine.engine_config import EngineConfig
 from pier.engine.fake import FakeRunner
 from pier.runtime.settings import ResumeSettings, RuntimeSettings
 from pier.server.app import create_app

@@ -14,8 +14,8 @@ import pytest
 from fastapi import FastAPI
 
 from pier.backends.base import CopyState, CopyStatus
+from pier.runtime.http_api import runtime_api
 from pier.runtime.invoke import RuntimeService
-from pier.runtime.routes import runtime_router
 from pier.runtime.tap import NOTHING, Exchanged, TapPlan
 from pier.runtime.target import Target
 from tests.runtime.servers import CopyServer, echo_app, hanging_up_server, serving, wait_until
@@ -53,7 +53,7 @@ def tapped(copy: CopyServer, shadow_url: str, tap: RecordingTap) -> Iterator[str
 
     service = RuntimeService(resolve, tap=tap)
     app = FastAPI()
-    app.include_router(runtime_router(service))
+    app.include_router(runtime_api(service))
     with serving(app) as url:
         yield url
 

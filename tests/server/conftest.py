@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from fastapi import FastAPI
 
-from pier.engine.config import EngineConfig
 from pier.engine.engine import Engine
+from pier.engine.engine_config import EngineConfig
 from pier.engine.fake import FakeRunner
 from pier.engine.runner import Batch
 from pier.server.app import create_app

@@ -34,7 +34,7 @@ def test_bad_slo_shows_the_form(text: str, fragment: str) -> None:
 
 
 def record(index: int, ttft: float, gap: float, n: int = 5, error: str | None = None) -> RequestRecord:
-    r = RequestRecord(index=index, conversation=index, turn=0)
+    r = RequestRecord(index=index, conversation=index, round=0)
     if error:
         r.error_code, r.error_message, r.end = error, "failed", 0.1
         return r

@@ -33,13 +33,13 @@ from pier.backends.base import CopyState, CopyStatus
 from pier.channel.headers import TIMEOUT_HEADER
 from pier.channel.prefix import request_prefix
 from pier.control.records import EndpointRecord
-from pier.control.state import State, UnreadableRecord
+from pier.control.resource_store import ResourceStore, UnreadableRecord
 from pier.control.workload import Workload
-from pier.runtime.attempts import NOT_TAKEN, Call, forward
+from pier.runtime.attempts import NOT_TAKEN, Call, answer_of
 from pier.runtime.errors import InvocationError, as_invocation_error
 from pier.runtime.invocation import CUSTOM_ATTRIBUTES, INFERENCE_ID
 from pier.runtime.invoke import RuntimeService
-from pier.runtime.routing import route_of
+from pier.runtime.routing_strategy import request_routing
 from pier.runtime.target import Target, resolve_target
 
 log = logging.getLogger("pier.async")
@@ -56,9 +56,9 @@ class AsyncInstances:
     ready: int  # copies ready to take requests
 
 
-def free_slots(capacity: AsyncInstances, per_instance: int, running: int) -> int:
+def free_slots(instances: AsyncInstances, per_instance: int, running: int) -> int:
     """How many more requests may start now: room on the ready copies, less those already running."""
-    return max(capacity.ready * per_instance - running, 0)
+    return max(instances.ready * per_instance - running, 0)
 
 
 def expired(request: AsyncRequest, now: float) -> bool:
@@ -73,7 +73,7 @@ def expiry_reason(request: AsyncRequest, now: float) -> str:
 
 
 class AsyncInference:
-    def __init__(self, queue: AsyncQueue, state: State, runtime: RuntimeService,
+    def __init__(self, queue: AsyncQueue, state: ResourceStore, runtime: RuntimeService,
                  copies: Callable[[Workload], list[CopyStatus]], recorder: Recorder, scaler: Scaler, *,
                  clock: Callable[[], float] = time.time, relay: str | None = None) -> None:
         self.queue = queue
@@ -134,14 +134,14 @@ class AsyncInference:
             if record is None:
                 self._start_all(name, self._gone)  # its endpoint was deleted, or is no longer asynchronous
                 continue
-            capacity = self._capacity(record)
-            self.recorder.backlog(name, queued + running, capacity.desired, now - oldest if oldest else 0.0,
-                                  queued + running > 0 and capacity.ready == 0)
-            if queued and capacity.desired == 0:
+            instances = self._instances(record)
+            self.recorder.backlog(name, queued + running, instances.desired, now - oldest if oldest else 0.0,
+                                  queued + running > 0 and instances.ready == 0)
+            if queued and instances.desired == 0:
                 self._wake_variants(record)
             config = record.async_inference
             assert config is not None
-            free = free_slots(capacity, config.max_concurrent or self.runtime.settings.per_copy_concurrency, running)
+            free = free_slots(instances, config.max_concurrent or self.runtime.settings.per_copy_concurrency, running)
             for waiting in self.queue.pending(name) if queued else []:
                 if now >= waiting.expires:
                     self._start(waiting.id, name, self._expire)
@@ -153,7 +153,7 @@ class AsyncInference:
         records, _ = self.state.endpoints.scan()
         return [r for r in records if r.async_inference is not None and r.status != "Deleting"]
 
-    def _capacity(self, record: EndpointRecord) -> AsyncInstances:
+    def _instances(self, record: EndpointRecord) -> AsyncInstances:
         ready = sum(1 for v in record.variants
                     for c in self.copies(v.workload(record.name)) if c.state is CopyState.READY)
         return AsyncInstances(sum(v.instance_count for v in record.variants), ready)
@@ -241,8 +241,8 @@ class AsyncInference:
         now = asyncio.get_running_loop().time()
         call = Call(request.endpoint, target, "/invocations", body, _headers(request), request_prefix(body),
                     now + request.timeout_s, request.timeout_s, retarget=resolve,
-                    route=route_of(target.routing, body, None), deadline_setting=TIMEOUT_SETTING)
-        async with forward(forwarder, call) as answer:
+                    route=request_routing(target.routing, body, None), deadline_setting=TIMEOUT_SETTING)
+        async with answer_of(forwarder, call) as answer:
             body = await answer.read()
             if not answer.head.is_success:
                 raise answer.error(body)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pier.autoscaling import paging, schedule
-from pier.autoscaling.capacity import Capacity
+from pier.autoscaling.counts import Counts
 from pier.autoscaling.errors import ObjectNotFound, ScalingValidation, UnknownOperation
 from pier.autoscaling.policies import check_policy
 from pier.autoscaling.resource import NAMESPACE, Resource, check_namespace, resource_of
@@ -26,10 +26,10 @@ POLICY_PAGE = 10  # DescribeScalingPolicies: 1 to 10, 10 by default
 
 
 class ApplicationAutoScaling:
-    def __init__(self, store: Store, capacity: Capacity, *, clock: Callable[[], float] = time.time,
+    def __init__(self, store: Store, counts: Counts, *, clock: Callable[[], float] = time.time,
                  changed: Callable[[], None] = lambda: None) -> None:
         self.store = store
-        self.capacity = capacity
+        self.counts = counts
         self.clock = clock
         self.changed = changed  # the scaler looks again at once
         self.operations: dict[str, Callable[[Body, str], Body]] = {
@@ -62,7 +62,7 @@ class ApplicationAutoScaling:
         key = target_key(resource)
         found = self.store.get(TARGET, key)
         if found is None:
-            problem = self.capacity.missing(resource)
+            problem = self.counts.missing(resource)
             if problem:
                 raise ScalingValidation(problem)
             if "MinCapacity" not in body or "MaxCapacity" not in body:
@@ -80,7 +80,7 @@ class ApplicationAutoScaling:
         given: Body = {k: body[k] for k in ("MinCapacity", "MaxCapacity", "RoleARN") if k in body}
         target: Body = {**found, **given}
         target["SuspendedState"] = {**found["SuspendedState"], **body.get("SuspendedState", {})}
-        _check_bounds(resource, target["MinCapacity"], target["MaxCapacity"], self.capacity.floor(resource))
+        _check_bounds(resource, target["MinCapacity"], target["MaxCapacity"], self.counts.floor(resource))
         self.store.put(TARGET, key, target)
         return {"ScalableTargetARN": target["ScalableTargetARN"]}
 
@@ -163,7 +163,7 @@ class ApplicationAutoScaling:
             raise ScalingValidation("StartTime must be before EndTime: the scheduled action runs only between them.")
         limits = action.get("ScalableTargetAction", {})
         if "MinCapacity" in limits and "MaxCapacity" in limits:
-            _check_bounds(resource, limits["MinCapacity"], limits["MaxCapacity"], self.capacity.floor(resource))
+            _check_bounds(resource, limits["MinCapacity"], limits["MaxCapacity"], self.counts.floor(resource))
         action.update({
             "ScheduledActionName": body["ScheduledActionName"], "ServiceNamespace": NAMESPACE,
             "ResourceId": resource.resource_id, "ScalableDimension": resource.dimension,

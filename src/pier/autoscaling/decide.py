@@ -1,17 +1,17 @@
-"""The scaler's decisions, pure: what capacity a target-tracking or step-scaling policy asks for, and which of
-several asks wins.
+"""The scaler's decisions, pure: what copy or instance count a target-tracking or step-scaling policy asks for,
+and which of several asks wins.
 
 Target tracking scales out fast and in slowly:
-- out: as soon as the metric, as it is now, asks for more capacity than there is. ScaleOutCooldown holds a
-  further scale-out back only while the capacity the last one added is still starting: pier knows when copies
+- out: as soon as the metric, as it is now, asks for more than there is. ScaleOutCooldown holds a
+  further scale-out back only while the count the last one added is still starting: pier knows when copies
   are ready, so it never waits longer than that for their effect.
 - in: only when the metric's *peak* over the last ScaleInCooldown still asks for less, and no scaling happened
   in that time; never with DisableScaleIn. Capacity 0 (MinCapacity 0) is reached that way: a whole cooldown
   with no load at all.
-The capacity asked for is `ceil(capacity * metric / target)`, the metric normalized by the capacity (at least
-1), so an idle target with a queue (capacity 0, metric > 0) asks for copies too.
+The count asked for is `ceil(count * metric / target)`, the metric normalized by the count (at least
+1), so an idle target with a queue (count 0, metric > 0) asks for copies too.
 
-Several policies on one target: the largest ask for more wins; capacity goes down only when every policy
+Several policies on one target: the largest ask for more wins; the count goes down only when every policy
 asks for less (the largest of those asks). Everything is clamped to [MinCapacity, MaxCapacity].
 """
 
@@ -21,7 +21,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-EPSILON = 1e-9  # a metric exactly at the target asks for the capacity there is, not one more
+EPSILON = 1e-9  # a metric exactly at the target asks for the count there is, not one more
 
 
 @dataclass(frozen=True)
@@ -29,8 +29,8 @@ class Bounds:
     low: int
     high: int
 
-    def clamp(self, capacity: int) -> int:
-        return max(self.low, min(self.high, capacity))
+    def clamp(self, count: int) -> int:
+        return max(self.low, min(self.high, count))
 
 
 @dataclass(frozen=True)
@@ -45,21 +45,21 @@ class Tracking:
 class Observation:
     """What the scaler saw of one target now."""
 
-    capacity: int  # desired (the stored copy or instance count)
+    count: int  # desired (the stored copy or instance count)
     ready: int  # of those, ready now
     now: float
-    last_scaling: float  # when capacity last changed (or the target was registered)
+    last_scaling: float  # when the count last changed (or the target was registered)
     last_scale_out: float
 
 
 @dataclass(frozen=True)
 class Ask:
-    capacity: int
+    count: int
     cause: str
 
 
-def asked_capacity(capacity: int, metric: float, target: float) -> int:
-    return max(0, math.ceil(max(capacity, 1) * metric / target - EPSILON))
+def asked_count(count: int, metric: float, target: float) -> int:
+    return max(0, math.ceil(max(count, 1) * metric / target - EPSILON))
 
 
 def track(policy: Tracking, seen: Observation, metric: float | None, peak: float | None, bounds: Bounds,
@@ -67,19 +67,19 @@ def track(policy: Tracking, seen: Observation, metric: float | None, peak: float
     """Target tracking's ask: `metric` is the metric now, `peak` its highest over the scale-in cooldown (None:
     no data, which asks for nothing)."""
     if metric is not None:
-        wanted = bounds.clamp(asked_capacity(seen.capacity, metric, policy.target))
-        starting = seen.ready < seen.capacity and seen.now - seen.last_scale_out < policy.scale_out_cooldown_s
-        if wanted > seen.capacity and not starting:
+        wanted = bounds.clamp(asked_count(seen.count, metric, policy.target))
+        starting = seen.ready < seen.count and seen.now - seen.last_scale_out < policy.scale_out_cooldown_s
+        if wanted > seen.count and not starting:
             return Ask(wanted, f"{label} = {metric:.3g} is above the target {policy.target:g}")
     if policy.disable_scale_in or peak is None:
         return None
     if seen.now - seen.last_scaling < policy.scale_in_cooldown_s:
-        return Ask(seen.capacity, "")  # too soon to scale in: holds the capacity
-    wanted = bounds.clamp(asked_capacity(seen.capacity, peak, policy.target))
-    if wanted < seen.capacity:
+        return Ask(seen.count, "")  # too soon to scale in: holds the count
+    wanted = bounds.clamp(asked_count(seen.count, peak, policy.target))
+    if wanted < seen.count:
         return Ask(wanted, f"{label} stayed at or below {peak:.3g} for {policy.scale_in_cooldown_s:g} s, under the "
                            f"target {policy.target:g}")
-    return Ask(seen.capacity, "")  # holds the capacity: keeps other policies from scaling in
+    return Ask(seen.count, "")  # holds the count: keeps other policies from scaling in
 
 
 @dataclass(frozen=True)
@@ -104,22 +104,22 @@ def step(policy: Stepping, seen: Observation, breach: float, bounds: Bounds, lab
     found = next((s for s in policy.steps if _within(s, breach)), None)
     if found is None:
         return None
-    wanted = bounds.clamp(adjusted(policy, seen.capacity, found.adjustment))
-    if wanted == seen.capacity:
+    wanted = bounds.clamp(adjusted(policy, seen.count, found.adjustment))
+    if wanted == seen.count:
         return None
     return Ask(wanted, f"{label}: {found.adjustment:+d} ({policy.adjustment_type})")
 
 
-def adjusted(policy: Stepping, capacity: int, adjustment: int) -> int:
+def adjusted(policy: Stepping, count: int, adjustment: int) -> int:
     if policy.adjustment_type == "ExactCapacity":
         return adjustment
     if policy.adjustment_type == "PercentChangeInCapacity":
-        change = capacity * adjustment / 100.0
+        change = count * adjustment / 100.0
         change = math.ceil(change) if change > 0 else math.floor(change)  # away from zero, as AWS rounds
         if abs(change) < policy.min_adjustment_magnitude:
             change = int(math.copysign(policy.min_adjustment_magnitude, adjustment))
-        return capacity + int(change)
-    return capacity + adjustment
+        return count + int(change)
+    return count + adjustment
 
 
 def _within(found: StepAdjustment, breach: float) -> bool:
@@ -128,16 +128,16 @@ def _within(found: StepAdjustment, breach: float) -> bool:
     return above and below
 
 
-def choose(capacity: int, asks: Sequence[Ask | None], bounds: Bounds) -> Ask | None:
-    """The capacity to go to, or None to stay: out when any policy asks for more, in only when all ask for less,
+def choose(count: int, asks: Sequence[Ask | None], bounds: Bounds) -> Ask | None:
+    """The count to go to, or None to stay: out when any policy asks for more, in only when all ask for less,
     and back inside the bounds whatever they ask."""
     given = [a for a in asks if a is not None]
-    more = [a for a in given if a.capacity > capacity]
+    more = [a for a in given if a.count > count]
     if more:
-        return max(more, key=lambda a: a.capacity)
-    if given and all(a.capacity < capacity for a in given):
-        return max(given, key=lambda a: a.capacity)
-    inside = bounds.clamp(capacity)
-    if inside != capacity:
-        return Ask(inside, f"the capacity {capacity} was outside the target's bounds [{bounds.low}, {bounds.high}]")
+        return max(more, key=lambda a: a.count)
+    if given and all(a.count < count for a in given):
+        return max(given, key=lambda a: a.count)
+    inside = bounds.clamp(count)
+    if inside != count:
+        return Ask(inside, f"the capacity {count} was outside the target's bounds [{bounds.low}, {bounds.high}]")
     return None

@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from pier.autoscaling.capacity import Utilization
+from pier.autoscaling.counts import Utilization
 from pier.autoscaling.history import History
 from pier.autoscaling.resource import Resource
 from pier.multi_model import CacheReport

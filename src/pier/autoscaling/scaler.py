@@ -1,6 +1,6 @@
 """The scaler loop: every second it samples each scalable target's load into the metric history; every
 `interval_s` it evaluates the alarms, asks each target's policies what capacity they want (decide.py), and
-changes the copy or instance count through the control plane (capacity.Capacity), recording a scaling activity
+changes the copy or instance count through the control plane (counts.Counts), recording a scaling activity
 with its cause, which it marks Successful once the copies are ready, or Failed with the reason the change was
 refused (it does not fit, the endpoint is updating).
 
@@ -22,8 +22,8 @@ from typing import Any
 from pier.autoscaling import decide, policies, schedule
 from pier.autoscaling.alarms import ALARM, AlarmVerdict, evaluate
 from pier.autoscaling.application_autoscaling import POLICY, SCHEDULED, TARGET, target_key
-from pier.autoscaling.capacity import Capacity, Count, Refused
 from pier.autoscaling.cloudwatch import ALARM as ALARM_KIND
+from pier.autoscaling.counts import Count, Counts, Refused
 from pier.autoscaling.history import Bucket, History, MetricId, aggregate, statistic
 from pier.autoscaling.recorder import Recorder
 from pier.autoscaling.resource import Resource, resource_of
@@ -44,12 +44,12 @@ class _Moments:
 
 
 class Scaler:
-    def __init__(self, store: Store, history: History, recorder: Recorder, capacity: Capacity,
+    def __init__(self, store: Store, history: History, recorder: Recorder, counts: Counts,
                  settings: ScalingSettings, *, clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.history = history
         self.recorder = recorder
-        self.capacity = capacity
+        self.counts = counts
         self.settings = settings
         self.clock = clock
         self._moments: dict[str, _Moments] = {}
@@ -87,12 +87,12 @@ class Scaler:
         targets = [(t, resource_of(t["ResourceId"], t["ScalableDimension"])) for t in self.store.all(TARGET)]
         counts: dict[str, Count] = {}
         for _, resource in targets:
-            count = self.capacity.count(resource)
+            count = self.counts.count(resource)
             if count is not None:
                 counts[resource.resource_id] = count
-                load = max(self.capacity.load(resource), self.recorder.busy(resource.workload, now))
+                load = max(self.counts.load(resource), self.recorder.busy(resource.workload, now))
                 self.recorder.sample(resource, load, count.desired, count.ready)
-                used = self.capacity.usage(resource)
+                used = self.counts.usage(resource)
                 if used is not None:
                     self.recorder.utilization(resource, used)
         self.history.flush()
@@ -123,7 +123,7 @@ class Scaler:
         target = self.store.get(TARGET, target_key(resource))
         if target is None or not self.settings.wake or target["MaxCapacity"] < 1:
             return False
-        count = self.capacity.count(resource)
+        count = self.counts.count(resource)
         if count is None:
             return False
         if count.desired > 0:
@@ -159,10 +159,10 @@ class Scaler:
         suspended = target.get("SuspendedState", {})
         out_held = bool(suspended.get("DynamicScalingOutSuspended"))
         in_held = bool(suspended.get("DynamicScalingInSuspended"))
-        asks = [a for a in asks if a is None or not ((a.capacity > count.desired and out_held)
-                                                     or (a.capacity < count.desired and in_held))]
+        asks = [a for a in asks if a is None or not ((a.count > count.desired and out_held)
+                                                     or (a.count < count.desired and in_held))]
         chosen = decide.choose(count.desired, asks, bounds)
-        if chosen is not None and chosen.capacity != count.desired:
+        if chosen is not None and chosen.count != count.desired:
             self._apply(target, resource, count, chosen, now)
 
     def _track(self, policy: Body, resource: Resource, seen: decide.Observation,
@@ -187,24 +187,24 @@ class Scaler:
         activity: Body = {
             "ActivityId": str(uuid.uuid4()), "ServiceNamespace": "sagemaker", "ResourceId": resource.resource_id,
             "ScalableDimension": resource.dimension,
-            "Description": f"Setting desired {resource.noun} count to {ask.capacity}.",
+            "Description": f"Setting desired {resource.noun} count to {ask.count}.",
             "Cause": f"{ask.cause}; changing the desired {resource.noun} count from {count.desired} to "
-                     f"{ask.capacity}",
+                     f"{ask.count}",
             "StartTime": now, "StatusCode": "InProgress",
-            "StatusMessage": f"Waiting for {ask.capacity} {resource.unit} to be ready.",
+            "StatusMessage": f"Waiting for {ask.count} {resource.unit} to be ready.",
         }
         try:
-            self.capacity.set(resource, ask.capacity)
+            self.counts.set(resource, ask.count)
         except Refused as refused:
             activity.update(StatusCode="Failed", StatusMessage=str(refused), EndTime=now)
-            log.warning("autoscaling %s to %d failed: %s", resource.resource_id, ask.capacity, refused)
+            log.warning("autoscaling %s to %d failed: %s", resource.resource_id, ask.count, refused)
         else:
-            log.info("autoscaling %s: %d -> %d (%s)", resource.resource_id, count.desired, ask.capacity, ask.cause)
+            log.info("autoscaling %s: %d -> %d (%s)", resource.resource_id, count.desired, ask.count, ask.cause)
             moments = self._moments_of(target, resource)
             moments.last_scaling = now
-            if ask.capacity > count.desired:
+            if ask.count > count.desired:
                 moments.last_scale_out = now
-            self._open[activity["ActivityId"]] = (activity, ask.capacity)
+            self._open[activity["ActivityId"]] = (activity, ask.count)
         self.store.put_activity(activity)
 
     def _settle(self, counts: dict[str, Count], now: float) -> None:

@@ -68,7 +68,7 @@ class CopyStatus:
     # Requests it works on at once (pier.channel.concurrency, from the environment it was started with); the
     # gateway never sends it more. None: its backend does not know, and the gateway assumes the default copy's.
     concurrency: int | None = None
-    # The CPU kernels it computes with, in its own words (pier.channel.kernels); None: not said (yet, or on a GPU).
+    # The CPU kernels it computes with, in its own words (pier.channel.unservable); None: not said (yet, or on a GPU).
     kernels: str | None = None
 
 

@@ -25,7 +25,7 @@ from pier.backends.process import CopyProcess, PidFile, describe_exit, environme
 from pier.channel.concurrency import copy_concurrency, reported_concurrency
 from pier.channel.copy_secret import new_copy_secret
 from pier.channel.headers import CONCURRENCY_HEADER, KERNELS_HEADER
-from pier.channel.kernels import UNSERVABLE_EXIT
+from pier.channel.unservable import UNSERVABLE_EXIT
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class CopySupervisor:
         self._task: asyncio.Task[None] | None = None
         self.secret = new_copy_secret()  # the copy answers only requests that carry it (the gateway's)
         self.concurrency = copy_concurrency(environment(spec))  # what the process will take, from what it is given
-        self.kernels: str | None = None  # its CPU kernels, as its /ping says (pier.channel.kernels)
+        self.kernels: str | None = None  # its CPU kernels, as its /ping says (pier.channel.unservable)
 
     def status(self) -> CopyStatus:
         """The copy as it is now: a process that has just died is reported before supervision notices."""

@@ -160,7 +160,7 @@ async def _prompt_tokens(client: StreamingClient, words: Sequence[str], budget: 
 async def _probe(client: StreamingClient, words: Sequence[str]) -> RequestRecord:
     text = " ".join([LEAD, *words])
     prompt = Prompt(system=None, history=(), user=text, max_tokens=1, planned_input_tokens=len(words) + 1)
-    return await client.send(prompt, RequestRecord(index=-1, conversation=-1, turn=0))
+    return await client.send(prompt, RequestRecord(index=-1, conversation=-1, round=0))
 
 
 def _words(words: Sequence[str], source: str) -> TokenPool:

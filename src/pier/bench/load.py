@@ -3,8 +3,8 @@ open-loop Poisson process (requests arrive at random at a mean rate, whatever th
 by themselves: after a number of requests or at a deadline, whichever comes first; requests already sent are
 then waited for (each is bounded by the client's timeout).
 
-A conversation's turns always go one after another, each carrying the previous replies; a failed turn ends
-its conversation. Under open loop the arrivals are conversations (single requests for one-turn workloads).
+A conversation's rounds always go one after another, each carrying the previous replies; a failed round ends
+its conversation. Under open loop the arrivals are conversations (single requests for one-round workloads).
 """
 
 from __future__ import annotations
@@ -58,15 +58,15 @@ class LoadRun:
         self.records: list[RequestRecord] = []
 
     async def converse(self, conversation: Conversation) -> None:
-        """Send a conversation turn by turn. The caller took its first request from the budget already, so
+        """Send a conversation round by round. The caller took its first request from the budget already, so
         that a task not yet running is never counted twice."""
         history: tuple[Exchange, ...] = ()
-        for turn in range(len(conversation.turns)):
-            if turn and not self.budget.take():
+        for number in range(len(conversation.rounds)):
+            if number and not self.budget.take():
                 return
-            record = RequestRecord(index=len(self.records), conversation=conversation.index, turn=turn)
+            record = RequestRecord(index=len(self.records), conversation=conversation.index, round=number)
             self.records.append(record)
-            prompt = conversation.prompt(turn, history)
+            prompt = conversation.prompt(number, history)
             await self.send(prompt, record)
             self.observe(record)
             if not record.ok:

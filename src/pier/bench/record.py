@@ -25,7 +25,7 @@ class RequestRecord:
 
     index: int
     conversation: int
-    turn: int
+    round: int  # its place in its conversation (the report's "turn")
     start: float = 0.0  # time.perf_counter() when the request was sent
     token_times: list[float] = field(default_factory=list)  # arrival of each token-bearing chunk
     end: float | None = None  # the response complete (or failed)
@@ -35,7 +35,7 @@ class RequestRecord:
     input_tokens_source: TokenSource = "planned"
     error_code: str | None = None
     error_message: str = ""
-    text: str = ""  # the reply, which the next turn of a conversation sends back
+    text: str = ""  # the reply, which the next round of a conversation sends back
 
     @property
     def ok(self) -> bool:

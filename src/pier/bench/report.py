@@ -123,7 +123,7 @@ def request_json(record: RequestRecord, run: RunResult) -> dict[str, Any]:
         "repeat": run.repeat,
         "index": record.index,
         "conversation": record.conversation,
-        "turn": record.turn,
+        "turn": record.round,
         "start_s": record.start - run.started,
         "error_code": record.error_code,
         "error_msg": record.error_message,

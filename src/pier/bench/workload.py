@@ -3,7 +3,8 @@
 `--input-len` counts the tokens of the content the benchmark writes (the prompt, or each user message); a
 server adds its own (a BOS token, a chat template), which the results report from the server's `usage`.
 A shared prefix is one system prompt that every conversation of a run starts with. A multi-turn
-conversation sends each reply back with the next user message, so every turn extends the last.
+conversation sends each reply back with the next user message, so every round (a message and its reply)
+extends the last.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class Prompt:
 
 
 @dataclass(frozen=True)
-class Turn:
+class Round:
     user: Content
     input_tokens: int
     max_tokens: int
@@ -45,11 +46,11 @@ class Conversation:
     index: int
     system: Content | None
     system_tokens: int
-    turns: tuple[Turn, ...]
+    rounds: tuple[Round, ...]
 
-    def prompt(self, turn: int, history: tuple[Exchange, ...]) -> Prompt:
-        planned = self.system_tokens + sum(t.input_tokens for t in self.turns[: turn + 1])
-        current = self.turns[turn]
+    def prompt(self, number: int, history: tuple[Exchange, ...]) -> Prompt:
+        planned = self.system_tokens + sum(t.input_tokens for t in self.rounds[: number + 1])
+        current = self.rounds[number]
         return Prompt(self.system, history, current.user, current.max_tokens, planned)
 
 
@@ -67,18 +68,18 @@ class Conversations:
     def conversations(self) -> Iterator[Conversation]:
         index = 0
         while True:
-            yield Conversation(index, self.system, self.options.shared_prefix, self._turns())
+            yield Conversation(index, self.system, self.options.shared_prefix, self._rounds())
             index += 1
 
-    def _turns(self) -> tuple[Turn, ...]:
+    def _rounds(self) -> tuple[Round, ...]:
         count = self.options.turns if self.options.workload is WorkloadKind.MULTI_TURN else 1
-        return tuple(self._turn() for _ in range(count))
+        return tuple(self._round() for _ in range(count))
 
-    def _turn(self) -> Turn:
+    def _round(self) -> Round:
         o = self.options
         input_tokens = positive_length(self.rng, o.input_len, o.input_len_stddev)
         max_tokens = positive_length(self.rng, o.output_len, o.output_len_stddev)
-        return Turn(self.pool.sample(self.rng, input_tokens), input_tokens, max_tokens)
+        return Round(self.pool.sample(self.rng, input_tokens), input_tokens, max_tokens)
 
 
 def positive_length(rng: random.Random, mean: int, stddev: float) -> int:

@@ -42,7 +42,7 @@ TIMEOUT_HEADER = _declare("X-Pier-Timeout-Seconds", REQUEST, "the copy ends the 
 CONCURRENCY_HEADER = _declare("X-Pier-Concurrency", RESPONSE, "on a ready copy's /ping: the requests it takes at once",
                               "pier.channel.concurrency")
 KERNELS_HEADER = _declare("X-Pier-Kernels", RESPONSE, "on a ready copy's /ping: the CPU kernels it computes with",
-                          "pier.channel.kernels")
+                          "pier.channel.unservable")
 REFUSED_HEADER = _declare("X-Pier-Refused", RESPONSE, "refused before any work, loading, shutting down or full "
                           "(value: the error code): another copy may take it; without it an error is the request's "
                           "own", "pier.server.errors")

@@ -35,6 +35,7 @@ from pier.control.records import (
     VariantRecord,
 )
 from pier.control.request_limits import check_request, load_model
+from pier.control.resource_store import ResourceStore, UnreadableRecord
 from pier.control.resources import Body, check_source, classic_copies
 from pier.control.shapes import (
     CreateEndpointConfigInput,
@@ -47,7 +48,6 @@ from pier.control.shapes import (
     UpdateEndpointInput,
     UpdateEndpointWeightsAndCapacitiesInput,
 )
-from pier.control.state import State, UnreadableRecord
 from pier.control.tags import TagOperations, tags_of
 from pier.control.validation_message import parse
 
@@ -56,7 +56,7 @@ class ControlPlane(ComponentOperations, TagOperations):
     """Every operation by its SageMaker name; the model, endpoint config and endpoint ones here, the inference
     component ones in component_operations.py, the tag ones in tags.py, what they share in resources.py."""
 
-    def __init__(self, state: State, *, copies: views.Copies, wake: Callable[[], None] = lambda: None,
+    def __init__(self, state: ResourceStore, *, copies: views.Copies, wake: Callable[[], None] = lambda: None,
                  clock: Callable[[], float] = time.time, copy_cap: CopyCap | None = None,
                  on_this_host: bool = True) -> None:
         super().__init__(state, copies=copies, wake=wake, clock=clock, copy_cap=copy_cap, on_this_host=on_this_host)

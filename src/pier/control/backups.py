@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
-from pier.control.state import STATE_FILE
+from pier.control.resource_store import STATE_FILE
 from pier.env import GATEWAY, Env, integer, number
 from pier.state_folder.errors import NotAFile, StateError
 from pier.state_folder.files import Report, StateFile, by_name, of_backup

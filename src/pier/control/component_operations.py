@@ -13,6 +13,7 @@ from pier.control.errors import ResourceLimitExceeded, ValidationError, already_
 from pier.control.instance_types import lookup
 from pier.control.names import arn
 from pier.control.records import IN_PROGRESS, ComponentRecord, EndpointRecord, RolloutRecord
+from pier.control.resource_store import UnreadableRecord
 from pier.control.resources import Body, Resources, check_source
 from pier.control.rollout import roll_policy
 from pier.control.shapes import (
@@ -23,7 +24,6 @@ from pier.control.shapes import (
     UpdateInferenceComponentInput,
     UpdateInferenceComponentRuntimeConfigInput,
 )
-from pier.control.state import UnreadableRecord
 from pier.control.tags import tags_of
 from pier.control.validation_message import parse
 from pier.control.workload import Workload

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pier.control import deployment, rollout
 from pier.control.deployment import COMPLETED, ROLLED_BACK, GreenSeen
 from pier.control.records import ComponentRecord, DeploymentRecord, EndpointRecord
-from pier.control.state import State
+from pier.control.resource_store import ResourceStore
 
 log = logging.getLogger("pier.control")
 
@@ -19,7 +19,7 @@ AlarmState = Callable[[str], "str | None"]  # an alarm's StateValue (OK, ALARM, 
 
 
 class Deployer:
-    def __init__(self, state: State, clock: Callable[[], float], alarm_state: AlarmState | None = None) -> None:
+    def __init__(self, state: ResourceStore, clock: Callable[[], float], alarm_state: AlarmState | None = None) -> None:
         self.state = state
         self.clock = clock
         self.alarm_state: AlarmState = alarm_state or (lambda name: None)

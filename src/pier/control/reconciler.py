@@ -28,7 +28,7 @@ from pier.control.fetch.fetches import Fetches
 from pier.control.fetch.source import ModelSource, source_of
 from pier.control.instance_types import InstanceType, host_cores, lookup
 from pier.control.records import ComponentRecord, EndpointRecord
-from pier.control.state import State
+from pier.control.resource_store import ResourceStore
 from pier.control.workload import Workload
 from pier.gpus import discover
 from pier.state_folder.rows import BadRow
@@ -91,7 +91,7 @@ def next_status(current: str, progress: Progress) -> tuple[str, str]:
 
 
 class Reconciler:
-    def __init__(self, state: State, backend: Backend, fetches: Fetches, *, tick_s: float = TICK_S,
+    def __init__(self, state: ResourceStore, backend: Backend, fetches: Fetches, *, tick_s: float = TICK_S,
                  host: tuple[int, ...] | None = None, instance_type: Callable[[str], InstanceType] = lookup,
                  clock: Callable[[], float] = time.time, copy_cap: CopyCap | None = None,
                  gpus: GpuPool | None = None, alarm_state: AlarmState | None = None,

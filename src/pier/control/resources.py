@@ -19,8 +19,8 @@ from pier.control.fetch.source import NoModelData, source_of
 from pier.control.listing import Row, page
 from pier.control.names import arn
 from pier.control.records import ComponentRecord, ConfigRecord, EndpointRecord, ModelRecord, VariantRecord
+from pier.control.resource_store import ResourceStore
 from pier.control.shapes import ContainerSpec, ListInput
-from pier.control.state import State
 from pier.control.validation_message import parse
 from pier.control.workload import Workload
 from pier.state_folder.rows import BadRow
@@ -33,7 +33,7 @@ Body = dict[str, Any]
 class Resources:
     """What every operation works on: the state, the copies the backend runs, the reconciler to wake, the clock."""
 
-    def __init__(self, state: State, *, copies: views.Copies, wake: Callable[[], None] = lambda: None,
+    def __init__(self, state: ResourceStore, *, copies: views.Copies, wake: Callable[[], None] = lambda: None,
                  clock: Callable[[], float] = time.time, copy_cap: CopyCap | None = None,
                  on_this_host: bool = True) -> None:
         self.state = state

@@ -15,9 +15,9 @@ from pier.control.errors import ValidationError, not_found
 from pier.control.listing import offset
 from pier.control.names import ARN_RESOURCE
 from pier.control.records import Record
+from pier.control.resource_store import Table
 from pier.control.resources import Body, Resources
 from pier.control.shape import Shape
-from pier.control.state import Table
 from pier.control.validation_message import parse
 
 MAX_TAGS = 50  # per resource, as SageMaker allows

@@ -17,9 +17,9 @@ import numpy as np
 
 from pier.engine import continuation
 from pier.engine.common_prefix import common_prefix
-from pier.engine.config import EngineConfig
 from pier.engine.detok import TextStream
 from pier.engine.draft import Drafter
+from pier.engine.engine_config import EngineConfig
 from pier.engine.host_cache import HostCache
 from pier.engine.isolation import Part, decode_apart
 from pier.engine.kv_cache import KvCache

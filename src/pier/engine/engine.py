@@ -9,8 +9,8 @@ import queue
 import threading
 from dataclasses import dataclass
 
-from pier.engine.config import EngineConfig
 from pier.engine.core import EngineCore
+from pier.engine.engine_config import EngineConfig
 from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk
 from pier.engine.runner import ModelInfo, ModelRunner
 from pier.engine.sequence import Emit, Sequence

@@ -1,2 +1,2 @@
 """The gateway (`pier up`): the SageMaker control plane, runtime and OpenAI routes on one port, wired to the
-reconciler, the router and a backend."""
+reconciler, the copy chooser and a backend."""

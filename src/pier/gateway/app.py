@@ -38,7 +38,7 @@ from pier.control.fetch.fetches import Fetches
 from pier.control.fetch.store import ModelStore
 from pier.control.reconciler import Reconciler
 from pier.control.request_limits import MAX_BODY_BYTES as CONTROL_MAX_BODY_BYTES
-from pier.control.state import State
+from pier.control.resource_store import ResourceStore
 from pier.dialect import CBOR_PATH
 from pier.gateway import autoscaling_route, pier_routes, state_files, transform_route
 from pier.gateway.adapter_routes import adapter_list
@@ -51,7 +51,7 @@ from pier.gateway.endpoint_scope import endpoint_of_state
 from pier.gateway.leadership import Leadership, holder_name
 from pier.gateway.parts import Gateway
 from pier.gateway.router_errors import router_error
-from pier.gateway.scaling import GatewayCapacity, Waking
+from pier.gateway.scaling import GatewayCounts, Waking
 from pier.gateway.settings import GatewaySettings
 from pier.gateway.stores import OpenStores
 from pier.gateway.taps import Taps
@@ -59,8 +59,8 @@ from pier.gateway.targets import Targets
 from pier.gateway.writer import Writer
 from pier.gpus import GpuInventory, discover
 from pier.runtime.attempts import admission_of
+from pier.runtime.http_api import openai_api, runtime_api
 from pier.runtime.invoke import RuntimeService
-from pier.runtime.routes import openai_router, runtime_router
 from pier.runtime.session_store import SessionStore
 from pier.security.install import install_security
 from pier.state_folder.postgres import Postgres
@@ -105,8 +105,8 @@ def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: f
     app.add_api_route("/metrics", pier_routes.metrics, methods=["GET"], response_model=None, include_in_schema=False)
     app.add_api_route("/endpoints/{endpoint_name}/async-invocations", invoke_endpoint_async, methods=["POST"],
                       response_model=None, include_in_schema=False)
-    app.include_router(runtime_router(gateway.runtime))
-    app.include_router(openai_router(gateway.runtime))
+    app.include_router(runtime_api(gateway.runtime))
+    app.include_router(openai_api(gateway.runtime))
     install_security(app, state_dir, settings.security,  # pier.security: see docs/security.md
                      endpoint_of=endpoint_of_state(gateway.state),
                      max_body_bytes=gateway.runtime.settings.max_payload_bytes,
@@ -169,7 +169,7 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
     state_files.refuse_damaged(state_dir)  # the files not opened below (keys.json): refused with the fix
     # every store (state_files.STORES), in the state folder or the database of --state-url; damage refused here
     stores = OpenStores(state_dir, driver=Postgres(settings.state_url) if settings.state_url else None)
-    state, scaling_store = stores.get(State), stores.get(AutoscalingStore)
+    state, scaling_store = stores.get(ResourceStore), stores.get(AutoscalingStore)
     fetches = Fetches(store or ModelStore(state_dir / "models"))
     # A backend whose copies do not run on this host (ray) says which cores copies are numbered against, and this
     # host's cores and memory do not cap how many copies there are.
@@ -188,17 +188,17 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
     history = History(scaling_store, retention_s=settings.scaling.retention_s)
     recorder = Recorder(history)
     admission = admission_of(settings.runtime)  # the runtime's, whose load autoscaling reads too
-    capacity = GatewayCapacity(state, control, reconciler.copies, admission,
-                               local=backend.capabilities.local_processes)
-    scaler = Scaler(scaling_store, history, recorder, capacity, settings.scaling)
+    counts = GatewayCounts(state, control, reconciler.copies, admission,
+                            local=backend.capabilities.local_processes)
+    scaler = Scaler(scaling_store, history, recorder, counts, settings.scaling)
     targets = Targets(state, reconciler.copies,
-                      waker=Waking(scaler, capacity, recorder, settings.runtime.queue_timeout_s))
+                      waker=Waking(scaler, counts, recorder, settings.runtime.queue_timeout_s))
     taps = Taps(state, CaptureWriter(s3_client, settings.capture, registry=recorder.registry))
     runtime = RuntimeService(targets.resolve, settings.runtime, observer=recorder, admission=admission,
                              session_store=stores.serving(SessionStore), tap=taps, path_on=backend.path_on)
     autoscaling = Autoscaling(
         scaling_store, history, recorder, scaler,
-        ApplicationAutoScaling(scaling_store, capacity, changed=writer.soon(scaler.poke)),
+        ApplicationAutoScaling(scaling_store, counts, changed=writer.soon(scaler.poke)),
         CloudWatch(scaling_store, history, changed=writer.soon(scaler.poke)))
     queue = AsyncInference(stores.get(AsyncQueue), state, runtime, reconciler.copies, recorder, scaler,
                            relay=settings.notification_relay)

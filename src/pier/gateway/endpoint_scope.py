@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from pier.control.state import State
+from pier.control.resource_store import ResourceStore
 from pier.security.access import EndpointOf
 
 
-def endpoint_of_state(state: State) -> EndpointOf:
+def endpoint_of_state(state: ResourceStore) -> EndpointOf:
     """An endpoint is itself; a name that is no endpoint but an inference component reaches the component's
     endpoint (as pier.gateway.targets.Targets.resolve serves it); anything else reaches nothing (None)."""
 

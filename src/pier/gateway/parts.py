@@ -10,7 +10,7 @@ from pier.async_inference.dispatcher import AsyncInference
 from pier.backends.base import Backend
 from pier.control.api import ControlPlane
 from pier.control.reconciler import Reconciler
-from pier.control.state import State
+from pier.control.resource_store import ResourceStore
 from pier.gateway.autoscaling_parts import Autoscaling
 from pier.gateway.leadership import Leadership, holder_name
 from pier.gateway.stores import OpenStores
@@ -23,7 +23,7 @@ from pier.transform.service import Transforms
 
 @dataclass
 class Gateway:
-    state: State
+    state: ResourceStore
     backend: Backend
     reconciler: Reconciler
     control: ControlPlane

@@ -1,4 +1,4 @@
-"""Autoscaling joined to the rest of the gateway: `GatewayCapacity` is the scaler's view of copy and instance
+"""Autoscaling joined to the rest of the gateway: `GatewayCounts` is the scaler's view of copy and instance
 counts (the control plane's own operations change them, so the reconciler and the backend stay the one path), and
 `Waking` holds requests for a component at zero copies while the scaler starts one."""
 
@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pier.autoscaling.capacity import Count, Refused, Utilization
+from pier.autoscaling.counts import Count, Refused, Utilization
 from pier.autoscaling.recorder import Recorder
 from pier.autoscaling.resource import Resource, resource_of
 from pier.autoscaling.scaler import Scaler
@@ -18,7 +18,7 @@ from pier.backends.base import CopyState, CopyStatus
 from pier.control.api import ControlPlane
 from pier.control.errors import ControlError
 from pier.control.names import DEFAULT_REGION
-from pier.control.state import State, UnreadableRecord
+from pier.control.resource_store import ResourceStore, UnreadableRecord
 from pier.control.workload import Workload
 from pier.gateway.usage import ProcessUsage, memory_total
 from pier.runtime.admission import Admission
@@ -27,8 +27,8 @@ Copies = Callable[[Workload], list[CopyStatus]]
 POLL_S = 0.05  # how often a waiting request looks for a ready copy
 
 
-class GatewayCapacity:
-    def __init__(self, state: State, control: ControlPlane, copies: Copies, admission: Admission, *,
+class GatewayCounts:
+    def __init__(self, state: ResourceStore, control: ControlPlane, copies: Copies, admission: Admission, *,
                  local: bool = False) -> None:
         self.state = state
         self.control = control
@@ -147,9 +147,9 @@ class GatewayCapacity:
 class Waking:
     """The `Waker` the gateway's targets use: pier's scale from zero, over the scaler and the recorder."""
 
-    def __init__(self, scaler: Scaler, capacity: GatewayCapacity, recorder: Recorder, wait_s: float) -> None:
+    def __init__(self, scaler: Scaler, counts: GatewayCounts, recorder: Recorder, wait_s: float) -> None:
         self.scaler = scaler
-        self.capacity = capacity
+        self.counts = counts
         self.recorder = recorder
         self.wait_s = wait_s
 
@@ -163,4 +163,4 @@ class Waking:
         return self.scaler.scaled(resource_of(f"inference-component/{component}"))
 
     def until_ready(self, component: str) -> Awaitable[bool]:
-        return self.capacity.until_ready(Workload.of_component(component), self.wait_s)
+        return self.counts.until_ready(Workload.of_component(component), self.wait_s)

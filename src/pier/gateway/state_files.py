@@ -3,7 +3,7 @@ is where they are listed (`STORES`: a new store joins by its line there), so the
 them all (`gateway/stores.py`), and restore and `pier state check` go over all of them, while no store knows the
 others (each store a pier.state_folder `StoreFile`; each file behind its `StateFile`: checked, copied whole).
 
-    state.sqlite3        the control plane's resources (pier.control.state)
+    state.sqlite3        the control plane's resources (pier.control.resource_store)
     autoscaling.sqlite3  scalable targets, policies, alarms, activities, metric history (pier.autoscaling.store)
     keys.json            the gateway's keys (pier.security.keystore)
     sessions.sqlite3     the open stateful sessions, each with its copy (pier.runtime.session_store)
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pier.async_inference.queue import AsyncQueue
 from pier.autoscaling.store import Store as AutoscalingStore
-from pier.control.state import State
+from pier.control.resource_store import ResourceStore
 from pier.runtime.session_store import SessionStore
 from pier.security import keystore
 from pier.state_folder.errors import StateDamaged, StateError
@@ -66,7 +66,7 @@ class KeyFile(StateFile):
 
 
 # Every store of the state folder, in the order the gateway opens them: a new store joins here.
-STORES: tuple[type[StoreFile], ...] = (State, AutoscalingStore, SessionStore, AsyncQueue, TransformStore)
+STORES: tuple[type[StoreFile], ...] = (ResourceStore, AutoscalingStore, SessionStore, AsyncQueue, TransformStore)
 KEYS = KeyFile(keystore.FILE_NAME, required=False,
                without="no keys (create them again: pier keys create)",
                mend="Mend or remove each entry")

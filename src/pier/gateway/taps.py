@@ -16,12 +16,12 @@ from pier.capture.record import Captured, ContentTypes, Side
 from pier.capture.writer import CaptureWriter, Job
 from pier.control.data_capture import DataCaptureSpec
 from pier.control.records import EndpointRecord
-from pier.control.state import State, UnreadableRecord
+from pier.control.resource_store import ResourceStore, UnreadableRecord
 from pier.runtime.tap import NOTHING, Exchanged, TapPlan
 
 
 class Taps:
-    def __init__(self, state: State, writer: CaptureWriter, draw: Callable[[], float] = random.random) -> None:
+    def __init__(self, state: ResourceStore, writer: CaptureWriter, draw: Callable[[], float] = random.random) -> None:
         self.state = state
         self.writer = writer
         self.draw = draw

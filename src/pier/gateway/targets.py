@@ -18,10 +18,10 @@ from pier.control import adapters
 from pier.control.deployment import green_share, pick_fleet
 from pier.control.names import ACCOUNT
 from pier.control.records import ComponentRecord, EndpointRecord, RoutingRecord, VariantRecord
-from pier.control.state import State, UnreadableRecord
+from pier.control.resource_store import ResourceStore, UnreadableRecord
 from pier.control.workload import Workload
 from pier.runtime.errors import ComponentRequired, EndpointNotFound, InvalidInvocation
-from pier.runtime.routing import DEFAULT_ROUTING, Routing, Strategy
+from pier.runtime.routing_strategy import DEFAULT_ROUTING, Routing, Strategy
 from pier.runtime.target import Target
 from pier.runtime.target_model import Models
 
@@ -70,7 +70,7 @@ NO_CAPACITY = (
 
 
 class Targets:
-    def __init__(self, state: State, copies: Copies, *, pick: Callable[[Sequence[float]], int] | None = None,
+    def __init__(self, state: ResourceStore, copies: Copies, *, pick: Callable[[Sequence[float]], int] | None = None,
                  waker: Waker | None = None, draw: Callable[[], float] = random.random) -> None:
         self.state = state
         self.copies = copies
@@ -190,7 +190,7 @@ class Targets:
 
 
 def routing(record: RoutingRecord | None) -> Routing:
-    """A variant's stored RoutingConfig as the router applies it; the copies of its inference components are
+    """A variant's stored RoutingConfig as the copy chooser applies it; the copies of its inference components are
     routed by it too."""
     if record is None:
         return DEFAULT_ROUTING

@@ -2,7 +2,7 @@
 
 Each copy takes at most its concurrency (what its backend reports, from the environment the copy runs with:
 see pier.channel.concurrency), so a component takes at most the sum over its ready copies. A request that finds a
-copy with room goes there at once (the router picks which); otherwise it joins the component's bounded FIFO
+copy with room goes there at once (the copy chooser picks which); otherwise it joins the component's bounded FIFO
 queue, and each time a request ends (or a new one arrives with news of more copies) the oldest waiters go to
 the first copy with room. A request that finds the queue full is refused at once, and one that waits longer
 than its bound gives up: both raise `Throttled` (ThrottlingException, HTTP 429), which SageMaker and OpenAI
@@ -18,11 +18,11 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from pier.backends.base import CopyStatus
+from pier.runtime.copy_choice import DEFAULT_CONCURRENCY, DEFAULT_SLACK, CopyChooser, Lease
 from pier.runtime.errors import Throttled
-from pier.runtime.router import DEFAULT_CONCURRENCY, DEFAULT_SLACK, Lease, Router
-from pier.runtime.routing import DEFAULT_ROUTE, Route
+from pier.runtime.routing_strategy import DEFAULT_REQUEST_ROUTING, RequestRouting
 
-MAX_IDLE_COMPONENTS = 256  # idle components' routers beyond this many are dropped (with what they remember)
+MAX_IDLE_COMPONENTS = 256  # idle components' choosers beyond this many are dropped (with what they remember)
 
 
 @dataclass(frozen=True)
@@ -37,13 +37,13 @@ class AdmissionLimits:
 class _Waiter:
     prefix: Sequence[str]
     exclude: Collection[str]
-    route: Route
+    route: RequestRouting
     lease: asyncio.Future[Lease]
 
 
 @dataclass(eq=False)
 class _Component:
-    router: Router
+    chooser: CopyChooser
     waiters: list[_Waiter] = field(default_factory=list)
 
 
@@ -52,19 +52,20 @@ class Admission:
         self.limits = limits or AdmissionLimits()
         self._components: dict[str, _Component] = {}
 
-    def router(self, component: str) -> Router:
-        return self._component(component).router
+    def chooser(self, component: str) -> CopyChooser:
+        return self._component(component).chooser
 
     def in_use(self, component: str) -> int:
         entry = self._components.get(component)
-        return entry.router.in_flight if entry else 0
+        return entry.chooser.in_flight if entry else 0
 
     def waiting(self, component: str) -> int:
         entry = self._components.get(component)
         return len(entry.waiters) if entry else 0
 
     async def lease(self, component: str, copies: Sequence[CopyStatus] | None, prefix: Sequence[str] = (), *,
-                    exclude: Collection[str] = (), timeout_s: float | None = None, route: Route = DEFAULT_ROUTE
+                    exclude: Collection[str] = (), timeout_s: float | None = None,
+                    route: RequestRouting = DEFAULT_REQUEST_ROUTING
                     ) -> Lease | None:
         """A lease on a ready copy of `component` with room (none of `exclude`), waiting at most `timeout_s`
         (default: the configured bound) behind earlier requests. None when no copy outside `exclude` is ready at
@@ -75,21 +76,21 @@ class Admission:
         session's request may take (it waits for that copy's room)."""
         timeout_s = max(0.0, self.limits.timeout_s if timeout_s is None else timeout_s)
         entry = self._component(component)
-        router = entry.router
+        chooser = entry.chooser
         if copies is not None:
-            router.sync(copies)
+            chooser.sync(copies)
         if route.pin is not None:  # every other copy is out of its reach
-            exclude = {*exclude, *(c.copy_id for c in router.copies if c.copy_id != route.pin)}
+            exclude = {*exclude, *(c.copy_id for c in chooser.copies if c.copy_id != route.pin)}
         self._dispatch(entry)  # earlier requests first: this snapshot may bring room they can use
-        if router.room(exclude) > 0:  # what is left is room no earlier request can use
-            lease = router.pick(router.copies, prefix, exclude=exclude, route=route)
+        if chooser.room(exclude) > 0:  # what is left is room no earlier request can use
+            lease = chooser.pick(chooser.copies, prefix, exclude=exclude, route=route)
             if lease is not None:
                 return lease
-        if not router.any_ready(exclude):
+        if not chooser.any_ready(exclude):
             return None
         if len(entry.waiters) >= self.limits.queue:
             raise Throttled(
-                f"Inference component {component} is busy: {router.in_flight} requests are running, as many as its "
+                f"Inference component {component} is busy: {chooser.in_flight} requests are running, as many as its "
                 f"copies take, and {len(entry.waiters)} are waiting, the most it queues. Retry with backoff, add "
                 "copies, or raise the queue limit."
             )
@@ -103,7 +104,7 @@ class Admission:
             if isinstance(error, TimeoutError):
                 raise Throttled(
                     f"Inference component {component} stayed busy: no copy had room within {timeout_s:.1f} s "
-                    f"({router.in_flight} requests running). Retry with backoff or add copies."
+                    f"({chooser.in_flight} requests running). Retry with backoff or add copies."
                 ) from None
             raise
 
@@ -111,9 +112,9 @@ class Admission:
         entry = self._components.get(component)
         if entry is None:
             self._forget_idle()
-            entry = _Component(Router(slack=self.limits.affinity_slack,
+            entry = _Component(CopyChooser(slack=self.limits.affinity_slack,
                                       default_concurrency=self.limits.default_concurrency))
-            entry.router.on_release = lambda: self._dispatch(entry)
+            entry.chooser.on_release = lambda: self._dispatch(entry)
             self._components[component] = entry
         return entry
 
@@ -121,14 +122,14 @@ class Admission:
     def _dispatch(entry: _Component) -> None:
         """Hand the copies' free room to waiting requests, oldest first, on the freshest snapshot of copies. A
         waiter that cannot use the room (it excludes the copies that have it) keeps its place."""
-        router, kept = entry.router, []
+        chooser, kept = entry.chooser, []
         for index, waiter in enumerate(entry.waiters):
             if waiter.lease.done():
                 continue  # gave up: it is leaving the queue
-            if router.room() == 0:
+            if chooser.room() == 0:
                 kept.extend(entry.waiters[index:])
                 break
-            lease = router.pick(router.copies, waiter.prefix, exclude=waiter.exclude, route=waiter.route)
+            lease = chooser.pick(chooser.copies, waiter.prefix, exclude=waiter.exclude, route=waiter.route)
             if lease is None:
                 kept.append(waiter)
             else:
@@ -149,5 +150,5 @@ class Admission:
     def _forget_idle(self) -> None:
         if len(self._components) < MAX_IDLE_COMPONENTS:
             return
-        for name in [n for n, e in self._components.items() if e.router.idle and not e.waiters]:
+        for name in [n for n, e in self._components.items() if e.chooser.idle and not e.waiters]:
             del self._components[name]

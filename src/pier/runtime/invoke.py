@@ -1,5 +1,5 @@
 """The SageMaker runtime over copies: InvokeEndpoint and InvokeEndpointWithResponseStream, plus OpenAI
-passthrough, as methods the gateway's routes call (pier.runtime.routes mounts them).
+passthrough, as methods the gateway's routes call (pier.runtime.http_api mounts them).
 
 SageMaker semantics: a copy's error status becomes ModelError 424 (with the copy's status and body); no
 ready copy is ModelNotReadyException 429 (loading) or ServiceUnavailable 503; a full queue is
@@ -24,12 +24,12 @@ from pier.deadline import StreamClock
 from pier.errors import CLIENT_CLOSED_REQUEST, ClientGone
 from pier.runtime import eventstream, openai
 from pier.runtime.admission import Admission
-from pier.runtime.attempts import Answer, Call, Forwarder, PathOn, StreamEnded, forward
+from pier.runtime.attempts import Answer, Call, Forwarder, PathOn, StreamEnded, answer_of
 from pier.runtime.disconnect import unless_disconnected
 from pier.runtime.errors import REQUEST_ID, InvalidInvocation, as_invocation_error, sagemaker_error
 from pier.runtime.invocation import CUSTOM_ATTRIBUTES, INVOKED_VARIANT, STREAM_CONTENT_TYPE, Invocation
 from pier.runtime.observer import InvocationObserver
-from pier.runtime.routing import route_of
+from pier.runtime.routing_strategy import request_routing
 from pier.runtime.session_store import SessionStore
 from pier.runtime.sessions import (
     CLOSED_SESSION_HEADER,
@@ -54,7 +54,7 @@ PART_BYTES = 64 * 1024  # the largest PayloadPart sent; bigger upstream chunks a
 
 
 class RuntimeService:
-    """Owns the HTTP client to copies, the admission queues and the routers; one per gateway."""
+    """Owns the HTTP client to copies, the admission queues and the choosers; one per gateway."""
 
     def __init__(self, resolve: Resolve, settings: RuntimeSettings | None = None, *,
                  client: httpx.AsyncClient | None = None, observer: InvocationObserver | None = None,
@@ -119,7 +119,7 @@ class RuntimeService:
         if (kind := _session_kind(invocation)) is not None:
             return _streamed(self._session_request(invocation, call, session, kind))
         plan = self._plan(invocation, call.target)
-        answer = await resources.enter_async_context(forward(self.forwarder, call))
+        answer = await resources.enter_async_context(answer_of(self.forwarder, call))
         if not answer.head.is_success:
             raise answer.error(await answer.read())
         self._follow(session, answer)
@@ -138,7 +138,7 @@ class RuntimeService:
         if (kind := _session_kind(invocation)) is not None:
             return self._session_request(invocation, call, session, kind)
         plan = self._plan(invocation, call.target)
-        async with forward(self.forwarder, call) as answer:
+        async with answer_of(self.forwarder, call) as answer:
             body = await answer.read()
             if not answer.head.is_success:
                 raise answer.error(body)
@@ -190,17 +190,17 @@ class RuntimeService:
         return Response(b"{}", headers=headers)
 
     def _session_copy(self, call: Call) -> str:
-        """The copy a session opened without a generation goes to: the router's choice, or when every copy is busy
+        """The copy a session opened without a generation goes to: the copy chooser's choice, or when every copy is busy
         the least busy ready one (nothing runs on it now: the session only needs to know its copy)."""
-        router = self.forwarder.router(call.target.component)
-        lease = router.pick(call.target.copies, call.prefix, route=call.route)
+        chooser = self.forwarder.chooser(call.target.component)
+        lease = chooser.pick(call.target.copies, call.prefix, route=call.route)
         if lease is not None:
             lease.release()
             return lease.copy.copy_id
         ready = call.target.ready()
         if not ready:
             raise call.target.unavailable(call.endpoint)
-        return min(ready, key=lambda c: (router.outstanding(c.copy_id), c.copy_id)).copy_id
+        return min(ready, key=lambda c: (chooser.outstanding(c.copy_id), c.copy_id)).copy_id
 
     def _follow(self, session: Session | None, answer: Answer) -> None:
         """The session moves to the copy that answered (its own copy was gone), or ends if the copy closed it."""
@@ -239,7 +239,7 @@ class RuntimeService:
         return Call(
             invocation.endpoint, target, "/invocations", invocation.body, headers,
             request_prefix(invocation.body), invocation.received_at + deadline_s, deadline_s, retarget=resolve,
-            route=route_of(target.routing, invocation.body, pin, invocation.target_model,
+            route=request_routing(target.routing, invocation.body, pin, invocation.target_model,
                            prefix_id=invocation.prefix_aware_id), stream=clock,
         ), session
 

@@ -40,7 +40,7 @@ from pier.deadline import StreamClock
 from pier.dialect import Dialect
 from pier.error_bodies import render
 from pier.errors import CLIENT_CLOSED_REQUEST, ClientGone
-from pier.runtime.attempts import Answer, Call, Forwarder, StreamEnded, forward
+from pier.runtime.attempts import Answer, Call, Forwarder, StreamEnded, answer_of
 from pier.runtime.disconnect import unless_disconnected
 from pier.runtime.errors import (
     ComponentRequired,
@@ -58,7 +58,7 @@ from pier.runtime.invocation import (
     check_member,
     read_body,
 )
-from pier.runtime.routing import route_of
+from pier.runtime.routing_strategy import request_routing
 from pier.runtime.streaming import ClosingStream
 from pier.runtime.target import Resolve, Target, resolve_target
 
@@ -120,7 +120,7 @@ async def passthrough(forwarder: Forwarder, resolve: Resolve, request: Request, 
         # the name answers carry when the body names none, and GET /v1/models lists (pier.served_name)
         headers = {"Content-Type": "application/json", "X-Request-Id": request_id, MODEL_NAME_HEADER: component or name,
                    **target.headers}
-        route = route_of(target.routing, content_text(body) if target.routing.prefix_aware else "")
+        route = request_routing(target.routing, content_text(body) if target.routing.prefix_aware else "")
         clock = None
         if parsed.stream and deadline_s is not None:  # a stream that keeps flowing is not cut (pier.deadline)
             clock = StreamClock(received, deadline_s, forwarder.settings.stream_total_s)
@@ -180,7 +180,7 @@ def _address(endpoint: str | None, model: str | None, component: str | None) -> 
 
 
 async def _whole(forwarder: Forwarder, call: Call, request_id: str) -> Response:
-    async with forward(forwarder, call) as answer:
+    async with answer_of(forwarder, call) as answer:
         body = await answer.read()
         return Response(body, answer.head.status_code, _headers(answer, request_id))
 
@@ -188,7 +188,7 @@ async def _whole(forwarder: Forwarder, call: Call, request_id: str) -> Response:
 async def _stream(forwarder: Forwarder, call: Call, request_id: str, receive: Receive) -> Response:
     resources = AsyncExitStack()
     try:
-        answer = await unless_disconnected(resources.enter_async_context(forward(forwarder, call)), receive)
+        answer = await unless_disconnected(resources.enter_async_context(answer_of(forwarder, call)), receive)
         if not answer.head.is_success:
             body = await answer.read()
             await resources.aclose()

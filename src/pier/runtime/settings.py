@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from pier.deadline import before_client_gives_up
 from pier.env import GATEWAY, Env, integer, number
-from pier.runtime.router import DEFAULT_CONCURRENCY, DEFAULT_SLACK
+from pier.runtime.copy_choice import DEFAULT_CONCURRENCY, DEFAULT_SLACK
 from pier.runtime.sessions import DEFAULT_LIMIT, DEFAULT_TTL_S
 
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024  # 6,291,456: what SageMaker's InvokeEndpoint accepts

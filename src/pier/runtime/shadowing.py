@@ -9,9 +9,9 @@ import asyncio
 import logging
 
 from pier.channel.prefix import request_prefix
-from pier.runtime.attempts import Call, Forwarder, forward
+from pier.runtime.attempts import Call, Forwarder, answer_of
 from pier.runtime.invocation import Invocation
-from pier.runtime.routing import route_of
+from pier.runtime.routing_strategy import request_routing
 from pier.runtime.tap import Tap, exchange_of
 from pier.runtime.target import Resolve, resolve_target
 
@@ -51,8 +51,8 @@ class Shadowing:
             deadline_s = self.forwarder.settings.deadline_s
             call = Call(invocation.endpoint, target, "/invocations", invocation.body, invocation.upstream_headers(),
                         request_prefix(invocation.body), asyncio.get_running_loop().time() + deadline_s, deadline_s,
-                        route=route_of(target.routing, invocation.body, prefix_id=invocation.prefix_aware_id))
-            async with forward(self.forwarder, call) as answer:
+                        route=request_routing(target.routing, invocation.body, prefix_id=invocation.prefix_aware_id))
+            async with answer_of(self.forwarder, call) as answer:
                 body = await answer.read()
                 status, content_type = answer.head.status_code, answer.head.headers.get("content-type")
             if plan.capture and 200 <= status < 300:

@@ -1,4 +1,4 @@
-"""A streaming response that always releases what its stream holds (the copy's connection, the router's
+"""A streaming response that always releases what its stream holds (the copy's connection, the copy chooser's
 lease, the admission turn), however it ends: finished, failed, the client gone, or never started."""
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from typing import TypeAlias
 
 from pier.backends.base import CopyState, CopyStatus
 from pier.runtime.errors import InvocationError, ModelNotReady, ServiceUnavailable
-from pier.runtime.routing import DEFAULT_ROUTING, Routing
+from pier.runtime.routing_strategy import DEFAULT_ROUTING, Routing
 from pier.runtime.target_model import Models
 
 DEFAULT_VARIANT = "AllTraffic"  # what the SageMaker SDK names a single variant

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, TypeVar
 import uvicorn
 from fastapi import FastAPI
 
-from pier.channel.kernels import UNSERVABLE_EXIT
+from pier.channel.unservable import UNSERVABLE_EXIT
 from pier.env import Env, SettingsError
 from pier.errors import PierError
 from pier.model.chat import ChatTemplate

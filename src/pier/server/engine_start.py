@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pier.engine.config import EngineConfig
 from pier.engine.engine import Engine
+from pier.engine.engine_config import EngineConfig
 from pier.engine.prefix_cache import sequence_ids
 from pier.model.gguf_meta import GgufFormatError, truncation
 from pier.server.kernel_choice import choose_kernels

@@ -3,7 +3,7 @@
 The verdict comes from pier's cache when this host, build and kind of model were proven before, else from a probe
 (`pier.engine.kernel_probe`); the copy then loads with the fastest family that worked and logs, once, what it uses
 and why ("AMX kernels crash on this host (SIGSEGV); using AVX-512 repack kernels"). The same words reach the
-gateway on /ping (`pier.channel.kernels`), so /pier/copies, `pier describe` and the console show them.
+gateway on /ping (`pier.channel.unservable`), so /pier/copies, `pier describe` and the console show them.
 
 A copy where no family works cannot serve: it ends with KernelsUnusable, which the copy reports with an exit code
 of its own so its supervisor fails it at once with these words instead of restarting it.

@@ -22,8 +22,8 @@ from pier.control.instance_types import lookup
 from pier.control.listing import Row, page
 from pier.control.names import ACCOUNT
 from pier.control.records import EndpointRecord, VariantRecord
+from pier.control.resource_store import ResourceStore
 from pier.control.shapes import ListInput
-from pier.control.state import State
 from pier.control.validation_message import parse
 from pier.control.workload import Workload
 from pier.runtime.attempts import Forwarder
@@ -41,7 +41,7 @@ FETCH_POLL_S = 0.5
 
 
 class Transforms:
-    def __init__(self, store: TransformStore, state: State, *, copies: Callable[[Workload], list[CopyStatus]],
+    def __init__(self, store: TransformStore, state: ResourceStore, *, copies: Callable[[Workload], list[CopyStatus]],
                  fetch: Callable[[ModelSource], Fetched], wake: Callable[[], None], forwarder: Forwarder,
                  clock: Callable[[], float] = time.time,
                  problem: Callable[[Workload], str | None] = lambda _: None,

@@ -121,13 +121,13 @@ def test_an_answer_comes_from_the_copy_with_its_secret() -> None:
 
 
 def test_a_failed_try_is_retried_on_another_copy() -> None:
-    for first in ("a", "b"):  # whichever the router picks first fails
+    for first in ("a", "b"):  # whichever the copy chooser picks first fails
         other = "b" if first == "a" else "a"
         body, fake = run({first: [500], other: [200]}, RetryBudget(retries=1, backoff_s=0, wait_s=0))
         if fake.asked[0] == first:
             assert body == f"{other} said 200".encode() and fake.asked == [first, other]
             return
-    pytest.fail("the router never picked a copy first")
+    pytest.fail("the copy chooser never picked a copy first")
 
 
 def test_the_budget_spent_ends_with_the_last_failure() -> None:

@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from pier.channel.copy_secret import COPY_SECRET_ENV
-from pier.engine.config import EngineConfig
 from pier.engine.engine import Engine
+from pier.engine.engine_config import EngineConfig
 from pier.engine.llama import LlamaRunner
 from pier.server.app import create_app
 from pier.server.settings import ServerSettings

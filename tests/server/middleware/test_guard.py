@@ -13,8 +13,8 @@ import httpx
 import openai
 import pytest
 
-from pier.engine.config import EngineConfig
 from pier.engine.engine import Engine
+from pier.engine.engine_config import EngineConfig
 from pier.engine.fake import FakeRunner
 from pier.runtime.upstream import Upstream
 from pier.server.app import create_app

@@ -22,7 +22,7 @@ class RemoteCopy:
     url: str | None = None
     pid: int | None = None
     concurrency: int | None = None  # requests the copy takes at once, as its process reports it
-    kernels: str | None = None  # its CPU kernels, as its process reports them (pier.channel.kernels)
+    kernels: str | None = None  # its CPU kernels, as its process reports them (pier.channel.unservable)
     restarts: int = 0  # actors that had to be replaced
     process_restarts: int = 0  # restarts of the model server by its current actor
     actor: Any = None

@@ -5,7 +5,7 @@ What callers use, and nothing else of the package:
 - `Call`: one request on its way to copies (its `Target`: the copies that may answer); `StreamEnded`: how a body
   that had begun stops short.
 - `Forwarder`: what every request shares (admission, the HTTP client to copies, deadlines, `stop()`), one per gateway.
-- `forward(forwarder, call)`: the `Answer` of a request (head, `read()`, `relay()`, `copy_id`, `error()`), for callers
+- `answer_of(forwarder, call)`: the `Answer` of a request (head, `read()`, `relay()`, `copy_id`, `error()`), for callers
   that hand the answer on as it came, whatever its status.
 - `send_retried(forwarder, fresh, budget)`: for callers that retry on their own behalf (batch transform): the
   request sent again while a copy fails it, within its `RetryBudget`; `Declined` and `Spent` say how it ended
@@ -19,11 +19,11 @@ becomes of a framed request whose copy died; `retry.py` decides, purely, what a 
 
 from __future__ import annotations
 
-from pier.runtime.attempts.answer import Answer, forward
+from pier.runtime.attempts.answer import Answer, answer_of
 from pier.runtime.attempts.call import Call, StreamEnded
 from pier.runtime.attempts.forward import Forwarder, PathOn, admission_of
 from pier.runtime.attempts.retry import NOT_TAKEN, Declined, RetryBudget, Spent, send_retried
 from pier.runtime.target import Target
 
 __all__ = ["NOT_TAKEN", "Answer", "Call", "Declined", "Forwarder", "PathOn", "RetryBudget", "Spent", "StreamEnded",
-           "Target", "admission_of", "forward", "send_retried"]
+           "Target", "admission_of", "answer_of", "send_retried"]

@@ -40,10 +40,10 @@ from pier.runtime.attempts.attempt import (
 )
 from pier.runtime.attempts.call import Call, StreamEnded
 from pier.runtime.attempts.forward import Forwarder, Timing
+from pier.runtime.copy_choice import Lease
 from pier.runtime.errors import InvocationError, ModelError, Origin
 from pier.runtime.eventstream import StreamErrorCode
-from pier.runtime.router import Lease
-from pier.runtime.routing import Strategy
+from pier.runtime.routing_strategy import Strategy
 from pier.runtime.target import Target
 from pier.runtime.upstream import CopyUnreachable
 
@@ -54,7 +54,7 @@ BROKEN = StreamErrorCode.BROKEN
 
 
 @asynccontextmanager
-async def forward(forwarder: Forwarder, call: Call) -> AsyncIterator[Answer]:
+async def answer_of(forwarder: Forwarder, call: Call) -> AsyncIterator[Answer]:
     """`call`'s answer from a copy with room: its status and headers, its body to read or relay, the copy held
     until the block ends; the observer hears how it went when it ends."""
     timing = None if forwarder.observer is None else Timing(asyncio.get_running_loop().time())
@@ -96,7 +96,7 @@ class Answer:
         self._lease: Lease | None = None
         self._response: httpx.Response | None = None
         self._chunks: AsyncIterator[bytes]
-        self._leased = False  # a copy was leased: later leases take the router's latest copies
+        self._leased = False  # a copy was leased: later leases take the copy chooser's latest copies
         self._wait_until = 0.0  # opening: the end of the wait for a copy with room
         self._give_up_at: float | None = None  # framed: while looking for a copy to go on with, when to stop
         self._deaths: list[resume.Death] = []  # the copies' processes that died under it
@@ -243,10 +243,10 @@ class Answer:
             self._cut = error
             return (NOT_REACHED if isinstance(error, CopyUnreachable) else CUT), None
         # What the copy's prefix cache holds rides on the outer answer, framed or not (KV_AWARE routing).
-        forwarder.router(call.target.component).holds_prefixes(copy.copy_id,
+        forwarder.chooser(call.target.component).holds_prefixes(copy.copy_id,
                                                                kv_held.decode_held(response.headers.get(KV_HELD)))
         if self._frames is None and (report := CacheReport.of(response.headers)) is not None:
-            forwarder.router(call.target.component).holds(copy.copy_id, report.loaded)
+            forwarder.chooser(call.target.component).holds(copy.copy_id, report.loaded)
             if self.timing is not None:
                 self.timing.model_cache = report
         reply = Reply(response.status_code, refused=REFUSED_HEADER in response.headers,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pier.deadline import StreamClock
 from pier.runtime.errors import InvocationError
 from pier.runtime.eventstream import StreamErrorCode
-from pier.runtime.routing import DEFAULT_ROUTE, Route
+from pier.runtime.routing_strategy import DEFAULT_REQUEST_ROUTING, RequestRouting
 from pier.runtime.target import Target
 
 
@@ -26,7 +26,7 @@ class Call:
     deadline: float | None  # event-loop time; None leaves it to the copy's own deadline
     deadline_s: float | None  # the same, as the number of seconds users configured
     retarget: Callable[[], Awaitable[Target]] | None = None  # the copies now, to resume on a replacement
-    route: Route = DEFAULT_ROUTE  # its strategy, prefix key, and the copy of its session
+    route: RequestRouting = DEFAULT_REQUEST_ROUTING  # its strategy, prefix key, and the copy of its session
     method: str = "POST"
     # A streaming route's moving deadline (the first part, then each silence, within `deadline_s`; and the
     # operator's total bound): a stream that keeps flowing is not cut at `deadline`.

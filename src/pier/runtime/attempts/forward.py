@@ -20,10 +20,10 @@ from pier.multi_model import CacheReport
 from pier.runtime.admission import Admission, AdmissionLimits
 from pier.runtime.attempts import resume
 from pier.runtime.attempts.call import Call, StreamEnded
+from pier.runtime.copy_choice import CopyChooser, Lease
 from pier.runtime.errors import InvocationError, ModelError, Origin, ServiceUnavailable, Throttled
 from pier.runtime.eventstream import StreamErrorCode
 from pier.runtime.observer import InvocationObserver, Invoked
-from pier.runtime.router import Lease, Router
 from pier.runtime.settings import RuntimeSettings
 from pier.runtime.upstream import CopyUnreachable, Upstream
 
@@ -69,8 +69,8 @@ class Forwarder:
     async def aclose(self) -> None:
         await self.upstream.aclose()
 
-    def router(self, component: str) -> Router:
-        return self.admission.router(component)
+    def chooser(self, component: str) -> CopyChooser:
+        return self.admission.chooser(component)
 
     async def paths_on(self, copy: CopyStatus, files: Mapping[str, str]) -> dict[str, str]:
         """`files` (header -> a file on the gateway's host) as `copy` reads them; FileUnreachable when the copy
@@ -93,7 +93,7 @@ class Forwarder:
         """A ready copy for `call` outside `exclude` with room, leased until released; it waits behind earlier
         requests at most `timeout_s` (and the call's deadline). None when no copy outside `exclude` is ready at
         all; Throttled when none had room in time. `copies`: a fresh snapshot of the copies, or None for the
-        latest the router was given."""
+        latest the copy chooser was given."""
         if self.stopping:
             raise self.shutting_down()
         route = call.route

@@ -22,7 +22,7 @@ class Refused(Exception):
     updating...)."""
 
 
-class Capacity(Protocol):
+class Counts(Protocol):
     def missing(self, resource: Resource) -> str | None:
         """Why `resource` cannot be scaled (it does not exist...), or None."""
         ...

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from pier.backends.base import CopyState, CopyStatus
-from pier.runtime.router import Candidate, Router, choose, matched_blocks
-from pier.runtime.routing import Route
+from pier.runtime.copy_choice import Candidate, CopyChooser, choose, matched_blocks
+from pier.runtime.routing_strategy import RequestRouting
 
 
 def copy(copy_id: str, state: CopyState = CopyState.READY, pid: int | None = 1) -> CopyStatus:
@@ -12,8 +12,8 @@ def copy(copy_id: str, state: CopyState = CopyState.READY, pid: int | None = 1) 
 
 
 def cand(copy_id: str, outstanding: int = 0, last: int = 0, cached: tuple[str, ...] = (),
-         state: CopyState = CopyState.READY, capacity: int | None = None) -> Candidate:
-    return Candidate(copy(copy_id, state), outstanding, last, frozenset(cached), capacity)
+         state: CopyState = CopyState.READY, concurrency: int | None = None) -> Candidate:
+    return Candidate(copy(copy_id, state), outstanding, last, frozenset(cached), concurrency)
 
 
 CHOOSE_CASES = [
@@ -34,13 +34,14 @@ CHOOSE_CASES = [
     ("leading beats deeper-only", [cand("a", 1, cached=("p1",)), cand("b", 0, cached=("p2",))], ("p1", "p2"), 4, "a"),
     ("affine copy not ready", [cand("a", 3), cand("b", 0, cached=("p1",), state=CopyState.STARTING)], ("p1",), 4, "a"),
     ("no prefix: plain least busy", [cand("a", 1, cached=("p1",)), cand("b", 0)], (), 4, "b"),
-    # A copy at its capacity is never chosen, however affine or idle the others look.
-    ("at capacity", [cand("a", 2, capacity=2)], (), 4, None),
-    ("all at capacity", [cand("a", 1, capacity=1), cand("b", 3, capacity=3)], (), 4, None),
-    ("the one with room", [cand("a", 1, capacity=1), cand("b", 5, capacity=8)], (), 4, "b"),
-    ("affine copy full", [cand("a", 0, capacity=4), cand("b", 2, cached=("p1",), capacity=2)], ("p1",), 4, "a"),
-    ("affine copy with room", [cand("a", 0, capacity=4), cand("b", 1, cached=("p1",), capacity=2)], ("p1",), 4, "b"),
-    ("least busy among those with room", [cand("a", 0, capacity=0), cand("b", 2), cand("c", 1)], (), 4, "c"),
+    # A copy at its concurrency is never chosen, however affine or idle the others look.
+    ("at its concurrency", [cand("a", 2, concurrency=2)], (), 4, None),
+    ("all at their concurrency", [cand("a", 1, concurrency=1), cand("b", 3, concurrency=3)], (), 4, None),
+    ("the one with room", [cand("a", 1, concurrency=1), cand("b", 5, concurrency=8)], (), 4, "b"),
+    ("affine copy full", [cand("a", 0, concurrency=4), cand("b", 2, cached=("p1",), concurrency=2)], ("p1",), 4, "a"),
+    ("affine copy with room", [cand("a", 0, concurrency=4), cand("b", 1, cached=("p1",), concurrency=2)], ("p1",), 4,
+     "b"),
+    ("least busy among those with room", [cand("a", 0, concurrency=0), cand("b", 2), cand("c", 1)], (), 4, "c"),
 ]
 
 
@@ -65,101 +66,101 @@ def test_matched_blocks(cached: tuple[str, ...], prefix: tuple[str, ...], expect
 
 
 def test_router_spreads_concurrent_requests_and_counts_them() -> None:
-    router, copies = Router(), [copy("a"), copy("b")]
-    leases = [router.pick(copies) for _ in range(4)]
+    chooser, copies = CopyChooser(), [copy("a"), copy("b")]
+    leases = [chooser.pick(copies) for _ in range(4)]
     assert [lease.copy.copy_id for lease in leases if lease] == ["a", "b", "a", "b"]
-    assert router.outstanding("a") == router.outstanding("b") == 2
+    assert chooser.outstanding("a") == chooser.outstanding("b") == 2
     for lease in leases:
         assert lease is not None
         lease.release()
         lease.release()  # harmless
-    assert router.outstanding("a") == router.outstanding("b") == 0 and router.idle
+    assert chooser.outstanding("a") == chooser.outstanding("b") == 0 and chooser.idle
 
 
 def test_router_takes_turns_when_requests_come_one_at_a_time() -> None:
-    router, copies = Router(), [copy("a"), copy("b"), copy("c")]
+    chooser, copies = CopyChooser(), [copy("a"), copy("b"), copy("c")]
     order = []
     for _ in range(6):
-        with router.pick(copies) as lease:  # type: ignore[union-attr]
+        with chooser.pick(copies) as lease:  # type: ignore[union-attr]
             order.append(lease.copy.copy_id)
     assert order == ["a", "b", "c", "a", "b", "c"]
 
 
 def test_router_follows_a_prefix_until_that_copy_is_much_busier() -> None:
-    router, copies = Router(slack=2), [copy("a"), copy("b")]
-    router.pick(copies, ("x",))  # to a, which then has 1 outstanding
+    chooser, copies = CopyChooser(slack=2), [copy("a"), copy("b")]
+    chooser.pick(copies, ("x",))  # to a, which then has 1 outstanding
     chosen = []
     for _ in range(5):
-        lease = router.pick(copies, ("p", "q"))
+        lease = chooser.pick(copies, ("p", "q"))
         assert lease is not None
         chosen.append(lease.copy.copy_id)
     # b while it has at most 1 + 2 outstanding before the pick; then the prefix spills over to a.
     assert chosen == ["b", "b", "b", "b", "a"]
-    assert router.outstanding("b") == 4 and router.outstanding("a") == 2
+    assert chooser.outstanding("b") == 4 and chooser.outstanding("a") == 2
 
 
 def test_router_excludes_copies_already_tried() -> None:
-    router, copies = Router(), [copy("a"), copy("b")]
-    lease = router.pick(copies, exclude={"a"})
+    chooser, copies = CopyChooser(), [copy("a"), copy("b")]
+    lease = chooser.pick(copies, exclude={"a"})
     assert lease is not None and lease.copy.copy_id == "b"
-    assert router.pick(copies, exclude={"a", "b"}) is None
+    assert chooser.pick(copies, exclude={"a", "b"}) is None
 
 
 def test_a_restarted_copy_forgets_its_prefixes() -> None:
-    router = Router()
-    with router.pick([copy("a", pid=1), copy("b", pid=2)], ("p",)) as first:  # type: ignore[union-attr]
+    chooser = CopyChooser()
+    with chooser.pick([copy("a", pid=1), copy("b", pid=2)], ("p",)) as first:  # type: ignore[union-attr]
         assert first.copy.copy_id == "a"
-    with router.pick([copy("a", pid=1), copy("b", pid=2)], ("p",)) as again:  # type: ignore[union-attr]
+    with chooser.pick([copy("a", pid=1), copy("b", pid=2)], ("p",)) as again:  # type: ignore[union-attr]
         assert again.copy.copy_id == "a"
-    with router.pick([copy("a", pid=9), copy("b", pid=2)], ("p",)) as after:  # type: ignore[union-attr]
+    with chooser.pick([copy("a", pid=9), copy("b", pid=2)], ("p",)) as after:  # type: ignore[union-attr]
         assert after.copy.copy_id == "b"  # a's cache died with its process; b was chosen longest ago
 
 
 def test_remembered_prefixes_are_bounded_and_evict_long_tails_first() -> None:
-    router = Router(remembered=3)
+    chooser = CopyChooser(remembered=3)
     copies = [copy("a")]
-    router.pick(copies, ("p1", "p2", "p3"))
-    router.pick(copies, ("q1", "q2"))
+    chooser.pick(copies, ("p1", "p2", "p3"))
+    chooser.pick(copies, ("q1", "q2"))
     b = [copy("a"), copy("b")]
     # a keeps q1, q2 and p1 (the shortest of the older chain); p2 and p3 are gone.
-    lease = router.pick(b, ("p1", "p2", "p3"))
+    lease = chooser.pick(b, ("p1", "p2", "p3"))
     assert lease is not None and lease.copy.copy_id == "a"
 
 
 def test_gone_idle_copies_are_forgotten_busy_ones_kept() -> None:
-    router = Router()
-    busy = router.pick([copy("a")])
-    router.pick([copy("b")])
-    router.pick([copy("c")])  # b is gone but still outstanding
+    chooser = CopyChooser()
+    busy = chooser.pick([copy("a")])
+    chooser.pick([copy("b")])
+    chooser.pick([copy("c")])  # b is gone but still outstanding
     assert busy is not None
-    assert router.outstanding("a") == 1
+    assert chooser.outstanding("a") == 1
     busy.release()
-    router.pick([copy("c")])
-    assert router.outstanding("a") == 0 and "a" not in router._loads
+    chooser.pick([copy("c")])
+    assert chooser.outstanding("a") == 0 and "a" not in chooser._loads
 
 
 def test_the_router_never_leases_a_copy_past_its_concurrency() -> None:
-    router = Router()
+    chooser = CopyChooser()
     copies = [CopyStatus("a", "ic", CopyState.READY, url="http://a", pid=1, concurrency=2),
               CopyStatus("b", "ic", CopyState.READY, url="http://b", pid=1, concurrency=1)]
-    leases = [router.pick(copies) for _ in range(4)]
+    leases = [chooser.pick(copies) for _ in range(4)]
     assert [lease.copy.copy_id if lease else None for lease in leases] == ["a", "b", "a", None]
-    assert router.room() == 0 and router.in_flight == 3
+    assert chooser.room() == 0 and chooser.in_flight == 3
     released: list[int] = []
-    router.on_release = lambda: released.append(router.room())
+    chooser.on_release = lambda: released.append(chooser.room())
     leases[1].release()  # type: ignore[union-attr]
-    assert released == [1] and router.pick(copies).copy.copy_id == "b"  # type: ignore[union-attr]
+    assert released == [1] and chooser.pick(copies).copy.copy_id == "b"  # type: ignore[union-attr]
 
 
 def test_a_copy_without_reported_concurrency_takes_the_default() -> None:
-    router = Router(default_concurrency=2)
+    chooser = CopyChooser(default_concurrency=2)
     copies = [copy("a")]
-    assert [router.pick(copies) is not None for _ in range(3)] == [True, True, False]
+    assert [chooser.pick(copies) is not None for _ in range(3)] == [True, True, False]
 
 
-def holder(copy_id: str, outstanding: int = 0, models: tuple[str, ...] = (), capacity: int | None = None
+def holder(copy_id: str, outstanding: int = 0, models: tuple[str, ...] = (), concurrency: int | None = None
            ) -> Candidate:
-    return Candidate(copy(copy_id), outstanding, 0, frozenset(), capacity, frozenset(models))
+    return Candidate(copy(copy_id), outstanding, 0, frozenset(), concurrency, frozenset(models))
 
 
 TARGET_CASES = [
@@ -167,7 +168,7 @@ TARGET_CASES = [
     ("holder wins though busier", [holder("a", 0), holder("b", 3, ("m1",))], "m1", "b"),
     ("least busy holder", [holder("a", 2, ("m1",)), holder("b", 1, ("m1", "m2"))], "m1", "b"),
     ("no holder: least busy", [holder("a", 2, ("m2",)), holder("b", 1)], "m1", "b"),
-    ("holder full: another copy loads it", [holder("a", 0), holder("b", 2, ("m1",), capacity=2)], "m1", "a"),
+    ("holder full: another copy loads it", [holder("a", 0), holder("b", 2, ("m1",), concurrency=2)], "m1", "a"),
     ("no target: holders mean nothing", [holder("a", 0), holder("b", 1, ("m1",))], None, "a"),
 ]
 
@@ -175,21 +176,21 @@ TARGET_CASES = [
 @pytest.mark.parametrize(("name", "candidates", "target", "expected"), TARGET_CASES, ids=[c[0] for c in TARGET_CASES])
 def test_choose_sends_a_target_to_a_copy_that_holds_it(name: str, candidates: list[Candidate], target: str | None,
                                                        expected: str) -> None:
-    chosen = choose(candidates, route=Route(model=target))
+    chosen = choose(candidates, route=RequestRouting(model=target))
     assert chosen is not None and chosen.copy_id == expected
 
 
 def test_router_learns_what_copies_hold() -> None:
-    router = Router()
+    chooser = CopyChooser()
     copies = [copy("a"), copy("b")]
-    first = router.pick(copies, route=Route(model="m1"))
+    first = chooser.pick(copies, route=RequestRouting(model="m1"))
     assert first is not None and first.copy.copy_id == "a"
     # While m1 loads on a, a second call for it follows it there, though b is idle.
-    second = router.pick(copies, route=Route(model="m1"))
+    second = chooser.pick(copies, route=RequestRouting(model="m1"))
     assert second is not None and second.copy.copy_id == "a"
     first.release()
     second.release()
-    router.holds("a", ["m2"])  # a's answer says it unloaded m1 for m2
-    router.pick(copies, route=Route(model="m2")).release()  # type: ignore[union-attr]
-    chosen = router.pick(copies, exclude=(), route=Route(model="m1"))
+    chooser.holds("a", ["m2"])  # a's answer says it unloaded m1 for m2
+    chooser.pick(copies, route=RequestRouting(model="m2")).release()  # type: ignore[union-attr]
+    chosen = chooser.pick(copies, exclude=(), route=RequestRouting(model="m1"))
     assert chosen is not None and chosen.copy.copy_id == "b"  # least recently chosen: m1 is on neither now

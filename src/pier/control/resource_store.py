@@ -5,7 +5,7 @@ are unique regardless of case). The file is opened as every SQLite file of the s
 (`pier.state_folder.store.StoreFile`: WAL, a schema version, a damaged file refused with `StateDamaged`, never
 replaced), and:
 
-- every change is in a transaction (`State.transaction()`, nested ones savepoints; a Table's writes open one of
+- every change is in a transaction (`ResourceStore.transaction()`, nested ones savepoints; a Table's writes open one of
   their own, and a caller may group several writes in one), so a crash leaves each change whole or not at all.
 - One row whose JSON no longer reads as its record (a schema change, a hand edit) makes only that resource
   unreadable: `Table.all()` leaves it out, `Table.unreadable()` lists it with why, `Table.get()` raises
@@ -90,7 +90,7 @@ def _fields(raw: bytes) -> dict[str, Any]:
 
 
 class Table(Generic[R]):
-    def __init__(self, state: State, name: str) -> None:
+    def __init__(self, state: ResourceStore, name: str) -> None:
         self._state = state
         self._name = name
         self._record, self.kind = TABLES[name]
@@ -191,7 +191,7 @@ STATE_SCHEMA = Schema(
     tuple(TABLES), "no resources", tuple(_rows(table) for table in TABLES))
 
 
-class State(StoreFile):
+class ResourceStore(StoreFile):
     FILE = STATE_FILE
     SCHEMA = STATE_SCHEMA
     MEND = "Delete each (pier delete, or the SageMaker Delete* call) and create it again"

@@ -1,9 +1,9 @@
-"""Which copy answers a request, by the variant's routing strategy (pier.runtime.routing): by default the least
+"""Which copy answers a request, by the variant's routing strategy (pier.runtime.routing_strategy): by default the least
 busy ready copy with room, unless one that recently served the same prompt prefix is nearly as free (its prefix
 cache then skips recomputing that prefix).
 
 `choose()` is the decision, pure over a snapshot: a copy at its concurrency (see pier.channel.concurrency) is never
-chosen, whatever the strategy. `Router` owns the state it decides on: outstanding requests per copy (counted
+chosen, whatever the strategy. `CopyChooser` owns the state it decides on: outstanding requests per copy (counted
 around each request by a `Lease`), when each copy was last chosen (equal loads take turns), and the prefix blocks
 each copy served (a bounded LRU, dropped when its process changes).
 """
@@ -18,7 +18,7 @@ from types import TracebackType
 
 from pier.backends.base import CopyState, CopyStatus
 from pier.channel.concurrency import copy_concurrency
-from pier.runtime.routing import DEFAULT_ROUTE, Route, Strategy, rendezvous_order
+from pier.runtime.routing_strategy import DEFAULT_REQUEST_ROUTING, RequestRouting, Strategy, rendezvous_order
 
 DEFAULT_SLACK = 4  # how many more outstanding requests a prefix-affine copy may have than the least busy one
 DEFAULT_REMEMBERED = 4096  # prefix blocks remembered per copy
@@ -27,26 +27,26 @@ DEFAULT_CONCURRENCY = copy_concurrency({})  # for a copy whose backend does not 
 
 @dataclass(frozen=True)
 class Candidate:
-    """One copy as the router sees it at the moment of a decision."""
+    """One copy as the copy chooser sees it at the moment of a decision."""
 
     copy: CopyStatus
     outstanding: int = 0
-    last_chosen: int = 0  # the router's pick counter when this copy was last chosen; 0 = never
+    last_chosen: int = 0  # the copy chooser's pick counter when this copy was last chosen; 0 = never
     cached: Collection[str] = ()  # prefix blocks this copy served (see pier.channel.prefix)
-    capacity: int | None = None  # requests it takes at once; None: no limit
+    concurrency: int | None = None  # requests it takes at once; None: no limit
     models: Collection[str] = ()  # a multi-model copy's loaded models, as it last said (or was last sent)
     held: Collection[str] | None = None  # prefix blocks its prefix cache holds, as it last said; None: unsaid
 
     @property
     def known(self) -> Collection[str]:
-        """The prefix blocks KV_AWARE scores on: what the copy last said it holds and what the router sent it since
-        (a framed or streamed answer reports as it starts, before its own prompt is cached), or, until the copy
-        says anything, what the router sent it."""
+        """The prefix blocks KV_AWARE scores on: what the copy last said it holds and what the copy chooser sent it
+        since (a framed or streamed answer reports as it starts, before its own prompt is cached), or, until the
+        copy says anything, what the copy chooser sent it."""
         return self.cached if self.held is None else self.held
 
     @property
     def has_room(self) -> bool:
-        return self.capacity is None or self.outstanding < self.capacity
+        return self.concurrency is None or self.outstanding < self.concurrency
 
 
 def ready(copy: CopyStatus) -> bool:
@@ -54,11 +54,12 @@ def ready(copy: CopyStatus) -> bool:
 
 
 def choose(candidates: Sequence[Candidate], prefix: Sequence[str] = (), *, slack: int = DEFAULT_SLACK,
-           route: Route = DEFAULT_ROUTE, draw: Callable[[int], int] = random.randrange) -> CopyStatus | None:
+           route: RequestRouting = DEFAULT_REQUEST_ROUTING,
+           draw: Callable[[int], int] = random.randrange) -> CopyStatus | None:
     """The ready copy with room to send a request to, or None when no ready copy has room (or, for a request
     pinned to a copy, when that copy has none).
 
-    By `route.routing.strategy` (see pier.runtime.routing); `draw(n)` picks an index below n for RANDOM."""
+    By `route.routing.strategy` (see pier.runtime.routing_strategy); `draw(n)` picks an index below n for RANDOM."""
     open_ = [c for c in candidates if ready(c.copy) and c.has_room]
     if route.pin is not None:
         open_ = [c for c in open_ if c.copy.copy_id == route.pin]
@@ -88,7 +89,7 @@ def affine(open_: Sequence[Candidate], prefix: Sequence[str], slack: int, *, hel
     """`prefix` is the request's cumulative prefix blocks, shortest first. Among copies at most `slack` requests
     busier than the least busy, the one that served the longest run of those blocks wins; with no such copy, the
     least busy. `held` (KV_AWARE): the longest run a copy said its prefix cache holds wins first, and only among
-    equals (none holds it, evicted everywhere) the longest run the router sent it. Back where it was evicted, the
+    equals (none holds it, evicted everywhere) the longest run the copy chooser sent it. Back where it was evicted, the
     prefix's part the copy kept still serves, and the copy's retention budget learns that evicting it was a loss
     (engine/retention.py): sent elsewhere, it would start from nothing and teach no copy to keep more."""
     least = min(c.outstanding for c in open_)
@@ -137,12 +138,12 @@ class _CopyLoad:
 
 class Lease:
     """One request on one copy: counted as outstanding until released (releasing twice is harmless). Releasing
-    tells the router's `on_release`, so a request waiting for room can take it."""
+    tells the copy chooser's `on_release`, so a request waiting for room can take it."""
 
-    def __init__(self, copy: CopyStatus, load: _CopyLoad, router: Router) -> None:
+    def __init__(self, copy: CopyStatus, load: _CopyLoad, chooser: CopyChooser) -> None:
         self.copy = copy
         self._load: _CopyLoad | None = load
-        self._router = router
+        self._router = chooser
 
     def release(self) -> None:
         if self._load is not None:
@@ -160,11 +161,11 @@ class Lease:
         self.release()
 
 
-class Router:
+class CopyChooser:
     """Routing state for the copies of one component. Used from one event loop: no locks needed.
 
-    `copies` is the latest snapshot of the component's copies it was given; a copy's capacity is its reported
-    concurrency, or `default_concurrency` when its backend reports none."""
+    `copies` is the latest snapshot of the component's copies it was given; a copy's concurrency is its reported
+    one, or `default_concurrency` when its backend reports none."""
 
     def __init__(self, *, slack: int = DEFAULT_SLACK, remembered: int = DEFAULT_REMEMBERED,
                  default_concurrency: int = DEFAULT_CONCURRENCY, on_release: Callable[[], None] | None = None,
@@ -179,7 +180,7 @@ class Router:
         self._picks = 0
 
     def pick(self, copies: Sequence[CopyStatus], prefix: Sequence[str] = (), *, exclude: Collection[str] = (),
-             route: Route = DEFAULT_ROUTE) -> Lease | None:
+             route: RequestRouting = DEFAULT_REQUEST_ROUTING) -> Lease | None:
         """Choose a copy with room (skipping `exclude`d ids) by `route`, and count the request on it until the
         lease is released; `copies` becomes the latest snapshot."""
         self.sync(copies)
@@ -216,12 +217,12 @@ class Router:
         load = self._loads.get(copy_id)
         return load.outstanding if load else 0
 
-    def capacity(self, copy: CopyStatus) -> int:
+    def concurrency(self, copy: CopyStatus) -> int:
         return max(1, copy.concurrency or self.default_concurrency)
 
     def room(self, exclude: Collection[str] = ()) -> int:
         """Requests the ready copies of the latest snapshot (but `exclude`d ones) could take now."""
-        return sum(max(0, self.capacity(c) - self.outstanding(c.copy_id)) for c in self.copies
+        return sum(max(0, self.concurrency(c) - self.outstanding(c.copy_id)) for c in self.copies
                    if ready(c) and c.copy_id not in exclude)
 
     def any_ready(self, exclude: Collection[str] = ()) -> bool:
@@ -252,7 +253,7 @@ class Router:
 
     def _candidate(self, copy: CopyStatus) -> Candidate:
         load = self._loads[copy.copy_id]
-        return Candidate(copy, load.outstanding, load.last_chosen, load.cached.keys(), self.capacity(copy),
+        return Candidate(copy, load.outstanding, load.last_chosen, load.cached.keys(), self.concurrency(copy),
                          load.models, load.held)
 
     def _remember(self, load: _CopyLoad, prefix: Sequence[str]) -> None:

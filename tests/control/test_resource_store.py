@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from pier.control.records import ModelRecord
+from pier.control.resource_store import SCHEMA_VERSION, STATE_FILE, ResourceStore, UnreadableRecord
 from pier.control.shapes import CreateModelInput
-from pier.control.state import SCHEMA_VERSION, STATE_FILE, State, UnreadableRecord
 from pier.state_folder.errors import StateDamaged
 from pier.state_folder.store import Driver
 
@@ -22,16 +22,16 @@ def model(name: str, created: float = 1.0) -> ModelRecord:
 
 
 def test_records_survive_a_reopen(tmp_path: Path, driver: Driver | None) -> None:
-    state = State.open(tmp_path, driver)
+    state = ResourceStore.open(tmp_path, driver)
     assert state.models.insert(model("b", 2.0)) and state.models.insert(model("a", 3.0))
     state.close()
-    again = State.open(tmp_path, driver)
+    again = ResourceStore.open(tmp_path, driver)
     assert [m.name for m in again.models.all()] == ["b", "a"]  # oldest first
     assert again.models.get("a") == model("a", 3.0)
 
 
 def test_names_are_unique_regardless_of_case(tmp_path: Path, driver: Driver | None) -> None:
-    state = State.open(tmp_path, driver)
+    state = ResourceStore.open(tmp_path, driver)
     assert state.models.insert(model("Llama"))
     assert not state.models.insert(model("llama"))
     assert state.models.get("LLAMA") is not None
@@ -39,7 +39,7 @@ def test_names_are_unique_regardless_of_case(tmp_path: Path, driver: Driver | No
 
 
 def test_put_replaces(tmp_path: Path, driver: Driver | None) -> None:
-    state = State.open(tmp_path, driver)
+    state = ResourceStore.open(tmp_path, driver)
     state.models.put(model("m", 1.0))
     state.models.put(model("m", 1.0).model_copy(update={"arn": "changed"}))
     assert [m.arn for m in state.models.all()] == ["changed"]
@@ -47,7 +47,7 @@ def test_put_replaces(tmp_path: Path, driver: Driver | None) -> None:
 
 def test_replace_and_delete_if_write_only_over_the_record_they_were_decided_on(tmp_path: Path,
                                                                                driver: Driver | None) -> None:
-    state = State.open(tmp_path, driver)
+    state = ResourceStore.open(tmp_path, driver)
     read = model("m", 1.0)
     state.models.put(read)
     state.models.put(read.model_copy(update={"arn": "changed meanwhile"}))
@@ -61,19 +61,19 @@ def test_replace_and_delete_if_write_only_over_the_record_they_were_decided_on(t
 
 
 def test_a_state_from_another_schema_is_refused_with_a_way_out(tmp_path: Path) -> None:
-    State.open(tmp_path).close()
+    ResourceStore.open(tmp_path).close()
     db = sqlite3.connect(tmp_path / "state.sqlite3")
     db.execute("PRAGMA user_version = 99")
     db.close()
     with pytest.raises(RuntimeError, match=r"state schema 99.*another --state-dir"):
-        State.open(tmp_path)
+        ResourceStore.open(tmp_path)
 
 
 # ---- written safely
 
 
 def test_a_change_that_fails_midway_leaves_nothing_behind(tmp_path: Path, driver: Driver | None) -> None:
-    state = State.open(tmp_path, driver)
+    state = ResourceStore.open(tmp_path, driver)
     with pytest.raises(RuntimeError, match="midway"), state.transaction():
         state.models.insert(model("a"))
         state.models.insert(model("b"))
@@ -91,7 +91,7 @@ def test_the_state_is_private_and_written_ahead(tmp_path: Path) -> None:
     folder = tmp_path / "state"
     folder.mkdir(mode=0o755)
     os.chmod(folder, 0o755)
-    state = State.open(folder)
+    state = ResourceStore.open(folder)
     state.models.insert(model("m"))
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     files = sorted(p.name for p in folder.iterdir())
@@ -107,7 +107,7 @@ def test_the_state_is_private_and_written_ahead(tmp_path: Path) -> None:
 
 
 def _saved_state(folder: Path, count: int = 200) -> Path:
-    state = State.open(folder)
+    state = ResourceStore.open(folder)
     for i in range(count):
         state.models.insert(model(f"m{i}", float(i)))
     state.close()  # checkpoints: the file holds everything
@@ -126,7 +126,7 @@ def test_a_damaged_file_is_refused_untouched_with_the_way_out(tmp_path: Path, da
     damaged = damage(path.read_bytes())
     path.write_bytes(damaged)
     with pytest.raises(StateDamaged) as raised:
-        State.open(tmp_path)
+        ResourceStore.open(tmp_path)
     message = raised.value.message
     assert str(path) in message and problem in message
     assert f"pier state restore --state-dir {tmp_path}" not in message  # no backup to offer yet
@@ -136,7 +136,7 @@ def test_a_damaged_file_is_refused_untouched_with_the_way_out(tmp_path: Path, da
     (tmp_path / "backups" / "state-20250101T000000.000000Z.sqlite3").write_bytes(b"")
     with pytest.raises(StateDamaged, match=rf"the newest is state-20250101T000000.000000Z.sqlite3\):  pier state "
                                            rf"restore --state-dir {tmp_path}"):
-        State.open(tmp_path)
+        ResourceStore.open(tmp_path)
 
 
 def test_a_missing_table_or_a_lone_log_is_damage(tmp_path: Path) -> None:
@@ -146,18 +146,18 @@ def test_a_missing_table_or_a_lone_log_is_damage(tmp_path: Path) -> None:
     db.commit()
     db.close()
     with pytest.raises(StateDamaged, match=r"table\(s\) endpoints are gone"):
-        State.open(tmp_path)
+        ResourceStore.open(tmp_path)
     other = tmp_path / "other"
     other.mkdir()
     (other / "state.sqlite3-wal").write_bytes(b"x" * 100)
     with pytest.raises(StateDamaged, match="the file is missing but its write-ahead log"):
-        State.open(other)
+        ResourceStore.open(other)
 
 
 # ---- one unreadable row makes only that resource unreadable
 
 
-def _raw(state: State, table: str, name: str, body: bytes | str, created: float = 5.0) -> None:
+def _raw(state: ResourceStore, table: str, name: str, body: bytes | str, created: float = 5.0) -> None:
     with state.transaction() as db:
         db.execute(f"INSERT INTO {table} (name, created, body) VALUES (?, ?, ?)", (name, created, body))
 
@@ -172,7 +172,7 @@ def _raw(state: State, table: str, name: str, body: bytes | str, created: float 
      '{"ModelDataUrl": "/m"}}}', "the stored record is named 'other', not 'bad'"),
 ])
 def test_one_bad_row_is_named_and_the_rest_keep_working(tmp_path: Path, body: bytes | str, reason: str | None) -> None:
-    state = State.open(tmp_path)
+    state = ResourceStore.open(tmp_path)
     state.models.insert(model("good", 1.0))
     _raw(state, "models", "bad", body)
     if reason is None:

@@ -1,10 +1,10 @@
 """The runtime's HTTP routes, for the gateway app to mount:
 
-    service = RuntimeService(resolve)           # resolve(endpoint, component, variant) -> Target | [CopyStatus]
-    app.include_router(runtime_router(service))  # SageMaker runtime
-    app.include_router(openai_router(service))   # optional: OpenAI passthrough
+    service = RuntimeService(resolve)         # resolve(endpoint, component, variant) -> Target | [CopyStatus]
+    app.include_router(runtime_api(service))  # SageMaker runtime
+    app.include_router(openai_api(service))   # optional: OpenAI passthrough
     ...
-    await service.aclose()                       # on shutdown
+    await service.aclose()                    # on shutdown
 
 Each route answers every error itself, in its API's shape: no exception handlers are needed.
 """
@@ -35,7 +35,7 @@ MODELS = "/v1/models"
 TOKENIZER = ("/tokenize", "/detokenize", "/apply-template")
 
 
-def runtime_router(service: RuntimeService) -> APIRouter:
+def runtime_api(service: RuntimeService) -> APIRouter:
     """POST /endpoints/{EndpointName}/invocations and /endpoints/{EndpointName}/invocations-response-stream."""
     router = APIRouter(tags=["SageMaker runtime"])
 
@@ -66,7 +66,7 @@ async def _invocation(service: RuntimeService, endpoint: str, request: Request, 
         return sagemaker_error(error, request_id)
 
 
-def openai_router(service: RuntimeService) -> APIRouter:
+def openai_api(service: RuntimeService) -> APIRouter:
     """/v1/chat/completions, /v1/completions, /v1/responses and /v1/embeddings, the endpoint named by the body's `model`
     ("ENDPOINT" or "ENDPOINT/INFERENCE_COMPONENT"), and the same under /endpoints/{EndpointName}/v1/,
     where `model` is free (an OpenAI client's base_url then names the endpoint); and SageMaker's own

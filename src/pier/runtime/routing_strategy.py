@@ -1,4 +1,4 @@
-"""How a component's requests are spread over its copies: the variant's RoutingConfig, as the router applies it.
+"""How a component's requests are spread over its copies: the variant's RoutingConfig, as the copy chooser applies it.
 
 - no RoutingConfig (pier's default) and `KV_AWARE`: the least busy copy with room, unless a copy that recently
   served the same prompt prefix is nearly as free (its prefix cache then skips that work): AWS's KV_AWARE.
@@ -11,9 +11,9 @@
   same hashed order that is under the threshold; when every copy is at it, the least busy.
 
 Whatever the strategy, a copy at its concurrency is never chosen (the request waits in admission instead), and a
-request of a stateful session goes to its session's copy (`Route.pin`). On a multi-model endpoint, the copies that
-hold the request's TargetModel (`Route.model`) are the only candidates while one of them has room, so a model is
-loaded on another copy only when those are full or there are none.
+request of a stateful session goes to its session's copy (`RequestRouting.pin`). On a multi-model endpoint, the
+copies that hold the request's TargetModel (`RequestRouting.model`) are the only candidates while one of them has
+room, so a model is loaded on another copy only when those are full or there are none.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ DEFAULT_ROUTING = Routing()
 
 
 @dataclass(frozen=True)
-class Route:
+class RequestRouting:
     """What one request brings to a routing decision beyond its prefix blocks."""
 
     routing: Routing = DEFAULT_ROUTING
@@ -56,15 +56,15 @@ class Route:
     model: str | None = None  # a multi-model endpoint's TargetModel: copies that hold it come first
 
 
-DEFAULT_ROUTE = Route()
+DEFAULT_REQUEST_ROUTING = RequestRouting()
 
 
-def route_of(routing: Routing, prefix: bytes | str, pin: str | None = None, model: str | None = None, *,
-             prefix_id: str | None = None) -> Route:
+def request_routing(routing: Routing, prefix: bytes | str, pin: str | None = None, model: str | None = None, *,
+             prefix_id: str | None = None) -> RequestRouting:
     """A request's route: `prefix` is its body (SageMaker runtime) or its messages' text (OpenAI), of which the
     first `prefix_length` bytes or characters make its PREFIX_AWARE key, with `prefix_id` (PrefixAwareId) if given."""
     key = prefix_key(prefix[: routing.prefix_length], prefix_id) if routing.prefix_aware else None
-    return Route(routing, key, pin, model)
+    return RequestRouting(routing, key, pin, model)
 
 
 def prefix_key(prefix: bytes | str, prefix_id: str | None = None) -> str:
