@@ -53,7 +53,7 @@ from pier.bench.metrics import MS, Metrics, Slo, summarize
 from pier.bench.options import Api
 from pier.bench.record import RequestRecord
 from pier.bench.target import resolve
-from pier.bench.workload import Conversation, Exchange, Workload
+from pier.bench.workload import Conversation, Conversations, Exchange
 
 THREADS, CONTEXT, PARALLEL, USERS, TURNS = 2, 4096, 8, 8, 4
 INPUT_LEN, OUTPUT_LEN = 64, 32
@@ -131,7 +131,7 @@ async def one_run(server: Server, tokens: PromptTokens, n: int, seed: str,
     async with httpx.AsyncClient(timeout=httpx.Timeout(TIMEOUT_S), limits=httpx.Limits(max_connections=None)) as http:
         target = resolve(server.url, Api.OPENAI_CHAT, label=server.label)
         client = CacheReadingClient(http, target, ClientSettings(None, 0.0, TIMEOUT_S))
-        workload = Workload(options(server.url, system), tokens.pool, seed)
+        workload = Conversations(options(server.url, system), tokens.pool, seed)
         conversations = list(itertools.islice(workload.conversations(), n))
         started = time.perf_counter()
         records = await converse_in_turns(client, conversations, users)

@@ -36,9 +36,9 @@ from common import free_port
 from fastapi import FastAPI
 
 from pier.backends.base import CopyState, CopyStatus
+from pier.runtime.http_api import openai_api
 from pier.runtime.invoke import RuntimeService
-from pier.runtime.routes import openai_router
-from pier.runtime.routing import Routing, Strategy
+from pier.runtime.routing_strategy import Routing, Strategy
 from pier.runtime.target import Target
 from pier.server.app import create_app
 from pier.server.container import start_engine
@@ -148,7 +148,7 @@ class Game:
 def _gateway(stack: ExitStack, target: Target) -> str:
     service = RuntimeService(lambda endpoint, component, variant: target)
     gateway = FastAPI()
-    gateway.include_router(openai_router(service))
+    gateway.include_router(openai_api(service))
     return stack.enter_context(serving(gateway, free_port())) + "/endpoints/chat/v1/chat/completions"
 
 
