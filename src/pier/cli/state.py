@@ -139,12 +139,15 @@ def migrate(
                                                  "(postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE).")],
     state_dir: StateDir = None,
 ) -> None:
-    """Move the state folder's stores into a PostgreSQL database (one without pier's state yet), for gateways
-    started with --state-url from then on (stop the gateway first). The folder's files stay as they are.
+    """Move the state folder's stores (and keys.json) into a PostgreSQL database (one without pier's state yet),
+    for gateways started with --state-url from then on (stop the gateway first). The folder's files stay as they
+    are.
 
     Exits 1 when the database refuses, or when a table's rows counted in the database differ from the file's."""
     from pier.control import backups
+    from pier.gateway.key_table import KeyTable, folder_rows
     from pier.gateway.state_files import STORES
+    from pier.security.keystore import KeyStoreError
     from pier.state_folder import migration
     from pier.state_folder.errors import StateError
     from pier.state_folder.postgres import is_url, shown
@@ -155,9 +158,12 @@ def migrate(
     folder = _folder(state_dir)
     try:
         with backups.holding(folder):  # no gateway writes the files while they are read
-            moved = migration.migrate(folder, to, STORES)
+            moved = migration.migrate(folder, to, (*STORES, KeyTable), {KeyTable: folder_rows})  # keys.json too
     except StateError as error:
         console.print(f"[red]{error.message}[/]")
+        raise typer.Exit(1) from None
+    except KeyStoreError as error:
+        console.print(f"[red]{error}[/]")
         raise typer.Exit(1) from None
     for table in moved:
         mark = "[green]ok[/]" if table.ok else f"[red]{table.counted} in the database[/]"

@@ -47,6 +47,7 @@ from pier.gateway.control_route import control_route
 from pier.gateway.deploy_route import deploy_route
 from pier.gateway.drain import Drain, Draining
 from pier.gateway.endpoint_scope import endpoint_of_state
+from pier.gateway.key_table import DatabaseKeys, KeyTable
 from pier.gateway.leadership import Leadership, holder_name
 from pier.gateway.parts import Gateway
 from pier.gateway.router_errors import router_error
@@ -110,7 +111,9 @@ def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: f
     install_security(app, state_dir, settings.security,  # pier.security: see docs/security.md
                      endpoint_of=endpoint_of_state(gateway.state),
                      max_body_bytes=gateway.runtime.settings.max_payload_bytes,
-                     control_body_bytes=CONTROL_MAX_BODY_BYTES)
+                     control_body_bytes=CONTROL_MAX_BODY_BYTES,
+                     keys=DatabaseKeys(gateway.stores.get(KeyTable), settings.security.session_keys)
+                     if settings.state_url else None)  # else keys.json in the folder
     return app
 
 
@@ -168,7 +171,9 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
               settings: GatewaySettings, gpus: GpuInventory | None) -> Gateway:
     state_files.refuse_damaged(state_dir)  # the files not opened below (keys.json): refused with the fix
     # every store (state_files.STORES), in the state folder or the database of --state-url; damage refused here
-    stores = OpenStores(state_dir, driver=Postgres(settings.state_url) if settings.state_url else None)
+    database = Postgres(settings.state_url) if settings.state_url else None
+    stores = OpenStores(state_dir, (*state_files.STORES, KeyTable) if database else state_files.STORES,
+                        driver=database)  # with a database, the keys too (gateway/key_table.py)
     state, scaling_store = stores.get(State), stores.get(AutoscalingStore)
     fetches = Fetches(store or ModelStore(state_dir / "models"))
     # A backend whose copies do not run on this host (ray) says which cores copies are numbered against, and this

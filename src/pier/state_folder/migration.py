@@ -11,7 +11,7 @@ The files are read, never changed, and stay where they are (the CLI holds the fo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,9 @@ from pier.state_folder.database import open_database
 from pier.state_folder.errors import StateError
 from pier.state_folder.postgres import Postgres, namespace, shown
 from pier.state_folder.store import StoreFile
+
+# A store the folder keeps in a file of its own shape (keys.json): its rows per table, in the tables' column order.
+Loader = Callable[[Path], Mapping[str, Sequence[Sequence[Any]]]]
 
 
 @dataclass(frozen=True)
@@ -62,8 +65,11 @@ def text_value(value: Any, where: str) -> Any:
                          "that row (pier state check lists it), then migrate again.") from None
 
 
-def migrate(folder: Path, url: str, stores: Sequence[type[StoreFile]]) -> list[Moved]:
-    """Every store of `folder` (a missing file: an empty store) into the database at `url`; what was moved."""
+def migrate(folder: Path, url: str, stores: Sequence[type[StoreFile]],
+            loaders: Mapping[type[StoreFile], Loader] | None = None) -> list[Moved]:
+    """Every store of `folder` (a missing file: an empty store) into the database at `url`, and the stores read by
+    `loaders` (from files of their own, keys.json); what was moved."""
+    loaders = loaders or {}
     postgres = Postgres(url)
     conn = postgres.connect()
     sources = {store: open_database(folder / store.FILE, store.SCHEMA)
@@ -82,7 +88,10 @@ def migrate(folder: Path, url: str, stores: Sequence[type[StoreFile]]) -> list[M
                 if store in sources:
                     for table in store.SCHEMA.tables:
                         rows[schema, table] = _copy(sources[store], conn, store.FILE, table)
-                    _continue_identities(conn, schema)
+                elif store in loaders:
+                    for table, values in loaders[store](folder).items():
+                        rows[schema, table] = _insert(conn, table, values)
+                _continue_identities(conn, schema)
         return [Moved(schema, table, count, _count(conn, f"{schema}.{table}"))
                 for (schema, table), count in rows.items()]
     finally:
@@ -103,6 +112,14 @@ def _copy(source: Any, conn: Any, file: str, table: str) -> int:
                             [tuple(text_value(v, f"A row of {table} in {file}") for v in row) for row in batch])
             copied += len(batch)
     return copied
+
+
+def _insert(conn: Any, table: str, values: Sequence[Sequence[Any]]) -> int:
+    if values:
+        marks = ", ".join("%s" for _ in values[0])
+        with conn.cursor() as out:
+            out.executemany(f"INSERT INTO {table} VALUES ({marks})", [tuple(row) for row in values])
+    return len(values)
 
 
 def _continue_identities(conn: Any, schema: str) -> None:
