@@ -1,12 +1,13 @@
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { apiKey, role as roleOf, setApiKey } from './api.js';
+import { apiKey, getJson, role as roleOf, setApiKey } from './api.js';
 import { Bench } from './pages/Bench.jsx';
 import { Charts } from './pages/Charts.jsx';
 import { Copies } from './pages/Copies.jsx';
 import { Deploy } from './pages/Deploy.jsx';
 import { Endpoints } from './pages/Endpoints.jsx';
 import { Playground } from './pages/Playground.jsx';
+import { usePoll } from './poll.js';
 import './style.css';
 
 // Pages, and who sees them: an invoke-only key sees what it may use (the gateway refuses the rest anyway).
@@ -55,6 +56,17 @@ function KeyForm({ access, onKey }) {
   );
 }
 
+// Which gateway this is among several on one state database (GET /pier): the leader runs the loops, a follower
+// serves the same API. A gateway alone on its state folder always leads, and says nothing.
+function GatewayRole() {
+  const { value } = usePoll(() => getJson('/pier'), 5000);
+  if (!value || value.state !== 'postgresql') return null;
+  const text = value.role === 'leader'
+    ? 'this gateway leads'
+    : `follower; ${value.leader ? `leader: ${value.leader}` : 'no leader yet'}`;
+  return <span class="gateway-role" role="status" title={`this gateway: ${value.gateway}`}>{text}</span>;
+}
+
 function App() {
   const hash = useHash();
   const [access, setAccess] = useState(null);
@@ -87,6 +99,7 @@ function App() {
             ))}
           </ul>
         </nav>
+        <GatewayRole />
         <KeyForm access={access} onKey={onKey} />
       </header>
       <main id="main" tabindex="-1">

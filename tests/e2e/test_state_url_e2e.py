@@ -1,10 +1,8 @@
 """Two `pier up` processes on one PostgreSQL (`--state-url`) with the local backend and a TINY GGUF: an endpoint
-created through the follower is brought InService by the leader and answers there; kill -9 of the leader: the
-follower leads within 10 s, creates a new endpoint that goes InService and answers through it; the killed gateway,
-started again, follows and sees both endpoints.
-
-With the local backend a copy belongs to the gateway that started it (docs/state.md, "Not done yet"): the follower
-routes only to its own copies, so this test invokes an endpoint through the gateway that leads."""
+created through the follower is brought InService by the leader and answers through both gateways (the follower
+routes to the leader's copies, as the leader publishes them); kill -9 of the leader: the follower leads within
+10 s, creates a new endpoint that goes InService and answers through it; the killed gateway, started again,
+follows, sees both endpoints and answers for the new leader's."""
 
 from __future__ import annotations
 
@@ -61,6 +59,8 @@ def test_the_follower_takes_over_a_killed_leader(tmp_path: Path, tiny_gguf: Path
             endpoint(through_follower, "first", tiny_gguf)
             until(lambda: in_service(sagemaker_client(first.url), "first"), timeout=120, what="first InService")
             assert answers(first.url, "first")  # created through one, answered through the other
+            # the follower routes to the leader's copies, as the leader publishes them (gateway/copy_board.py)
+            assert until(lambda: answers(second.url, "first"), timeout=10, what="first answering through the follower")
 
             first.process.kill()  # kill -9 of the leader
             killed = time.monotonic()
@@ -77,4 +77,6 @@ def test_the_follower_takes_over_a_killed_leader(tmp_path: Path, tiny_gguf: Path
                 until(lambda: role(restarted)["leader"] == role(second)["gateway"], timeout=20, what="a follower")
                 assert {e["EndpointName"] for e in sagemaker_client(restarted.url).list_endpoints()["Endpoints"]} == {
                     "first", "second"}
+                assert until(lambda: answers(restarted.url, "second"), timeout=10,
+                             what="second answering through the restarted follower")
     print(f"takeover after kill -9: {takeover_s:.1f} s")

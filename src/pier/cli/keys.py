@@ -1,5 +1,6 @@
-"""`pier keys create / rotate / ls / revoke`: who may call the gateway. They edit `<state_dir>/keys.json` directly,
-so they work with the gateway stopped, and a running gateway picks the change up on its next request."""
+"""`pier keys create / rotate / ls / revoke`: who may call the gateway. They edit `<state_dir>/keys.json` directly
+(or, with `--state-url`, the keys in the gateways' state database), so they work with the gateway stopped, and a
+running gateway picks the change up on its next request (within a second, from a database)."""
 
 from __future__ import annotations
 
@@ -23,16 +24,31 @@ app.add_typer(keys_app, name="keys")
 
 StateDir = Annotated[Path | None, typer.Option(envvar="PIER_STATE_DIR",
                                                 help="The gateway's state folder (default ~/.pier).")]
+StateUrl = Annotated[str | None, typer.Option(envvar="PIER_STATE_URL", help=(
+    "The gateways' state database (postgresql://…), whose keys every gateway on it uses, instead of the folder's "
+    "keys.json."))]
 Json = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
 Expires = Annotated[str | None, typer.Option(help=(
     "When the key stops working: a duration (90d, 12h, 30m, 2w) or a UTC date and time (2026-01-31, "
     "2026-01-31T18:00:00Z). Default: never."))]
 
 
-def _store(state_dir: Path | None) -> KeyStore:
+def _store(state_dir: Path | None, state_url: str | None = None) -> KeyStore:
     from pier.security.keystore import KeyStore
 
-    return KeyStore.in_state_dir((state_dir or Path.home() / ".pier").expanduser())
+    folder = (state_dir or Path.home() / ".pier").expanduser()
+    if not state_url:
+        return KeyStore.in_state_dir(folder)
+    from pier.gateway.key_table import DatabaseKeys, KeyTable
+    from pier.state_folder.errors import StateError
+    from pier.state_folder.postgres import Postgres, is_url
+
+    if not is_url(state_url):
+        _fail(f"--state-url {state_url!r} is not a PostgreSQL URL: give postgresql://USER@HOST/DATABASE.", 2)
+    try:
+        return DatabaseKeys(KeyTable.open(folder, Postgres(state_url)))
+    except StateError as error:  # the database cannot be reached, or is a newer pier's
+        _fail(error.message)
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
@@ -49,6 +65,7 @@ def create(
         help="With --role invoke: the only endpoint it may call (repeat for more). Default: every endpoint.")] = None,
     expires: Expires = None,
     state_dir: StateDir = None,
+    state_url: StateUrl = None,
     as_json: Json = False,
 ) -> None:
     """Create a key: an AWS-style access key pair (boto3, the sagemaker SDK) and an API key (Bearer, the openai
@@ -62,7 +79,7 @@ def create(
         _fail("--endpoint limits an invoke key; an admin key may do everything anyway", 2)
     until = _expiry(expires)
     try:
-        issued = _store(state_dir).create(name, Role(role), endpoint or (), until)
+        issued = _store(state_dir, state_url).create(name, Role(role), endpoint or (), until)
     except KeyStoreError as error:
         _fail(str(error))
     _show(issued, as_json)
@@ -73,6 +90,7 @@ def rotate(
     name: Annotated[str, typer.Argument(help="The key to give new secrets.")],
     expires: Expires = None,
     state_dir: StateDir = None,
+    state_url: StateUrl = None,
     as_json: Json = False,
 ) -> None:
     """New secrets for a key, with its role and endpoints. Its current secrets keep working until you revoke them
@@ -81,7 +99,7 @@ def rotate(
 
     until = _expiry(expires)
     try:
-        issued = _store(state_dir).rotate(name, until)
+        issued = _store(state_dir, state_url).rotate(name, until)
     except KeyStoreError as error:
         _fail(str(error))
     _show(issued, as_json)
@@ -128,13 +146,13 @@ def _show(issued: IssuedKey, as_json: bool) -> None:
 
 
 @keys_app.command("ls")
-def ls(state_dir: StateDir = None, as_json: Json = False) -> None:
+def ls(state_dir: StateDir = None, state_url: StateUrl = None, as_json: Json = False) -> None:
     """The keys: name, role, endpoints, access key id, created, expires. Never a secret."""
     from pier.security.expiry import shown
     from pier.security.keystore import KeyStoreError
 
     try:
-        keys = _store(state_dir).saved()
+        keys = _store(state_dir, state_url).saved()
     except KeyStoreError as error:
         _fail(str(error))
     rows: list[dict[str, Any]] = [
@@ -164,13 +182,14 @@ def revoke(
         "Revoke only these secrets of the key (the old ones, after `pier keys rotate`). Default: all of them."))
     ] = None,
     state_dir: StateDir = None,
+    state_url: StateUrl = None,
 ) -> None:
     """Delete a key: requests signed with it fail from the next one on (no restart). Revoking the last valid key
     of a gateway that listens beyond loopback makes it refuse every call until a key is created."""
     from pier.gateway import listening
     from pier.security.keystore import KeyStoreError
 
-    store = _store(state_dir)
+    store = _store(state_dir, state_url)
     try:
         removed = store.revoke(name, access_key_id)
         now = time.time()

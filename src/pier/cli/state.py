@@ -1,4 +1,5 @@
-"""`pier state check`, `pier state backup` and `pier state restore`: the gateway's state folder, looked after."""
+"""`pier state check`, `backup`, `restore` and `migrate`: the gateway's state folder, looked after (or moved
+into PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pier.cli.app import app, console
 if TYPE_CHECKING:
     from pier.state_folder.files import Report
 
-state_app = typer.Typer(help="Check, back up and restore the gateway's state folder (state.sqlite3, "
+state_app = typer.Typer(help="Check, back up, restore and migrate the gateway's state folder (state.sqlite3, "
                              "autoscaling.sqlite3, keys.json).", no_args_is_help=True)
 app.add_typer(state_app, name="state")
 
@@ -130,3 +131,46 @@ def restore(
         if done.adds:
             console.print(f"  It brings back: {', '.join(done.adds)} (deleted, revoked or made unreadable since).")
     console.print(f"Start the gateway again: pier up --state-dir {folder}")
+
+
+@state_app.command("migrate")
+def migrate(
+    to: Annotated[str, typer.Option("--to", help="The PostgreSQL database to move the state into "
+                                                 "(postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE).")],
+    state_dir: StateDir = None,
+) -> None:
+    """Move the state folder's stores (and keys.json) into a PostgreSQL database (one without pier's state yet),
+    for gateways started with --state-url from then on (stop the gateway first). The folder's files stay as they
+    are.
+
+    Exits 1 when the database refuses, or when a table's rows counted in the database differ from the file's."""
+    from pier.control import backups
+    from pier.gateway.key_table import KeyTable, folder_rows
+    from pier.gateway.state_files import STORES
+    from pier.security.keystore import KeyStoreError
+    from pier.state_folder import migration
+    from pier.state_folder.errors import StateError
+    from pier.state_folder.postgres import is_url, shown
+
+    if not is_url(to):
+        console.print(f"[red]--to {to!r} is not a PostgreSQL URL: give postgresql://USER@HOST/DATABASE.[/]")
+        raise typer.Exit(2)
+    folder = _folder(state_dir)
+    try:
+        with backups.holding(folder):  # no gateway writes the files while they are read
+            moved = migration.migrate(folder, to, (*STORES, KeyTable), {KeyTable: folder_rows})  # keys.json too
+    except StateError as error:
+        console.print(f"[red]{error.message}[/]")
+        raise typer.Exit(1) from None
+    except KeyStoreError as error:
+        console.print(f"[red]{error}[/]")
+        raise typer.Exit(1) from None
+    for table in moved:
+        mark = "[green]ok[/]" if table.ok else f"[red]{table.counted} in the database[/]"
+        console.print(f"  {table.schema}.{table.table}: {table.rows} row{'s' if table.rows != 1 else ''} {mark}")
+    if not all(table.ok for table in moved):
+        console.print("[red]The counts differ: do not start gateways on the database; drop its pier_* schemas and "
+                      "migrate again.[/]")
+        raise typer.Exit(1)
+    console.print(f"[green]Moved[/] {folder} into {shown(to)}. Start the gateways with --state-url "
+                  f"(or PIER_STATE_URL); the folder's files are left as they were.")

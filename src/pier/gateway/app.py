@@ -45,9 +45,11 @@ from pier.gateway.adapter_routes import adapter_list
 from pier.gateway.async_route import invoke_endpoint_async
 from pier.gateway.autoscaling_parts import Autoscaling
 from pier.gateway.control_route import control_route
+from pier.gateway.copy_board import CopyBoard, led_copies, routed
 from pier.gateway.deploy_route import deploy_route
 from pier.gateway.drain import Drain, Draining
 from pier.gateway.endpoint_scope import endpoint_of_state
+from pier.gateway.key_table import DatabaseKeys, KeyTable
 from pier.gateway.leadership import Leadership, holder_name
 from pier.gateway.parts import Gateway
 from pier.gateway.router_errors import router_error
@@ -110,7 +112,9 @@ def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: f
     install_security(app, state_dir, settings.security,  # pier.security: see docs/security.md
                      endpoint_of=endpoint_of_state(gateway.state),
                      max_body_bytes=gateway.runtime.settings.max_payload_bytes,
-                     control_body_bytes=CONTROL_MAX_BODY_BYTES)
+                     control_body_bytes=CONTROL_MAX_BODY_BYTES,
+                     keys=DatabaseKeys(gateway.stores.get(KeyTable), settings.security.session_keys)
+                     if settings.state_url else None)  # else keys.json in the folder
     return app
 
 
@@ -148,8 +152,12 @@ async def _lead(gateway: Gateway) -> None:
     queued = asyncio.create_task(gateway.async_inference.run(), name="async inference") \
         if gateway.async_inference else None
     jobs = asyncio.create_task(gateway.transforms.run(), name="transform jobs") if gateway.transforms else None
+    board = gateway.copy_board  # the followers route by what is published (gateway/copy_board.py)
+    published = asyncio.create_task(board.publishing(
+        lambda: led_copies(gateway.backend.statuses(), gateway.reconciler.copies)), name="copies published") \
+        if board else None
     try:
-        await asyncio.gather(loop, scaling, *(task for task in (queued, jobs) if task is not None))
+        await asyncio.gather(loop, scaling, *(task for task in (queued, jobs, published) if task is not None))
     finally:
         loop.cancel()
         scaling.cancel()
@@ -157,9 +165,10 @@ async def _lead(gateway: Gateway) -> None:
             queued.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await queued
-        if jobs is not None:
-            jobs.cancel()
-        for task in (loop, scaling, *([jobs] if jobs else [])):
+        others = [task for task in (jobs, published) if task is not None]
+        for task in others:
+            task.cancel()
+        for task in (loop, scaling, *others):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
@@ -168,7 +177,11 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
               settings: GatewaySettings, gpus: GpuInventory | None) -> Gateway:
     state_files.refuse_damaged(state_dir)  # the files not opened below (keys.json): refused with the fix
     # every store (state_files.STORES), in the state folder or the database of --state-url; damage refused here
-    stores = OpenStores(state_dir, driver=Postgres(settings.state_url) if settings.state_url else None)
+    database = Postgres(settings.state_url) if settings.state_url else None
+    stores = OpenStores(state_dir, (*state_files.STORES, KeyTable, CopyBoard) if database else state_files.STORES,
+                        driver=database)  # with a database, the keys and the leader's copies too
+    leadership = Leadership(settings.state_url, holder_name())
+    board = stores.get(CopyBoard) if database else None  # a follower routes to the leader's copies
     state, scaling_store = stores.get(ResourceStore), stores.get(AutoscalingStore)
     fetches = Fetches(store or ModelStore(state_dir / "models"))
     # A backend whose copies do not run on this host (ray) says which cores copies are numbered against, and this
@@ -191,7 +204,7 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
     counts = GatewayCounts(state, control, reconciler.copies, admission,
                             local=backend.capabilities.local_processes)
     scaler = Scaler(scaling_store, history, recorder, counts, settings.scaling)
-    targets = Targets(state, reconciler.copies,
+    targets = Targets(state, routed(board, lambda: leadership.role.leading, reconciler.copies),
                       waker=Waking(scaler, counts, recorder, settings.runtime.queue_timeout_s))
     taps = Taps(state, CaptureWriter(s3_client, settings.capture, registry=recorder.registry))
     runtime = RuntimeService(targets.resolve, settings.runtime, observer=recorder, admission=admission,
@@ -206,7 +219,7 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
                             wake=writer.soon(reconciler.wake), problem=reconciler.placement_problem, extra=extra,
                             forwarder=runtime.forwarder)
     return Gateway(state, backend, reconciler, control, targets, runtime, autoscaling, writer, stores, taps, queue,
-                   transforms, Leadership(settings.state_url, holder_name()))
+                   transforms, leadership, board)
 
 
 def _local_backend(state_dir: Path) -> Backend:

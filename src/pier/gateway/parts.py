@@ -12,6 +12,7 @@ from pier.control.api import ControlPlane
 from pier.control.reconciler import Reconciler
 from pier.control.resource_store import ResourceStore
 from pier.gateway.autoscaling_parts import Autoscaling
+from pier.gateway.copy_board import CopyBoard
 from pier.gateway.leadership import Leadership, holder_name
 from pier.gateway.stores import OpenStores
 from pier.gateway.taps import Taps
@@ -37,6 +38,7 @@ class Gateway:
     transforms: Transforms | None = None  # batch transform jobs (pier.transform)
     # leader or follower of the loops (gateway/leadership.py); alone on a state folder, it leads
     leadership: Leadership = field(default_factory=lambda: Leadership(None, holder_name()))
+    copy_board: CopyBoard | None = None  # with --state-url: the leader's copies, published (gateway/copy_board.py)
 
 
 def gateway_of(request: Request) -> Gateway:

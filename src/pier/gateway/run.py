@@ -18,6 +18,7 @@ from pier.errors import PierError
 from pier.gateway import listening, state_files
 from pier.gateway.app import create_gateway
 from pier.gateway.drain import DrainingServer
+from pier.gateway.key_table import keys_in
 from pier.gateway.settings import GatewaySettings
 from pier.gpus import discover, gpu_build_advice
 from pier.ports import port_problem
@@ -84,10 +85,12 @@ def run_gateway(port: int = DEFAULT_PORT, state_dir: Path | None = None, *, host
         return 2
     try:  # before keys decide where it may listen: a key file that does not read is refused with its fix
         state_files.refuse_damaged(folder)
+        with keys_in(settings.state_url, folder) as keys:  # the database's keys, with --state-url
+            listen = may_listen(folder, host, insecure, keys)
     except PierError as error:
         log.error("%s", error.message)
         return STATE_UNUSABLE
-    if not may_listen(folder, host, insecure):
+    if not listen:
         return 2
     lock = None
     try:  # one gateway per state folder; a damaged state is refused, never replaced (`pier state` mends it)

@@ -59,10 +59,11 @@ def exposure_warning(host: str, has_keys: bool, insecure: bool) -> str | None:
             "Create a key with `pier keys create` to turn authentication on (no restart needed).")
 
 
-def may_listen(state_dir: Path, host: str, insecure: bool) -> bool:
-    """Log why not (an error) or the --insecure warning; for the gateway's entry point to call before it binds."""
+def may_listen(state_dir: Path, host: str, insecure: bool, keys: KeyStore | None = None) -> bool:
+    """Log why not (an error) or the --insecure warning; for the gateway's entry point to call before it binds.
+    `keys`: where the gateway's keys are (default the folder's keys.json)."""
     try:
-        has_keys = KeyStore.in_state_dir(state_dir).has_keys()
+        has_keys = (keys or KeyStore.in_state_dir(state_dir)).has_keys()
     except KeyStoreError as error:
         log.error("%s", error)
         return False

@@ -190,7 +190,7 @@ class KeyStore:
 
     def _write(self, keys: list[StoredKey]) -> None:
         private_folder(self.path.parent)
-        document = {"version": FORMAT_VERSION, "keys": [_to_json(k) for k in keys]}
+        document = {"version": FORMAT_VERSION, "keys": [entry(k) for k in keys]}
         temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(descriptor, "w") as out:
@@ -224,6 +224,12 @@ def read_document(raw: bytes) -> tuple[list[StoredKey], list[tuple[str, str]]]:
     entries = document.get("keys") if isinstance(document, dict) else None
     if not isinstance(entries, list):
         raise ValueError('it is JSON but has no "keys" list')
+    return read_entries(entries)
+
+
+def read_entries(entries: list[Any]) -> tuple[list[StoredKey], list[tuple[str, str]]]:
+    """The keys among a key file's entries (or a database's rows of them, `pier.gateway.key_table`), and each one
+    that does not read as a key (its name, or its place, and why)."""
     keys: list[StoredKey] = []
     bad: list[tuple[str, str]] = []
     for place, entry in enumerate(entries):
@@ -262,7 +268,8 @@ def _check_name(name: str) -> None:
         raise KeyStoreError(f"Key name {name!r} is not valid: use 1 to 64 letters, digits and - _ . @.")
 
 
-def _to_json(key: StoredKey) -> dict[str, Any]:
+def entry(key: StoredKey) -> dict[str, Any]:
+    """A key as its file (or a database row) keeps it."""
     return {
         "name": key.principal.name, "role": key.principal.role.value, "endpoints": list(key.principal.endpoints),
         "access_key_id": key.access_key_id, "secret_access_key": key.secret_access_key,

@@ -140,13 +140,14 @@ class Postgres:
         name = namespace(path.name)
         conn = self.connect(search_path=name)
         try:
-            self._prepare(conn, name, schema)
+            self.prepare(conn, name, schema)
         except BaseException:
             conn.close()
             raise
         return PgConnection(conn)
 
-    def _prepare(self, conn: Any, name: str, schema: Schema) -> None:
+    def prepare(self, conn: Any, name: str, schema: Schema) -> None:
+        """The schema `name` made, or upgraded, or checked, on `conn` (StateTooNew: a newer one is left as it is)."""
         with conn.transaction():
             # One gateway at a time makes a schema (two starting together would both try to).
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"pier schema {name}",))

@@ -1,0 +1,110 @@
+"""The copies every gateway on one state database routes to (`--state-url`): the leader, whose reconciler starts and
+watches them, publishes what it sees of them to the database each second (`CopyBoard.publish`: each copy's
+workload, state, URL, secret and concurrency), and a follower routes by that table (`CopyBoard.copies`), so an
+endpoint answers through every gateway, not only the one that started its copies.
+
+- A copy's URL must be one the followers reach: the local backend's copies listen on 127.0.0.1, so followers on
+  the leader's host reach them (docs/state.md says what this means for gateways on several hosts).
+- The table holds each copy's secret (what the gateway sends in X-Pier-Copy-Secret): whoever reads the database
+  can call the copies directly, as whoever reads it can read the keys' secrets.
+- A follower reads the table at most every `REREAD_S`; between a change and its next read it routes as before
+  (a copy gone meanwhile fails that request, as a copy dying under the leader would).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from pier.backends.base import CopyState, CopyStatus
+from pier.control.workload import Workload
+from pier.state_folder.database import Schema
+from pier.state_folder.store import StoreFile
+
+log = logging.getLogger("pier.gateway")
+
+REREAD_S = 0.5
+PUBLISH_S = 1.0
+_FIELDS = ("copy_id", "component", "url", "message", "restarts", "concurrency")  # pid, kernels: the leader's own
+
+
+def as_row(status: CopyStatus, now: float) -> tuple[str, str, str, float]:
+    """(copy id, workload, the status as JSON, when)."""
+    body = {name: getattr(status, name) for name in _FIELDS}
+    body["state"] = status.state.value
+    body["secret"] = status.secret
+    return status.copy_id, status.component, json.dumps(body), now
+
+
+def from_row(text: str) -> CopyStatus:
+    body: dict[str, Any] = json.loads(text)
+    return CopyStatus(body["copy_id"], body["component"], CopyState(body["state"]), url=body["url"],
+                      message=body["message"], restarts=body["restarts"], secret=body["secret"],
+                      concurrency=body["concurrency"])
+
+
+class CopyBoard(StoreFile):
+    """Kept only in a database: a gateway alone on its folder routes to its own copies."""
+
+    FILE = "copies.sqlite3"  # names the schema, pier_copies
+    SCHEMA = Schema(1, ("CREATE TABLE IF NOT EXISTS copies (copy_id TEXT PRIMARY KEY, workload TEXT NOT NULL, "
+                        "status TEXT NOT NULL, published REAL NOT NULL)",),
+                    ("copies",), "no copies listed (the leader lists them again within a second)")
+    MEND = "Nothing to mend: the leader writes the table again each second"
+
+    _read_at = -math.inf
+    _seen: tuple[CopyStatus, ...] = ()
+
+    def publish(self, statuses: Iterable[CopyStatus]) -> None:
+        """The leader's copies, in place of what was published before (one transaction: a follower reads the old
+        list or the new one)."""
+        now = time.time()
+        rows = [as_row(status, now) for status in statuses]
+        with self.transaction() as db:
+            db.execute("DELETE FROM copies")
+            if rows:
+                db.executemany("INSERT INTO copies (copy_id, workload, status, published) VALUES (?, ?, ?, ?)", rows)
+
+    def copies(self, workload: Workload) -> list[CopyStatus]:
+        """The copies of `workload` as the leader last published them (read again at most every REREAD_S)."""
+        now = time.monotonic()
+        if now - self._read_at >= REREAD_S:
+            with self.lock:
+                found = self.db.execute("SELECT status FROM copies ORDER BY copy_id").fetchall()
+            self._seen = tuple(from_row(row[0]) for row in found)
+            self._read_at = now
+        return [status for status in self._seen if status.component == workload]
+
+    async def publishing(self, statuses: Callable[[], list[CopyStatus]]) -> None:
+        """While this gateway leads: `statuses()` published every PUBLISH_S, until cancelled."""
+        while True:
+            try:
+                await asyncio.to_thread(self.publish, statuses())
+            except Exception as error:  # the database away: the followers route by the last list meanwhile
+                log.warning("could not publish the copies for the other gateways: %s", error)
+            await asyncio.sleep(PUBLISH_S)
+
+
+def led_copies(statuses: Iterable[CopyStatus], copies_of: Callable[[Workload], list[CopyStatus]]
+               ) -> list[CopyStatus]:
+    """Every copy as the leader's router sees it (`copies_of`: draining ones shown not ready), workload by
+    workload."""
+    workloads = sorted({status.component for status in statuses})
+    return [copy for workload in workloads for copy in copies_of(Workload(workload))]
+
+
+def routed(board: CopyBoard | None, leading: Callable[[], bool], own: Callable[[Workload], list[CopyStatus]]
+           ) -> Callable[[Workload], list[CopyStatus]]:
+    """The copies a request is routed to: this gateway's own while it leads (or alone), else the leader's."""
+    if board is None:
+        return own
+
+    def copies(workload: Workload) -> list[CopyStatus]:
+        return own(workload) if leading() else board.copies(workload)
+    return copies
+

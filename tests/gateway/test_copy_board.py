@@ -1,0 +1,68 @@
+"""The leader's copies published for the followers (`pier.gateway.copy_board`): what a follower routes by is what the
+leader's router saw (URL, secret, concurrency, draining copies not ready), on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pier.backends.base import CopyState, CopyStatus
+from pier.control.workload import Workload
+from pier.gateway import copy_board
+from pier.gateway.copy_board import CopyBoard, as_row, from_row, led_copies, routed
+from pier.state_folder.store import Driver
+
+READY = CopyStatus("e--v-0", "e/v", CopyState.READY, url="http://127.0.0.1:41237", secret="s3cret", concurrency=4,
+                   pid=1234, kernels="avx2")
+STARTING = CopyStatus("c-0", "c", CopyState.STARTING, message="loading the model", restarts=2)
+
+
+@pytest.mark.parametrize("status", [READY, STARTING])
+def test_a_status_reads_back_as_the_router_needs_it(status: CopyStatus) -> None:
+    read = from_row(as_row(status, 1.0)[2])
+    assert read == CopyStatus(status.copy_id, status.component, status.state, url=status.url, message=status.message,
+                              restarts=status.restarts, concurrency=status.concurrency)
+    assert read.secret == status.secret  # compare=False on the dataclass: checked on its own
+
+
+def test_what_the_leader_publishes_a_follower_routes_by(tmp_path: Path, driver: Driver | None,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(copy_board, "REREAD_S", 0.0)
+    leader, follower = CopyBoard.open(tmp_path, driver), CopyBoard.open(tmp_path, driver)
+    try:
+        leader.publish([READY, STARTING])
+        assert follower.copies(Workload("e/v")) == [from_row(as_row(READY, 0)[2])]  # pid, kernels: the leader's
+        assert follower.copies(Workload("e/v"))[0].secret == "s3cret"
+        assert follower.copies(Workload("c")) == [from_row(as_row(STARTING, 0)[2])]
+        leader.publish([STARTING])  # the leader's copy of e/v is gone
+        assert follower.copies(Workload("e/v")) == []
+    finally:
+        leader.close()
+        follower.close()
+
+
+def test_draining_copies_are_published_as_the_leader_routes_them() -> None:
+    def copies_of(workload: Workload) -> list[CopyStatus]:
+        return [CopyStatus("e--v-0", "e/v", CopyState.STARTING, message="draining")] if workload == "e/v" else []
+
+    assert [c.message for c in led_copies([READY, READY], copies_of)] == ["draining"]
+
+
+@pytest.mark.parametrize(("leading", "expected"), [(True, "own"), (False, "board")])
+def test_a_follower_routes_by_the_board_a_leader_by_its_own(tmp_path: Path, leading: bool, expected: str) -> None:
+    board = CopyBoard.open(tmp_path)
+    try:
+        board.publish([READY])
+        own = [CopyStatus("mine", "e/v", CopyState.READY, url="http://127.0.0.1:1")]
+        copies = routed(board, lambda: leading, lambda workload: own)(Workload("e/v"))
+        assert copies == (own if expected == "own" else [from_row(as_row(READY, 0)[2])])
+    finally:
+        board.close()
+
+
+def test_alone_on_a_folder_a_gateway_routes_by_its_own() -> None:
+    def own(workload: Workload) -> list[CopyStatus]:
+        return []
+
+    assert routed(None, lambda: False, own) is own
