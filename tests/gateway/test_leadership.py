@@ -11,7 +11,8 @@ import pytest
 from pier.gateway.leadership import Leadership
 from tests.postgres import PostgresServer
 
-FAST = {"renew_s": 0.1, "deadline_s": 0.5, "grace_s": 0.8}
+# Short, yet with room for a loaded CI machine: a renewal late past deadline_s ends a lead (and fails the test).
+FAST = {"renew_s": 0.2, "deadline_s": 1.5, "grace_s": 2.0}
 
 
 class Loops:
@@ -35,7 +36,7 @@ class Loops:
         return lead
 
 
-async def until(check, timeout_s: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+async def until(check, timeout_s: float = 20.0) -> None:  # type: ignore[no-untyped-def]
     async with asyncio.timeout(timeout_s):
         while not check():
             await asyncio.sleep(0.05)
