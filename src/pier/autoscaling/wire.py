@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import json.scanner
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -27,6 +28,20 @@ from pier.error_bodies import render
 SERVICES = {AUTOSCALING_TARGET: "application-autoscaling", CLOUDWATCH_TARGET: "cloudwatch"}
 
 Body = dict[str, Any]
+# Above this, a JSON body is parsed by the json module's pure-Python scanner, which lets the event loop's thread run
+# every few milliseconds; json.loads holds the GIL for the whole parse: the largest PutMetricData (2.7 MB, 1,000
+# metrics of 150 values) took 30-70 ms in one C call and held /ping past its 50 ms (tests/e2e/test_event_loop_e2e.py).
+# The scanner is about 5x slower, on the writer's thread; bodies under this size keep the C parser.
+LARGE_JSON_BYTES = 256 * 1024
+
+
+def loads_json(raw: bytes) -> Any:
+    """A request body's JSON, parsed in small steps when it is large (LARGE_JSON_BYTES)."""
+    if len(raw) <= LARGE_JSON_BYTES:
+        return json.loads(raw)
+    decoder = json.JSONDecoder()
+    decoder.scan_once = json.scanner.py_make_scanner(decoder)  # type: ignore[attr-defined]
+    return decoder.decode(raw.decode("utf-8"))
 
 
 @dataclass(frozen=True)
@@ -38,7 +53,7 @@ class Protocol:
         if not raw.strip():
             return {}
         try:
-            body = cbor2.loads(raw) if self.name == "cbor" else json.loads(raw)
+            body = cbor2.loads(raw) if self.name == "cbor" else loads_json(raw)
         except (ValueError, cbor2.CBORDecodeError, RecursionError) as error:
             raise ScalingValidation(f"The request body is not {self.name.upper()} ({error}).") from None
         if not isinstance(body, dict):
