@@ -40,8 +40,9 @@ def test_two_gateways_share_one_state_and_one_leads(tmp_path: Path, postgres_ser
     model.mkdir()
     (model / "model.gguf").write_bytes(b"GGUF")
     with gateways(tmp_path, postgres_server.database(), 2) as (one, two):
-        until(lambda: {about(u)["role"] for u in (one, two)} == {"leader", "follower"}, timeout=20,
-              what="a leader and a follower")
+        # a follower knows it follows a moment before it has read who leads
+        until(lambda: {(about(u)["role"], about(u)["leader"] is not None) for u in (one, two)}
+              == {("leader", True), ("follower", True)}, timeout=20, what="a leader and a follower who names it")
         leader, follower = (one, two) if about(one)["role"] == "leader" else (two, one)
         assert about(follower)["leader"] == about(leader)["gateway"] == about(leader)["leader"]
         assert about(leader)["state"] == "postgresql"
