@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,8 +110,6 @@ def model_kind(gguf: Path) -> str:
 def prove(gguf: Path, host: HostKernels, threads: int, embeddings: bool = False,
           timeout_s: float = PROBE_TIMEOUT_S) -> Verdict:
     """Run the families of this host on `gguf` in child processes, fastest family first in the verdict."""
-    import time
-
     started = time.monotonic()
     parse_faults(os.environ.get(FAULTS, ""))  # a mistyped drill is the operator's to fix, not a failed family
     families = host.families()

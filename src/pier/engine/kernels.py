@@ -14,7 +14,7 @@ families and the words out.
 from __future__ import annotations
 
 import platform
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -80,31 +80,18 @@ class HostKernels:
 
 
 def parse_system_info(line: str) -> dict[str, str]:
-    """The CPU backend's features from llama_print_system_info ("CPU : SSE3 = 1 | AVX2 = 1 | ... | REPACK = 1 |")."""
+    """The CPU backend's features from llama_print_system_info ("CPU : SSE3 = 1 | AVX2 = 1 | ... | REPACK = 1 |"):
+    items are split by "|", and an item holding " : " starts the next backend's."""
     features: dict[str, str] = {}
-    for backend in _backends(line):
-        name, _, rest = backend.partition(" : ")
-        if name.strip() != "CPU":
-            continue
-        for item in rest.split("|"):
-            key, sep, value = item.partition("=")
-            if sep:
-                features[key.strip()] = value.strip()
+    backend = None
+    for item in line.split("|"):
+        if " : " in item:
+            name, _, item = item.partition(" : ")
+            backend = name.strip()
+        key, sep, value = item.partition("=")
+        if backend == "CPU" and sep:
+            features[key.strip()] = value.strip()
     return features
-
-
-def _backends(line: str) -> Iterable[str]:
-    """The line is each backend's name, " : ", then its features; a new backend starts after the last " | "."""
-    parts, current = [], ""
-    for piece in line.split(" | "):
-        if " : " in piece and current:
-            parts.append(current)
-            current = piece
-        else:
-            current = f"{current} | {piece}" if current else piece
-    if current:
-        parts.append(current)
-    return parts
 
 
 def parse_cpuinfo(text: str) -> tuple[str, frozenset[str]]:
