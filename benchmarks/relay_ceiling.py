@@ -104,8 +104,8 @@ class Ceiling:
 def copy_app(tokens: int, interval_s: float = 0.0, concurrency: int = 64) -> Any:
     """A raw ASGI model server: /ping, and any POST streams `tokens` tokens (framed when the gateway asks), one
     every `interval_s` (0: as fast as it can, so many reach the gateway in one read)."""
-    from pier.channel.concurrency import CONCURRENCY_HEADER
-    from pier.channel.frames import FRAMED, FRAMES_MEDIA_TYPE, data_frame, head_frame
+    from pier.channel.frames import FRAMES_MEDIA_TYPE, data_frame, head_frame
+    from pier.channel.headers import CONCURRENCY_HEADER, FRAMED
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -113,7 +113,7 @@ def copy_app(tokens: int, interval_s: float = 0.0, concurrency: int = 64) -> Any
         while (await receive()).get("more_body"):
             pass
         if scope["method"] == "GET":
-            # what a ready copy says it takes at once (pier.channel.concurrency), so the gateway queues nothing
+            # what a ready copy says it takes at once (pier.channel.headers), so the gateway queues nothing
             ping = [(CONCURRENCY_HEADER.lower().encode(), str(concurrency).encode())]
             await send({"type": "http.response.start", "status": 200, "headers": ping})
             await send({"type": "http.response.body", "body": b""})
@@ -155,8 +155,8 @@ def serve_gateway(port: int, copy_urls: Sequence[str], concurrency: int) -> None
     from fastapi import FastAPI
 
     from pier.backends.base import CopyState, CopyStatus
+    from pier.runtime.http_api import openai_api, runtime_api
     from pier.runtime.invoke import RuntimeService
-    from pier.runtime.routes import openai_router, runtime_router
     from pier.runtime.target import Target
 
     copies = [CopyStatus(f"relay-{i}", "relay", CopyState.READY, url=url, concurrency=concurrency)
@@ -167,8 +167,8 @@ def serve_gateway(port: int, copy_urls: Sequence[str], concurrency: int) -> None
 
     service = RuntimeService(resolve)
     app = FastAPI()
-    app.include_router(runtime_router(service))
-    app.include_router(openai_router(service))
+    app.include_router(runtime_api(service))
+    app.include_router(openai_api(service))
     app.get("/ping")(lambda: {"ok": True})
     if profile := os.environ.get(PROFILE_ENV):
         import cProfile
