@@ -79,3 +79,31 @@ def test_urls_pier_cannot_use_are_refused(url: str, problem: str) -> None:
 ])
 def test_join(base: str, name: str, joined: str) -> None:
     assert storage.join(base, name) == joined
+
+
+def test_an_owned_s3_object_is_written_once_by_its_owner(bucket: str) -> None:
+    """A leader killed after writing an answer and before recording it, or one whose lease lapsed while it wrote:
+    the next run of the same request must not write it again (issue 40). Versions count the PUTs that landed."""
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    url = f"s3://{bucket}/out/a.out"
+    assert storage.written_by(url) is None
+    assert storage.write_once(url, b"first", "text/plain", owner="request-a")
+    assert not storage.write_once(url, b"second", "text/plain", owner="request-a")  # its own: left as it is
+    assert storage.read(url) == b"first" and storage.written_by(url) == "request-a"
+    assert storage.write_once(url, b"other", "text/plain", owner="request-b")  # a Filename another caller named
+    assert storage.read(url) == b"other" and storage.written_by(url) == "request-b"
+    versions = s3.list_object_versions(Bucket=bucket, Prefix="out/a.out")["Versions"]
+    assert len(versions) == 2
+
+
+def test_an_owned_local_file_is_written_once_by_its_owner(tmp_path: Path) -> None:
+    url = (tmp_path / "out" / "a.out").as_uri()
+    assert storage.written_by(url) is None
+    assert storage.write_once(url, b"first", owner="request-a")
+    before = (tmp_path / "out" / "a.out").stat().st_ino
+    assert not storage.write_once(url, b"second", owner="request-a")
+    assert storage.read(url) == b"first" and (tmp_path / "out" / "a.out").stat().st_ino == before
+    assert storage.write_once(url, b"other", owner="request-b")
+    assert storage.read(url) == b"other" and storage.written_by(url) == "request-b"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.out"]

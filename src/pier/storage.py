@@ -9,8 +9,10 @@ the URL and how to fix it.
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -19,6 +21,10 @@ from pier import host_path
 from pier.env import Env
 
 SCHEMES = ("s3", "file")
+OWNER = "pier-owner"  # an S3 object's user metadata (x-amz-meta-pier-owner): who wrote it with write_once
+XATTR = "user.pier.owner"  # a local file's, as an extended attribute
+CONFLICTS = ("PreconditionFailed", "ConditionalRequestConflict", "NoSuchKey", "412", "409")
+TRIES = 3
 _client: Any = None
 _client_lock = threading.Lock()
 
@@ -101,6 +107,98 @@ def write(url: str, data: bytes, content_type: str | None = None, kms_key: str |
         client().put_object(Bucket=parsed.netloc, Key=parsed.path.lstrip("/"), Body=data, **extra)
     except Exception as error:
         raise StorageError(f"Cannot write {url}: {why(error)}.") from None
+
+
+def write_once(url: str, data: bytes, content_type: str | None = None, kms_key: str | None = None, *,
+               owner: str) -> bool:
+    """The whole object at `url` unless `owner` wrote it already: True when it is written now, False when `owner`'s
+    is there (an earlier run of the same work wrote it; left as it is). Another owner's object there (a Filename two
+    callers named) is replaced. On S3 the write is conditional (If-None-Match, or If-Match on the object replaced),
+    so of two runs of one owner writing at once (a leader whose lease lapsed and the new one) one lands and the other
+    is refused. A local file takes its name by a hard link, which fails where one is there; a filesystem without
+    user extended attributes keeps no owner, and its files may be written again."""
+    check_url(url)
+    if urlparse(url).scheme == "file":
+        return _file_once(url, data, owner)
+    parsed = urlparse(url)
+    put = {"Bucket": parsed.netloc, "Key": parsed.path.lstrip("/"), "Body": data, "Metadata": {OWNER: owner},
+           **({"ContentType": content_type} if content_type else {}),
+           **({"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": kms_key} if kms_key else {})}
+    condition = {"IfNoneMatch": "*"}
+    for _ in range(TRIES):
+        try:
+            client().put_object(**put, **condition)
+            return True
+        except Exception as error:
+            if _code(error) not in CONFLICTS:
+                raise StorageError(f"Cannot write {url}: {why(error)}.") from None
+        head = _head(url)
+        if head is not None and head.get("Metadata", {}).get(OWNER) == owner:
+            return False
+        condition = {"IfNoneMatch": "*"} if head is None else {"IfMatch": head["ETag"]}
+    raise StorageError(f"Cannot write {url}: it changed under each of {TRIES} conditional writes; something else "
+                       "writes that key at the same time: give each writer its own location.")
+
+
+def written_by(url: str) -> str | None:
+    """The owner `write_once` wrote the object at `url` for; None when there is none, or no owner is kept."""
+    check_url(url)
+    if urlparse(url).scheme == "file":
+        return _file_owner(_path(url))
+    head = _head(url)
+    return None if head is None else head.get("Metadata", {}).get(OWNER)
+
+
+def _head(url: str) -> dict[str, Any] | None:
+    parsed = urlparse(url)
+    try:
+        head: dict[str, Any] = client().head_object(Bucket=parsed.netloc, Key=parsed.path.lstrip("/"))
+        return head
+    except Exception as error:
+        if _code(error) in ("404", "NoSuchKey", "NotFound"):
+            return None
+        raise StorageError(f"Cannot read {url}: {why(error)}.") from None
+
+
+def _code(error: Exception) -> str | None:
+    from botocore.exceptions import ClientError
+
+    return str(error.response.get("Error", {}).get("Code")) if isinstance(error, ClientError) else None
+
+
+def _file_once(url: str, data: bytes, owner: str) -> bool:
+    path = _path(url)
+    partial = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.partial")  # two writers never share one
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with partial.open("wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        try:
+            os.setxattr(partial, XATTR, owner.encode())
+        except OSError as error:
+            if error.errno not in (errno.ENOTSUP, errno.EPERM):
+                raise
+        try:
+            os.link(partial, path)  # fails where a file is: the check and the write are one step
+            return True
+        except FileExistsError:
+            if _file_owner(path) == owner:
+                return False
+            os.replace(partial, path)
+            return True
+        finally:
+            partial.unlink(missing_ok=True)
+    except OSError as error:
+        raise StorageError(f"Cannot write {url}: {error.strerror or error}.") from None
+
+
+def _file_owner(path: Path) -> str | None:
+    try:
+        return os.getxattr(path, XATTR).decode()
+    except OSError:
+        return None  # no file, no owner kept, or a filesystem without user extended attributes
 
 
 def s3_client() -> Any:
