@@ -19,6 +19,7 @@ from pier.control.records import EndpointRecord, VariantRecord
 from pier.control.shapes import AsyncInferenceSpec
 from pier.control.workload import Workload
 from pier.runtime.invoke import RuntimeService
+from pier.state_folder.store import Driver
 
 
 @pytest.fixture
@@ -83,14 +84,14 @@ def queued(tmp_path: Path, id: str, received: float) -> AsyncRequest:
 
 
 def dispatcher(tmp_path: Path, record: EndpointRecord, ready: int, seen: Seen, now: float,
-               url: str = "http://127.0.0.1:9") -> AsyncInference:
+               url: str = "http://127.0.0.1:9", driver: Driver | None = None) -> AsyncInference:
     copies = [CopyStatus(f"c{i}", "e/AllTraffic", CopyState.READY, url=url) for i in range(ready)]
 
     def copies_of(workload: Workload) -> list[CopyStatus]:
         return copies if workload == Workload.of_variant("e", "AllTraffic") else []
 
     recorder, scaler = type("R", (), {"backlog": seen.record})(), type("S", (), {"wake": seen.wake})()
-    return AsyncInference(AsyncQueue.open(tmp_path), FakeState(Endpoints([record])),  # type: ignore[arg-type]
+    return AsyncInference(AsyncQueue.open(tmp_path, driver), FakeState(Endpoints([record])),  # type: ignore[arg-type]
                           RuntimeService(lambda *_: copies), copies_of, recorder, scaler,  # type: ignore[arg-type]
                           clock=lambda: now)
 
@@ -239,13 +240,15 @@ async def test_answers_and_failures_are_written_with_the_kms_key(tmp_path: Path,
 
     written: list[tuple[str, str | None]] = []
 
-    def write(url: str, data: bytes, content_type: str | None = None, kms_key: str | None = None) -> None:
+    def write(url: str, data: bytes, content_type: str | None = None, kms_key: str | None = None, *,
+              owner: str) -> bool:
         written.append((url.rsplit("/", 1)[1], kms_key))
+        return True
 
     async def answer(request: AsyncRequest, body: bytes) -> tuple[bytes, str | None]:
         return b"ok", "text/plain"
 
-    monkeypatch.setattr(module.storage, "write", write)
+    monkeypatch.setattr(module.storage, "write_once", write)
     work = dispatcher(tmp_path, endpoint(tmp_path, 1), ready=1, seen=Seen(), now=1000.0)
     work._invoke = answer  # type: ignore[method-assign]
     work.queue.add(dataclasses.replace(queued(tmp_path, "a", 999.0), kms_key="alias/k"))
@@ -290,11 +293,11 @@ async def test_a_request_answered_before_a_stop_is_not_run_again(tmp_path: Path,
     restarted gateway does not run it again (each answer is written once)."""
     import pier.async_inference.dispatcher as module
 
-    write = module.storage.write
+    write = module.storage.write_once
 
-    def slow_write(*args: Any, **kwargs: Any) -> None:
+    def slow_write(*args: Any, **kwargs: Any) -> bool:
         time.sleep(0.3)
-        write(*args, **kwargs)
+        return write(*args, **kwargs)
 
     asked: list[str] = []
 
@@ -302,7 +305,7 @@ async def test_a_request_answered_before_a_stop_is_not_run_again(tmp_path: Path,
         asked.append(request.id)
         return b"ok", "text/plain"
 
-    monkeypatch.setattr(module.storage, "write", slow_write)
+    monkeypatch.setattr(module.storage, "write_once", slow_write)
     work = dispatcher(tmp_path, endpoint(tmp_path, 1), ready=1, seen=Seen(), now=1000.0)
     work._invoke = answer  # type: ignore[method-assign]
     work.queue.add(queued(tmp_path, "a", 999.0))
@@ -319,3 +322,106 @@ async def test_a_request_answered_before_a_stop_is_not_run_again(tmp_path: Path,
     running.cancel()
     await asyncio.gather(running, return_exceptions=True)
     assert asked == ["a"] and again.queue.backlog() == {} and again.queue.get("a") is None
+
+
+@dataclass
+class Counted:
+    """What a dispatcher did: requests sent to a copy, writes that landed, notifications sent."""
+
+    asked: list[str] = field(default_factory=list)
+    landed: list[str] = field(default_factory=list)
+    notified: list[tuple[str, bool, bytes | None]] = field(default_factory=list)
+
+
+def counting(monkeypatch: pytest.MonkeyPatch, work: AsyncInference, counted: Counted, write_s: float = 0.0) -> None:
+    import pier.async_inference.dispatcher as module
+
+    write = module.storage.write_once
+
+    def landed(url: str, *args: Any, **kwargs: Any) -> bool:
+        time.sleep(write_s)
+        if written := write(url, *args, **kwargs):
+            counted.landed.append(url.rsplit("/", 1)[1])
+        return written
+
+    async def notify(config: Any, request: AsyncRequest, outcome: Any, *_: Any) -> None:
+        counted.notified.append((request.id, outcome.succeeded, outcome.answer))
+
+    async def answer(request: AsyncRequest, body: bytes) -> tuple[bytes, str | None]:
+        counted.asked.append(request.id)
+        return b"answer of " + request.id.encode(), "text/plain"
+
+    monkeypatch.setattr(module.storage, "write_once", landed)
+    monkeypatch.setattr(module, "notify", notify)
+    work._invoke = answer  # type: ignore[method-assign]
+
+
+async def lead_for(work: AsyncInference, seconds: float) -> None:
+    running = asyncio.create_task(work.run())
+    await asyncio.sleep(seconds)
+    running.cancel()
+    await asyncio.gather(running, return_exceptions=True)
+
+
+# Where in a request's life its leader was killed -9, and what the next leader then does: (sent to a copy, writes
+# that land, notifications). "answered" by the dead leader: its answer was written and recorded, not notified (the
+# row is removed before the notification is sent, so a row still there was never notified).
+@pytest.mark.parametrize(("killed", "asked", "landed", "notified"), [
+    ("queued", 1, 1, 1),
+    ("running, nothing written", 1, 1, 1),
+    ("running, its answer written, not recorded", 0, 0, 1),
+    ("running, another caller's answer at its Filename", 1, 1, 1),
+    ("answered, not notified", 0, 0, 1),
+    ("removed, the notification unsent", 0, 0, 0),
+])
+@pytest.mark.anyio
+async def test_a_new_leader_answers_each_request_once_wherever_the_last_one_died(
+        tmp_path: Path, driver: Driver | None, monkeypatch: pytest.MonkeyPatch, killed: str, asked: int,
+        landed: int, notified: int) -> None:
+    import pier.storage
+
+    record = endpoint(tmp_path, 1)
+    dead = dispatcher(tmp_path, record, ready=1, seen=Seen(), now=1000.0, driver=driver)
+    request = queued(tmp_path, "a", 999.0)
+    dead.queue.add(request)
+    if killed != "queued":
+        assert dead.queue.start("a", "dead leader")
+    if "answer written" in killed or killed.startswith(("answered", "removed")):
+        assert pier.storage.write_once(request.output_location, b"answer of a", owner="a")
+    if "another caller" in killed:
+        assert pier.storage.write_once(request.output_location, b"someone else's", owner="b")
+    if killed.startswith(("answered", "removed")):
+        assert dead.queue.answered("a", "dead leader")
+    if killed.startswith("removed"):
+        assert dead.queue.remove_answered("a")
+    dead.queue.close()
+    again = dispatcher(tmp_path, record, ready=1, seen=Seen(), now=1000.0, driver=driver)
+    counted = Counted()
+    counting(monkeypatch, again, counted)
+    await lead_for(again, 0.6)
+    assert (len(counted.asked), len(counted.landed), len(counted.notified)) == (asked, landed, notified)
+    assert (tmp_path / "out" / "a.out").read_bytes() == b"answer of a"
+    assert not (tmp_path / "out" / "a-error.out").exists()
+    assert all(answer == b"answer of a" for _, _, answer in counted.notified)
+    assert again.queue.backlog() == {} and again.queue.answered_before() == []
+
+
+@pytest.mark.anyio
+async def test_a_leader_whose_lease_lapsed_mid_write_neither_writes_twice_nor_notifies(
+        tmp_path: Path, driver: Driver | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The old leader's loops are cancelled (its lease lapsed) while its thread writes an answer; the next leader
+    takes the request at once. Of the two runs, one write lands and one notification is sent."""
+    record = endpoint(tmp_path, 1)
+    old, counted = dispatcher(tmp_path, record, ready=1, seen=Seen(), now=1000.0, driver=driver), Counted()
+    counting(monkeypatch, old, counted, write_s=0.5)  # the old leader's write is slow: it lands last
+    old.queue.add(queued(tmp_path, "a", 999.0))
+    old.claim = "old"
+    old._dispatch()
+    await asyncio.sleep(0.2)  # its answer is being written
+    await old._stop()
+    new = dispatcher(tmp_path, record, ready=1, seen=Seen(), now=1000.0, driver=driver)
+    counting(monkeypatch, new, counted)
+    await lead_for(new, 1.0)
+    assert counted.asked == ["a", "a"] and counted.landed == ["a.out"]
+    assert [(id, ok) for id, ok, _ in counted.notified] == [("a", True)]
+    assert new.queue.backlog() == {} and new.queue.get("a") is None

@@ -9,6 +9,10 @@ Each second the dispatcher starts the oldest waiting requests while the endpoint
 RequestTTLSeconds, records the backlog metrics (recorder.backlog), and wakes an autoscaled variant at zero instances
 (pier's scale from zero, as for inference components; AWS waits for an alarm on HasBacklogWithoutCapacity). Requests
 no copy could take (none ready, all busy, the gateway stopping) wait again rather than fail.
+
+Only the leader dispatches. Each lead takes requests under a claim of its own and writes each answer and failure
+owned by its request (`storage.write_once`), so a request is answered once whichever gateway dies and wherever in
+its life: `takeover.py` says what a new leader does with each.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +31,7 @@ import httpx
 from pier import storage
 from pier.async_inference.notification import AsyncOutcome, notify
 from pier.async_inference.queue import AsyncQueue, AsyncRequest
+from pier.async_inference.takeover import FOUND, before_running
 from pier.autoscaling.recorder import Recorder
 from pier.autoscaling.resource import resource_of
 from pier.autoscaling.scaler import Scaler
@@ -86,6 +92,8 @@ class AsyncInference:
         self.relay = relay  # PIER_ASYNC_NOTIFICATION_URL: where notifications for SNS topics go (None: logged only)
         self._running: dict[str, tuple[str, asyncio.Task[None]]] = {}  # request id -> (endpoint, its task)
         self._notices: set[asyncio.Task[None]] = set()  # notifications on their way, apart: they hold no slot
+        self._ran: set[str] = set()  # requests started that ran under an earlier claim (looked for first)
+        self.claim = uuid.uuid4().hex  # this lead's: a new one each run()
         self._wake = asyncio.Event()
         self._client = httpx.AsyncClient()
 
@@ -94,14 +102,19 @@ class AsyncInference:
         self._wake.set()
 
     async def run(self) -> None:
-        """Dispatch until cancelled; then the requests running wait again, for the next start."""
-        answered = await asyncio.to_thread(self.queue.finish_answered)
+        """Dispatch until cancelled; then the requests running wait again, for the next start (or leader)."""
+        self.claim = uuid.uuid4().hex
+        answered = await asyncio.to_thread(self.queue.answered_before)
         restarted = await asyncio.to_thread(self.queue.requeue_running)
         await asyncio.to_thread(self.queue.read_ttls)
         if answered:
-            log.info("async inference: %d request(s) answered before the gateway stopped leave the queue", answered)
+            log.info("async inference: %d request(s) answered before the last leader stopped are notified",
+                     len(answered))
+        for request in answered:
+            self._notice(self._announce(request))
         if restarted:
-            log.info("async inference: %d request(s) that were running when the gateway stopped wait again", restarted)
+            log.info("async inference: %d request(s) that were running when the last leader stopped wait again "
+                     "(each is looked for at its OutputLocation before it runs)", restarted)
         try:
             while True:
                 self._wake.clear()
@@ -144,9 +157,9 @@ class AsyncInference:
             free = free_slots(instances, config.max_concurrent or self.runtime.settings.per_copy_concurrency, running)
             for waiting in self.queue.pending(name) if queued else []:
                 if now >= waiting.expires:
-                    self._start(waiting.id, name, self._expire)
+                    self._start(waiting.id, name, self._expire, waiting.ran)
                 elif free > 0:
-                    self._start(waiting.id, name, self._run)
+                    self._start(waiting.id, name, self._run, waiting.ran)
                     free -= 1
 
     def _async_endpoints(self) -> list[EndpointRecord]:
@@ -167,11 +180,13 @@ class AsyncInference:
 
     def _start_all(self, endpoint: str, work: Work) -> None:
         for waiting in self.queue.pending(endpoint):
-            self._start(waiting.id, endpoint, work)
+            self._start(waiting.id, endpoint, work, waiting.ran)
 
-    def _start(self, id: str, endpoint: str, work: Work) -> None:
-        if id in self._running or not self.queue.start(id):
+    def _start(self, id: str, endpoint: str, work: Work, ran: bool = False) -> None:
+        if id in self._running or not self.queue.start(id, self.claim):
             return
+        if ran:
+            self._ran.add(id)
         task = asyncio.create_task(self._read_then(id, work), name=f"async {id}")
         self._running[id] = (endpoint, task)
         task.add_done_callback(lambda _: self._ended(id))
@@ -180,14 +195,47 @@ class AsyncInference:
         """The request read whole (its payload may be 128 KB) off the event loop, then worked on."""
         try:
             request = await asyncio.to_thread(self.queue.get, id)
+            found = request is not None and id in self._ran and await asyncio.to_thread(self._written, request)
         except asyncio.CancelledError:
-            await asyncio.shield(asyncio.to_thread(self.queue.release, id))
+            await asyncio.shield(asyncio.to_thread(self.queue.release, id, self.claim, id in self._ran))
             raise
-        if request is not None:
-            await work(request)
+        if request is None:
+            return
+        if found:
+            log.info("async inference %s was answered before its leader stopped: not run again",
+                     request.inference_id)
+            if await asyncio.to_thread(self.queue.answered, id, self.claim):
+                await self._announce(request)
+            return
+        await work(request)
+
+    def _written(self, request: AsyncRequest) -> bool:
+        """Whether a request that ran before has its answer at its OutputLocation, written for it."""
+        try:
+            owner = storage.written_by(request.output_location)
+        except storage.StorageError as error:
+            log.warning("async inference %s: its earlier answer could not be looked for (%s); it runs again",
+                        request.inference_id, error)
+            return False
+        return before_running(request.id, True, owner) == FOUND
+
+    async def _announce(self, request: AsyncRequest) -> None:
+        """An answer written and recorded by an earlier run, not yet notified: removed, and notified by whoever
+        removed it (so once at most), with the answer as it was written."""
+        if not await asyncio.to_thread(self.queue.remove_answered, request.id):
+            return
+        try:
+            answer = await asyncio.to_thread(storage.read, request.output_location,
+                                             self.runtime.settings.max_payload_bytes)
+        except storage.StorageError as error:
+            log.warning("async inference %s: its answer could not be read back for its notification (%s)",
+                        request.inference_id, error)
+            answer = None
+        await self._notify(request, AsyncOutcome(True, None, answer))
 
     def _ended(self, id: str) -> None:
         self._running.pop(id, None)
+        self._ran.discard(id)
         self._wake.set()  # a slot is free
 
     # ---- one request
@@ -197,28 +245,36 @@ class AsyncInference:
             body = (request.body.encode("latin-1") if request.body is not None
                     else await asyncio.to_thread(self._input, str(request.input_location)))
             answer, content_type = await self._invoke(request, body)
-            await asyncio.to_thread(self._deliver, request, answer, content_type)
+            recorded = await asyncio.to_thread(self._deliver, request, answer, content_type)
         except asyncio.CancelledError:
-            await asyncio.shield(asyncio.to_thread(self.queue.release, request.id))
+            await asyncio.shield(asyncio.to_thread(self.queue.release, request.id, self.claim))
             raise
         except NOT_TAKEN as error:  # the attempt loop's rule: no copy did any of the work, so it waits again
             if not self.runtime.forwarder.stopping:
                 log.info("async inference %s waits again: %s", request.inference_id, error.message)
-            await asyncio.to_thread(self.queue.release, request.id)
+            await asyncio.to_thread(self.queue.release, request.id, self.claim, request.id in self._ran)
             return
         except Exception as error:
             await self._fail(request, _reason(error))
             return
+        if not recorded:
+            log.warning("async inference %s: another run has taken it since this one started (this gateway no "
+                        "longer leads, or was stopping); that run records and notifies it", request.inference_id)
+            return
         log.info("async inference %s done: %s", request.inference_id, request.output_location)
-        await asyncio.to_thread(self.queue.finish, request.id)
-        await self._notify(request, AsyncOutcome(True, content_type, answer))
+        if await asyncio.to_thread(self.queue.remove_answered, request.id):
+            await self._notify(request, AsyncOutcome(True, content_type, answer))
 
-    def _deliver(self, request: AsyncRequest, answer: bytes, content_type: str | None) -> None:
-        """The answer written, then recorded in the queue. On its own thread: a stop meanwhile releases the request,
-        but the thread goes on and marks it answered (release leaves answered requests be), so it never runs twice.
-        The queue, not the object at OutputLocation, says what ran: a Filename may name an earlier caller's answer."""
-        storage.write(request.output_location, answer, content_type, request.kms_key)
-        self.queue.answered(request.id)
+    def _deliver(self, request: AsyncRequest, answer: bytes, content_type: str | None) -> bool:
+        """The answer written once (owned by its request: written by an earlier or a rival run of it, it is left as
+        it is), then recorded under this lead's claim; False when the claim no longer holds it. On its own thread: a
+        stop meanwhile releases the request, the thread goes on, its record is refused, and the next run finds the
+        answer written (takeover.py). A Filename naming an earlier caller's answer is replaced: what counts is the
+        owner, not the name."""
+        if not storage.write_once(request.output_location, answer, content_type, request.kms_key, owner=request.id):
+            log.info("async inference %s: its answer was written by an earlier run; left as it is",
+                     request.inference_id)
+        return self.queue.answered(request.id, self.claim)
 
     def _input(self, url: str) -> bytes:
         """The payload, refused unread when no copy would take it: an object of gigabytes (AWS's asynchronous
@@ -258,12 +314,12 @@ class AsyncInference:
     async def _fail(self, request: AsyncRequest, reason: str) -> None:
         log.warning("async inference %s failed: %s", request.inference_id, reason)
         try:
-            await asyncio.to_thread(storage.write, request.failure_location, reason.encode(), "text/plain",
-                                    request.kms_key)
+            await asyncio.to_thread(storage.write_once, request.failure_location, reason.encode(), "text/plain",
+                                    request.kms_key, owner=request.id)
         except storage.StorageError as error:
             log.error("async inference %s: its failure could not be written either: %s", request.inference_id, error)
-        await asyncio.to_thread(self.queue.finish, request.id)
-        await self._notify(request, AsyncOutcome(False, reason=reason))
+        if await asyncio.to_thread(self.queue.failed, request.id, self.claim):
+            await self._notify(request, AsyncOutcome(False, reason=reason))
 
     async def _notify(self, request: AsyncRequest, outcome: AsyncOutcome) -> None:
         """Sent on a task of its own: a topic that answers slowly (up to DELIVERY_TIMEOUT_S) would otherwise keep
@@ -274,9 +330,11 @@ class AsyncInference:
             return
         if record is None or record.async_inference is None:
             return
-        task = asyncio.create_task(notify(record.async_inference.OutputConfig.NotificationConfig, request, outcome,
-                                          self.runtime.settings.region, self._client, self.relay),
-                                   name=f"async notice {request.id}")
+        self._notice(notify(record.async_inference.OutputConfig.NotificationConfig, request, outcome,
+                            self.runtime.settings.region, self._client, self.relay))
+
+    def _notice(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work, name="async notice")
         self._notices.add(task)
         task.add_done_callback(self._notices.discard)
 

@@ -1,11 +1,15 @@
-"""The asynchronous inference queue in the state folder (`async.sqlite3`): every request InvokeEndpointAsync accepted
-and has not finished, so a restarted gateway runs what was waiting or running when it stopped.
+"""The asynchronous inference queue in the state folder (`async.sqlite3`) or the state database: every request
+InvokeEndpointAsync accepted and has not finished, so a restarted gateway, or a new leader, runs what was waiting or
+running when the last one stopped.
 
-A request is written before its 202 is sent, marked answered as soon as its answer is written, and removed once its
-notification is on its way. A request that was running when the gateway stopped runs again after the restart; one
-marked answered does not (each answer is written once). What ran is the queue's record, never whether an object is
-at the OutputLocation: a Filename may name another caller's answer, and that request must still run. Opened,
-checked, backed up and restored as every file of the state folder is (`pier.gateway.state_files`).
+A request is written before its 202 is sent. A dispatcher takes it with its own claim (a token per lead: a new
+leader's differs from the old one's), and every later change of the row is made only under that claim and state, in
+the database: a leader that lost its lease (or was stopped) while the request ran cannot mark it answered, fail it
+or release it once the next one has taken it. It is marked answered once its answer is written, and removed by the
+one run that then sends its notification. A request that was running when its leader stopped waits again, keeping
+the claim it ran under as the mark that it ran (`Waiting.ran`): before it runs again its answer is looked for
+(`takeover.py`). Opened, checked, backed up and restored as every file of the state folder is
+(`pier.gateway.state_files`).
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ class Waiting:
 
     id: str
     expires: float  # received + RequestTTLSeconds
+    ran: bool = False  # it was running under an earlier claim: its answer may be written already
 
 
 def read_request(row: tuple[Any, ...]) -> AsyncRequest | BadRow:
@@ -83,8 +88,11 @@ def _read(row: tuple[Any, ...] | None) -> AsyncRequest | None:
     return None if isinstance(request, BadRow) else request
 
 
-SCHEMA = Schema(1, ("CREATE TABLE IF NOT EXISTS requests (id TEXT PRIMARY KEY, endpoint TEXT NOT NULL, state TEXT "
-                    "NOT NULL, received REAL NOT NULL, request TEXT NOT NULL)",),
+# Version 2: each row's claim (the run that holds it, or last held it). Its ALTER runs after the CREATE on a new
+# file as on one of version 1, where it adds the column.
+SCHEMA = Schema(2, ("CREATE TABLE IF NOT EXISTS requests (id TEXT PRIMARY KEY, endpoint TEXT NOT NULL, state TEXT "
+                    "NOT NULL, received REAL NOT NULL, request TEXT NOT NULL)",
+                    "ALTER TABLE requests ADD COLUMN claim TEXT"),
                 ("requests",), "no queued asynchronous requests (those accepted before are lost: callers resend them)",
                 (Rows("requests", "SELECT id, state, request FROM requests ORDER BY received", read_request,
                       lambda row: ("async request", str(row[0])), counted="async requests"),))
@@ -109,15 +117,15 @@ class AsyncQueue(StoreFile):
         """Queued requests of `endpoint`, oldest first, without reading their rows' JSON (inline bodies of up to
         128 KB each: a thousand of them took seconds to read, every tick, on the event loop)."""
         with self.lock:
-            rows = self.db.execute("SELECT id, received FROM requests WHERE state = ? AND endpoint = ? ORDER BY "
-                                   "received LIMIT ?", (QUEUED, endpoint, limit)).fetchall()
+            rows = self.db.execute("SELECT id, received, claim FROM requests WHERE state = ? AND endpoint = ? "
+                                   "ORDER BY received LIMIT ?", (QUEUED, endpoint, limit)).fetchall()
             found = []
-            for id, received in rows:
+            for id, received, claim in rows:
                 ttl = self._ttls.get(id)
                 if ttl is None:
                     ttl = self._ttl_of(id)
                 if ttl is not None:  # a row that does not read is left for `pier state check` to name
-                    found.append(Waiting(id, received + ttl))
+                    found.append(Waiting(id, received + ttl, claim is not None))
             return found
 
     def read_ttls(self) -> None:
@@ -143,36 +151,51 @@ class AsyncQueue(StoreFile):
         return request.ttl_s
 
     def requeue_running(self) -> int:
-        """At start: what was running when the gateway stopped, unanswered, waits again (it is rerun)."""
+        """At start: what was running when the last leader stopped waits again, its claim kept (it ran)."""
         with self.lock:
             return self.db.execute("UPDATE requests SET state = ? WHERE state = ?", (QUEUED, RUNNING)).rowcount
 
-    def answered(self, id: str) -> None:
-        """Its answer is written: from now on it never runs again, whatever stops the gateway."""
+    def answered_before(self) -> list[AsyncRequest]:
+        """At start: requests whose answer was written and recorded, not yet removed: their notification is unsent."""
         with self.lock:
-            self.db.execute("UPDATE requests SET state = ? WHERE id = ?", (ANSWERED, id))
+            rows = self.db.execute("SELECT id, state, request FROM requests WHERE state = ? ORDER BY received",
+                                   (ANSWERED,)).fetchall()
+        return [request for row in rows if not isinstance(request := read_request(row), BadRow)]
 
-    def finish_answered(self) -> int:
-        """At start: requests answered before the gateway stopped leave the queue (they are not run again)."""
+    def start(self, id: str, claim: str) -> bool:
+        """Marks a queued request running under `claim`; False when it was not queued (already taken, or gone)."""
         with self.lock:
-            return self.db.execute("DELETE FROM requests WHERE state = ?", (ANSWERED,)).rowcount
+            return self.db.execute("UPDATE requests SET state = ?, claim = ? WHERE id = ? AND state = ?",
+                                   (RUNNING, claim, id, QUEUED)).rowcount == 1
 
-    def start(self, id: str) -> bool:
-        """Marks a queued request running; False when it was not queued (already taken, or gone)."""
+    def answered(self, id: str, claim: str) -> bool:
+        """Its answer is written: from now on it never runs again. False when `claim` no longer holds it (another
+        run has taken it since, or it was released): that run records it."""
         with self.lock:
-            return self.db.execute("UPDATE requests SET state = ? WHERE id = ? AND state = ?",
-                                   (RUNNING, id, QUEUED)).rowcount == 1
+            return self.db.execute("UPDATE requests SET state = ? WHERE id = ? AND state = ? AND claim = ?",
+                                   (ANSWERED, id, RUNNING, claim)).rowcount == 1
 
-    def release(self, id: str) -> None:
-        """A running request waits again (the gateway is stopping, or no copy could take it); an answered one
-        stays answered."""
+    def release(self, id: str, claim: str, ran: bool = True) -> None:
+        """A running request waits again (its leader is stopping, or no copy could take it): only while `claim`
+        holds it. `ran`: it may have got as far as writing its answer, so its claim is kept as the mark of that."""
         with self.lock:
-            self.db.execute("UPDATE requests SET state = ? WHERE id = ? AND state = ?", (QUEUED, id, RUNNING))
+            self.db.execute(f"UPDATE requests SET state = ?{'' if ran else ', claim = NULL'} WHERE id = ? AND "
+                            "state = ? AND claim = ?", (QUEUED, id, RUNNING, claim))
 
-    def finish(self, id: str) -> None:
+    def failed(self, id: str, claim: str) -> bool:
+        """A running request that failed (its failure written) leaves the queue; False when `claim` no longer holds
+        it (its notification is then not this run's to send)."""
+        return self._remove("state = ? AND claim = ?", (id, RUNNING, claim))
+
+    def remove_answered(self, id: str) -> bool:
+        """An answered request leaves the queue; True for the one call that removed it, which alone notifies."""
+        return self._remove("state = ?", (id, ANSWERED))
+
+    def _remove(self, where: str, args: tuple[str, ...]) -> bool:
         with self.lock:
-            self.db.execute("DELETE FROM requests WHERE id = ?", (id,))
-            self._ttls.pop(id, None)
+            removed = self.db.execute(f"DELETE FROM requests WHERE id = ? AND {where}", args).rowcount == 1
+            self._ttls.pop(args[0], None)
+        return removed
 
     def waiting(self, endpoint: str | None = None, limit: int = 1000) -> list[AsyncRequest]:
         """Queued requests, oldest first (rows that do not read are left for `pier state check` to name)."""
