@@ -142,3 +142,36 @@ async def test_a_percent_encoded_key_fails_the_job_before_anything_is_written(tm
                                         f"{output.as_uri()}: ")
     assert "once percent-decoded ('../../x.jsonl.out')" in str(failed.value)
     assert sent == [] and not [p for p in tmp_path.rglob("*.out")]
+
+
+@pytest.mark.anyio
+async def test_an_output_written_before_a_kill_is_not_written_again_when_the_job_resumes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 40: the leader killed between an object's output written and its mark; the next leader resumes the job
+    and finds that output written for that job's object: it marks it done without writing it a second time."""
+    from pier import storage as shared
+    from pier.transform.runner import _Object
+    from pier.transform.store import TransformStore
+
+    request = {**REQUEST, "TransformOutput": {"S3OutputPath": (tmp_path / "out").as_uri()}}
+    job = JobRecord(name="j", arn="arn", created=0.0, modified=0.0, request=request,
+                    container=ContainerSpec.model_validate({"Image": "pier"}))
+    store = TransformStore.open(tmp_path / "state")
+    store.add_objects("j", [("s3://b/in/a", "a")])
+    store.answer("j", "s3://b/in/a", 0, b'{"answer": 0}')
+    write, landed = shared.write_once, []
+
+    def counted(url: str, *args: Any, **kwargs: Any) -> bool:
+        if written := write(url, *args, **kwargs):
+            landed.append(url)
+        return written
+
+    monkeypatch.setattr(shared, "write_once", counted)
+    mark = store.written
+    for killed in (True, False):  # the first leader dies before its mark; the next one resumes
+        monkeypatch.setattr(store, "written", (lambda *_: None) if killed else mark)
+        run = JobRun(job, check(request), store, Turns(lambda: []), forwarder=None, senders=1)  # type: ignore[arg-type]
+        await run._write(_Object(store.objects("j")[0], [Unit(0, (b"{}",))], 0))
+    assert landed == [(tmp_path / "out" / "a.out").as_uri()]
+    assert (tmp_path / "out" / "a.out").read_bytes().strip() == b'{"answer": 0}'
+    assert store.objects("j")[0].done

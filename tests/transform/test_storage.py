@@ -46,10 +46,12 @@ def test_nothing_there_says_what_to_check(folder: Path) -> None:
         storage.inputs(f"file://{folder}/nothing/", "S3Prefix")
 
 
-def test_writes_are_whole_and_replace(folder: Path) -> None:
+def test_writes_are_whole_and_replace_another_jobs_but_not_their_own(folder: Path) -> None:
     target = f"file://{folder}/out/deep/a.jsonl.out"
-    storage.write(target, b"one")
-    storage.write(target, b"two")
+    storage.write(target, b"one", owner="job a")
+    storage.write(target, b"two", owner="job b")
+    assert (folder / "out/deep/a.jsonl.out").read_bytes() == b"two"
+    storage.write(target, b"three", owner="job b")  # its own, written before a kill: left as it is
     assert (folder / "out/deep/a.jsonl.out").read_bytes() == b"two"
     assert [p.name for p in (folder / "out/deep").iterdir()] == ["a.jsonl.out"]  # no temporary left behind
 
@@ -75,7 +77,8 @@ def test_s3_prefix_read_and_write(s3: object, monkeypatch: pytest.MonkeyPatch) -
         s3.put_object(Bucket="pier-jobs", Key=key, Body=key.encode())  # type: ignore[attr-defined]
     found = storage.inputs("s3://pier-jobs/data/in/", "S3Prefix")
     assert [s.relative for s in found] == ["x.jsonl", "y/z.jsonl"]
-    storage.write(storage.join("s3://pier-jobs/out/", found[1].relative + ".out"), storage.read(found[1].url))
+    storage.write(storage.join("s3://pier-jobs/out/", found[1].relative + ".out"), storage.read(found[1].url),
+                  owner="job")
     assert s3.get_object(Bucket="pier-jobs", Key="out/y/z.jsonl.out")["Body"].read() == b"data/in/y/z.jsonl"  # type: ignore[attr-defined]
 
 
@@ -97,7 +100,7 @@ def test_an_output_is_named_after_its_input() -> None:
 
 
 def test_an_output_is_encrypted_with_the_jobs_kms_key(s3: object) -> None:
-    storage.write("s3://pier-jobs/out/a.out", b"x", kms_key="alias/k")
+    storage.write("s3://pier-jobs/out/a.out", b"x", kms_key="alias/k", owner="job")
     head = s3.head_object(Bucket="pier-jobs", Key="out/a.out")  # type: ignore[attr-defined]
     assert (head["ServerSideEncryption"], head["SSEKMSKeyId"]) == ("aws:kms", "alias/k")
     assert check(changed(TransformOutput={"S3OutputPath": "s3://b/out", "KmsKeyId": "alias/k"})).kms_key == "alias/k"
@@ -176,5 +179,5 @@ def test_local_names_are_url_text_decoded_once(folder: Path) -> None:
     found = {s.relative: s for s in storage.inputs(f"file://{folder}/in/", "S3Prefix")}
     odd = found["%252e%252e/odd%20name.jsonl"]
     assert storage.read(odd.url) == b"x"
-    storage.write(storage.output_url(f"file://{folder}/out", odd.relative), b"y")
+    storage.write(storage.output_url(f"file://{folder}/out", odd.relative), b"y", owner="job")
     assert (folder / "out/%2e%2e/odd name.jsonl.out").read_bytes() == b"y"

@@ -10,6 +10,7 @@ job of any size needs memory for the objects in flight only."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -156,7 +157,8 @@ class JobRun:
         outputs = [answered[u.index] for u in item.units]
         data = cutting.assemble(outputs, self.settings.assemble_with)
         target = storage.output_url(self.settings.output_url, item.row.relative)
-        await asyncio.to_thread(storage.write, target, data, self.settings.kms_key)
+        owner = f"transform job {self.job.name.lower()}: {item.row.url}"  # job names are unique, never reused
+        await asyncio.to_thread(functools.partial(storage.write, target, data, self.settings.kms_key, owner=owner))
         self.store.written(self.job.name, item.row.url)
         log.info("transform job %s wrote %s (%d units)", self.job.name, target, len(item.units))
 

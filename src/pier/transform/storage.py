@@ -55,10 +55,12 @@ def read(url: str) -> bytes:
         raise LocationError(str(error)) from None
 
 
-def write(url: str, data: bytes, kms_key: str | None = None) -> None:
-    """The whole object: a job resumed after a kill never finds half an output. `kms_key`: encrypted with it."""
+def write(url: str, data: bytes, kms_key: str | None = None, *, owner: str) -> None:
+    """The whole object: a job resumed after a kill never finds half an output. `kms_key`: encrypted with it.
+    `owner`: the job's input object it answers; one written for it already (before a kill, or by a leader whose
+    lease lapsed) is left as it is, so each output is written once (`pier.storage.write_once`)."""
     try:
-        storage.write(url, data, kms_key=kms_key)
+        storage.write_once(url, data, kms_key=kms_key, owner=owner)
     except storage.StorageError as error:
         raise LocationError(str(error)) from None
 

@@ -7,8 +7,10 @@ gateway killed mid-job goes on where it was after a restart.
     outputs  one row per answered unit of an object not yet written: the unit's output, committed as it arrives
 
 A unit is answered once (its row is the proof; a restart skips it), and an object's output is written whole from
-its rows, then marked done and its rows dropped in one transaction. A kill between the write and the mark writes
-the same bytes again on restart, so every record appears in the output exactly once. Opened, checked, backed up
+its rows, then marked done and its rows dropped in one transaction. The output is written owned by its job's input
+object (`pier.storage.write_once`): after a kill between the write and the mark, the gateway that resumes the job
+(restarted, or the new leader) finds it written and only marks it, so every output is written once and every record
+appears in it exactly once. Opened, checked, backed up
 and restored as every file of the state folder is (`pier.gateway.state_files`)."""
 
 from __future__ import annotations
