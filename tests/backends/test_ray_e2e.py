@@ -87,7 +87,7 @@ def backend_on(state_dir: Path, **config: Any) -> Iterator[Running]:
     loop = LoopThread()
     backend = RayBackend(state_dir, RayConfig(**settings), FAST, report_s=0.2)
     backend.connect()
-    loop.run(backend.resume())
+    loop.run(backend.take_over())  # as a gateway does when it leads
     try:
         yield Running(loop, backend)
     finally:

@@ -9,9 +9,14 @@ once. An actor that dies (its
 process, or its whole node) is replaced in the same instance, which Ray has placed again on a node with room; the
 copy reports RESTARTING meanwhile, as a local copy does, and FAILED with the missing capacity when no node has room.
 
-Actors are detached and named `pier-copy-<copy_id>` in pier's namespace: a gateway that starts again takes over
-the copies still running (`connect()`, `take_over.py`), and the reconciler stops the ones no longer wanted;
-instances no copy uses are removed. On its way out the gateway leaves copies running on a cluster that is not its own.
+Actors are detached and named `pier-copy-<copy_id>` in pier's namespace. Connecting to the cluster (`connect()`,
+at `pier up`) owns nothing: only the leading gateway owns copies (starts, keeps, stops them, removes instances).
+When a gateway starts to lead (`take_over()`: at its start on a state folder; when it takes the lease with
+`--state-url`) it takes over the copies running on the cluster as they are (`take_over.py`), before the
+reconciler's first tick, which stops the ones no longer wanted; instances no copy uses are removed. A gateway that
+loses its lease lets go of them (`let_go()`): its keepers end, its handles are forgotten, the actors and instances
+stay for the next leader. Several gateways may so share one cluster (and one namespace): followers never touch an
+actor. On its way out the gateway leaves copies running on a cluster that is not its own.
 """
 
 from __future__ import annotations
@@ -88,7 +93,8 @@ class RayBackend:
         self._groups = Groups()
         self._connected = False
         self._initialized_here = False
-        self._unkept: list[RemoteCopy] = []  # taken over at connect(), waiting for a keeper on the event loop
+        self._owning = False  # between take_over() and let_go() (or close()): this gateway leads
+        self._stops: set[asyncio.Task[Any]] = set()  # stop() calls under way, cancelled by let_go()
         # Files of the gateway's that copies read (adapters'): where each node has them.
         self._placed: dict[tuple[str, str], str] = {}  # (node id, manifest key) -> the file's folder there
         self._placing: dict[tuple[str, str], asyncio.Lock] = {}
@@ -97,8 +103,8 @@ class RayBackend:
     # ---- the cluster
 
     def connect(self) -> None:
-        """Join the cluster (or start pier's own Ray on this host), then take over the copies an earlier gateway
-        left running there. Blocking, and done once: `pier up` calls it before it serves, start() otherwise."""
+        """Join the cluster (or start pier's own Ray on this host); its copies stay whoever's they are until
+        take_over(). Blocking, and done once: `pier up` calls it before it serves, take_over() or start() otherwise."""
         with self._lock:
             if self._connected:
                 return
@@ -111,7 +117,6 @@ class RayBackend:
                                          f"{wanted!r}: connect with namespace={wanted!r}.")
             else:
                 self._init(ray)
-            self._take_over()
             self._connected = True
 
     def _init(self, ray: Any) -> None:
@@ -139,34 +144,47 @@ class RayBackend:
                                  "version.") from None
         self._initialized_here = True
 
-    def _take_over(self) -> None:
-        """Adopt every copy actor in the namespace; remove instances none of them uses."""
-        for copy in take_over(self._groups, self._folder):
-            self._copies[copy.spec.copy_id] = copy
-            self._unkept.append(copy)
-
-    def _keep_adopted(self) -> None:
-        """Start keeping the copies taken over at connect(), once there is an event loop to do it on."""
-        if not self._unkept:
-            return
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        for copy in self._unkept:
-            if self._copies.get(copy.spec.copy_id) is copy and copy.task is None:
-                copy.task = asyncio.create_task(self._keep(copy), name=f"ray-copy-{copy.spec.copy_id}")
-        self._unkept.clear()
-
-    async def resume(self) -> None:
-        """Keep the copies taken over at connect() from now on (the first statuses() on the event loop, or any
-        start() or stop(), does it too)."""
-        await self._ensure_connected()
-
     async def _ensure_connected(self) -> None:
         if not self._connected:
             await _blocking(self.connect)
-        self._keep_adopted()
+
+    # ---- leading: which copies are this gateway's
+
+    async def take_over(self) -> None:
+        """Own every copy actor in the namespace as it is, and keep each from now on; remove the instances none of
+        them uses (`take_over.py` says which actors are killed instead, and why). Only the leader calls it, once
+        the gateway before it has stopped leading: a follower never touches an actor, so it cannot harm one the
+        leader is still creating."""
+        await self._ensure_connected()
+        if self._owning:
+            return
+        stopped = threading.Event()  # set if this is cancelled: the take-over's thread then kills nothing more
+        groups = Groups()
+        try:
+            adopted = await _blocking(partial(take_over, groups, self._folder, stopped.is_set))
+        except BaseException:
+            stopped.set()
+            raise
+        self._groups, self._owning = groups, True
+        for copy in adopted:
+            if copy.spec.copy_id in self._copies:  # started meanwhile (a test's start() before it): that one stays
+                continue
+            self._copies[copy.spec.copy_id] = copy
+            copy.task = asyncio.create_task(self._keep(copy), name=f"ray-copy-{copy.spec.copy_id}")
+
+    async def let_go(self) -> None:
+        """Own nothing any more, stopping nothing: the keepers and stops under way are cancelled and the handles
+        forgotten; the actors and their instances stay on the cluster for the next leader to take over."""
+        self._owning = False
+        copies, stops = list(self._copies.values()), list(self._stops)
+        self._copies.clear()
+        self._placed.clear()
+        self._groups = Groups()  # a fresh one: a call still running on a thread holds the old one, never this
+        for task in stops:
+            task.cancel()
+        await asyncio.gather(*(_cancel(copy.task) for copy in copies), *stops, return_exceptions=True)
+        if copies:
+            log.info("no longer leading: %d copies left on the cluster for the next leader", len(copies))
 
     # ---- the Backend protocol
 
@@ -191,6 +209,18 @@ class RayBackend:
         copy = self._copies.pop(copy_id, None)
         if copy is None:
             return
+        groups, me = self._groups, asyncio.current_task()
+        if me is None:  # not in a task: nothing for let_go() to cancel
+            await self._stop(copy, groups)
+            return
+        self._stops.add(me)
+        try:
+            await self._stop(copy, groups)
+        finally:
+            self._stops.discard(me)
+
+    async def _stop(self, copy: RemoteCopy, groups: Groups) -> None:
+        copy_id = copy.spec.copy_id
         await _cancel(copy.task)
         actor, copy.actor = copy.actor, None
         if actor is not None:
@@ -204,7 +234,7 @@ class RayBackend:
             if actor is not None:
                 await _blocking(partial(_kill, actor), CALL_S)
             if copy.group is not None:
-                await _blocking(partial(self._groups.release, copy_id, copy.group), CALL_S)
+                await _blocking(partial(groups.release, copy_id, copy.group), CALL_S)
         except TimeoutError:  # the cluster does not answer (it may be going down with the gateway)
             log.warning("copy %s: the Ray cluster did not answer within %.0f s; its actor and instance may be left "
                         "for the next gateway to sweep", copy_id, CALL_S)
@@ -212,8 +242,7 @@ class RayBackend:
         copy.mirror.note("stopped by pier")
 
     def statuses(self) -> list[CopyStatus]:
-        self._keep_adopted()
-        return [copy.status() for copy in list(self._copies.values())]  # connect() may add to it on a thread
+        return [copy.status() for copy in list(self._copies.values())]  # read off the loop too
 
     def logs(self, copy_id: str, lines: int = 200) -> str:
         """The end of the copy's log as mirrored on the gateway, across its restarts and nodes."""
@@ -234,6 +263,7 @@ class RayBackend:
             self._copies.clear()
         else:
             await asyncio.gather(*(self.stop(copy_id) for copy_id in list(self._copies)))
+        self._owning = False
         if self._initialized_here:
             import ray
 
@@ -412,6 +442,8 @@ class RayBackend:
             else:
                 misses, known = 0, seen(report.status)
                 copy.take(report)
+                if report.status.state is CopyState.STOPPED:  # stopped by a gateway that led before this one
+                    raise _Gone("its model server was stopped by another gateway")
                 continue
             if misses >= self.settings.unhealthy_after and copy.state is CopyState.READY:
                 copy.set(CopyState.STARTING, f"its Ray actor on node {copy.node_id} does not answer; no traffic "
