@@ -6,7 +6,8 @@ pinned to its cores, with the model's Environment block, its output in `<state_d
 seeing only the GPUs it holds (CUDA_VISIBLE_DEVICES; PIER_GPUS says how many: pier.backends.process).
 Copies of one GGUF share its pages through mmap (llama.cpp's default), so N copies do not cost N times the
 weights. Copies die with the gateway (the kernel's parent-death signal), and a gateway that starts again
-kills any copy an earlier one left behind, recognised by pid and start time.
+kills any copy an earlier one left behind, recognised by pid and start time. No other gateway can take a copy
+over: one that stops leading (`let_go`, several gateways on one database) stops its copies.
 """
 
 from __future__ import annotations

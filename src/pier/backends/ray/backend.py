@@ -26,7 +26,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -40,25 +40,18 @@ from pier.backends.ray.groups import Groups, live_nodes
 from pier.backends.ray.join import Attempts, join, probe
 from pier.backends.ray.log_mirror import LogMirror
 from pier.backends.ray.models import Manifest, chunks, file_manifest, manifest_of
-from pier.backends.ray.placement import (
-    Reservation,
-    actor_name,
-    instance_index,
-    instance_of,
-    missing_capacity,
-    reservation,
-)
+from pier.backends.ray.placement import Reservation, instance_index, instance_of, missing_capacity, reservation
 from pier.backends.ray.ray_calls import (
     RayUnavailable,
-    _actor_class,
     _awaitable,
     _blocking,
     _cancel,
     _death,
-    _exists,
+    _Gone,
     _import_ray,
     _kill,
     _reset,
+    new_actor,
 )
 from pier.backends.ray.remote_copy import RemoteCopy
 from pier.backends.ray.take_over import take_over
@@ -72,10 +65,6 @@ MIB = 2**20
 PLACING_S = 2.0  # how long an instance may take to be placed before the copy says which capacity is missing
 CALL_S = 15.0  # a call into the cluster's control store that takes longer is given up (the cluster is in trouble)
 SHUTDOWN_S = 15.0  # how long leaving a Ray the gateway started may take on the way out
-
-
-class _Gone(Exception):
-    """The copy's actor is gone (or never came up); the message says why, in words."""
 
 
 class RayBackend:
@@ -322,7 +311,7 @@ class RayBackend:
         index = instance_index(wanted.group, node, await _blocking(self._groups.placed, CALL_S))
         setup = ActorSetup(self.config.node_dir, self.settings, wanted.group, index, self.config.model_transfer)
         copy.set(CopyState.STARTING, f"starting its Ray actor on node {node}")
-        copy.actor = await _blocking(partial(self._new_actor, copy, setup, handle, wanted.bundle), CALL_S)
+        copy.actor = await _blocking(partial(new_actor, copy, setup, handle, wanted.bundle, self.config), CALL_S)
         identity: Identity = await self._call(copy.actor.identity.remote(), self.settings.startup_timeout_s)
         copy.node_id = identity.node_id
         copy.mirror.append(b"", identity.log_start)  # the node's log from here on: the actor's first line
@@ -350,29 +339,6 @@ class RayBackend:
                 copy.mirror.note(why)
             copy.set(CopyState.FAILED if late else CopyState.STARTING, why)
             await asyncio.sleep(max(self.report_s, 0.5))
-
-    def _new_actor(self, copy: RemoteCopy, setup: ActorSetup, handle: Any, bundle: Mapping[str, float]) -> Any:
-        import ray
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-        name = actor_name(copy.spec.copy_id)
-        options: dict[str, Any] = {
-            "name": name, "namespace": self.config.namespace, "lifetime": "detached", "max_restarts": 0,
-            "num_cpus": 0, "scheduling_strategy": PlacementGroupSchedulingStrategy(handle, 0),
-        }
-        gpus = min(copy.spec.accelerators * self.config.gpus_per_accelerator, bundle.get("GPU", 0.0))
-        if gpus:
-            options["num_gpus"] = gpus  # the actor hands the GPUs Ray gives it to its copy (CopyActor.start)
-        for attempt in range(20):
-            try:
-                return _actor_class().options(**options).remote(copy.spec, copy.secret, setup)
-            except ValueError:  # the name is taken: an actor of an earlier start that is not gone yet
-                if attempt == 0:
-                    log.warning("copy %s: an actor named %s still runs; replacing it", copy.spec.copy_id, name)
-                if _exists(name):
-                    _kill(ray.get_actor(name))
-                time.sleep(0.25)
-        raise _Gone(f"the actor name {name} stays taken in namespace {self.config.namespace}")
 
     async def _send_model(self, copy: RemoteCopy, manifest: Manifest) -> None:
         """The model's files into the node's cache (the copy says how far it got)."""
