@@ -148,7 +148,7 @@ class RayBackend:
         if self._owning:
             return
         stopped = threading.Event()  # set if this is cancelled: the take-over's thread then kills nothing more
-        groups = Groups()
+        groups = self._groups if self._copies else Groups()  # copies started before (tests) keep their instances
         try:
             adopted = await _blocking(partial(take_over, groups, self._folder, stopped.is_set))
         except BaseException:
