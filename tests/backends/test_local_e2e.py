@@ -93,6 +93,21 @@ def test_stop_drains_forgets_and_keeps_the_log(running: Running, model_dir: Path
         running.backend.logs("nobody")
 
 
+def test_a_gateway_that_stops_leading_stops_its_copies_which_nobody_can_take_over(running: Running, model_dir: Path
+                                                                                  ) -> None:
+    running.loop.run(running.backend.take_over())  # nothing to take over: a local copy is its gateway's child
+    assert running.backend.statuses() == []
+    running.loop.run(running.backend.start(spec("solo", model_dir)))
+    running.loop.run(running.backend.start(replace(spec("refused", model_dir), model_dir=model_dir / "gone")))
+    running.wait_ready("solo")
+    pid = running.status("solo").pid
+    assert pid is not None
+    running.loop.run(running.backend.let_go())
+    assert running.backend.statuses() == []  # at once: it owns none, and routes to none
+    running.wait_for(lambda: not alive(pid), FAST.grace_s, "the copy stopped in the background")
+    running.wait_for(lambda: "stopped by pier" in running.backend.logs("solo"), 5, "its log saying so")
+
+
 def test_a_copy_that_cannot_load_fails_after_its_retries(tmp_path: Path) -> None:
     broken = tmp_path / "broken-model"
     broken.mkdir()

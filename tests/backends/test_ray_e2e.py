@@ -79,15 +79,19 @@ class Running:
             return ""
 
 
-@contextmanager
-def backend_on(state_dir: Path, **config: Any) -> Iterator[Running]:
-    """A ray backend on a loop of its own; at the end it stops its copies (unless told to keep them)."""
+def backend_of(state_dir: Path, **config: Any) -> RayBackend:
     settings = {"cpus_per_vcpu": 0.25, "memory": False, "node_dir": str(state_dir.parent / "nodes"),
                 "capacity_wait_s": 3.0, "keep_copies": False, **config}
+    return RayBackend(state_dir, RayConfig(**settings), FAST, report_s=0.2)
+
+
+@contextmanager
+def backend_on(state_dir: Path, **config: Any) -> Iterator[Running]:
+    """A ray backend on a loop of its own, leading; at the end it stops its copies (unless told to keep them)."""
     loop = LoopThread()
-    backend = RayBackend(state_dir, RayConfig(**settings), FAST, report_s=0.2)
+    backend = backend_of(state_dir, **config)
     backend.connect()
-    loop.run(backend.resume())
+    loop.run(backend.take_over())  # as a gateway does when it leads
     try:
         yield Running(loop, backend)
     finally:
@@ -231,6 +235,45 @@ def test_a_new_gateway_takes_over_running_copies_and_sweeps_unused_instances(clu
         log = second.backend.logs("keep-0")
         assert "Application startup complete" in log and "taken over by a new gateway" in log
         assert log.count("Application startup complete") == 1  # mirrored once, not again from the start
+    assert copy_actors() == [] and instance_groups() == []
+
+
+def test_a_leader_lets_go_the_next_takes_over_as_they_are_and_a_follower_touches_nothing(
+        cluster: Any, model_dir: Path, tmp_path: Path) -> None:
+    from pier.backends.ray.actor import ActorSetup
+    from pier.backends.ray.ray_calls import _actor_class
+
+    copies = [spec(f"lead-{i}", model_dir, instance("lead/AllTraffic", i), "lead/AllTraffic") for i in range(2)]
+    with backend_on(tmp_path / "a", keep_copies=True) as first:
+        first.start(*copies)
+        first.wait_ready("lead-0", "lead-1")
+        before = {c.copy_id: first.status(c.copy_id) for c in copies}
+        # An actor its leader is still creating: the model is not on its node yet, its model server not started.
+        half = spec("half", model_dir, instance("half/AllTraffic", 0))
+        _actor_class().options(name="pier-copy-half", namespace="pier", lifetime="detached", num_cpus=0).remote(
+            half, "secret", ActorSetup(str(tmp_path / "nodes"), FAST, "pier-instance-half-0-x", 0))
+        follower = backend_of(tmp_path / "b")
+        follower.connect()  # `pier up` of a second gateway, which follows: it joins and owns nothing
+        assert follower.statuses() == []
+        first.wait_for(lambda: "pier-copy-half" in copy_actors(), 30, "the half-made actor")
+        assert copy_actors() == ["pier-copy-half", "pier-copy-lead-0", "pier-copy-lead-1"]  # none killed by it
+
+        first.loop.run(first.backend.let_go())  # the leader's lease lost
+        assert first.backend.statuses() == []
+        assert copy_actors() == ["pier-copy-half", "pier-copy-lead-0", "pier-copy-lead-1"]  # none stopped
+        assert len(instance_groups()) == 2
+
+        first.loop.run(follower.take_over())  # the next leader
+        leader = Running(first.loop, follower)
+        leader.wait_ready("lead-0", "lead-1", timeout=30)
+        for copy_id, was in before.items():
+            now = leader.status(copy_id)
+            assert (now.pid, now.url, now.secret, now.restarts) == (was.pid, was.url, was.secret, 0)
+        # the half-made one is killed: nobody would finish it, and the reconciler starts its copy again if wanted
+        assert copy_actors() == ["pier-copy-lead-0", "pier-copy-lead-1"]
+        assert [s.copy_id for s in follower.statuses()] == ["lead-0", "lead-1"]
+        assert "taken over by a new gateway" in follower.logs("lead-0")
+        first.loop.run(follower.close(), timeout=120)  # keep_copies false: it stops what it owns
     assert copy_actors() == [] and instance_groups() == []
 
 

@@ -18,6 +18,7 @@ class FakeBackend:
         self.started: list[str] = []
         self.stopped: list[str] = []
         self.closed = False
+        self.leading = 0  # take_over() less let_go() calls: 1 while the gateway leads
 
     async def start(self, spec: CopySpec) -> None:
         self.specs[spec.copy_id] = spec
@@ -31,6 +32,12 @@ class FakeBackend:
         self.stopped.append(copy_id)
         self.copies.pop(copy_id, None)
         self.specs.pop(copy_id, None)
+
+    async def take_over(self) -> None:
+        self.leading += 1
+
+    async def let_go(self) -> None:
+        self.leading -= 1
 
     def statuses(self) -> list[CopyStatus]:
         return list(self.copies.values())

@@ -104,6 +104,17 @@ class Backend(Protocol):
         where the copy sees it; a copy on another machine gets the file first. Raises when it cannot."""
         ...
 
+    async def take_over(self) -> None:
+        """This gateway now leads (called before the reconciler's first tick): own every copy already running where
+        this backend runs copies, as it is (kept, not restarted, not doubled), so that the reconciler counts it as
+        one of its own. Called again while owning: nothing happens."""
+        ...
+
+    async def let_go(self) -> None:
+        """This gateway stopped leading (its lease lost; not called when it exits: close() is): own no copy any
+        more, leaving what another gateway can take over running for the next leader."""
+        ...
+
     async def close(self) -> None:
         """Stop every copy (the gateway is exiting)."""
         ...

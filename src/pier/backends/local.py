@@ -6,7 +6,8 @@ pinned to its cores, with the model's Environment block, its output in `<state_d
 seeing only the GPUs it holds (CUDA_VISIBLE_DEVICES; PIER_GPUS says how many: pier.backends.process).
 Copies of one GGUF share its pages through mmap (llama.cpp's default), so N copies do not cost N times the
 weights. Copies die with the gateway (the kernel's parent-death signal), and a gateway that starts again
-kills any copy an earlier one left behind, recognised by pid and start time.
+kills any copy an earlier one left behind, recognised by pid and start time. No other gateway can take a copy
+over: one that stops leading (`let_go`, several gateways on one database) stops its copies.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class LocalBackend:
         self._copies: dict[str, CopySupervisor] = {}
         self._refused: dict[str, CopyStatus] = {}  # specs that cannot run at all, reported as FAILED
         self._client: httpx.AsyncClient | None = None
+        self._letting_go: set[asyncio.Task[None]] = set()  # copies stopped in the background by let_go()
 
     async def start(self, spec: CopySpec) -> None:
         """Launch the copy and keep it alive until stopped. Starting a running copy again with the same
@@ -83,10 +85,24 @@ class LocalBackend:
         """Copies are processes on this host: they read the gateway's files where they are."""
         return path
 
+    async def take_over(self) -> None:
+        """Nothing to take over: a copy here is a child of the gateway that started it, gone with it."""
+
+    async def let_go(self) -> None:
+        """Stop every copy, in the background (the gateway no longer leads, and sends them nothing): a copy here is
+        this process's child, which no other gateway can keep, and left running it would double the new leader's."""
+        supervisors = list(self._copies.values())
+        self._copies.clear()
+        self._refused.clear()
+        for supervisor in supervisors:
+            task = asyncio.create_task(supervisor.stop(), name=f"stop {supervisor.spec.copy_id}")
+            self._letting_go.add(task)
+            task.add_done_callback(self._letting_go.discard)
+
     async def close(self) -> None:
         """Stop every copy, all at once (the gateway is exiting)."""
         copies = list(self._copies)
-        await asyncio.gather(*(self.stop(copy_id) for copy_id in copies))
+        await asyncio.gather(*(self.stop(copy_id) for copy_id in copies), *self._letting_go)
         if self._client is not None:
             await self._client.aclose()
             self._client = None

@@ -82,7 +82,7 @@ def _open_ray(state_dir: Path, options: Any) -> Backend:
     from pier.backends.ray import RayBackend
 
     backend = RayBackend(state_dir, options)
-    backend.connect()  # joins the cluster and takes over the copies an earlier gateway left running there
+    backend.connect()  # joins the cluster; the copies there become its own when this gateway leads (take_over)
     return backend
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -70,6 +71,10 @@ from pier.storage import s3_client
 from pier.transform.service import Transforms
 from pier.transform.store import TransformStore
 
+log = logging.getLogger("pier.gateway")
+
+TAKE_OVER_RETRY_S = 5.0
+
 
 def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: float = 1.0,
                    store: ModelStore | None = None, settings: GatewaySettings | None = None,
@@ -121,12 +126,15 @@ def create_gateway(state_dir: Path, *, backend: Backend | None = None, tick_s: f
 def _lifespan(gateway: Gateway, backups: Backups) -> Callable[[FastAPI], Any]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if gateway.leadership.url is None:  # alone on its folder it leads: its copies are its own before it serves
+            await gateway.backend.take_over()
         saving = asyncio.create_task(backups.run(), name="state backups")
         # The loops run only while this gateway leads (gateway/leadership.py; always, with the state folder).
         leading = asyncio.create_task(gateway.leadership.run(lambda: _lead(gateway)), name="leadership")
         try:
             yield
         finally:
+            gateway.stopping = True  # the loops end with the gateway: close() below, not let_go(), ends the copies
             saving.cancel()
             leading.cancel()
             for task in (leading, saving):
@@ -146,7 +154,25 @@ def _lifespan(gateway: Gateway, backups: Backups) -> Callable[[FastAPI], Any]:
 
 
 async def _lead(gateway: Gateway) -> None:
-    """The loops only the leader runs, until cancelled (the lease lost, or the gateway stopping)."""
+    """The loops only the leader runs, until cancelled (the lease lost, or the gateway stopping). The backend owns
+    the copies while they run: it takes over those running as they are before the reconciler's first tick, and
+    lets go of them (stopping none that another gateway can take over) when the lease is lost."""
+    try:
+        while True:
+            try:
+                await gateway.backend.take_over()
+                break
+            except Exception as error:  # the cluster away: nothing could be done to the copies meanwhile
+                log.error("this gateway leads but cannot take over the copies (%s); trying again in %.0f s", error,
+                          TAKE_OVER_RETRY_S)
+                await asyncio.sleep(TAKE_OVER_RETRY_S)
+        await _loops(gateway)
+    finally:
+        if not gateway.stopping:
+            await gateway.backend.let_go()
+
+
+async def _loops(gateway: Gateway) -> None:
     loop = asyncio.create_task(gateway.reconciler.run(), name="reconciler")
     scaling = asyncio.create_task(gateway.autoscaling.scaler.run(gateway.writer.run), name="autoscaler")
     queued = asyncio.create_task(gateway.async_inference.run(), name="async inference") \
@@ -195,16 +221,18 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
                             alarm_state=lambda name: (scaling_store.get(ALARM, name) or {}).get("StateValue"),
                             extra=extra)
     writer = Writer()  # control-plane and autoscaling calls run there; their wake-ups come back to the loop
-    control = ControlPlane(state, copies=reconciler.copies,
+    # What a request and a describe see of the copies: this gateway's own while it leads, else the leader's.
+    seen = routed(board, lambda: leadership.role.leading, reconciler.copies)
+    control = ControlPlane(state, copies=seen,
                            wake=writer.soon(lambda: reconciler.wake(retry_fetches=True)),
                            copy_cap=cap, on_this_host=elsewhere is None)
     history = History(scaling_store, retention_s=settings.scaling.retention_s)
     recorder = Recorder(history)
     admission = admission_of(settings.runtime)  # the runtime's, whose load autoscaling reads too
-    counts = GatewayCounts(state, control, reconciler.copies, admission,
+    counts = GatewayCounts(state, control, seen, admission,
                             local=backend.capabilities.local_processes)
     scaler = Scaler(scaling_store, history, recorder, counts, settings.scaling)
-    targets = Targets(state, routed(board, lambda: leadership.role.leading, reconciler.copies),
+    targets = Targets(state, seen,
                       waker=Waking(scaler, counts, recorder, settings.runtime.queue_timeout_s))
     taps = Taps(state, CaptureWriter(s3_client, settings.capture, registry=recorder.registry))
     runtime = RuntimeService(targets.resolve, settings.runtime, observer=recorder, admission=admission,

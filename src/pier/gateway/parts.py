@@ -39,6 +39,7 @@ class Gateway:
     # leader or follower of the loops (gateway/leadership.py); alone on a state folder, it leads
     leadership: Leadership = field(default_factory=lambda: Leadership(None, holder_name()))
     copy_board: CopyBoard | None = None  # with --state-url: the leader's copies, published (gateway/copy_board.py)
+    stopping: bool = False  # the gateway is on its way out (its loops end, its backend closes)
 
 
 def gateway_of(request: Request) -> Gateway:

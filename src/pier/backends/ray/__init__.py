@@ -8,10 +8,10 @@
 | `models.py` | the model's files on a node: the gateway's folder when the node sees it, else a copy into its cache |
 | `actor.py` | `CopyActor`, on the node: the model, then the local backend's supervised process, its status and log |
 | `backend.py` | `RayBackend`: the Backend protocol; keeps each copy alive, mirrors its log |
-| `take_over.py` | the copies an earlier gateway left running: found at connect, asked who they are, adopted or killed |
+| `take_over.py` | the copies on the cluster when this gateway starts to lead: asked who they are, adopted or killed |
 | `remote_copy.py` | `RemoteCopy`: what the gateway knows of one copy on the cluster (state, actor, instance) |
 | `log_mirror.py` | `LogMirror`: the gateway's copy of a remote copy's log, which outlives its node |
-| `ray_calls.py` | Ray at arm's length: imported on connect, blocking calls on threads of their own, why an actor died |
+| `ray_calls.py` | Ray at arm's length: imported on connect, calls on threads of their own, new actors, why one died |
 
 Ray itself is imported only when the backend connects, so pier runs without it on the local backend.
 """

@@ -53,6 +53,8 @@ class Identity:
     address: str
     log_start: int  # the size of the copy's log on the node when this actor began (earlier actors' lines before)
     pid: int  # the actor's process on its node
+    # Its model server runs (started, not stopped); an actor of a pier before this field answers as one that does.
+    serving: bool = True
 
 
 Seen = tuple[str, str | None, int, str, int | None]  # what of a status the gateway acts on
@@ -85,6 +87,7 @@ class CopyActor:
         self.model_dir: Path | None = None
         self.phase = "getting the model onto its node"
         self.supervisor: CopySupervisor | None = None
+        self.stopping = False  # stop() was called: a gateway draining it
         self._client: httpx.AsyncClient | None = None
         self._scratch: dict[str, Path] = {}  # transfers under way, by manifest key
         self.log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
@@ -95,8 +98,9 @@ class CopyActor:
                    f"instance group {setup.group}")
 
     def identity(self) -> Identity:
+        serving = self.supervisor is not None and not self.stopping
         return Identity(self.spec, self.secret, self.setup.group, self.node_id, self.address, self.log_start,
-                        os.getpid())
+                        os.getpid(), serving)
 
     # ---- the model
 
@@ -192,6 +196,7 @@ class CopyActor:
 
     async def stop(self, log_offset: int) -> bytes:
         """Drain and stop the model server (SIGTERM, SIGKILL after the grace period); the log's last lines."""
+        self.stopping = True
         if self.supervisor is not None:
             await self.supervisor.stop()
         if self._client is not None:

@@ -9,9 +9,14 @@ once. An actor that dies (its
 process, or its whole node) is replaced in the same instance, which Ray has placed again on a node with room; the
 copy reports RESTARTING meanwhile, as a local copy does, and FAILED with the missing capacity when no node has room.
 
-Actors are detached and named `pier-copy-<copy_id>` in pier's namespace: a gateway that starts again takes over
-the copies still running (`connect()`, `take_over.py`), and the reconciler stops the ones no longer wanted;
-instances no copy uses are removed. On its way out the gateway leaves copies running on a cluster that is not its own.
+Actors are detached and named `pier-copy-<copy_id>` in pier's namespace. Connecting to the cluster (`connect()`,
+at `pier up`) owns nothing: only the leading gateway owns copies (starts, keeps, stops them, removes instances).
+When a gateway starts to lead (`take_over()`: at its start on a state folder; when it takes the lease with
+`--state-url`) it takes over the copies running on the cluster as they are (`take_over.py`), before the
+reconciler's first tick, which stops the ones no longer wanted; instances no copy uses are removed. A gateway that
+loses its lease lets go of them (`let_go()`): its keepers end, its handles are forgotten, the actors and instances
+stay for the next leader. Several gateways may so share one cluster (and one namespace): followers never touch an
+actor. On its way out the gateway leaves copies running on a cluster that is not its own.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -35,25 +40,18 @@ from pier.backends.ray.groups import Groups, live_nodes
 from pier.backends.ray.join import Attempts, join, probe
 from pier.backends.ray.log_mirror import LogMirror
 from pier.backends.ray.models import Manifest, chunks, file_manifest, manifest_of
-from pier.backends.ray.placement import (
-    Reservation,
-    actor_name,
-    instance_index,
-    instance_of,
-    missing_capacity,
-    reservation,
-)
+from pier.backends.ray.placement import Reservation, instance_index, instance_of, missing_capacity, reservation
 from pier.backends.ray.ray_calls import (
     RayUnavailable,
-    _actor_class,
     _awaitable,
     _blocking,
     _cancel,
     _death,
-    _exists,
+    _Gone,
     _import_ray,
     _kill,
     _reset,
+    new_actor,
 )
 from pier.backends.ray.remote_copy import RemoteCopy
 from pier.backends.ray.take_over import take_over
@@ -67,10 +65,6 @@ MIB = 2**20
 PLACING_S = 2.0  # how long an instance may take to be placed before the copy says which capacity is missing
 CALL_S = 15.0  # a call into the cluster's control store that takes longer is given up (the cluster is in trouble)
 SHUTDOWN_S = 15.0  # how long leaving a Ray the gateway started may take on the way out
-
-
-class _Gone(Exception):
-    """The copy's actor is gone (or never came up); the message says why, in words."""
 
 
 class RayBackend:
@@ -88,7 +82,8 @@ class RayBackend:
         self._groups = Groups()
         self._connected = False
         self._initialized_here = False
-        self._unkept: list[RemoteCopy] = []  # taken over at connect(), waiting for a keeper on the event loop
+        self._owning = False  # between take_over() and let_go() (or close()): this gateway leads
+        self._stops: set[asyncio.Task[Any]] = set()  # stop() calls under way, cancelled by let_go()
         # Files of the gateway's that copies read (adapters'): where each node has them.
         self._placed: dict[tuple[str, str], str] = {}  # (node id, manifest key) -> the file's folder there
         self._placing: dict[tuple[str, str], asyncio.Lock] = {}
@@ -97,8 +92,8 @@ class RayBackend:
     # ---- the cluster
 
     def connect(self) -> None:
-        """Join the cluster (or start pier's own Ray on this host), then take over the copies an earlier gateway
-        left running there. Blocking, and done once: `pier up` calls it before it serves, start() otherwise."""
+        """Join the cluster (or start pier's own Ray on this host); its copies stay whoever's they are until
+        take_over(). Blocking, and done once: `pier up` calls it before it serves, take_over() or start() otherwise."""
         with self._lock:
             if self._connected:
                 return
@@ -111,7 +106,6 @@ class RayBackend:
                                          f"{wanted!r}: connect with namespace={wanted!r}.")
             else:
                 self._init(ray)
-            self._take_over()
             self._connected = True
 
     def _init(self, ray: Any) -> None:
@@ -139,34 +133,47 @@ class RayBackend:
                                  "version.") from None
         self._initialized_here = True
 
-    def _take_over(self) -> None:
-        """Adopt every copy actor in the namespace; remove instances none of them uses."""
-        for copy in take_over(self._groups, self._folder):
-            self._copies[copy.spec.copy_id] = copy
-            self._unkept.append(copy)
-
-    def _keep_adopted(self) -> None:
-        """Start keeping the copies taken over at connect(), once there is an event loop to do it on."""
-        if not self._unkept:
-            return
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        for copy in self._unkept:
-            if self._copies.get(copy.spec.copy_id) is copy and copy.task is None:
-                copy.task = asyncio.create_task(self._keep(copy), name=f"ray-copy-{copy.spec.copy_id}")
-        self._unkept.clear()
-
-    async def resume(self) -> None:
-        """Keep the copies taken over at connect() from now on (the first statuses() on the event loop, or any
-        start() or stop(), does it too)."""
-        await self._ensure_connected()
-
     async def _ensure_connected(self) -> None:
         if not self._connected:
             await _blocking(self.connect)
-        self._keep_adopted()
+
+    # ---- leading: which copies are this gateway's
+
+    async def take_over(self) -> None:
+        """Own every copy actor in the namespace as it is, and keep each from now on; remove the instances none of
+        them uses (`take_over.py` says which actors are killed instead, and why). Only the leader calls it, once
+        the gateway before it has stopped leading: a follower never touches an actor, so it cannot harm one the
+        leader is still creating."""
+        await self._ensure_connected()
+        if self._owning:
+            return
+        stopped = threading.Event()  # set if this is cancelled: the take-over's thread then kills nothing more
+        groups = self._groups if self._copies else Groups()  # copies started before (tests) keep their instances
+        try:
+            adopted = await _blocking(partial(take_over, groups, self._folder, stopped.is_set))
+        except BaseException:
+            stopped.set()
+            raise
+        self._groups, self._owning = groups, True
+        for copy in adopted:
+            if copy.spec.copy_id in self._copies:  # started meanwhile (a test's start() before it): that one stays
+                continue
+            self._copies[copy.spec.copy_id] = copy
+            copy.task = asyncio.create_task(self._keep(copy), name=f"ray-copy-{copy.spec.copy_id}")
+
+    async def let_go(self) -> None:
+        """Own nothing any more, stopping nothing: the keepers and stops under way are cancelled and the handles
+        forgotten; the actors and their instances stay on the cluster for the next leader to take over."""
+        self._owning = False
+        copies, stops = list(self._copies.values()), list(self._stops)
+        self._copies.clear()
+        self._placed.clear()
+        self._groups = Groups()  # a fresh one: a call still running on a thread holds the old one, never this
+        for task in stops:
+            task.cancel()
+        await asyncio.gather(*(_cancel(copy.task) for copy in copies), *stops, return_exceptions=True)
+        if copies:
+            log.info("no longer leading: %d copies left on the cluster for the next leader", len(copies))
 
     # ---- the Backend protocol
 
@@ -191,6 +198,18 @@ class RayBackend:
         copy = self._copies.pop(copy_id, None)
         if copy is None:
             return
+        groups, me = self._groups, asyncio.current_task()
+        if me is None:  # not in a task: nothing for let_go() to cancel
+            await self._stop(copy, groups)
+            return
+        self._stops.add(me)
+        try:
+            await self._stop(copy, groups)
+        finally:
+            self._stops.discard(me)
+
+    async def _stop(self, copy: RemoteCopy, groups: Groups) -> None:
+        copy_id = copy.spec.copy_id
         await _cancel(copy.task)
         actor, copy.actor = copy.actor, None
         if actor is not None:
@@ -204,7 +223,7 @@ class RayBackend:
             if actor is not None:
                 await _blocking(partial(_kill, actor), CALL_S)
             if copy.group is not None:
-                await _blocking(partial(self._groups.release, copy_id, copy.group), CALL_S)
+                await _blocking(partial(groups.release, copy_id, copy.group), CALL_S)
         except TimeoutError:  # the cluster does not answer (it may be going down with the gateway)
             log.warning("copy %s: the Ray cluster did not answer within %.0f s; its actor and instance may be left "
                         "for the next gateway to sweep", copy_id, CALL_S)
@@ -212,8 +231,7 @@ class RayBackend:
         copy.mirror.note("stopped by pier")
 
     def statuses(self) -> list[CopyStatus]:
-        self._keep_adopted()
-        return [copy.status() for copy in list(self._copies.values())]  # connect() may add to it on a thread
+        return [copy.status() for copy in list(self._copies.values())]  # read off the loop too
 
     def logs(self, copy_id: str, lines: int = 200) -> str:
         """The end of the copy's log as mirrored on the gateway, across its restarts and nodes."""
@@ -234,6 +252,7 @@ class RayBackend:
             self._copies.clear()
         else:
             await asyncio.gather(*(self.stop(copy_id) for copy_id in list(self._copies)))
+        self._owning = False
         if self._initialized_here:
             import ray
 
@@ -292,7 +311,7 @@ class RayBackend:
         index = instance_index(wanted.group, node, await _blocking(self._groups.placed, CALL_S))
         setup = ActorSetup(self.config.node_dir, self.settings, wanted.group, index, self.config.model_transfer)
         copy.set(CopyState.STARTING, f"starting its Ray actor on node {node}")
-        copy.actor = await _blocking(partial(self._new_actor, copy, setup, handle, wanted.bundle), CALL_S)
+        copy.actor = await _blocking(partial(new_actor, copy, setup, handle, wanted.bundle, self.config), CALL_S)
         identity: Identity = await self._call(copy.actor.identity.remote(), self.settings.startup_timeout_s)
         copy.node_id = identity.node_id
         copy.mirror.append(b"", identity.log_start)  # the node's log from here on: the actor's first line
@@ -320,29 +339,6 @@ class RayBackend:
                 copy.mirror.note(why)
             copy.set(CopyState.FAILED if late else CopyState.STARTING, why)
             await asyncio.sleep(max(self.report_s, 0.5))
-
-    def _new_actor(self, copy: RemoteCopy, setup: ActorSetup, handle: Any, bundle: Mapping[str, float]) -> Any:
-        import ray
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-        name = actor_name(copy.spec.copy_id)
-        options: dict[str, Any] = {
-            "name": name, "namespace": self.config.namespace, "lifetime": "detached", "max_restarts": 0,
-            "num_cpus": 0, "scheduling_strategy": PlacementGroupSchedulingStrategy(handle, 0),
-        }
-        gpus = min(copy.spec.accelerators * self.config.gpus_per_accelerator, bundle.get("GPU", 0.0))
-        if gpus:
-            options["num_gpus"] = gpus  # the actor hands the GPUs Ray gives it to its copy (CopyActor.start)
-        for attempt in range(20):
-            try:
-                return _actor_class().options(**options).remote(copy.spec, copy.secret, setup)
-            except ValueError:  # the name is taken: an actor of an earlier start that is not gone yet
-                if attempt == 0:
-                    log.warning("copy %s: an actor named %s still runs; replacing it", copy.spec.copy_id, name)
-                if _exists(name):
-                    _kill(ray.get_actor(name))
-                time.sleep(0.25)
-        raise _Gone(f"the actor name {name} stays taken in namespace {self.config.namespace}")
 
     async def _send_model(self, copy: RemoteCopy, manifest: Manifest) -> None:
         """The model's files into the node's cache (the copy says how far it got)."""
@@ -412,6 +408,8 @@ class RayBackend:
             else:
                 misses, known = 0, seen(report.status)
                 copy.take(report)
+                if report.status.state is CopyState.STOPPED:  # stopped by a gateway that led before this one
+                    raise _Gone("its model server was stopped by another gateway")
                 continue
             if misses >= self.settings.unhealthy_after and copy.state is CopyState.READY:
                 copy.set(CopyState.STARTING, f"its Ray actor on node {copy.node_id} does not answer; no traffic "

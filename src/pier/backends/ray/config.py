@@ -2,7 +2,7 @@
 keep their files on each node. Read from `pier up --ray-config FILE` (YAML) and the `--ray-*` options.
 
     address: auto                 # none or local: a Ray of pier's own on this host; auto; ray://head:10001; head:6379
-    namespace: pier               # pier's actors and placement groups live here (one gateway per namespace)
+    namespace: pier               # pier's actors and placement groups live here (one state per namespace)
     cpus_per_vcpu: 1.0            # Ray CPUs an instance reserves per vCPU of its type
     memory: true                  # reserve the instance type's memory too
     resources: {}                 # added to every instance's bundle, e.g. {pier_instance: 1}

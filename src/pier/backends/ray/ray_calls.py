@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, TypeVar
 
-from pier.backends.ray.actor import CopyActor
+from pier.backends.ray.actor import ActorSetup, CopyActor
+from pier.backends.ray.config import RayConfig
+from pier.backends.ray.placement import actor_name
+from pier.backends.ray.remote_copy import RemoteCopy
+
+log = logging.getLogger("pier.backends.ray")
 
 T = TypeVar("T")
 
@@ -46,6 +53,37 @@ def _actor_class() -> Any:
 
         _ACTOR_CLASS = ray.remote(CopyActor)
     return _ACTOR_CLASS
+
+
+class _Gone(Exception):
+    """The copy's actor is gone (or never came up); the message says why, in words."""
+
+
+def new_actor(copy: RemoteCopy, setup: ActorSetup, handle: Any, bundle: Mapping[str, float], config: RayConfig
+              ) -> Any:
+    """The copy's detached actor, named after it, in its instance's placement group (`handle`); one of an earlier
+    start still holding the name is killed first. Blocking."""
+    import ray
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    name = actor_name(copy.spec.copy_id)
+    options: dict[str, Any] = {
+        "name": name, "namespace": config.namespace, "lifetime": "detached", "max_restarts": 0,
+        "num_cpus": 0, "scheduling_strategy": PlacementGroupSchedulingStrategy(handle, 0),
+    }
+    gpus = min(copy.spec.accelerators * config.gpus_per_accelerator, bundle.get("GPU", 0.0))
+    if gpus:
+        options["num_gpus"] = gpus  # the actor hands the GPUs Ray gives it to its copy (CopyActor.start)
+    for attempt in range(20):
+        try:
+            return _actor_class().options(**options).remote(copy.spec, copy.secret, setup)
+        except ValueError:  # the name is taken: an actor of an earlier start that is not gone yet
+            if attempt == 0:
+                log.warning("copy %s: an actor named %s still runs; replacing it", copy.spec.copy_id, name)
+            if _exists(name):
+                _kill(ray.get_actor(name))
+            time.sleep(0.25)
+    raise _Gone(f"the actor name {name} stays taken in namespace {config.namespace}")
 
 
 def _awaitable(ref: Any) -> Any:

@@ -1,6 +1,17 @@
-"""Taking over the copies an earlier gateway left running: a gateway that starts again finds the detached actors
-named `pier-copy-<copy_id>` in pier's namespace, asks each who it is, and keeps the ones that answer; the rest are
-killed (the reconciler starts their copies again if they are still wanted), and instances none uses are removed."""
+"""Taking over the copies on the cluster: a gateway that starts to lead (after a restart, or when the leader before
+it is gone) finds the detached actors named `pier-copy-<copy_id>` in pier's namespace, asks each who it is, and
+keeps each one whose model server runs, as it is (its process, URL and secret unchanged). Instances none of them
+uses are removed.
+
+An actor is killed instead, and the reconciler starts its copy again if it is still wanted (its copy is not among
+the backend's, so the next tick starts it; a new actor replaces one whose name is still taken):
+- it does not say who it is within TAKE_OVER_S: dead, its node cut off, or still being created by a leader that
+  died meanwhile (nobody would ever finish creating it: a leader's keepers end with its leadership, and the new
+  leader starts only after the old one stopped, gateway/leadership.py);
+- it answers but its model server is not running: the leader before was still getting the model onto its node
+  (nobody would start it), or had begun to stop it.
+Only the leader takes over (followers never touch an actor), so an actor the leader is creating is never killed.
+"""
 
 from __future__ import annotations
 
@@ -19,14 +30,29 @@ from pier.backends.ray.remote_copy import RemoteCopy
 
 log = logging.getLogger("pier.backends.ray")
 
-TAKE_OVER_S = 30.0  # how long a new gateway waits for the actors it finds to say who they are
+TAKE_OVER_S = 30.0  # how long a new leader waits for the actors it finds to say who they are
 
 
-def take_over(groups: Groups, folder: Callable[[str], Path]) -> list[RemoteCopy]:
-    """Adopt every copy actor in the namespace (each into `groups`, its log mirrored under `folder(copy_id)`);
-    remove instances none of them uses. Blocking: called from connect()."""
+def adoptable(answer: Any) -> str:
+    """Why the actor that gave `answer` to identity() cannot be taken over ("" when it can): an exception is how
+    the call failed."""
+    if isinstance(answer, BaseException):
+        from ray.exceptions import GetTimeoutError
+
+        return "no answer in time" if isinstance(answer, GetTimeoutError) else type(answer).__name__
+    if not isinstance(answer, Identity):
+        return f"an answer of a pier this one cannot read ({type(answer).__name__})"
+    if not answer.serving:
+        return "its model server is not running (the gateway before stopped while starting or stopping it)"
+    return ""
+
+
+def take_over(groups: Groups, folder: Callable[[str], Path], cancelled: Callable[[], bool] = lambda: False
+              ) -> list[RemoteCopy]:
+    """Adopt every copy actor in the namespace that can be (each into `groups`, its log mirrored under
+    `folder(copy_id)`); kill the others; remove instances none of the adopted uses. Blocking: run on a thread.
+    Once `cancelled()` (the gateway stopped leading meanwhile) nothing is killed or removed any more."""
     import ray
-    from ray.exceptions import GetTimeoutError
 
     handles: dict[str, Any] = {}
     for name in sorted(ray.util.list_named_actors()):
@@ -40,13 +66,17 @@ def take_over(groups: Groups, folder: Callable[[str], Path]) -> list[RemoteCopy]
     for name, ref in asked.items():
         try:
             answer: Any = ray.get(ref, timeout=0)
-            identity: Identity = answer
-        except Exception as error:  # dead, still being created, or of a pier this one cannot read
-            why = "no answer in time" if isinstance(error, GetTimeoutError) else type(error).__name__
-            log.warning("copy actor %s left by an earlier gateway cannot be taken over (%s); removing it; the "
-                        "reconciler starts its copy again if it is still wanted", name, why)
+        except Exception as error:  # dead, or still being created
+            answer = error
+        why = adoptable(answer)
+        if why:
+            if cancelled():
+                continue
+            log.warning("copy actor %s cannot be taken over (%s); removing it; the reconciler starts its copy again "
+                        "if it is still wanted", name, why)
             _kill(handles[name])
             continue
+        identity: Identity = answer
         spec = identity.spec
         copy = RemoteCopy(spec, identity.secret, LogMirror(folder(spec.copy_id)), actor=handles[name],
                           group=identity.group, node_id=identity.node_id, adopted=True,
@@ -57,5 +87,6 @@ def take_over(groups: Groups, folder: Callable[[str], Path]) -> list[RemoteCopy]
     if adopted:
         log.info("took over %d copies running on the cluster: %s", len(adopted),
                  ", ".join(copy.spec.copy_id for copy in adopted))
-    groups.sweep()
+    if not cancelled():
+        groups.sweep()
     return adopted
