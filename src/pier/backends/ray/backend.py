@@ -34,6 +34,7 @@ from typing import Any
 from pier.backends.base import CopySpec, CopyState, CopyStatus
 from pier.backends.identities import RAY_CAPABILITIES, RAY_NAME
 from pier.backends.logfile import tail
+from pier.backends.ray import control_store
 from pier.backends.ray.actor import ActorSetup, CopyReport, Identity, seen
 from pier.backends.ray.config import RayConfig
 from pier.backends.ray.groups import Groups, live_nodes
@@ -271,16 +272,21 @@ class RayBackend:
     async def _keep(self, copy: RemoteCopy) -> None:
         backoff, failures = self.settings.backoff_initial_s, 0
         while True:
+            placing = copy.actor is None
             try:
-                if copy.actor is None:
+                if placing:
+                    await control_store.until_answers(copy, max(self.report_s, 1.0), CALL_S)
                     await self._place(copy)
                 why = await self._watch(copy)
             except asyncio.CancelledError:
                 raise
             except _Gone as gone:
                 why = str(gone)
-            except Exception as error:  # a bug here must not leave a copy unkept
-                log.exception("copy %s: keeping it on Ray failed", copy.spec.copy_id)
+            except Exception as error:
+                if placing and not await control_store.answers(CALL_S):
+                    await self._discard(copy)  # the head went away while placing it: not the copy's failure
+                    continue
+                log.exception("copy %s: keeping it on Ray failed", copy.spec.copy_id)  # a bug must not stop it
                 why = _death(error)
             stable = copy.ready_since is not None and time.monotonic() - copy.ready_since >= self.settings.stable_s
             failures = 0 if copy.was_ready else failures + 1
@@ -423,7 +429,8 @@ class RayBackend:
         copy.url = copy.pid = None
         copy.ready_since = None
         if actor is not None:
-            await _blocking(partial(_kill, actor), CALL_S)
+            with contextlib.suppress(TimeoutError):  # the head is away: the next start replaces it by its name
+                await _blocking(partial(_kill, actor), CALL_S)
 
     @staticmethod
     async def _call(ref: Any, timeout_s: float) -> Any:
