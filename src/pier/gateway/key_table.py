@@ -24,6 +24,7 @@ from pier.security.keystore import KeyStore, KeyStoreError, StoredKey
 from pier.state_folder.database import Schema
 from pier.state_folder.errors import StateUnavailable
 from pier.state_folder.postgres import Postgres
+from pier.state_folder.rows import BadRow, Rows
 from pier.state_folder.store import StoreFile
 
 log = logging.getLogger("pier.gateway")
@@ -40,8 +41,21 @@ class KeyTable(StoreFile):
         "entry TEXT NOT NULL)",
         "CREATE TABLE IF NOT EXISTS writer (id INTEGER PRIMARY KEY)",
         "INSERT INTO writer (id) VALUES (1) ON CONFLICT DO NOTHING",
-    ), ("keys", "writer"), "no keys (create them again: pier keys create)")
+    ), ("keys", "writer"), "no keys (create them again: pier keys create)",
+        (Rows("keys", "SELECT access_key_id, name, created, entry FROM keys ORDER BY created, access_key_id",
+              lambda row: read_key(row), lambda row: ("key", str(row[1])), counted="keys", zero=True),))
     MEND = "Revoke the key and create it again (pier keys revoke NAME; pier keys create NAME)"
+
+
+def read_key(row: Sequence[Any]) -> StoredKey | BadRow:
+    """A row of the table (access_key_id, name, created, entry) as the guard reads it (for `pier state check`)."""
+    _, name, created, text = row
+    try:
+        entry = json.loads(text)
+    except ValueError as error:
+        return BadRow("key", str(name), float(created), f"its entry is not JSON ({error})")
+    keys, bad = keystore.read_entries([entry])
+    return keys[0] if keys else BadRow("key", str(name), float(created), bad[0][1] if bad else "it does not read")
 
 
 def rows(keys: Iterable[StoredKey]) -> list[tuple[str, str, float, str]]:
