@@ -4,6 +4,7 @@ that outlive the database's restarts and dropped connections, never leaving half
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -160,3 +161,22 @@ def test_while_the_database_is_down_each_statement_fails_and_the_first_after_wor
         db.execute("INSERT INTO notes (name) VALUES (?)", ("after",))
     assert _names(store) == ["after", "before"]
     store.close()
+
+
+def test_a_connection_above_descriptor_1024_is_kept(postgres_server: PostgresServer, tmp_path: Path) -> None:
+    """A busy gateway holds over a thousand sockets: its store's connection must not look closed (and be made
+    again before every statement) because select() cannot watch its descriptor."""
+    import resource
+
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < 1200:
+        pytest.skip("needs 1200 open files (ulimit -n)")
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        store = _notes(1, "notes").open(tmp_path, Postgres(postgres_server.database()))
+        assert store.db.conn.fileno() > 1024  # type: ignore[attr-defined]
+        pid = store.db.execute("SELECT pg_backend_pid()").fetchone()[0]
+        assert store.db.execute("SELECT pg_backend_pid()").fetchone()[0] == pid
+        store.close()
+    finally:
+        for descriptor in held:
+            os.close(descriptor)

@@ -181,11 +181,12 @@ class PgConnection:
         connection unasked, so a socket with something to read is one the server has closed (or is closing)."""
         if self.conn.closed or self.conn.broken:
             return False
+        poller = select.poll()  # not select.select: a busy gateway's descriptors pass its limit of 1024
         try:
-            readable, _, _ = select.select([self.conn.fileno()], [], [], 0)
+            poller.register(self.conn.fileno(), select.POLLIN)
+            return not poller.poll(0)
         except (OSError, ValueError):
             return False
-        return not readable
 
     def _reconnect(self) -> None:
         with contextlib.suppress(Exception):
