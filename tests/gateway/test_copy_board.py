@@ -11,7 +11,9 @@ from pier.backends.base import CopyState, CopyStatus
 from pier.control.workload import Workload
 from pier.gateway import copy_board
 from pier.gateway.copy_board import CopyBoard, as_row, from_row, led_copies, routed
+from pier.state_folder.postgres import Postgres
 from pier.state_folder.store import Driver
+from tests.postgres import PostgresServer
 
 READY = CopyStatus("e--v-0", "e/v", CopyState.READY, url="http://127.0.0.1:41237", secret="s3cret", concurrency=4,
                    pid=1234, kernels="avx2")
@@ -66,3 +68,23 @@ def test_alone_on_a_folder_a_gateway_routes_by_its_own() -> None:
         return []
 
     assert routed(None, lambda: False, own) is own
+
+
+def test_while_the_database_is_away_a_follower_routes_as_last_read(tmp_path: Path, postgres_server: PostgresServer,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(copy_board, "REREAD_S", 0.0)
+    driver = Postgres(postgres_server.database())
+    leader, follower = CopyBoard.open(tmp_path, driver), CopyBoard.open(tmp_path, driver)
+    try:
+        leader.publish([READY])
+        assert len(follower.copies(Workload("e/v"))) == 1
+        postgres_server.halt()
+        try:
+            assert len(follower.copies(Workload("e/v"))) == 1
+        finally:
+            postgres_server.start()
+        leader.publish([])
+        assert follower.copies(Workload("e/v")) == []  # read again once it is back
+    finally:
+        leader.close()
+        follower.close()

@@ -33,11 +33,31 @@ def _client(url: str, ca_bundle: Path | None) -> PierClient:
     if (problem := url_problem(url)) is not None:  # a usage mistake: 2, as for any bad option
         _fail(f"--url {url} {problem}", 2)
     try:
-        client = PierClient(url, ca_bundle_file=ca_bundle)
+        client = PierClient(url, ca_bundle_file=ca_bundle, credentials=_database_credentials(url))
         client.ping()
     except PierClientError as error:
         _fail(str(error))
     return client
+
+
+def _database_credentials(url: str) -> tuple[str, str] | None:
+    """With PIER_STATE_URL, an admin key of the state database's for a gateway on this machine (the gateway's keys
+    are the database's, not the folder's keys.json); None: the default (security.client_credentials)."""
+    import os
+
+    from pier.gateway.key_table import keys_in
+    from pier.security.client_credentials import cli_credentials, state_dir
+    from pier.state_folder.errors import StateError
+
+    state_url = os.environ.get("PIER_STATE_URL")
+    if not state_url:
+        return None
+    try:
+        with keys_in(state_url, state_dir()) as keys:
+            return cli_credentials(url, keys=keys)
+    except StateError as error:  # the call is refused if the gateway wants a key; say why none was found
+        console.print(f"[yellow]warning:[/] no admin key read from PIER_STATE_URL: {escape(error.message)}")
+        return None
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
