@@ -14,8 +14,8 @@ from rich.table import Table
 from pier.bench.metrics import cost_per_million_tokens
 from pier.bench.pricing import Price
 from pier.tune.halving import Standing, rank, within_noise
-from pier.tune.runner import Setup
 from pier.tune.space import Recipe
+from pier.tune.trial import Setup
 from pier.tune.trials import Trial
 
 

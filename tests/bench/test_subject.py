@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from pier.bench.options import Api, BenchError
-from pier.bench.target import resolve
+from pier.bench.subject import resolve
 
 
 @pytest.mark.parametrize(

@@ -21,9 +21,9 @@ from pathlib import Path
 import httpx
 from rich.console import Console
 
+from pier.bench.bench_run import run_bench
 from pier.bench.metrics import MS, Metrics
 from pier.bench.options import BenchOptions, PromptFormat, WorkloadKind
-from pier.bench.runner import run_bench
 from pier.client.client import PierClient
 from pier.client.deploy_file import ComponentBlock, DeployFile, ModelBlock
 from pier.tune.objective import Bound, goodput, misses

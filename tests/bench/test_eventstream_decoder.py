@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from pier.bench.eventstream import EventStreamDecoder
-from pier.bench.record import RequestFailed
+from pier.bench.eventstream_decoder import EventStreamDecoder
+from pier.bench.request_record import RequestFailed
 from tests.bench.eventstream_frames import frame, model_stream_error, payload_part
 
 

@@ -10,11 +10,11 @@ from typing import Any
 import httpx
 import pytest
 
-from pier.bench.client import ClientSettings, make_client
+from pier.bench.conversations import Exchange, Prompt
 from pier.bench.options import Api
-from pier.bench.record import RequestRecord
-from pier.bench.target import resolve
-from pier.bench.workload import Exchange, Prompt
+from pier.bench.request_record import RequestRecord
+from pier.bench.streaming_client import ClientSettings, make_client
+from pier.bench.subject import resolve
 from tests.bench.eventstream_frames import model_stream_error, payload_part
 
 PROMPT = Prompt(system=None, history=(), user="hello world", max_tokens=3, planned_input_tokens=2)

@@ -1,12 +1,12 @@
-"""What a trial deploys for a candidate (pier.tune.runner's Setup)."""
+"""What a trial deploys for a candidate (pier.tune.trial's Setup)."""
 
 from __future__ import annotations
 
 import pytest
 
 from pier.bench.options import WorkloadKind
-from pier.tune.runner import Setup, TrialTraffic
 from pier.tune.space import Recipe
+from pier.tune.trial import Setup, TrialTraffic
 
 
 def test_a_gpu_candidate_deploys_asking_for_its_gpus() -> None:

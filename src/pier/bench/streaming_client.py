@@ -18,13 +18,13 @@ from typing import Any, Protocol
 
 import httpx
 
-from pier.bench import eventstream
+from pier.bench import eventstream_decoder
+from pier.bench.conversations import Prompt
 from pier.bench.options import Api, BenchError
-from pier.bench.record import RequestFailed, RequestRecord
-from pier.bench.sse import SseDecoder
-from pier.bench.target import Subject
+from pier.bench.request_record import RequestFailed, RequestRecord
+from pier.bench.sse_decoder import SseDecoder
+from pier.bench.subject import Subject
 from pier.bench.vocabulary import Content
-from pier.bench.workload import Prompt
 from pier.security.client_trust import connection_problem
 
 INFERENCE_COMPONENT_HEADER = "X-Amzn-SageMaker-Inference-Component"  # InvokeEndpoint's InferenceComponentName
@@ -324,7 +324,7 @@ def error_text(response: httpx.Response) -> str:
 
 class _FramedSse:
     def __init__(self) -> None:
-        self.frames = eventstream.EventStreamDecoder()
+        self.frames = eventstream_decoder.EventStreamDecoder()
         self.sse = SseDecoder()
 
     def feed(self, chunk: bytes) -> list[str]:
@@ -336,7 +336,7 @@ class _FramedSse:
 
 def _decoder(response: httpx.Response) -> Decoder:
     content_type = response.headers.get("content-type", "")
-    if content_type.startswith(eventstream.CONTENT_TYPE):
+    if content_type.startswith(eventstream_decoder.CONTENT_TYPE):
         return _FramedSse()
     if content_type.startswith("application/json"):
         raise RequestFailed(

@@ -5,9 +5,9 @@ from itertools import islice
 
 import pytest
 
+from pier.bench.conversations import Conversations, Exchange, positive_length
 from pier.bench.options import BenchOptions
 from pier.bench.vocabulary import TokenPool
-from pier.bench.workload import Conversations, Exchange, positive_length
 
 WORDS = TokenPool("words", words=("alpha", "beta", "gamma", "delta"), source="test")
 IDS = TokenPool("ids", ids=(11, 12, 13), source="test")

@@ -10,7 +10,7 @@ import json
 
 from botocore.eventstream import EventStreamBuffer, EventStreamMessage
 
-from pier.bench.record import RequestFailed
+from pier.bench.request_record import RequestFailed
 
 CONTENT_TYPE = "application/vnd.amazon.eventstream"
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from pier.bench.sse import SseDecoder
+from pier.bench.sse_decoder import SseDecoder
 
 
 @pytest.mark.parametrize(

@@ -15,8 +15,8 @@ import httpx
 from rich.console import Console
 
 from pier.bench.calibration import choose_tokens
-from pier.bench.client import ClientSettings, StreamingClient, make_client
 from pier.bench.compare import compare
+from pier.bench.conversations import Conversations
 from pier.bench.copies import CopyWatcher, copy_kernels
 from pier.bench.engine_steps import EngineSteps
 from pier.bench.load import Budget, LoadRun, closed_loop, open_loop, scheduled_loop
@@ -28,8 +28,8 @@ from pier.bench.progress import LiveProgress, RunProgress
 from pier.bench.report import print_report, write_files
 from pier.bench.result import BenchResult, RunResult, TargetInfo
 from pier.bench.step_source import StepSource
-from pier.bench.target import Subject, resolve
-from pier.bench.workload import Conversations
+from pier.bench.streaming_client import ClientSettings, StreamingClient, make_client
+from pier.bench.subject import Subject, resolve
 from pier.engine.kernels import host_line
 from pier.gpus import discover
 from pier.security.client_trust import TrustError, ca_bundle, connection_problem, ssl_context
