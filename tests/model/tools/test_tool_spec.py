@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from pier.errors import InvalidRequest
-from pier.model.tools.spec import Mode, ToolChoice, tool_set
+from pier.model.tools.tool_spec import Mode, ToolChoice, tool_set
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
                                             "parameters": {"type": "object", "properties": {"city": {"type": "string"}},

@@ -18,7 +18,7 @@ from pier.engine.engine_config import EngineConfig
 from pier.engine.fake import FakeRunner
 from pier.runtime.upstream import Upstream
 from pier.server.app import create_app
-from pier.server.middleware.guard import guard_model_server
+from pier.server.middleware.model_server_guard import guard_model_server
 from pier.server.settings import ServerSettings
 from tests.backends.conftest import backend_running, spec
 from tests.security.conftest import chat

@@ -13,7 +13,7 @@ import pytest
 from pier.channel.frames import Continuation, Frame, FrameReader
 from pier.channel.headers import CONTINUE, RESUMABLE
 from pier.server.app import create_app
-from pier.server.continuation import PROGRESS, ResumableAnswer, progress_of
+from pier.server.resumable_answers import PROGRESS, ResumableAnswer, progress_of
 from pier.server.settings import ServerSettings
 from tests.server.conftest import SlowRunner, app_client, start_engine
 

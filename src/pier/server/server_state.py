@@ -12,9 +12,9 @@ from pier.engine.stats import EngineStats
 from pier.errors import InvalidRequest, NotReady
 from pier.server.copy_admission import CopyAdmission, Ticket
 from pier.server.errors import ShuttingDown
-from pier.server.metrics import ServerMetrics
 from pier.server.served_embedder import ServedEmbedder
 from pier.server.served_model import ServedModel
+from pier.server.server_metrics import ServerMetrics
 from pier.server.settings import ServerSettings
 
 

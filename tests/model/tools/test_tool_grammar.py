@@ -8,8 +8,8 @@ import pytest
 
 from pier.errors import InvalidRequest
 from pier.model.tools.families import FORMATS, Family
-from pier.model.tools.grammar import tool_grammar
-from pier.model.tools.spec import Tool, tool_set
+from pier.model.tools.tool_grammar import tool_grammar
+from pier.model.tools.tool_spec import Tool, tool_set
 
 TOOLS = tool_set([
     {"type": "function", "function": {"name": "get_weather", "parameters": {

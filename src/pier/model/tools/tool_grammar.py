@@ -14,7 +14,7 @@ from typing import Any
 
 from pier.engine.json_schema import schema_to_gbnf
 from pier.model.tools.families import FORMATS, Family
-from pier.model.tools.spec import Tool
+from pier.model.tools.tool_spec import Tool
 
 _ROOT = re.compile(r"^root ::= ", re.MULTILINE)
 
