@@ -75,18 +75,9 @@ ALLOWED_STEMS: dict[str, tuple[frozenset[str], str]] = {
     "requests": (frozenset({"server/flavors/openai/requests.py", "server/flavors/tgi/requests.py"}), _FLAVORS),
     "routes": (frozenset({"server/flavors/openai/routes.py", "server/flavors/tgi/routes.py"}), _FLAVORS),
     "spec": (frozenset({"server/flavors/openai/spec.py", "server/flavors/tgi/spec.py"}), _FLAVORS),
-    "views": (frozenset({"control/views.py", "server/flavors/openai/views.py", "server/flavors/tgi/views.py"}),
-              _LATER),
+    "views": (frozenset({"server/flavors/openai/views.py", "server/flavors/tgi/views.py"}), _FLAVORS),
     # Not yet renamed.
-    "devices": (frozenset({"control/devices.py", "engine/devices.py"}), _LATER),
-    "multi_model": (frozenset({"multi_model.py", "control/multi_model.py"}), _LATER),
     "models": (frozenset({"backends/ray/models.py", "cli/models.py"}), _LATER),
-    "records": (frozenset({"control/records.py", "transform/records.py"}), _LATER),
-    "runner": (frozenset({"engine/runner.py", "transform/runner.py"}), _LATER),
-    "storage": (frozenset({"storage.py", "transform/storage.py"}), _LATER),
-    "store": (frozenset({"autoscaling/store.py", "control/fetch/store.py", "state_folder/store.py",
-                         "transform/store.py"}), _LATER),
-    "writer": (frozenset({"capture/writer.py", "gateway/writer.py"}), _LATER),
 }
 
 

@@ -7,7 +7,7 @@ from pier.gateway import state_files
 from pier.state_folder.files import by_name
 from pier.state_folder.store import Driver
 from pier.transform.job import JobRecord
-from pier.transform.store import FILE, TransformStore
+from pier.transform.transform_store import FILE, TransformStore
 
 
 def record(name: str = "Job-1") -> JobRecord:

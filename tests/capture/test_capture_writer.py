@@ -10,8 +10,8 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from pier.capture.record import Captured, ContentTypes, Side
-from pier.capture.writer import MIB, CaptureSettings, CaptureWriter, Job
+from pier.capture.capture_writer import MIB, CaptureSettings, CaptureWriter, Job
+from pier.capture.captured import Captured, ContentTypes, Side
 
 HOUR = 1_714_568_400.0  # 2024-05-01T13:00:00Z
 

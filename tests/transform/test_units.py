@@ -5,7 +5,7 @@ import tracemalloc
 
 import pytest
 
-from pier.transform.records import MIB, RecordError, Unit, assemble, decompress, output_name, split, units
+from pier.transform.units import MIB, RecordError, Unit, assemble, decompress, output_name, split, units
 
 
 @pytest.mark.parametrize(("data", "split_type", "records"), [

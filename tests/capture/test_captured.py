@@ -7,7 +7,7 @@ import calendar
 
 import pytest
 
-from pier.capture.record import Captured, ContentTypes, Side, file_name, folder, line
+from pier.capture.captured import Captured, ContentTypes, Side, file_name, folder, line
 
 TYPES = ContentTypes.of(csv=["text/csv"], json=["application/json", "application/jsonlines"])
 WHEN = calendar.timegm((2024, 5, 1, 13, 7, 9)) + 0.042

@@ -14,8 +14,8 @@ import boto3
 import pytest
 from rich.console import Console
 
+from pier.control.fetch.model_store import ModelDataError, ModelStore
 from pier.control.fetch.source import ModelSource, NoModelData, from_url, source_of
-from pier.control.fetch.store import ModelDataError, ModelStore
 from pier.control.shapes import ContainerSpec
 
 GGUF = b"GGUF" + bytes(2048)

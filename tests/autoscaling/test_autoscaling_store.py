@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pier.autoscaling import store as store_module
-from pier.autoscaling.store import Store
+from pier.autoscaling import autoscaling_store as store_module
+from pier.autoscaling.autoscaling_store import Store
 from pier.state_folder.store import Driver
 
 

@@ -15,10 +15,10 @@ from pier.control.shapes import ContainerSpec
 from pier.runtime.attempts import Forwarder
 from pier.runtime.settings import RuntimeSettings
 from pier.transform.job import JobRecord, check
-from pier.transform.records import Unit
-from pier.transform.runner import JobFailed, JobRun
-from pier.transform.store import ObjectRow
+from pier.transform.job_run import JobFailed, JobRun
+from pier.transform.transform_store import ObjectRow
 from pier.transform.turns import Turns
+from pier.transform.units import Unit
 
 REQUEST: dict[str, Any] = {
     "TransformJobName": "j", "ModelName": "m",
@@ -115,7 +115,7 @@ async def test_a_percent_encoded_key_fails_the_job_before_anything_is_written(tm
     import boto3
 
     from pier import storage as shared
-    from pier.transform.store import TransformStore
+    from pier.transform.transform_store import TransformStore
 
     output = tmp_path / "srv" / "out" / "job"
     request = {**REQUEST, "TransformInput": {"DataSource": {"S3DataSource": {
@@ -150,8 +150,8 @@ async def test_an_output_written_before_a_kill_is_not_written_again_when_the_job
     """Issue 40: the leader killed between an object's output written and its mark; the next leader resumes the job
     and finds that output written for that job's object: it marks it done without writing it a second time."""
     from pier import storage as shared
-    from pier.transform.runner import _Object
-    from pier.transform.store import TransformStore
+    from pier.transform.job_run import _Object
+    from pier.transform.transform_store import TransformStore
 
     request = {**REQUEST, "TransformOutput": {"S3OutputPath": (tmp_path / "out").as_uri()}}
     job = JobRecord(name="j", arn="arn", created=0.0, modified=0.0, request=request,

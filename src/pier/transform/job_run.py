@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 
 from pier.channel.headers import TIMEOUT_HEADER
 from pier.runtime.attempts import Call, Declined, Forwarder, RetryBudget, Spent, Target, send_retried
-from pier.transform import records as cutting
-from pier.transform import storage
+from pier.transform import job_objects
+from pier.transform import units as cutting
 from pier.transform.job import JobRecord, Settings
+from pier.transform.job_objects import LocationError
 from pier.transform.processing import ProcessingError
-from pier.transform.records import RecordError, Unit
-from pier.transform.storage import LocationError
-from pier.transform.store import ObjectRow, TransformStore
+from pier.transform.transform_store import ObjectRow, TransformStore
 from pier.transform.turns import CopiesFailed, Turns
+from pier.transform.units import RecordError, Unit
 
 log = logging.getLogger("pier.transform")
 
@@ -63,9 +63,9 @@ class JobRun:
 
     async def _run(self) -> None:
         if not self.store.objects(self.job.name):
-            sources = await asyncio.to_thread(storage.inputs, self.settings.input_url, self.settings.data_type)
+            sources = await asyncio.to_thread(job_objects.inputs, self.settings.input_url, self.settings.data_type)
             for source in sources:  # an output that cannot be written fails the job before any record is sent
-                storage.output_url(self.settings.output_url, source.relative)
+                job_objects.output_url(self.settings.output_url, source.relative)
             self.store.add_objects(self.job.name, [(s.url, s.relative) for s in sources])
         await self._first_copy()
         self.on_started()
@@ -89,7 +89,7 @@ class JobRun:
         for row in self.store.objects(self.job.name):
             if row.done:
                 continue
-            data = await asyncio.to_thread(storage.read, row.url)
+            data = await asyncio.to_thread(job_objects.read, row.url)
             units = await asyncio.to_thread(self._cut, row, data)
             self.store.cut(self.job.name, row.url, len(units), sum(len(u.records) for u in units))
             answered = self.store.answered(self.job.name, row.url)
@@ -156,9 +156,9 @@ class JobRun:
         answered = self.store.answered(self.job.name, item.row.url)
         outputs = [answered[u.index] for u in item.units]
         data = cutting.assemble(outputs, self.settings.assemble_with)
-        target = storage.output_url(self.settings.output_url, item.row.relative)
+        target = job_objects.output_url(self.settings.output_url, item.row.relative)
         owner = f"transform job {self.job.name.lower()}: {item.row.url}"  # job names are unique, never reused
-        await asyncio.to_thread(functools.partial(storage.write, target, data, self.settings.kms_key, owner=owner))
+        await asyncio.to_thread(functools.partial(job_objects.write, target, data, self.settings.kms_key, owner=owner))
         self.store.written(self.job.name, item.row.url)
         log.info("transform job %s wrote %s (%d units)", self.job.name, target, len(item.units))
 

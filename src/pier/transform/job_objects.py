@@ -13,7 +13,7 @@ from urllib.parse import quote, urlparse
 
 from pier import host_path, storage
 from pier.control.fetch import s3
-from pier.transform import records as cutting
+from pier.transform import units as cutting
 
 
 class LocationError(ValueError):

@@ -23,8 +23,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
 
+from pier.capture.captured import Captured, ContentTypes, file_name, folder, line
 from pier.capture.destination import Destination, destination_of
-from pier.capture.record import Captured, ContentTypes, file_name, folder, line
 from pier.env import GATEWAY, Env, integer, number
 
 log = logging.getLogger(__name__)

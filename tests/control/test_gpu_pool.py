@@ -11,9 +11,9 @@ from rich.console import Console
 
 from pier.control.api import ControlPlane
 from pier.control.capacity import Placement
-from pier.control.devices import GpuPool, classic_gpus, grant
 from pier.control.fetch.fetches import Fetches
-from pier.control.fetch.store import ModelStore
+from pier.control.fetch.model_store import ModelStore
+from pier.control.gpu_pool import GpuPool, classic_gpus, grant
 from pier.control.instance_types import InstanceType, lookup
 from pier.control.reconciler import Reconciler
 from pier.control.resource_store import ResourceStore

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pier.control.multi_model import multi_model_environment
+from pier.control.multi_model_environment import multi_model_environment
 from pier.control.shapes import ContainerSpec
 
 CASES = [
