@@ -100,8 +100,8 @@ def llama_server(binary: Path, model: Path) -> Server:
 
 def deploy(gateway: Server, model: Path, fleet: Fleet) -> list[str]:
     """The endpoint with its component's copies, ready; returns the copies' command lines for the report."""
-    from pier.client.client import PierClient
     from pier.client.deploy_file import ComponentBlock, DeployFile, ModelBlock
+    from pier.client.pier_client import PierClient
 
     client = PierClient(gateway.url, timeout_s=60.0)
     component = ComponentBlock(

@@ -52,10 +52,9 @@ def test_every_allowed_name_is_still_defined_twice() -> None:
     assert not stale, f"ALLOWED in tests/test_names.py lists names no longer defined twice: {stale}; remove them."
 
 
-# Module file names (stems) under src/pier that more than one module has, on purpose or for now: stem -> (the
-# modules that have it, why). The modules are listed exactly, so a new module of an allowed stem fails too.
+# Module file names (stems) under src/pier that more than one module has, on purpose: stem -> (the modules that
+# have it, why). The modules are listed exactly, so a new module of an allowed stem fails too.
 _FLAVORS = "each API flavor's own, side by side with the other flavor's"
-_LATER = "two concepts, to be renamed (issue 38's names left over)"
 ALLOWED_STEMS: dict[str, tuple[frozenset[str], str]] = {
     # Python's own names.
     "__init__": (frozenset(), "a package's interface: every package has one (not listed)"),
@@ -76,8 +75,6 @@ ALLOWED_STEMS: dict[str, tuple[frozenset[str], str]] = {
     "routes": (frozenset({"server/flavors/openai/routes.py", "server/flavors/tgi/routes.py"}), _FLAVORS),
     "spec": (frozenset({"server/flavors/openai/spec.py", "server/flavors/tgi/spec.py"}), _FLAVORS),
     "views": (frozenset({"server/flavors/openai/views.py", "server/flavors/tgi/views.py"}), _FLAVORS),
-    # Not yet renamed.
-    "models": (frozenset({"backends/ray/models.py", "cli/models.py"}), _LATER),
 }
 
 

@@ -24,8 +24,8 @@ from rich.console import Console
 from pier.bench.bench_run import run_bench
 from pier.bench.metrics import MS, Metrics
 from pier.bench.options import BenchOptions, PromptFormat, WorkloadKind
-from pier.client.client import PierClient
 from pier.client.deploy_file import ComponentBlock, DeployFile, ModelBlock
+from pier.client.pier_client import PierClient
 from pier.tune.objective import Bound, goodput, misses
 from pier.tune.space import Recipe
 from pier.tune.trials import Trial

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from pier.client.client import PierClient, PierClientError
 from pier.client.deploy_file import load
+from pier.client.pier_client import PierClient, PierClientError
 from tests.gateway.served import Served
 
 
@@ -138,7 +138,7 @@ def test_a_deployment_block_that_is_no_deployment_config_says_so(client: PierCli
      "Updating: to chat-2, starting, 0% of its traffic moved"),
 ])
 def test_an_update_shows_where_it_stands(described: dict[str, Any], shown: str) -> None:
-    from pier.client.client import update_progress
+    from pier.client.pier_client import update_progress
 
     assert update_progress(described) == shown
 
