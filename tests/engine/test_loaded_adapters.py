@@ -104,7 +104,7 @@ def test_adapter_problem_says_which_files_load(tmp_path: Path, files: tuple[Path
 
 def test_a_loaded_name_is_not_given_another_file(files: tuple[Path, list[Path]]) -> None:
     """Its KV is filed under its name and its handle may be in a running decode: another file takes another
-    name (the model server versions an updated adapter's name, server/adapters.py)."""
+    name (the model server versions an updated adapter's name, server/middleware/adapter_requests.py)."""
     model, adapters = files
     runner = LlamaRunner(model, n_ctx=256, n_seq_max=4, n_threads=2)
     try:

@@ -45,7 +45,8 @@ class LoadedAdapters:
     def load(self, name: str, path: Path, scale: float = 1.0) -> AdapterInfo:
         """Load the adapter at `path` as `name`, once. A name stays with its file: the KV its sequences computed
         is filed under the name (prefix and host caches), and its handle may be in the context a decode is
-        running on another thread, so another file gets a name of its own (server/adapters.py versions them)."""
+        running on another thread, so another file gets a name of its own (the copy's
+        server/middleware/adapter_requests.py versions them)."""
         if not name:
             raise ValueError("An adapter needs a non-empty name.")
         known = self._info.get(name)
