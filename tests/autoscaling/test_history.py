@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from pier.autoscaling.autoscaling_store import Store
 from pier.autoscaling.history import Bucket, History, MetricId, aggregate, matches, statistic
-from pier.autoscaling.store import Store
 from pier.state_folder.errors import StateUnavailable
 from pier.state_folder.postgres import Postgres
 from pier.state_folder.store import Driver

@@ -86,7 +86,7 @@ def test_chat_with_nothing_says_so_before_the_first_prompt(served: Served) -> No
 
 def test_ctrl_c_while_deploy_waits_says_what_goes_on(served: Served, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from pier.client.client import PierClient
+    from pier.client.pier_client import PierClient
 
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from pier.autoscaling.store import Store
+from pier.autoscaling.autoscaling_store import Store
 
 Dimensions = Mapping[str, str]
 STATISTICS = ("SampleCount", "Average", "Sum", "Minimum", "Maximum")

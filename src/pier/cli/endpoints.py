@@ -16,7 +16,7 @@ from rich.table import Table
 from pier.cli.app import app, console
 
 if TYPE_CHECKING:
-    from pier.client.client import PierClient
+    from pier.client.pier_client import PierClient
 
 Url = Annotated[str, typer.Option(envvar="PIER_URL", help=(
     "The gateway (default http://127.0.0.1:8080; https://HOST:PORT for one started with --tls-cert)."))]
@@ -28,7 +28,7 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 
 
 def _client(url: str, ca_bundle: Path | None) -> PierClient:
-    from pier.client.client import PierClient, PierClientError, url_problem
+    from pier.client.pier_client import PierClient, PierClientError, url_problem
 
     if (problem := url_problem(url)) is not None:  # a usage mistake: 2, as for any bad option
         _fail(f"--url {url} {problem}", 2)
@@ -76,7 +76,7 @@ def _answered() -> Iterator[None]:
     import httpx
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from pier.client.client import PierClientError, refusal
+    from pier.client.pier_client import PierClientError, refusal
 
     try:
         yield
