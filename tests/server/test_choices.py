@@ -16,7 +16,7 @@ from pier.engine.logprobs import log_softmax
 from pier.server.settings import ServerSettings
 from tests.server.conftest import app_client, sse_data
 from tests.server.flavors.tgi_generate_schema import validator
-from tests.server.test_continuation import answer, frames, post
+from tests.server.test_resumable_answers import answer, frames, post
 
 pytestmark = pytest.mark.anyio
 LONG_PROMPT = " ".join(["the quick brown fox jumps over the lazy dog"] * 12)
