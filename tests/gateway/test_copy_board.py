@@ -4,12 +4,11 @@ leader's router saw (URL, secret, concurrency, draining copies not ready), and w
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 
 import pytest
-
-import dataclasses
-import json
 
 from pier.backends.base import CopySpec, CopyState, CopyStatus, Instance
 from pier.control.workload import Workload
