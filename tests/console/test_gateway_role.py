@@ -1,5 +1,6 @@
 """The console says which gateway it is among several on one state database (GET /pier): on the leader "this
-gateway leads", on a follower who leads; a gateway alone on its folder says nothing. Real headless Chromium."""
+gateway leads", on a follower who leads; a gateway alone on its folder says nothing. And a follower's Copies page
+lists the leader's copies. Real headless Chromium."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from pier.gateway.app import create_gateway
 from tests.console.browser import chromium, missing, watched_page
 from tests.control.fakes import FakeBackend
+from tests.gateway.served import sagemaker_client
 from tests.gateway.test_state_url import gateways
 from tests.postgres import PostgresServer
 from tests.sockets import serving
@@ -51,3 +53,23 @@ def test_a_gateway_alone_on_its_folder_says_nothing(tmp_path: Path, page: Any) -
         page.locator("header .role").filter(has_text="access:").wait_for(timeout=10_000)
         page.wait_for_timeout(500)  # /pier answered by now, and said "folder"
         assert page.locator(".gateway-role").count() == 0
+
+
+def test_a_followers_copies_page_lists_the_leaders_copies(tmp_path: Path, postgres_server: PostgresServer,
+                                                          page: Any) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.gguf").write_bytes(b"GGUF")
+    with gateways(tmp_path, postgres_server.database(), 2) as (one, two):
+        until(lambda: {about(u)["role"] for u in (one, two)} == {"leader", "follower"}, timeout=20,
+              what="a leader and a follower")
+        follower = two if about(one)["role"] == "leader" else one
+        sagemaker = sagemaker_client(follower)
+        sagemaker.create_model(ModelName="m", PrimaryContainer={"ModelDataUrl": str(model)})
+        sagemaker.create_endpoint_config(EndpointConfigName="c", ProductionVariants=[{
+            "VariantName": "AllTraffic", "ModelName": "m", "InstanceType": "local", "InitialInstanceCount": 1}])
+        sagemaker.create_endpoint(EndpointName="e", EndpointConfigName="c")
+        page.goto(f"{follower}/console#/copies")
+        row = page.locator("tr[data-copy]")
+        row.filter(has_text="e/AllTraffic").wait_for(timeout=20_000)
+        assert row.count() == 1 and row.locator(".copy-state").inner_text() == "Ready"

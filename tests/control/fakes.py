@@ -45,6 +45,12 @@ class FakeBackend:
     def logs(self, copy_id: str, lines: int = 200) -> str:
         return f"log of {copy_id}\n"
 
+    def log_file(self, copy_id: str) -> str | None:
+        return None
+
+    async def logs_elsewhere(self, copy_id: str, lines: int, log_file: str | None) -> str:
+        raise KeyError(f"Copy {copy_id}'s log is on the leader's host.")
+
     async def path_on(self, copy_id: str, path: str) -> str:
         return path
 

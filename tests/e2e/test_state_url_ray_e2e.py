@@ -93,7 +93,10 @@ def test_a_new_leader_adopts_the_copies_on_the_shared_cluster_as_they_are(
             before = copies(first)
             [copy_id] = before
             assert before[copy_id]["state"] == "Ready" and before[copy_id]["pid"]
-            assert copies(second) == {}  # a follower owns no copy (it routes by the leader's published list)
+            # a follower owns no copy: it routes by the leader's published list, and lists the leader's copies
+            until(lambda: copies(second) == copies(first), timeout=10, what="the follower listing the leader's copies")
+            log = httpx.get(f"{second.url}/pier/copies/{copy_id}/logs", params={"lines": 100_000}, timeout=30)
+            assert log.status_code == 200 and "actor on node" in log.text  # from the copy's actor, on its node
             actor = actor_pid(copy_id)
 
             first.process.kill()  # kill -9 of the leader
@@ -120,7 +123,8 @@ def test_a_new_leader_adopts_the_copies_on_the_shared_cluster_as_they_are(
                                 options=options) as restarted:  # the killed one, started again
                 restarted.wait_ready(120)
                 until(lambda: role(restarted)["leader"] == role(second)["gateway"], timeout=20, what="a follower")
-                assert role(restarted)["role"] == "follower" and copies(restarted) == {}
+                assert role(restarted)["role"] == "follower"
+                until(lambda: copies(restarted) == copies(second), timeout=10, what="the leader's copies listed")
                 assert {e["EndpointName"] for e in sagemaker_client(restarted.url).list_endpoints()["Endpoints"]} == {
                     "first", "second"}
                 for name in ("first", "second"):

@@ -99,6 +99,16 @@ class Backend(Protocol):
 
     def logs(self, copy_id: str, lines: int = 200) -> str: ...
 
+    def log_file(self, copy_id: str) -> str | None:
+        """Where the copy's log is kept on this host, for the other gateways on it (published with the copy while
+        this gateway leads); None: nowhere they should read it."""
+        ...
+
+    async def logs_elsewhere(self, copy_id: str, lines: int, log_file: str | None) -> str:
+        """The end of the log of a copy another gateway owns (this one follows): `log_file` is where the owner
+        said it keeps it (None: it said nowhere). Raises KeyError, saying why, when this gateway cannot read it."""
+        ...
+
     async def path_on(self, copy_id: str, path: str) -> str:
         """Where the copy's process reads `path`, a file on the gateway's host (an adapter's GGUF): the path itself
         where the copy sees it; a copy on another machine gets the file first. Raises when it cannot."""

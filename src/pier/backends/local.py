@@ -81,6 +81,21 @@ class LocalBackend:
             raise KeyError(f"No log for copy {copy_id} under {self.state_dir}; copies running here: {known}.")
         return tail(path, lines)
 
+    def log_file(self, copy_id: str) -> str | None:
+        return str(self._folder(copy_id) / "copy.log")
+
+    async def logs_elsewhere(self, copy_id: str, lines: int, log_file: str | None) -> str:
+        """The leader's log file of the copy, when this host sees it (a gateway on the leader's host). Only a file
+        that is a copy's log is read (`<folder>/copies/<copy_id>/copy.log`): the path comes from the database."""
+        path = Path(log_file) if log_file else None
+        if path is None or path.parts[-3:] != ("copies", copy_id, "copy.log"):
+            raise KeyError(f"The leader did not say where copy {copy_id}'s log is.")
+        try:
+            return await asyncio.to_thread(tail, path, lines)
+        except OSError:
+            raise KeyError(f"Copy {copy_id}'s log is on the leader's host, at {path}, which this gateway's host does "
+                           "not see.") from None
+
     async def path_on(self, copy_id: str, path: str) -> str:
         """Copies are processes on this host: they read the gateway's files where they are."""
         return path

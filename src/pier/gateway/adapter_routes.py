@@ -17,6 +17,7 @@ from pier.channel.copy_secret import copy_secret_header
 from pier.control import adapters
 from pier.control.workload import Workload
 from pier.gateway.copy_metrics import SCRAPE_TIMEOUT_S
+from pier.gateway.copy_view import seen_statuses
 from pier.gateway.parts import gateway_of
 from pier.lora_file import tensor_bytes
 
@@ -25,7 +26,8 @@ async def adapter_list(request: Request) -> Response:
     gateway = gateway_of(request)
     records = [c for c in gateway.state.components.all() if adapters.is_adapter(c)]
     bases = {adapters.base_name(r).lower() for r in records}
-    copies = [c for base in bases for c in gateway.backend.statuses()
+    seen = await seen_statuses(gateway)  # a follower's: the leader's
+    copies = [c for base in bases for c in seen
               if c.component == Workload.of_component(base) and c.state is CopyState.READY and c.url]
     async with httpx.AsyncClient(trust_env=False) as client:
         loaded = await _loaded(client, copies)

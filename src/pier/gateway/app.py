@@ -46,7 +46,8 @@ from pier.gateway.adapter_routes import adapter_list
 from pier.gateway.async_route import invoke_endpoint_async
 from pier.gateway.autoscaling_parts import Autoscaling
 from pier.gateway.control_route import control_route
-from pier.gateway.copy_board import CopyBoard, led_copies, routed
+from pier.gateway.copy_board import CopyBoard, routed
+from pier.gateway.copy_view import own_copies
 from pier.gateway.deploy_route import deploy_route
 from pier.gateway.drain import Drain, Draining
 from pier.gateway.endpoint_scope import endpoint_of_state
@@ -180,7 +181,7 @@ async def _loops(gateway: Gateway) -> None:
     jobs = asyncio.create_task(gateway.transforms.run(), name="transform jobs") if gateway.transforms else None
     board = gateway.copy_board  # the followers route by what is published (gateway/copy_board.py)
     published = asyncio.create_task(board.publishing(
-        lambda: led_copies(gateway.backend.statuses(), gateway.reconciler.copies)), name="copies published") \
+        lambda: own_copies(gateway.backend, gateway.reconciler, gateway.leadership.me)), name="copies published") \
         if board else None
     try:
         await asyncio.gather(loop, scaling, *(task for task in (queued, jobs, published) if task is not None))

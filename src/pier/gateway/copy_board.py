@@ -1,7 +1,9 @@
 """The copies every gateway on one state database routes to (`--state-url`): the leader, whose reconciler starts and
 watches them, publishes what it sees of them to the database each second (`CopyBoard.publish`: each copy's
-workload, state, URL, secret and concurrency), and a follower routes by that table (`CopyBoard.copies`), so an
-endpoint answers through every gateway, not only the one that started its copies.
+workload, state, URL, secret and concurrency as its router sees them, and what `/pier/copies` lists of it), and a
+follower routes by that table (`CopyBoard.copies`), so an endpoint answers through every gateway, not only the one
+that started its copies, and lists the leader's copies as the leader does (`CopyBoard.listed`,
+gateway/copy_view.py).
 
 - A copy's URL must be one the followers reach: the local backend's copies listen on 127.0.0.1, so followers on
   the leader's host reach them (docs/state.md says what this means for gateways on several hosts).
@@ -14,6 +16,7 @@ endpoint answers through every gateway, not only the one that started its copies
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import math
@@ -23,6 +26,7 @@ from typing import Any
 
 from pier.backends.base import CopyState, CopyStatus
 from pier.control.workload import Workload
+from pier.gateway.listed_copy import ListedCopy, placement
 from pier.state_folder.database import Schema
 from pier.state_folder.errors import StateUnavailable
 from pier.state_folder.store import StoreFile
@@ -31,22 +35,32 @@ log = logging.getLogger("pier.gateway")
 
 REREAD_S = 0.5
 PUBLISH_S = 1.0
-_FIELDS = ("copy_id", "component", "url", "message", "restarts", "concurrency")  # pid, kernels: the leader's own
+_FIELDS = ("copy_id", "component", "url", "message", "restarts", "concurrency")  # as routed
 
 
-def as_row(status: CopyStatus, now: float) -> tuple[str, str, str, float]:
-    """(copy id, workload, the status as JSON, when)."""
-    body = {name: getattr(status, name) for name in _FIELDS}
-    body["state"] = status.state.value
-    body["secret"] = status.secret
-    return status.copy_id, status.component, json.dumps(body), now
+def as_row(copy: ListedCopy, now: float) -> tuple[str, str, str, float]:
+    """(copy id, workload, the copy as JSON, when): the status as routed at the top (what every pier since the
+    board routes by), what `/pier/copies` lists of it under "listed" (a pier before it reads no more than it did)."""
+    routed, status = copy.routed, copy.status
+    body: dict[str, Any] = {name: getattr(routed, name) for name in _FIELDS}
+    body["state"] = routed.state.value
+    body["secret"] = routed.secret
+    body["listed"] = {"state": status.state.value, "message": status.message, "pid": status.pid,
+                      "kernels": status.kernels, "placement": dict(copy.placement), "log_file": copy.log_file,
+                      "owner": copy.owner}
+    return routed.copy_id, routed.component, json.dumps(body), now
 
 
-def from_row(text: str) -> CopyStatus:
+def from_row(text: str) -> ListedCopy:
     body: dict[str, Any] = json.loads(text)
-    return CopyStatus(body["copy_id"], body["component"], CopyState(body["state"]), url=body["url"],
-                      message=body["message"], restarts=body["restarts"], secret=body["secret"],
-                      concurrency=body["concurrency"])
+    listed: dict[str, Any] = body.get("listed") or {}  # a row of a leader before it: listed as routed
+    routed = CopyStatus(body["copy_id"], body["component"], CopyState(body["state"]), url=body["url"],
+                        message=body["message"], restarts=body["restarts"], pid=listed.get("pid"),
+                        secret=body["secret"], concurrency=body["concurrency"], kernels=listed.get("kernels"))
+    status = dataclasses.replace(routed, state=CopyState(listed.get("state", routed.state.value)),
+                                 message=listed.get("message", routed.message))
+    return ListedCopy(status, routed, listed.get("placement") or placement(None), listed.get("log_file"),
+                      listed.get("owner"))
 
 
 class CopyBoard(StoreFile):
@@ -59,20 +73,24 @@ class CopyBoard(StoreFile):
     MEND = "Nothing to mend: the leader writes the table again each second"
 
     _read_at = -math.inf
-    _seen: tuple[CopyStatus, ...] = ()
+    _seen: tuple[ListedCopy, ...] = ()
 
-    def publish(self, statuses: Iterable[CopyStatus]) -> None:
+    def publish(self, copies: Iterable[ListedCopy]) -> None:
         """The leader's copies, in place of what was published before (one transaction: a follower reads the old
         list or the new one)."""
         now = time.time()
-        rows = [as_row(status, now) for status in statuses]
+        rows = [as_row(copy, now) for copy in copies]
         with self.transaction() as db:
             db.execute("DELETE FROM copies")
             if rows:
                 db.executemany("INSERT INTO copies (copy_id, workload, status, published) VALUES (?, ?, ?, ?)", rows)
 
     def copies(self, workload: Workload) -> list[CopyStatus]:
-        """The copies of `workload` as the leader last published them (read again at most every REREAD_S)."""
+        """The copies of `workload` as the leader's router last saw them (read again at most every REREAD_S)."""
+        return [copy.routed for copy in self.listed() if copy.routed.component == workload]
+
+    def listed(self) -> list[ListedCopy]:
+        """Every copy as the leader last published it (read again at most every REREAD_S)."""
         now = time.monotonic()
         if now - self._read_at >= REREAD_S:
             self._read_at = now
@@ -83,13 +101,13 @@ class CopyBoard(StoreFile):
                 log.warning("%s The copies as last read serve meanwhile.", error.message)
             else:
                 self._seen = tuple(from_row(row[0]) for row in found)
-        return [status for status in self._seen if status.component == workload]
+        return list(self._seen)
 
-    async def publishing(self, statuses: Callable[[], list[CopyStatus]]) -> None:
-        """While this gateway leads: `statuses()` published every PUBLISH_S, until cancelled."""
+    async def publishing(self, copies: Callable[[], list[ListedCopy]]) -> None:
+        """While this gateway leads: `copies()` published every PUBLISH_S, until cancelled."""
         while True:
             try:
-                await asyncio.to_thread(self.publish, statuses())
+                await asyncio.to_thread(self.publish, copies())
             except Exception as error:  # the database away: the followers route by the last list meanwhile
                 log.warning("could not publish the copies for the other gateways: %s", error)
             await asyncio.sleep(PUBLISH_S)

@@ -13,9 +13,9 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import generate_latest
 
 import pier
-from pier.backends.base import CopySpec
 from pier.error_bodies import openai_answer, pier_answer
 from pier.gateway import copy_metrics, metrics_summary
+from pier.gateway.copy_view import copy_log, seen_copies, seen_statuses
 from pier.gateway.parts import gateway_of
 from pier.gpus import gpu_build_advice
 from pier.security.principal import caller
@@ -64,39 +64,10 @@ def _listed(request: Request) -> list[dict[str, Any]]:
 
 
 async def copies(request: Request) -> Response:
-    """Every copy the backend runs (pier's own API, for `pier ls`, `describe` and `logs`)."""
-    gateway = gateway_of(request)
-    rows = [{"copy_id": c.copy_id, "component": c.component, "state": c.state.value, "url": c.url,
-             "message": c.message, "restarts": c.restarts, "pid": c.pid, "concurrency": c.concurrency,
-             "kernels": c.kernels,
-             **_placement(gateway.reconciler.spec(c.copy_id))}
-            for c in gateway.backend.statuses()]
-    return JSONResponse({"copies": rows})
-
-
-def _placement(spec: CopySpec | None) -> dict[str, Any]:
-    """Where the copy runs: its instance ("<endpoint>/<variant>#<index>" and type), the cores it is pinned to, and
-    its device: the GPUs it holds, or the CPU (with `cpu_fallback` when it asked for GPUs the host lacks)."""
-    if spec is None:
-        return {"instance": None, "instance_type": None, "cores": [], "device": None, "gpus": [],
-                "accelerators": 0, "cpu_fallback": False}
-    devices = {"device": device(spec), "gpus": list(spec.gpus), "accelerators": spec.accelerators,
-               "cpu_fallback": spec.cpu_fallback}
-    if spec.instance is None:
-        return {"instance": None, "instance_type": None, "cores": list(spec.cores), **devices}
-    instance = spec.instance
-    return {"instance": f"{instance.variant}#{instance.index}", "instance_type": instance.type,
-            "cores": list(spec.cores), **devices}
-
-
-def device(spec: CopySpec) -> str:
-    """`gpu` (CUDA_VISIBLE_DEVICES names its GPUs), `cpu`, or `gpu (ray)` for a copy whose node's Ray hands it its
-    GPUs (the gateway does not know their ids)."""
-    if spec.gpus:
-        return "gpu"
-    if spec.accelerators and not spec.cpu_fallback:
-        return "gpu (ray)"
-    return "cpu"
+    """Every copy this gateway sees (pier's own API, for `pier ls`, `describe` and `logs`): its own while it leads,
+    the leader's through the copy board while it follows (gateway/copy_view.py)."""
+    seen = await seen_copies(gateway_of(request))
+    return JSONResponse({"copies": [copy.as_json() for copy in seen]})
 
 
 async def gpus(request: Request) -> Response:
@@ -118,7 +89,7 @@ async def gpus(request: Request) -> Response:
 
 async def copy_logs(copy_id: str, request: Request, lines: int = 200) -> Response:
     try:
-        return PlainTextResponse(gateway_of(request).backend.logs(copy_id, lines))
+        return PlainTextResponse(await copy_log(gateway_of(request), copy_id, lines))
     except (KeyError, ValueError) as error:
         message = error.args[0] if error.args else str(error)
         return pier_answer(404, f"{message} GET /pier/copies lists the copies.").response()
@@ -126,8 +97,8 @@ async def copy_logs(copy_id: str, request: Request, lines: int = 200) -> Respons
 
 async def metrics(request: Request) -> Response:
     """Every ready copy's metrics, labelled with the copy and its component, wherever the copy runs; then the
-    gateway's own AWS/SageMaker series (pier.autoscaling.recorder)."""
-    copies = gateway_of(request).backend.statuses()
+    gateway's own AWS/SageMaker series (pier.autoscaling.recorder). A follower scrapes the leader's copies."""
+    copies = await seen_statuses(gateway_of(request))
     async with httpx.AsyncClient(trust_env=False) as client:
         scraped = await copy_metrics.scrape(client, copies)
     body, content_type = copy_metrics.exposition(copies, scraped)
@@ -139,7 +110,7 @@ async def summary(request: Request) -> Response:
     """Per workload: copies by state, load, tokens and latency histograms (the console's charts; see
     gateway/metrics_summary.py)."""
     gateway = gateway_of(request)
-    copies = gateway.backend.statuses()
+    copies = await seen_statuses(gateway)  # a follower's: the leader's
     async with httpx.AsyncClient(trust_env=False) as client:
         scraped = await copy_metrics.scrape(client, copies)
     workloads = metrics_summary.summarize(copies, scraped)

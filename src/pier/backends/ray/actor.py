@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 
 from pier.backends.base import CopySpec, CopyState, CopyStatus
-from pier.backends.logfile import note
+from pier.backends.logfile import note, tail
 from pier.backends.ray.models import Manifest, NodeModels, holds
 from pier.backends.ray.placement import instance_of, node_cores
 from pier.backends.supervisor import CopySupervisor, SupervisionSettings
@@ -220,6 +220,14 @@ class CopyActor:
                        f"({error}). Start the node's Ray with RAY_worker_niceness=0, or give it CAP_SYS_NICE.")
 
     # ---- its log
+
+    def tail(self, lines: int) -> str:
+        """The end of the copy's log on this node (its actors' lines here, across restarts), for a gateway that
+        follows: the leader mirrors the log to its own host, a follower asks the actor."""
+        try:
+            return tail(self.log_path, lines)
+        except OSError:
+            return ""
 
     def _log_size(self) -> int:
         try:

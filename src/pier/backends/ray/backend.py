@@ -241,6 +241,26 @@ class RayBackend:
             raise KeyError(f"No log for copy {copy_id} under {self.state_dir}; copies running here: {known}.")
         return tail(path, lines)
 
+    def log_file(self, copy_id: str) -> str | None:
+        """None: a follower reads the copy's log from its actor (`logs_elsewhere`), wherever the follower runs."""
+        return None
+
+    async def logs_elsewhere(self, copy_id: str, lines: int, log_file: str | None) -> str:
+        """The end of the copy's log on its node, from its actor found by its name on the cluster (this gateway
+        owns no copy: it follows)."""
+        await self._ensure_connected()
+        from ray.exceptions import RayError
+
+        try:
+            actor, _ = await actor_of(copy_id, CALL_S)
+            text: str = await asyncio.wait_for(_awaitable(actor.tail.remote(lines)), CALL_S)
+        except RayUnavailable as error:
+            raise KeyError(f"No log for copy {copy_id}: {error}.") from None
+        except (TimeoutError, AttributeError, RayError) as error:  # AttributeError: an actor of a pier before tail()
+            raise KeyError(f"Copy {copy_id}'s actor did not give its log ({type(error).__name__}); read it through "
+                           "the leader.") from None
+        return text
+
     async def close(self) -> None:
         """The gateway is exiting: leave the copies running for the next gateway on a cluster that is not pier's
         own (`keep_copies`), else stop them all; then leave the cluster."""
