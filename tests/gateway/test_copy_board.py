@@ -49,13 +49,13 @@ def test_draining_copies_are_published_as_the_leader_routes_them() -> None:
     assert [c.message for c in led_copies([READY, READY], copies_of)] == ["draining"]
 
 
-@pytest.mark.parametrize(("leading", "expected"), [(True, "own"), (False, "board")])
-def test_a_follower_routes_by_the_board_a_leader_by_its_own(tmp_path: Path, leading: bool, expected: str) -> None:
+@pytest.mark.parametrize(("owning", "expected"), [(True, "own"), (False, "board")])
+def test_a_follower_routes_by_the_board_a_leader_by_its_own(tmp_path: Path, owning: bool, expected: str) -> None:
     board = CopyBoard.open(tmp_path)
     try:
         board.publish([READY])
         own = [CopyStatus("mine", "e/v", CopyState.READY, url="http://127.0.0.1:1")]
-        copies = routed(board, lambda: leading, lambda workload: own)(Workload("e/v"))
+        copies = routed(board, lambda: owning, lambda workload: own)(Workload("e/v"))
         assert copies == (own if expected == "own" else [from_row(as_row(READY, 0)[2])])
     finally:
         board.close()

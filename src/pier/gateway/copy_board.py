@@ -98,13 +98,15 @@ def led_copies(statuses: Iterable[CopyStatus], copies_of: Callable[[Workload], l
     return [copy for workload in workloads for copy in copies_of(Workload(workload))]
 
 
-def routed(board: CopyBoard | None, leading: Callable[[], bool], own: Callable[[Workload], list[CopyStatus]]
+def routed(board: CopyBoard | None, owning: Callable[[], bool], own: Callable[[Workload], list[CopyStatus]]
            ) -> Callable[[Workload], list[CopyStatus]]:
-    """The copies a request is routed to: this gateway's own while it leads (or alone), else the leader's."""
+    """The copies a request is routed to: this gateway's own while it owns them (it leads and has taken them over;
+    or alone), else the leader's as published. A new leader goes on routing by the published list while it takes
+    the copies over: they serve meanwhile, and its own list is empty until it has."""
     if board is None:
         return own
 
     def copies(workload: Workload) -> list[CopyStatus]:
-        return own(workload) if leading() else board.copies(workload)
+        return own(workload) if owning() else board.copies(workload)
     return copies
 
