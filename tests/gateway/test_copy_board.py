@@ -3,6 +3,7 @@ leader's router saw (URL, secret, concurrency, draining copies not ready), on SQ
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,24 @@ def test_alone_on_a_folder_a_gateway_routes_by_its_own() -> None:
         return []
 
     assert routed(None, lambda: False, own) is own
+
+
+def test_a_follower_with_no_ready_copy_of_a_workload_reads_the_board_again_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The leader publishes a copy ready before it stores the status or the deployment step that sends traffic to
+    it; a follower reading that step finds the copy ready rather than its half-second-old list."""
+    monkeypatch.setattr(copy_board, "REREAD_S", 60.0)
+    monkeypatch.setattr(copy_board, "MISS_REREAD_S", 0.0)
+    leader, follower = CopyBoard.open(tmp_path), CopyBoard.open(tmp_path)
+    try:
+        leader.publish([STARTING])
+        assert [c.state for c in follower.copies(Workload("c"))] == [CopyState.STARTING]
+        assert follower.copies(Workload("e/v")) == []
+        leader.publish([dataclasses.replace(STARTING, state=CopyState.READY), READY])
+        assert [c.state for c in follower.copies(Workload("e/v"))] == [CopyState.READY]
+        assert [c.state for c in follower.copies(Workload("c"))] == [CopyState.READY]
+        leader.publish([])
+        assert len(follower.copies(Workload("e/v"))) == 1  # a ready copy listed: read again every REREAD_S only
+    finally:
+        leader.close()
+        follower.close()

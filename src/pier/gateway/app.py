@@ -15,6 +15,7 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -224,6 +225,8 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
                             alarm_state=lambda name: (scaling_store.get(ALARM, name) or {}).get("StateValue"),
                             extra=extra)
     writer = Writer()  # control-plane and autoscaling calls run there; their wake-ups come back to the loop
+    if board is not None:  # the followers find a copy published before a status sends them to it
+        reconciler.publish = partial(board.published, lambda: led_copies(backend.statuses(), reconciler.copies))
     # What a request and a describe see of the copies: this gateway's own while it leads and owns them (taken
     # over), else the leader's as published.
     owning = threading.Event()

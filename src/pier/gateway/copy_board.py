@@ -8,7 +8,10 @@ endpoint answers through every gateway, not only the one that started its copies
 - The table holds each copy's secret (what the gateway sends in X-Pier-Copy-Secret): whoever reads the database
   can call the copies directly, as whoever reads it can read the keys' secrets.
 - A follower reads the table at most every `REREAD_S`; between a change and its next read it routes as before
-  (a copy gone meanwhile fails that request, as a copy dying under the leader would).
+  (a copy gone meanwhile fails that request, as a copy dying under the leader would). A workload it has no ready
+  copy of is read again within `MISS_REREAD_S`: the leader publishes a copy ready before it stores what sends
+  traffic to it (InService, a deployment's next step; the reconciler's `publish`), so a follower that reads that
+  record finds the copy.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pier.state_folder.store import StoreFile
 log = logging.getLogger("pier.gateway")
 
 REREAD_S = 0.5
+MISS_REREAD_S = 0.05
 PUBLISH_S = 1.0
 _FIELDS = ("copy_id", "component", "url", "message", "restarts", "concurrency")  # pid, kernels: the leader's own
 
@@ -71,9 +75,12 @@ class CopyBoard(StoreFile):
                 db.executemany("INSERT INTO copies (copy_id, workload, status, published) VALUES (?, ?, ?, ?)", rows)
 
     def copies(self, workload: Workload) -> list[CopyStatus]:
-        """The copies of `workload` as the leader last published them (read again at most every REREAD_S)."""
+        """The copies of `workload` as the leader last published them (read again at most every REREAD_S; every
+        MISS_REREAD_S while none of them is ready: the leader publishes a copy ready before it stores the status
+        or deployment step that sends traffic to it, which this gateway reads fresh)."""
         now = time.monotonic()
-        if now - self._read_at >= REREAD_S:
+        ready = any(s.component == workload and s.state is CopyState.READY for s in self._seen)
+        if now - self._read_at >= (REREAD_S if ready else MISS_REREAD_S):
             with self.lock:
                 found = self.db.execute("SELECT status FROM copies ORDER BY copy_id").fetchall()
             self._seen = tuple(from_row(row[0]) for row in found)
@@ -83,11 +90,15 @@ class CopyBoard(StoreFile):
     async def publishing(self, statuses: Callable[[], list[CopyStatus]]) -> None:
         """While this gateway leads: `statuses()` published every PUBLISH_S, until cancelled."""
         while True:
-            try:
-                await asyncio.to_thread(self.publish, statuses())
-            except Exception as error:  # the database away: the followers route by the last list meanwhile
-                log.warning("could not publish the copies for the other gateways: %s", error)
+            await self.published(statuses)
             await asyncio.sleep(PUBLISH_S)
+
+    async def published(self, statuses: Callable[[], list[CopyStatus]]) -> None:
+        """`statuses()` published now (the reconciler's, before it stores a status that sends traffic to them)."""
+        try:
+            await asyncio.to_thread(self.publish, statuses())
+        except Exception as error:  # the database away: the followers route by the last list meanwhile
+            log.warning("could not publish the copies for the other gateways: %s", error)
 
 
 def led_copies(statuses: Iterable[CopyStatus], copies_of: Callable[[Workload], list[CopyStatus]]
