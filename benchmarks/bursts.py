@@ -64,14 +64,14 @@ from engine_steps import EngineSteps, scrape
 from peers import THREADS, Catalog, Fleet, Server, running
 from report import machine, model_shape, num, ranged
 
-from pier.bench.client import ClientSettings, OpenAICompletionsClient
 from pier.bench.compare import paired_ratios, ratio_of_medians
+from pier.bench.conversations import Prompt
 from pier.bench.metrics import MS, Metrics, summarize
 from pier.bench.options import Api
-from pier.bench.record import RequestRecord
-from pier.bench.target import resolve
+from pier.bench.request_record import RequestRecord
+from pier.bench.streaming_client import ClientSettings, OpenAICompletionsClient
+from pier.bench.subject import resolve
 from pier.bench.vocabulary import TokenPool, ids_from_gguf
-from pier.bench.workload import Prompt
 
 CONTEXT = 8192
 TIMEOUT_S = 300.0

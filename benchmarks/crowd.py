@@ -46,9 +46,9 @@ from peers import Catalog, Fleet, Server, running
 from report import machine, model_shape
 from rich.console import Console
 
+from pier.bench.bench_run import run_bench
 from pier.bench.options import Api, BenchOptions, PromptFormat
 from pier.bench.result import BenchResult
-from pier.bench.runner import run_bench
 from pier.synthetic.builder import ModelShape
 
 CROWD_SHAPE = ModelShape(n_vocab=2048, n_embd=128, n_layer=4, n_ff=384, n_head=4, n_head_kv=2)
@@ -100,8 +100,8 @@ def llama_server(binary: Path, model: Path) -> Server:
 
 def deploy(gateway: Server, model: Path, fleet: Fleet) -> list[str]:
     """The endpoint with its component's copies, ready; returns the copies' command lines for the report."""
-    from pier.client.client import PierClient
     from pier.client.deploy_file import ComponentBlock, DeployFile, ModelBlock
+    from pier.client.pier_client import PierClient
 
     client = PierClient(gateway.url, timeout_s=60.0)
     component = ComponentBlock(

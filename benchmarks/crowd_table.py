@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pier.bench.record import RequestRecord
+from pier.bench.request_record import RequestRecord
 
 DEFAULT_LEVELS = (25, 50, 100, 200, 300, 500)
 

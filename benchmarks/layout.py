@@ -96,8 +96,8 @@ def once(arm: Arm, workload: str, model: Path, c: int, requests: int, seed: int)
 def deploy(gateway: Server, model: Path, layout: Layout, parallel: int) -> tuple[str, list[str]]:
     """The layout's endpoint (one inference component of N copies of T cores) on the gateway; returns the
     component's name (the OpenAI routes' `model`) and what each copy got (cores, threads)."""
-    from pier.client.client import PierClient
     from pier.client.deploy_file import ComponentBlock, DeployFile, ModelBlock
+    from pier.client.pier_client import PierClient
 
     name = f"layout-{layout.copies}x{layout.threads}"
     environment = {"PIER_PARALLEL": str(parallel), "MAX_BATCH_TOTAL_TOKENS": str(parallel * CELLS_PER_SEQUENCE),

@@ -47,13 +47,13 @@ from report import machine, model_shape, ranged
 
 from pier.bench import BenchOptions, PromptFormat, WorkloadKind
 from pier.bench.calibration import PromptTokens, choose_tokens
-from pier.bench.client import ClientSettings, OpenAIChatClient, Stream
 from pier.bench.compare import paired_ratios, ratio_of_medians
+from pier.bench.conversations import Conversation, Conversations, Exchange
 from pier.bench.metrics import MS, Metrics, Slo, summarize
 from pier.bench.options import Api
-from pier.bench.record import RequestRecord
-from pier.bench.target import resolve
-from pier.bench.workload import Conversation, Conversations, Exchange
+from pier.bench.request_record import RequestRecord
+from pier.bench.streaming_client import ClientSettings, OpenAIChatClient, Stream
+from pier.bench.subject import resolve
 
 THREADS, CONTEXT, PARALLEL, USERS, TURNS = 2, 4096, 8, 8, 4
 INPUT_LEN, OUTPUT_LEN = 64, 32

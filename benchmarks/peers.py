@@ -257,8 +257,8 @@ def running(fleet: Fleet, servers: Sequence[Server]) -> Iterator[None]:
 def deploy_endpoint(gateway: Server, model: Path, fleet: Fleet) -> tuple[str, str]:
     """One endpoint of one copy (prefix cache off, same context) on the gateway; returns its copy's URL and the
     copy's command line."""
-    from pier.client.client import PierClient
     from pier.client.deploy_file import DeployFile, ModelBlock
+    from pier.client.pier_client import PierClient
 
     client = PierClient(gateway.url)
     environment = {"MAX_BATCH_TOTAL_TOKENS": str(CONTEXT), "PIER_PARALLEL": str(PARALLEL), "PIER_PREFIX_CACHE": "false"}

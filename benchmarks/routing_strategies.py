@@ -42,8 +42,8 @@ from pier.runtime.routing_strategy import Routing, Strategy
 from pier.runtime.target import Target
 from pier.server.app import create_app
 from pier.server.container import start_engine
+from pier.server.server_state import ServerState
 from pier.server.settings import ServerSettings
-from pier.server.state import ServerState
 from pier.synthetic.builder import TINY, build_gguf
 from pier.synthetic.words import WORDS
 

@@ -12,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import urllib.parse
 from pathlib import Path
 
 BIN = Path(os.environ.get("PIER_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
@@ -44,9 +45,28 @@ class PostgresServer:
         self._names = itertools.count(1)
         self._run(BIN / "initdb", "-D", self.data, "-U", "pier", "--auth=trust", "-E", "UTF8", "--no-sync",
                   "--locale=C.UTF-8")
+        self.start()
+
+    def start(self) -> None:
+        """The server started (again, after `halt`), on the same socket: its databases as they were."""
         self._run(BIN / "pg_ctl", "start", "-w", "-D", self.data, "-l", self.folder / "log",
                   "-o", f"-k {self.folder} -p {self.port} -c listen_addresses='' -c fsync=off "
                         "-c max_connections=200")
+
+    def halt(self) -> None:
+        """The server stopped as a restart stops it (every connection closed, open transactions undone)."""
+        self._run(BIN / "pg_ctl", "stop", "-w", "-D", self.data, "-m", "fast")
+
+    def terminate(self, database: str) -> int:
+        """Every connection to `database` (a URL of `database()`) but this one dropped, as
+        `pg_terminate_backend` drops them; how many."""
+        import psycopg
+
+        name = urllib.parse.urlsplit(database).path.lstrip("/")
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            rows = conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND "
+                                "pid <> pg_backend_pid()", (name,)).fetchall()
+        return sum(1 for (done,) in rows if done)
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://pier@/{database}?host={self.folder}&port={self.port}"

@@ -287,7 +287,7 @@ def test_no_module_is_longer_than_the_house_allows() -> None:
     ("from pier import storage, __version__", "pier.gateway.app", False, ["pier.storage", "pier"]),
     ("from . import request_limits", "pier.control.api", False, ["pier.control.request_limits"]),
     ("from .resource_store import ResourceStore", "pier.control.api", False, ["pier.control.resource_store"]),
-    ("from ..errors import ControlError", "pier.control.fetch.store", False, ["pier.control.errors"]),
+    ("from ..errors import ControlError", "pier.control.fetch.model_store", False, ["pier.control.errors"]),
     ("from .fetch import s3", "pier.control", True, ["pier.control.fetch.s3"]),
     ("def f():\n    from pier.engine.devices import gpus", "pier.gpus", False, ["pier.engine.devices"]),
     ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pier.backends.base import Backend",

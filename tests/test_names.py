@@ -52,10 +52,9 @@ def test_every_allowed_name_is_still_defined_twice() -> None:
     assert not stale, f"ALLOWED in tests/test_names.py lists names no longer defined twice: {stale}; remove them."
 
 
-# Module file names (stems) under src/pier that more than one module has, on purpose or for now: stem -> (the
-# modules that have it, why). The modules are listed exactly, so a new module of an allowed stem fails too.
-_SERVER = "in src/pier/server, which is being moved into packages; its engineer names them there"
-_LATER = "two concepts, to be renamed (issue 38's names left over)"
+# Module file names (stems) under src/pier that more than one module has, on purpose: stem -> (the modules that
+# have it, why). The modules are listed exactly, so a new module of an allowed stem fails too.
+_FLAVORS = "each API flavor's own, side by side with the other flavor's"
 ALLOWED_STEMS: dict[str, tuple[frozenset[str], str]] = {
     # Python's own names.
     "__init__": (frozenset(), "a package's interface: every package has one (not listed)"),
@@ -69,40 +68,13 @@ ALLOWED_STEMS: dict[str, tuple[frozenset[str], str]] = {
                             "security/settings.py", "server/settings.py"}), "each package's settings"),
     "app": (frozenset({"cli/app.py", "gateway/app.py", "server/app.py", "server/multi_model/app.py"}),
             "each entry point's app (typer, FastAPI; a multi-model copy's own)"),
-    # The two flavors are parallel on purpose: each is a Spec, its requests, views and routes, read side by side.
-    "requests": (frozenset({"server/flavors/openai/requests.py", "server/flavors/tgi/requests.py"}), _SERVER),
-    "routes": (frozenset({"server/flavors/openai/routes.py", "server/flavors/tgi/routes.py"}), _SERVER),
-    "spec": (frozenset({"model/tools/spec.py", "server/flavors/openai/spec.py", "server/flavors/tgi/spec.py"}),
-             _SERVER),
-    "views": (frozenset({"control/views.py", "server/flavors/openai/views.py", "server/flavors/tgi/views.py"}),
-              _SERVER),
-    # A server/ module beside one elsewhere: the server's engineer renames or moves the server's.
-    "continuation": (frozenset({"engine/continuation.py", "server/continuation.py"}), _SERVER),
-    "guard": (frozenset({"security/guard.py", "server/middleware/guard.py"}), "the gateway's and the copy's"),
-    "logprobs": (frozenset({"engine/logprobs.py", "server/flavors/logprobs.py"}), _SERVER),
-    "metrics": (frozenset({"bench/metrics.py", "server/metrics.py"}), _SERVER),
-    "offload": (frozenset({"engine/offload.py", "server/offload.py"}), _SERVER),
-    "process": (frozenset({"backends/process.py", "server/byoc/process.py"}), _SERVER),
-    "sse": (frozenset({"bench/sse.py", "server/sse.py"}), _SERVER),
-    "state": (frozenset({"cli/state.py", "server/state.py"}), _SERVER + "; `state` stays `pier state`'s (cli)"),
-    # Not yet renamed.
-    "client": (frozenset({"bench/client.py", "client/client.py"}), _LATER),
-    "devices": (frozenset({"control/devices.py", "engine/devices.py"}), _LATER),
-    "eventstream": (frozenset({"bench/eventstream.py", "runtime/eventstream.py"}), _LATER),
-    "grammar": (frozenset({"engine/grammar.py", "model/tools/grammar.py"}), _LATER),
-    "adapters": (frozenset({"control/adapters.py", "engine/adapters.py"}), _LATER),
-    "multi_model": (frozenset({"multi_model.py", "control/multi_model.py"}), _LATER),
-    "models": (frozenset({"backends/ray/models.py", "cli/models.py"}), _LATER),
-    "record": (frozenset({"bench/record.py", "capture/record.py"}), _LATER),
-    "records": (frozenset({"control/records.py", "transform/records.py"}), _LATER),
-    "report": (frozenset({"bench/report.py", "tune/report.py"}), _LATER),
-    "runner": (frozenset({"bench/runner.py", "engine/runner.py", "transform/runner.py", "tune/runner.py"}), _LATER),
-    "storage": (frozenset({"storage.py", "transform/storage.py"}), _LATER),
-    "store": (frozenset({"autoscaling/store.py", "control/fetch/store.py", "state_folder/store.py",
-                         "transform/store.py"}), _LATER),
-    "target": (frozenset({"bench/target.py", "runtime/target.py"}), _LATER),
-    "workload": (frozenset({"bench/workload.py", "control/workload.py"}), _LATER),
-    "writer": (frozenset({"capture/writer.py", "gateway/writer.py"}), _LATER),
+    # The two flavors (server/flavors/openai, server/flavors/tgi) are parallel on purpose: each API is a Spec for the
+    # one pipeline, its request bodies, its answers' views and its routes, and a reader compares them file by file.
+    # The flavor's package qualifies each, as a package qualifies its errors.
+    "requests": (frozenset({"server/flavors/openai/requests.py", "server/flavors/tgi/requests.py"}), _FLAVORS),
+    "routes": (frozenset({"server/flavors/openai/routes.py", "server/flavors/tgi/routes.py"}), _FLAVORS),
+    "spec": (frozenset({"server/flavors/openai/spec.py", "server/flavors/tgi/spec.py"}), _FLAVORS),
+    "views": (frozenset({"server/flavors/openai/views.py", "server/flavors/tgi/views.py"}), _FLAVORS),
 }
 
 

@@ -1,4 +1,5 @@
-"""The metric history: per-second sums in SQLite, periods, statistics, retention."""
+"""The metric history: per-second sums in SQLite, periods, statistics, retention, and points kept through the
+database's restart."""
 
 from __future__ import annotations
 
@@ -6,9 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from pier.autoscaling.autoscaling_store import Store
 from pier.autoscaling.history import Bucket, History, MetricId, aggregate, matches, statistic
-from pier.autoscaling.store import Store
+from pier.state_folder.errors import StateUnavailable
+from pier.state_folder.postgres import Postgres
 from pier.state_folder.store import Driver
+from tests.postgres import PostgresServer
 
 
 def test_aggregate_merges_seconds_into_periods_from_the_start() -> None:
@@ -42,3 +46,21 @@ def test_history_sums_per_second_keeps_what_is_recent_and_lists_metrics(tmp_path
     now[0] = 1_055.0
     history.flush()  # 990 is now older than the 60 s retention (and the last pruning is more than 10 s ago)
     assert history.seconds(metric, 0, 2_000) == [Bucket(1000, 3, 11.0, 1.0, 7.0)]
+
+
+def test_points_recorded_while_the_database_is_away_wait_for_the_next_flush(tmp_path: Path,
+                                                                             postgres_server: PostgresServer) -> None:
+    history = History(Store.open(tmp_path, Postgres(postgres_server.database())), retention_s=60,
+                      clock=lambda: 1_000.0)
+    dims = {"InferenceComponentName": "ic"}
+    history.record("AWS/SageMaker", "Invocations", dims, 1.0)
+    postgres_server.halt()
+    try:
+        with pytest.raises(StateUnavailable):
+            history.flush()
+    finally:
+        postgres_server.start()
+    history.record("AWS/SageMaker", "Invocations", dims, 2.0)
+    history.flush()
+    metric = MetricId.of("AWS/SageMaker", "Invocations", dims)
+    assert history.seconds(metric, 0, 2_000) == [Bucket(1000, 2, 3.0, 1.0, 2.0)]

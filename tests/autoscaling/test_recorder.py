@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from pier.autoscaling.autoscaling_store import Store
 from pier.autoscaling.history import History, MetricId
 from pier.autoscaling.recorder import NAMESPACE, Recorder, error_kind
-from pier.autoscaling.store import Store
 from pier.runtime.observer import Invoked
 
 

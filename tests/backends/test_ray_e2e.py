@@ -327,10 +327,15 @@ def test_an_adapter_file_reaches_a_copy_on_a_node_that_cannot_see_it(running: Ru
     assert under.json()["generated_text"] != base.json()["generated_text"]
 
     lora.write_bytes(build_lora_gguf(tmp_path / "other.gguf", TINY, seed=8).read_bytes())  # changed in place
-    again = running.loop.run(running.backend.path_on("lora", str(lora)))
+    follower = backend_of(tmp_path / "follower")  # a gateway that follows owns no copy: it finds the actor by name
+    follower.connect()
+    again = running.loop.run(follower.path_on("lora", str(lora)))  # an adapter invoked through a follower
     assert again != where and Path(again).read_bytes() == lora.read_bytes()
-    with pytest.raises(RayUnavailable, match="no actor"):
-        running.loop.run(running.backend.path_on("nobody", str(lora)))
+    assert running.loop.run(running.backend.path_on("lora", str(lora))) == again  # the leader finds it there
+    assert adapted(status, again).json()["generated_text"] != under.json()["generated_text"]
+    for backend in (running.backend, follower):
+        with pytest.raises(RayUnavailable, match="no actor"):
+            running.loop.run(backend.path_on("nobody", str(lora)))
 
 
 def test_missing_capacity_is_reported_until_a_node_brings_it(cluster: Any, tmp_path: Path, model_dir: Path) -> None:

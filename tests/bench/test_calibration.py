@@ -15,9 +15,9 @@ from pier.bench.calibration import (
     choose_tokens,
     verified_words,
 )
+from pier.bench.conversations import Prompt
 from pier.bench.options import BenchError, BenchOptions
-from pier.bench.record import RequestRecord
-from pier.bench.workload import Prompt
+from pier.bench.request_record import RequestRecord
 
 
 class CountingServer:

@@ -11,11 +11,11 @@ from pathlib import Path
 from rich.console import Console
 
 from pier.bench import BenchOptions, run_bench
+from pier.bench.bench_run import Bench, PreparedTarget
 from pier.bench.options import Level
 from pier.bench.progress import LiveProgress
 from pier.bench.report import REQUESTS_FILE, SUMMARY_FILE
 from pier.bench.result import RunResult
-from pier.bench.runner import Bench, PreparedTarget
 from tests.bench.conftest import serving
 from tests.sockets import free_port
 

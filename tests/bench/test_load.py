@@ -6,11 +6,11 @@ import time
 
 import pytest
 
+from pier.bench.conversations import Conversations, Prompt
 from pier.bench.load import Budget, LoadRun, closed_loop, open_loop, scheduled_loop
 from pier.bench.options import BenchOptions
-from pier.bench.record import RequestRecord
+from pier.bench.request_record import RequestRecord
 from pier.bench.vocabulary import TokenPool
-from pier.bench.workload import Conversations, Prompt
 
 POOL = TokenPool("words", words=("a", "b"), source="test")
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from pier.bench.metrics import Distribution, Slo, cost_per_million_tokens, is_good, summarize, tpot
-from pier.bench.record import RequestRecord
+from pier.bench.request_record import RequestRecord
 
 
 def timeline(

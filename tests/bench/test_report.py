@@ -16,8 +16,8 @@ from pier.bench.metrics import summarize
 from pier.bench.options import Api, BenchOptions, Level
 from pier.bench.plots import LATENCY_VS_THROUGHPUT, THROUGHPUT_VS_CONCURRENCY, THROUGHPUT_VS_RATE, write_plots
 from pier.bench.pricing import resolve_price
-from pier.bench.record import RequestRecord
 from pier.bench.report import print_report, run_json, token_source
+from pier.bench.request_record import RequestRecord
 from pier.bench.result import BenchResult, RunResult, TargetInfo
 from pier.bench.vocabulary import TokenPool
 

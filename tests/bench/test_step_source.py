@@ -14,7 +14,7 @@ from starlette.routing import Route
 
 from pier.bench.options import Api
 from pier.bench.step_source import StepSource, components_of
-from pier.bench.target import Subject
+from pier.bench.subject import Subject
 from tests.bench.test_engine_steps import GATEWAY_TEXT
 from tests.server.conftest import app_client
 

@@ -29,7 +29,7 @@ from bursts import (
 )
 from engine_steps import EngineSteps
 
-from pier.bench.record import RequestRecord
+from pier.bench.request_record import RequestRecord
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from types import ModuleType
 
 import pytest
 
-from pier.bench.record import RequestRecord
+from pier.bench.request_record import RequestRecord
 
 
 def _load() -> ModuleType:

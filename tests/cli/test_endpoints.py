@@ -1,5 +1,6 @@
 """`pier deploy / ls / describe / invoke / logs` as a newcomer gets them wrong: every mistake is one line that
-says what to fix, a non-zero exit code, and no traceback."""
+says what to fix, a non-zero exit code, and no traceback; with keys in the state database (PIER_STATE_URL) they sign
+with its admin key."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from pier.cli import app
+from pier.gateway.app import create_gateway
+from pier.gateway.settings import GatewaySettings
+from tests.control.fakes import FakeBackend
 from tests.gateway.served import Served
+from tests.postgres import PostgresServer
+from tests.sockets import serving
 
 
 def pier(*args: str) -> Result:
@@ -80,7 +86,7 @@ def test_chat_with_nothing_says_so_before_the_first_prompt(served: Served) -> No
 
 def test_ctrl_c_while_deploy_waits_says_what_goes_on(served: Served, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from pier.client.client import PierClient
+    from pier.client.pier_client import PierClient
 
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
@@ -141,3 +147,18 @@ def test_logs_before_any_copy_says_what_the_endpoint_waits_on(served: Served, tm
     assert result.exit_code == 0, result.output
     assert "No copies serve hf right now: it is Failed (" in result.output
     assert "has no tokenizer (tokenizer.json, tokenizer.model, or vocab.json with merges.txt)" in result.output
+
+
+def test_with_keys_in_the_state_database_the_commands_sign_with_its_admin_key(
+        tmp_path: Path, postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = postgres_server.database()
+    assert pier("keys", "create", "ops", "--role", "admin", "--state-url", url).exit_code == 0
+    gateway = create_gateway(tmp_path / "state", backend=FakeBackend(), settings=GatewaySettings(state_url=url))
+    monkeypatch.setenv("PIER_STATE_DIR", str(tmp_path / "elsewhere"))  # its keys.json has none
+    for name in ("PIER_ACCESS_KEY_ID", "PIER_SECRET_ACCESS_KEY", "PIER_STATE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    with serving(gateway, lifespan="on") as gateway_url:
+        refused(pier("ls", "--url", gateway_url), 1, "UnrecognizedClient")
+        monkeypatch.setenv("PIER_STATE_URL", url)
+        listed = pier("ls", "--url", gateway_url)
+        assert listed.exit_code == 0, listed.output

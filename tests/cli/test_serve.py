@@ -140,8 +140,8 @@ def test_a_gateway_stopped_while_serve_deploys_is_no_failure(monkeypatch: pytest
     import threading
 
     from pier.cli import serve
-    from pier.client.client import PierClient
     from pier.client.deploy_file import DeployFile, ModelBlock
+    from pier.client.pier_client import PierClient
 
     monkeypatch.setattr(serve, "_wait_for_gateway", lambda client: None)  # it answered, then stopped
     failed = threading.Event()
@@ -155,8 +155,8 @@ def test_a_refused_serve_deploy_is_one_line(served: Served, monkeypatch: pytest.
     import threading
 
     from pier.cli import serve
-    from pier.client.client import PierClient
     from pier.client.deploy_file import DeployFile, ModelBlock
+    from pier.client.pier_client import PierClient
 
     stopped: list[int] = []
     monkeypatch.setattr(os, "kill", lambda pid, number: stopped.append(number))

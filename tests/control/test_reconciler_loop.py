@@ -16,7 +16,7 @@ from pier.backends.base import CopyState
 from pier.control.api import ControlPlane
 from pier.control.capacity import CopyCap
 from pier.control.fetch.fetches import Fetches
-from pier.control.fetch.store import ModelStore
+from pier.control.fetch.model_store import ModelStore
 from pier.control.reconciler import Reconciler
 from pier.control.resource_store import ResourceStore
 from tests.control.fakes import FakeBackend

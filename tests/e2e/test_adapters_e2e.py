@@ -125,7 +125,7 @@ def test_eight_adapters_on_one_copy_at_once_each_answer_llama_cpps_own(
     listed = sagemaker.list_inference_components(EndpointNameEquals=ENDPOINT, MaxResults=20)["InferenceComponents"]
     assert {c["InferenceComponentName"] for c in listed} == set(names)
 
-    # memory per adapter: rank 4 over q, v, up and down of TINY's 2 layers, F32 (tests/engine/test_adapters.py)
+    # memory per adapter: rank 4 over q, v, up and down of TINY's 2 layers, F32 (tests/engine/test_loaded_adapters.py)
     rows = {r["InferenceComponentName"]: r for r in httpx.get(f"{gateway.url}/pier/adapters").json()["adapters"]}
     copy_id = copies(gateway.url, BASE)[0]["copy_id"]
     assert {n: (r["MemoryBytes"], r["LoadedOn"]) for n, r in rows.items()} == {

@@ -236,8 +236,8 @@ def test_delete_everything(gateway: GatewayProcess) -> None:
 
 
 def test_the_cli_client_deploys_chats_and_deletes(gateway: GatewayProcess, tiny_gguf: Path, tmp_path: Path) -> None:
-    from pier.client.client import PierClient
     from pier.client.deploy_file import load
+    from pier.client.pier_client import PierClient
 
     path = tmp_path / "pier.yaml"
     path.write_text(f"endpoint: cli\ncomponents:\n  - {{name: cli-tiny, model: {{data: {tiny_gguf}}}, copies: 1, "

@@ -23,7 +23,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from pier.client.client import PierClient
+from pier.client.pier_client import PierClient
 from tests.e2e.gateway_process import GatewayProcess
 from tests.sockets import free_port
 

@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 from rich.console import Console
 
+from pier.control.fetch.model_store import ModelStore
 from pier.control.fetch.source import ModelSource
-from pier.control.fetch.store import ModelStore
 from pier.gateway.app import create_gateway
 from tests.control.fakes import FakeBackend
 from tests.gateway.served import sagemaker_client, wait_for

@@ -12,7 +12,9 @@ from pier.backends.base import CopyState, CopyStatus
 from pier.control.workload import Workload
 from pier.gateway import copy_board
 from pier.gateway.copy_board import CopyBoard, as_row, from_row, led_copies, routed
+from pier.state_folder.postgres import Postgres
 from pier.state_folder.store import Driver
+from tests.postgres import PostgresServer
 
 READY = CopyStatus("e--v-0", "e/v", CopyState.READY, url="http://127.0.0.1:41237", secret="s3cret", concurrency=4,
                    pid=1234, kernels="avx2")
@@ -85,6 +87,26 @@ def test_a_follower_with_no_ready_copy_of_a_workload_reads_the_board_again_at_on
         assert [c.state for c in follower.copies(Workload("c"))] == [CopyState.READY]
         leader.publish([])
         assert len(follower.copies(Workload("e/v"))) == 1  # a ready copy listed: read again every REREAD_S only
+    finally:
+        leader.close()
+        follower.close()
+
+
+def test_while_the_database_is_away_a_follower_routes_as_last_read(tmp_path: Path, postgres_server: PostgresServer,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(copy_board, "REREAD_S", 0.0)
+    driver = Postgres(postgres_server.database())
+    leader, follower = CopyBoard.open(tmp_path, driver), CopyBoard.open(tmp_path, driver)
+    try:
+        leader.publish([READY])
+        assert len(follower.copies(Workload("e/v"))) == 1
+        postgres_server.halt()
+        try:
+            assert len(follower.copies(Workload("e/v"))) == 1
+        finally:
+            postgres_server.start()
+        leader.publish([])
+        assert follower.copies(Workload("e/v")) == []  # read again once it is back
     finally:
         leader.close()
         follower.close()

@@ -18,11 +18,13 @@ from botocore.exceptions import ClientError
 from typer.testing import CliRunner
 
 from pier.cli import app
+from pier.gateway import key_table
 from pier.gateway.app import create_gateway
 from pier.gateway.key_table import DatabaseKeys, KeyTable
 from pier.gateway.settings import GatewaySettings
 from pier.security.keystore import KeyStoreError
 from pier.security.principal import Role
+from pier.state_folder.postgres import Postgres
 from pier.state_folder.store import Driver
 from tests.control.fakes import FakeBackend
 from tests.postgres import PostgresServer
@@ -116,5 +118,25 @@ def test_the_key_rules_hold_in_a_table(tmp_path: Path, driver: Driver | None) ->
         assert again.by_access_key(second.stored.access_key_id) == second.stored
         with pytest.raises(KeyStoreError, match="No key is called nobody"):
             store.revoke("nobody")
+    finally:
+        table.close()
+
+
+def test_while_the_database_is_away_the_keys_read_last_serve(tmp_path: Path, postgres_server: PostgresServer,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(key_table, "REREAD_S", 0.0)
+    table = KeyTable.open(tmp_path, Postgres(postgres_server.database()))
+    try:
+        issued = DatabaseKeys(table).create("ops", Role.ADMIN)
+        keys, unread = DatabaseKeys(table), DatabaseKeys(table)
+        assert keys.by_api_key(issued.api_key) is not None
+        postgres_server.halt()
+        try:
+            assert keys.by_api_key(issued.api_key) is not None  # runtime calls go on
+            with pytest.raises(KeyStoreError, match="state database"):  # none read yet: refused (fails closed)
+                unread.by_api_key(issued.api_key)
+        finally:
+            postgres_server.start()
+        assert keys.by_api_key(issued.api_key) is not None and unread.by_api_key(issued.api_key) is not None
     finally:
         table.close()

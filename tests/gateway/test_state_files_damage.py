@@ -16,7 +16,7 @@ import pytest
 from botocore.config import Config
 from typer.testing import CliRunner
 
-from pier.autoscaling.store import FILE as SCALING_FILE
+from pier.autoscaling.autoscaling_store import FILE as SCALING_FILE
 from pier.cli import app
 from pier.control import backups
 from pier.control.backups import LOCK_FILE

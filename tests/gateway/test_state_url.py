@@ -1,6 +1,7 @@
 """Two gateways on one PostgreSQL (`--state-url`): both serve the control plane, a write through one is read at once
-through the other (create-then-describe), exactly one leads the loops and `/pier` says which, and the endpoint
-created through the follower goes InService by the leader's reconciler. The backend is a fake (copies answer
+through the other (create-then-describe), exactly one leads the loops and `/pier` says which, the endpoint
+created through the follower goes InService by the leader's reconciler, and a gateway outlives its database's
+restart. The backend is a fake (copies answer
 nothing); the e2e tests run real copies."""
 
 from __future__ import annotations
@@ -8,8 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
+import boto3
 import httpx
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
 
 from pier.gateway.app import create_gateway
 from pier.gateway.settings import GatewaySettings
@@ -29,6 +35,11 @@ def gateways(tmp_path: Path, url: str, count: int) -> Iterator[list[str]]:
                                  settings=GatewaySettings(state_url=url))
             urls.append(stack.enter_context(serving(app, lifespan="on")))
         yield urls
+
+
+def runtime_client(url: str) -> Any:
+    return boto3.client("sagemaker-runtime", endpoint_url=url, region_name="eu-west-1", aws_access_key_id="pier",
+                        aws_secret_access_key="pier", config=Config(retries={"max_attempts": 1}))
 
 
 def about(url: str) -> dict[str, object]:
@@ -63,3 +74,39 @@ def test_without_a_state_url_the_gateway_leads_on_its_folder(tmp_path: Path) -> 
     with serving(app, lifespan="on") as url:
         info = about(url)
         assert (info["role"], info["state"], info["leader"]) == ("leader", "folder", info["gateway"])
+
+
+def test_a_gateway_outlives_its_database_restart(tmp_path: Path, postgres_server: PostgresServer) -> None:
+    """While the database is down every call that reads it gets 503 in its API's shape (the control plane's
+    ServiceUnavailable, the runtime's), the gateway goes on answering what needs no database, and the first call
+    once the database is back works, with no restart; a dropped connection is as if nothing happened."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.gguf").write_bytes(b"GGUF")
+    url = postgres_server.database()
+    with gateways(tmp_path, url, 1) as (gateway,):
+        sagemaker, runtime = sagemaker_client(gateway), runtime_client(gateway)
+        sagemaker.create_model(ModelName="m", PrimaryContainer={"ModelDataUrl": str(model)})
+        postgres_server.halt()
+        try:
+            calls = {
+                "DescribeModel": lambda: sagemaker.describe_model(ModelName="m"),
+                "ListEndpoints": sagemaker.list_endpoints,
+                "CreateModel": lambda: sagemaker.create_model(ModelName="m2",
+                                                              PrimaryContainer={"ModelDataUrl": str(model)}),
+                "InvokeEndpoint": lambda: runtime.invoke_endpoint(EndpointName="e", Body=b"{}",
+                                                                  ContentType="application/json"),
+            }
+            for name, call in calls.items():
+                with pytest.raises(ClientError) as refused:
+                    call()
+                error, status = refused.value.response["Error"], refused.value.response["ResponseMetadata"]
+                assert (error["Code"], status["HTTPStatusCode"]) == ("ServiceUnavailable", 503), name
+                assert "state database" in error["Message"] and "Retry shortly" in error["Message"], name
+            assert httpx.get(gateway + "/ping").status_code == 200  # the gateway itself is up
+        finally:
+            postgres_server.start()
+        assert sagemaker.describe_model(ModelName="m")["ModelName"] == "m"  # the first call after: no restart
+        sagemaker.create_model(ModelName="m2", PrimaryContainer={"ModelDataUrl": str(model)})  # none of it was made
+        assert postgres_server.terminate(url) > 0
+        assert sorted(m["ModelName"] for m in sagemaker.list_models()["Models"]) == ["m", "m2"]

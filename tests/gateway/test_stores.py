@@ -12,7 +12,7 @@ from pier.gateway.stores import OpenStores
 from pier.runtime.session_store import SessionStore
 from pier.state_folder.errors import StateDamaged
 from pier.state_folder.store import Driver
-from pier.transform.store import TransformStore
+from pier.transform.transform_store import TransformStore
 
 
 def test_every_declared_store_is_a_listed_file_and_is_watched(tmp_path: Path) -> None:

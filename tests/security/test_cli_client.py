@@ -9,8 +9,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from pier.cli.serve import session_key
-from pier.client.client import PierClient
 from pier.client.deploy_file import DeployFile, ModelBlock
+from pier.client.pier_client import PierClient
 from pier.gateway.app import create_gateway
 from pier.gateway.settings import GatewaySettings
 from pier.security.client_credentials import PLACEHOLDER, cli_credentials

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from pier.client.client import PierClient, PierClientError
+from pier.client.pier_client import PierClient, PierClientError
 from pier.security.client_trust import TrustError, ca_bundle, connection_problem, ssl_context
 from tests.certificates import Certificates, issue
 from tests.sockets import serving

@@ -12,8 +12,8 @@ from fastapi import FastAPI
 
 from pier.server.app import create_app
 from pier.server.middleware.body_limit import MAX_BODY_BYTES
+from pier.server.server_state import ServerState
 from pier.server.settings import ServerSettings
-from pier.server.state import ServerState
 from tests.server.conftest import SlowRunner, start_engine
 
 pytestmark = pytest.mark.anyio

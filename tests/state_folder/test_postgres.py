@@ -1,15 +1,19 @@
-"""The stores on PostgreSQL (`pier.state_folder.postgres`): SQLite's SQL as PostgreSQL's, one schema per store, and
-versions: a newer pier makes an older database's tables, an older pier refuses a newer database."""
+"""The stores on PostgreSQL (`pier.state_folder.postgres`): SQLite's SQL as PostgreSQL's, one schema per store,
+versions (a newer pier makes an older database's tables, an older pier refuses a newer database), and connections
+that outlive the database's restarts and dropped connections, never leaving half a transaction."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from pier.state_folder.database import Schema
-from pier.state_folder.errors import StateError, StateTooNew
+from pier.state_folder.errors import StateError, StateTooNew, StateUnavailable
 from pier.state_folder.postgres import Postgres, namespace, shown, translate
 from pier.state_folder.store import StoreFile
 from tests.postgres import PostgresServer
@@ -90,3 +94,89 @@ def test_a_database_it_cannot_reach_says_how_to_fix_without_its_password(tmp_pat
     with pytest.raises(StateError, match=r"cannot reach its state database postgresql://pier:\*\*\*@") as refused:
         _notes(1, "notes").open(tmp_path, Postgres(url))
     assert "s3cret" not in str(refused.value) and "--state-url or PIER_STATE_URL" in str(refused.value)
+
+
+# ---- the database restarts, or drops a connection (PgConnection)
+
+
+@contextmanager
+def halted(server: PostgresServer) -> Iterator[None]:
+    """The server stopped as a restart stops it, and started again however the block ends."""
+    server.halt()
+    try:
+        yield
+    finally:
+        server.start()
+
+
+def _names(store: StoreFile) -> list[str]:
+    return [row[0] for row in store.db.execute("SELECT name FROM notes ORDER BY name").fetchall()]
+
+
+def test_a_dropped_connection_is_replaced_before_the_next_statement(postgres_server: PostgresServer,
+                                                                     tmp_path: Path) -> None:
+    url = postgres_server.database()
+    store = _notes(1, "notes").open(tmp_path, Postgres(url))
+    store.db.execute("INSERT INTO notes (name) VALUES (?)", ("a",))
+    assert postgres_server.terminate(url) == 1
+    with store.transaction() as db:
+        db.execute("INSERT INTO notes (name) VALUES (?)", ("b",))
+    assert postgres_server.terminate(url) == 1
+    store.db.execute("INSERT INTO notes (name) VALUES (?)", ("c",))  # a write outside a transaction, too
+    assert postgres_server.terminate(url) == 1
+    assert _names(store) == ["a", "b", "c"]
+    store.close()
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_connection_lost_in_a_transaction_leaves_none_of_it(postgres_server: PostgresServer, tmp_path: Path,
+                                                              nested: bool) -> None:
+    url = postgres_server.database()
+    store = _notes(1, "notes").open(tmp_path, Postgres(url))
+    with pytest.raises(StateUnavailable, match="the database undid the whole change"), store.transaction() as db:
+        db.execute("INSERT INTO notes (name) VALUES (?)", ("half",))
+        with store.transaction() if nested else nullcontext(db) as inner:
+            postgres_server.terminate(url)
+            inner.execute("INSERT INTO notes (name) VALUES (?)", ("other half",))  # never on a new connection
+    assert _names(store) == []  # the next statement connects again; nothing of the change is there
+    with store.transaction() as db:
+        db.execute("INSERT INTO notes (name) VALUES (?)", ("whole",))
+    assert _names(store) == ["whole"]
+    store.close()
+
+
+def test_while_the_database_is_down_each_statement_fails_and_the_first_after_works(
+        postgres_server: PostgresServer, tmp_path: Path) -> None:
+    url = postgres_server.database()
+    store = _notes(1, "notes").open(tmp_path, Postgres(url))
+    store.db.execute("INSERT INTO notes (name) VALUES (?)", ("before",))
+    with halted(postgres_server):
+        for _ in range(2):  # not once only: every request of the outage gets its error
+            with pytest.raises(StateUnavailable, match=r"pier cannot reach its state database .* Retry shortly"):
+                _names(store)
+            with pytest.raises(StateUnavailable), store.transaction() as db:
+                db.execute("INSERT INTO notes (name) VALUES (?)", ("during",))
+    assert _names(store) == ["before"]
+    with store.transaction() as db:
+        db.execute("INSERT INTO notes (name) VALUES (?)", ("after",))
+    assert _names(store) == ["after", "before"]
+    store.close()
+
+
+def test_a_connection_above_descriptor_1024_is_kept(postgres_server: PostgresServer, tmp_path: Path) -> None:
+    """A busy gateway holds over a thousand sockets: its store's connection must not look closed (and be made
+    again before every statement) because select() cannot watch its descriptor."""
+    import resource
+
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < 1200:
+        pytest.skip("needs 1200 open files (ulimit -n)")
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        store = _notes(1, "notes").open(tmp_path, Postgres(postgres_server.database()))
+        assert store.db.conn.fileno() > 1024  # type: ignore[attr-defined]
+        pid = store.db.execute("SELECT pg_backend_pid()").fetchone()[0]
+        assert store.db.execute("SELECT pg_backend_pid()").fetchone()[0] == pid
+        store.close()
+    finally:
+        for descriptor in held:
+            os.close(descriptor)

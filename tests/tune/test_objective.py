@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pier.bench.metrics import summarize
-from pier.bench.record import RequestRecord
+from pier.bench.request_record import RequestRecord
 from pier.tune.objective import Bound, SloError, goodput, misses, parse_slo
 
 

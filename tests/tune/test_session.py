@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from pier.tune.runner import Setup
 from pier.tune.session import gpus_to_use, parse_duration, usable
 from pier.tune.space import Space
+from pier.tune.trial import Setup
 
 
 def test_kv_types_the_model_refuses_are_skipped_with_the_reason(tiny_gguf: Path, small_gguf: Path) -> None:

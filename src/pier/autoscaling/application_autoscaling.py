@@ -10,11 +10,11 @@ from collections.abc import Callable
 from typing import Any
 
 from pier.autoscaling import paging, schedule
+from pier.autoscaling.autoscaling_store import Store
 from pier.autoscaling.counts import Counts
 from pier.autoscaling.errors import ObjectNotFound, ScalingValidation, UnknownOperation
 from pier.autoscaling.policies import check_policy
 from pier.autoscaling.resource import NAMESPACE, Resource, check_namespace, resource_of
-from pier.autoscaling.store import Store
 from pier.autoscaling.wire import epoch
 
 Body = dict[str, Any]

@@ -10,10 +10,10 @@ from typing import Any
 
 from pier.autoscaling import paging
 from pier.autoscaling.alarms import COMPARE, INSUFFICIENT
+from pier.autoscaling.autoscaling_store import Store
 from pier.autoscaling.errors import InvalidParameterValue, ResourceNotFound, UnknownOperation
 from pier.autoscaling.history import STATISTICS, Bucket, History, MetricId, aggregate, matches, statistic
 from pier.autoscaling.quotas import check_put_metric_data
-from pier.autoscaling.store import Store
 from pier.autoscaling.wire import epoch
 
 Body = dict[str, Any]

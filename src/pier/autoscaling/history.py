@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from pier.autoscaling.store import Store
+from pier.autoscaling.autoscaling_store import Store
 
 Dimensions = Mapping[str, str]
 STATISTICS = ("SampleCount", "Average", "Sum", "Minimum", "Maximum")
@@ -124,16 +124,23 @@ class History:
         cutoff = int(now - self.retention_s)
         if prune:
             self._pruned = now
-        with self.store.transaction() as db:
-            db.executemany(
-                "INSERT INTO datapoints (namespace, name, dims, ts, count, total, low, high, unit) VALUES "
-                "(?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(namespace, name, dims, ts) DO UPDATE SET "
-                "count = datapoints.count + excluded.count, total = datapoints.total + excluded.total, "
-                "low = MIN(datapoints.low, excluded.low), high = MAX(datapoints.high, excluded.high)",
-                [(m.namespace, m.name, m.key, ts, b.count, b.total, b.low, b.high, unit)
-                 for (m, ts), (b, unit) in pending.items()])
-            if prune:
-                db.execute("DELETE FROM datapoints WHERE ts < ?", (cutoff,))
+        try:
+            with self.store.transaction() as db:
+                db.executemany(
+                    "INSERT INTO datapoints (namespace, name, dims, ts, count, total, low, high, unit) VALUES "
+                    "(?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(namespace, name, dims, ts) DO UPDATE SET "
+                    "count = datapoints.count + excluded.count, total = datapoints.total + excluded.total, "
+                    "low = MIN(datapoints.low, excluded.low), high = MAX(datapoints.high, excluded.high)",
+                    [(m.namespace, m.name, m.key, ts, b.count, b.total, b.low, b.high, unit)
+                     for (m, ts), (b, unit) in pending.items()])
+                if prune:
+                    db.execute("DELETE FROM datapoints WHERE ts < ?", (cutoff,))
+        except BaseException:  # the database away (it restarts): the points wait for the next flush
+            with self._lock:
+                for key, (point, unit) in pending.items():
+                    found = self._pending.get(key)
+                    self._pending[key] = (point if found is None else found[0].merged(point), unit)
+            raise
 
     def seconds(self, metric: MetricId, start: float, end: float) -> list[Bucket]:
         """The recorded seconds of one metric in [start, end)."""

@@ -22,13 +22,13 @@ from typing import Any
 from pier.autoscaling import decide, policies, schedule
 from pier.autoscaling.alarms import ALARM, AlarmVerdict, evaluate
 from pier.autoscaling.application_autoscaling import POLICY, SCHEDULED, TARGET, target_key
+from pier.autoscaling.autoscaling_store import Store
 from pier.autoscaling.cloudwatch import ALARM as ALARM_KIND
 from pier.autoscaling.counts import Count, Counts, Refused
 from pier.autoscaling.history import Bucket, History, MetricId, aggregate, statistic
 from pier.autoscaling.recorder import Recorder
 from pier.autoscaling.resource import Resource, resource_of
 from pier.autoscaling.settings import ScalingSettings
-from pier.autoscaling.store import Store
 
 log = logging.getLogger("pier.autoscaling")
 SAMPLE_S = 1.0

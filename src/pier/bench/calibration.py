@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from pier.bench.client import StreamingClient
+from pier.bench.conversations import Prompt
 from pier.bench.options import BenchError, BenchOptions, PromptFormat
-from pier.bench.record import RequestRecord
+from pier.bench.request_record import RequestRecord
+from pier.bench.streaming_client import StreamingClient
 from pier.bench.vocabulary import (
     LEAD,
     TOKENIZE_ROUTE,
@@ -34,7 +35,6 @@ from pier.bench.vocabulary import (
     ids_from_server,
     words_from_server,
 )
-from pier.bench.workload import Prompt
 
 POOL_WORDS = 256  # enough distinct words that random prompts share no long prefix by chance
 PROBE_BATCH = 64

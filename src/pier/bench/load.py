@@ -15,8 +15,8 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from pier.bench.record import RequestRecord
-from pier.bench.workload import Conversation, Exchange, Prompt
+from pier.bench.conversations import Conversation, Exchange, Prompt
+from pier.bench.request_record import RequestRecord
 
 Send = Callable[[Prompt, RequestRecord], Awaitable[RequestRecord]]
 Observer = Callable[[RequestRecord], None]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pier.bench.record import RequestRecord
+from pier.bench.request_record import RequestRecord
 
 PERCENTILES = (25, 50, 75, 90, 95, 99)  # llmperf's quantiles, which include vLLM's default p99
 MS = 1000.0

@@ -8,7 +8,7 @@ from types import TracebackType
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from pier.bench.record import RequestRecord
+from pier.bench.request_record import RequestRecord
 
 
 class RunProgress:

@@ -17,7 +17,7 @@ from pier import __version__
 from pier.bench.engine_steps import KINDS, EngineSteps, KindFigures
 from pier.bench.metrics import MS, PERCENTILES, Distribution, Metrics, cost_per_million_tokens, tpot
 from pier.bench.pricing import Price
-from pier.bench.record import RequestRecord
+from pier.bench.request_record import RequestRecord
 from pier.bench.result import BenchResult, LevelComparison, RunResult, Spread, TargetInfo
 
 SUMMARY_FILE = "summary.json"

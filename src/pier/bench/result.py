@@ -12,7 +12,7 @@ from pier.bench.engine_steps import EngineSteps
 from pier.bench.metrics import Metrics, Slo
 from pier.bench.options import Api, BenchOptions, Level
 from pier.bench.pricing import Price
-from pier.bench.record import RequestRecord
+from pier.bench.request_record import RequestRecord
 from pier.gpus import GpuInventory
 
 

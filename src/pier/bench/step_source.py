@@ -15,7 +15,7 @@ import httpx
 
 from pier.bench.copies import copies_url, gateway_copies
 from pier.bench.engine_steps import Histograms, histograms
-from pier.bench.target import Subject
+from pier.bench.subject import Subject
 
 TIMEOUT_S = 5.0
 _ENDPOINT_IN_PATH = re.compile(r"/endpoints/(?P<name>[^/]+)")

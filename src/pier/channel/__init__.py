@@ -1,6 +1,6 @@
 """The channel between the gateway and a copy: what each side may rely on of the other, beyond the public APIs.
 
-Both sides import it (the model server answers by it; the runtime, the backends and the transform runner call
+Both sides import it (the model server answers by it; the runtime, the backends and a transform job's run call
 by it); it imports nothing of pier but its settings reader, so it sits below all of them.
 
 - `headers`: every X-Pier-* header, in one table (name, way, meaning).

@@ -16,7 +16,7 @@ from rich.table import Table
 from pier.cli.app import app, console
 
 if TYPE_CHECKING:
-    from pier.client.client import PierClient
+    from pier.client.pier_client import PierClient
 
 Url = Annotated[str, typer.Option(envvar="PIER_URL", help=(
     "The gateway (default http://127.0.0.1:8080; https://HOST:PORT for one started with --tls-cert)."))]
@@ -28,16 +28,36 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 
 
 def _client(url: str, ca_bundle: Path | None) -> PierClient:
-    from pier.client.client import PierClient, PierClientError, url_problem
+    from pier.client.pier_client import PierClient, PierClientError, url_problem
 
     if (problem := url_problem(url)) is not None:  # a usage mistake: 2, as for any bad option
         _fail(f"--url {url} {problem}", 2)
     try:
-        client = PierClient(url, ca_bundle_file=ca_bundle)
+        client = PierClient(url, ca_bundle_file=ca_bundle, credentials=_database_credentials(url))
         client.ping()
     except PierClientError as error:
         _fail(str(error))
     return client
+
+
+def _database_credentials(url: str) -> tuple[str, str] | None:
+    """With PIER_STATE_URL, an admin key of the state database's for a gateway on this machine (the gateway's keys
+    are the database's, not the folder's keys.json); None: the default (security.client_credentials)."""
+    import os
+
+    from pier.gateway.key_table import keys_in
+    from pier.security.client_credentials import cli_credentials, state_dir
+    from pier.state_folder.errors import StateError
+
+    state_url = os.environ.get("PIER_STATE_URL")
+    if not state_url:
+        return None
+    try:
+        with keys_in(state_url, state_dir()) as keys:
+            return cli_credentials(url, keys=keys)
+    except StateError as error:  # the call is refused if the gateway wants a key; say why none was found
+        console.print(f"[yellow]warning:[/] no admin key read from PIER_STATE_URL: {escape(error.message)}")
+        return None
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
@@ -56,7 +76,7 @@ def _answered() -> Iterator[None]:
     import httpx
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from pier.client.client import PierClientError, refusal
+    from pier.client.pier_client import PierClientError, refusal
 
     try:
         yield

@@ -17,13 +17,13 @@ from rich.markup import escape
 from pier import host_path
 from pier.cli.app import app, console
 from pier.cli.backend_flags import chosen_backend, with_backend_flags
-from pier.cli.models import demo_model
+from pier.cli.build_model import demo_model
 from pier.control.names import ENDPOINT_NAME, NAME_HINT
 
 if TYPE_CHECKING:
     from pier.backends.registry import BackendChoice
-    from pier.client.client import PierClient
     from pier.client.deploy_file import DeployFile
+    from pier.client.pier_client import PierClient
     from pier.security.keystore import IssuedKey, StoredKey
 
 # uvicorn takes 99999 and listens on it modulo 65536, saying it listens on 99999
@@ -211,8 +211,8 @@ def _deploy_when_up(endpoint: str, source: str, listen: tuple[str, int], environ
     (with `session`, a key that lives in this process only) and print where to call it; `failed` is set when that
     failed (and the gateway stops).
     What would fail for sure is refused first, before the gateway starts."""
-    from pier.client.client import PierClient
     from pier.client.deploy_file import DeployFile, ModelBlock
+    from pier.client.pier_client import PierClient
 
     _refuse_early(source, *listen)
     port = listen[1]
@@ -228,7 +228,7 @@ def _deploy(client: PierClient, file: DeployFile, failed: threading.Event) -> No
     that stopped under it (Ctrl-C while the endpoint was Creating) is no failure of the deploy, and says so itself."""
     from botocore.exceptions import ClientError, EndpointConnectionError
 
-    from pier.client.client import PierClientError, refusal
+    from pier.client.pier_client import PierClientError, refusal
 
     try:
         _wait_for_gateway(client)
@@ -249,7 +249,7 @@ def _deploy(client: PierClient, file: DeployFile, failed: threading.Event) -> No
 
 
 def _wait_for_gateway(client: PierClient, timeout_s: float = 60.0) -> None:
-    from pier.client.client import PierClientError
+    from pier.client.pier_client import PierClientError
 
     deadline = time.monotonic() + timeout_s
     while True:

@@ -36,11 +36,21 @@ def _when(path: Path) -> str:
 
 
 @state_app.command("check")
-def check(state_dir: StateDir = None) -> None:
+def check(
+    state_dir: StateDir = None,
+    state_url: Annotated[str | None, typer.Option(
+        "--state-url", envvar="PIER_STATE_URL",
+        help="Check the stores in this PostgreSQL database (postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE), "
+             "as gateways started with --state-url keep them, instead of the folder's files.")] = None,
+) -> None:
     """Check every file of the state folder (state.sqlite3, autoscaling.sqlite3, keys.json): SQLite's integrity
-    check, the schema version, and every row (record, key) as the gateway reads it.
+    check, the schema version, and every row (record, key) as the gateway reads it; with --state-url, every
+    store's schema in that database (its version, its tables, every row).
 
     Exits 1 when something is wrong, and says what to do about it."""
+    if state_url is not None:
+        _check_database(state_url)
+        return
     from pier.control import backups
     from pier.gateway.state_files import FILES
 
@@ -56,7 +66,35 @@ def check(state_dir: StateDir = None) -> None:
     raise typer.Exit(1)
 
 
-def _print_report(report: Report) -> None:
+def _check_database(url: str) -> None:
+    from pier.gateway.copy_board import CopyBoard
+    from pier.gateway.key_table import KeyTable
+    from pier.gateway.state_files import STORES
+    from pier.state_folder.errors import StateError
+    from pier.state_folder.postgres import is_url, shown
+    from pier.state_folder.postgres_check import advice, check_database
+
+    if not is_url(url):
+        console.print(f"[red]--state-url {url!r} is not a PostgreSQL URL: give postgresql://USER@HOST/DATABASE.[/]")
+        raise typer.Exit(2)
+    try:
+        reports = check_database(url, (*STORES, KeyTable, CopyBoard))
+    except StateError as error:
+        console.print(f"[red]{error.message}[/]")
+        raise typer.Exit(1) from None
+    console.print(f"The state database {shown(url)}:")
+    for report in reports:
+        _print_report(report, backups=False)
+    if all(report.ok for report in reports):
+        console.print("[green]ok[/]")
+        return
+    for report in reports:
+        if not report.ok:
+            console.print(advice(report, url))
+    raise typer.Exit(1)
+
+
+def _print_report(report: Report, *, backups: bool = True) -> None:
     version = f" (state schema {report.version})" if report.version else ""
     console.print(f"[bold]{report.path}[/]" + (version if report.present else " (none yet)"))
     for problem in report.problems:
@@ -65,8 +103,9 @@ def _print_report(report: Report) -> None:
         console.print(f"  {table}: {count} record{'s' if count != 1 else ''}")
     for row in report.unreadable:
         console.print(f"  [red]unreadable {row.kind} {row.name}:[/] {row.reason}")
-    console.print(f"  backups: {len(report.backups)}"
-                  + (f", newest {report.backups[-1].name} ({_when(report.backups[-1])})" if report.backups else ""))
+    if backups:
+        console.print(f"  backups: {len(report.backups)}" + (
+            f", newest {report.backups[-1].name} ({_when(report.backups[-1])})" if report.backups else ""))
 
 
 @state_app.command("backup")

@@ -71,10 +71,10 @@ def tune(
     from pier.control.errors import ValidationError
     from pier.engine.kv_type import KV_TYPE_NAMES
     from pier.tune.objective import SloError, parse_slo
-    from pier.tune.runner import Setup, TrialError, TrialTraffic
     from pier.tune.session import TuneRequest, gpus_of, gpus_to_use, parse_duration, vcpus_of
     from pier.tune.session import tune as run_tune
     from pier.tune.space import OMP_POLICIES, Space
+    from pier.tune.trial import Setup, TrialError, TrialTraffic
     from pier.tune.trials import StateFileError
 
     try:

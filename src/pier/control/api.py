@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pier.control import deployment, views
+from pier.control import deployment, descriptions
 from pier.control.capacity import CopyCap
 from pier.control.component_operations import ComponentOperations
 from pier.control.deployment import deployment_config, retained
@@ -56,7 +56,7 @@ class ControlPlane(ComponentOperations, TagOperations):
     """Every operation by its SageMaker name; the model, endpoint config and endpoint ones here, the inference
     component ones in component_operations.py, the tag ones in tags.py, what they share in resources.py."""
 
-    def __init__(self, state: ResourceStore, *, copies: views.Copies, wake: Callable[[], None] = lambda: None,
+    def __init__(self, state: ResourceStore, *, copies: descriptions.Copies, wake: Callable[[], None] = lambda: None,
                  clock: Callable[[], float] = time.time, copy_cap: CopyCap | None = None,
                  on_this_host: bool = True) -> None:
         super().__init__(state, copies=copies, wake=wake, clock=clock, copy_cap=copy_cap, on_this_host=on_this_host)
@@ -87,7 +87,7 @@ class ControlPlane(ComponentOperations, TagOperations):
         return {"ModelArn": record.arn}
 
     def describe_model(self, body: Body, region: str) -> Body:
-        return views.model(self._model(parse(ModelNameInput, body).ModelName, region))
+        return descriptions.model(self._model(parse(ModelNameInput, body).ModelName, region))
 
     def delete_model(self, body: Body, region: str) -> Body:
         name = parse(ModelNameInput, body).ModelName
@@ -97,7 +97,7 @@ class ControlPlane(ComponentOperations, TagOperations):
 
     def list_models(self, body: Body, region: str) -> Body:
         records, unreadable = self.state.models.scan()
-        return self._list(body, "Models", [views.model_row(r) for r in records], unreadable, region)
+        return self._list(body, "Models", [descriptions.model_row(r) for r in records], unreadable, region)
 
     # ---- endpoint configs
 
@@ -117,7 +117,7 @@ class ControlPlane(ComponentOperations, TagOperations):
         return {"EndpointConfigArn": record.arn}
 
     def describe_endpoint_config(self, body: Body, region: str) -> Body:
-        return views.config(self._config(parse(EndpointConfigNameInput, body).EndpointConfigName))
+        return descriptions.config(self._config(parse(EndpointConfigNameInput, body).EndpointConfigName))
 
     def delete_endpoint_config(self, body: Body, region: str) -> Body:
         name = parse(EndpointConfigNameInput, body).EndpointConfigName
@@ -127,7 +127,7 @@ class ControlPlane(ComponentOperations, TagOperations):
 
     def list_endpoint_configs(self, body: Body, region: str) -> Body:
         records, unreadable = self.state.configs.scan()
-        return self._list(body, "EndpointConfigs", [views.config_row(r) for r in records], unreadable, region)
+        return self._list(body, "EndpointConfigs", [descriptions.config_row(r) for r in records], unreadable, region)
 
     # ---- endpoints
 
@@ -149,9 +149,9 @@ class ControlPlane(ComponentOperations, TagOperations):
 
     def describe_endpoint(self, body: Body, region: str) -> Body:
         try:
-            return views.endpoint(self._endpoint(parse(EndpointNameInput, body).EndpointName), self.copies)
+            return descriptions.endpoint(self._endpoint(parse(EndpointNameInput, body).EndpointName), self.copies)
         except UnreadableRecord as unreadable:
-            return views.unreadable_endpoint(unreadable.row, region)
+            return descriptions.unreadable_endpoint(unreadable.row, region)
 
     def delete_endpoint(self, body: Body, region: str) -> Body:
         name = parse(EndpointNameInput, body).EndpointName
@@ -174,7 +174,7 @@ class ControlPlane(ComponentOperations, TagOperations):
 
     def list_endpoints(self, body: Body, region: str) -> Body:
         records, unreadable = self.state.endpoints.scan()
-        return self._list(body, "Endpoints", [views.endpoint_row(r) for r in records], unreadable, region)
+        return self._list(body, "Endpoints", [descriptions.endpoint_row(r) for r in records], unreadable, region)
 
     def update_endpoint(self, body: Body, region: str) -> Body:
         request = parse(UpdateEndpointInput, body)

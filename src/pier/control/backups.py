@@ -2,7 +2,7 @@
 backup schedule do, the same way for every file they are given (the gateway lists them:
 `pier.gateway.state_files.FILES`: state.sqlite3, autoscaling.sqlite3, keys.json, ...).
 
-    <state_dir>/state.sqlite3                            the state (state.py), and the other files beside it
+    <state_dir>/state.sqlite3                            ResourceStore's, and the other files beside it
     <state_dir>/backups/<stem>-<UTC time><suffix>        generations of each file, newest last:
                                                          state-*.sqlite3, autoscaling-*.sqlite3, keys-*.json
     <state_dir>/gateway.lock                             held (flock) by the `pier up` that uses this folder

@@ -43,7 +43,7 @@ class Placement:
     instance: int
     vcpus: tuple[int, ...] = ()
     accelerators: tuple[int, ...] = ()  # the instance's GPUs it owns (instance-relative, as the type counts them)
-    devices: tuple[int, ...] = ()  # this host's GPUs handed to it (pier.control.devices); () until then, or none
+    devices: tuple[int, ...] = ()  # this host's GPUs handed to it (pier.control.gpu_pool); () until then, or none
     on_cpu: bool = False  # it wants GPUs, the host had none to give, and the operator allowed `--cpu-fallback`
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pier.control import adapters, views
+from pier.control import adapters, descriptions
 from pier.control.capacity import too_big
 from pier.control.desired import demand_of
 from pier.control.errors import ResourceLimitExceeded, ValidationError, already_exists, not_found
@@ -80,10 +80,10 @@ class ComponentOperations(Resources):
 
     def describe_inference_component(self, body: Body, region: str) -> Body:
         try:
-            return views.component(self._component(parse(ComponentNameInput, body).InferenceComponentName),
+            return descriptions.component(self._component(parse(ComponentNameInput, body).InferenceComponentName),
                                    self.copies)
         except UnreadableRecord as unreadable:
-            return views.unreadable_component(unreadable.row, region)
+            return descriptions.unreadable_component(unreadable.row, region)
 
     def delete_inference_component(self, body: Body, region: str) -> Body:
         try:
@@ -102,7 +102,7 @@ class ComponentOperations(Resources):
 
     def list_inference_components(self, body: Body, region: str) -> Body:
         records, unreadable = self.state.components.scan()
-        rows = [views.component_row(r) for r in records]
+        rows = [descriptions.component_row(r) for r in records]
         return self._list(body, "InferenceComponents", rows, unreadable, region)
 
     def update_inference_component(self, body: Body, region: str) -> Body:

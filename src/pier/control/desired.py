@@ -5,7 +5,7 @@ function), so the reconciler's decisions can be tested without files or processe
 A copy's id is its workload, its ordinal and a hash of everything that makes it what it is (model folder,
 environment, cores, memory), so it is the same after a gateway restart, and a changed spec means a new copy
 (started beside the old one, which keeps serving until the new one is ready). This host's GPUs are handed to
-the copies that own some of their instance's here (pier.control.devices), across every endpoint.
+the copies that own some of their instance's here (pier.control.gpu_pool), across every endpoint.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pier.backends.base import CopySpec, Instance
-from pier.control import capacity, devices, rollout
+from pier.control import capacity, gpu_pool, rollout
 from pier.control.capacity import CopyCap, Demand, Placement
-from pier.control.devices import GpuPool
+from pier.control.gpu_pool import GpuPool
 from pier.control.instance_types import LOCAL, InstanceType, host_cores_for
-from pier.control.multi_model import multi_model_environment
+from pier.control.multi_model_environment import multi_model_environment
 from pier.control.records import ComponentRecord, EndpointRecord, VariantRecord
 from pier.control.shapes import ResourceRequirements
 from pier.control.workload import Workload
@@ -82,7 +82,7 @@ class _Copy:
 class _Placed:
     copies: list[_Copy] = field(default_factory=list)
     wanted: dict[Workload, int] = field(default_factory=dict)  # copies each workload asks for
-    flexible: set[Workload] = field(default_factory=set)  # GPUs when free, else CPU (devices.grant)
+    flexible: set[Workload] = field(default_factory=set)  # GPUs when free, else CPU (gpu_pool.grant)
     problems: dict[Workload, str] = field(default_factory=dict)
 
 
@@ -104,7 +104,7 @@ def _uncapped(endpoints: Iterable[EndpointRecord], components: Iterable[Componen
             else:
                 hosted = by_variant.get((endpoint.name.lower(), variant.name), [])
                 _components(placed, owner, hosted, variant, itype, keep)
-    granted = devices.grant([c.placement for c in placed.copies], keep, pool, placed.flexible)
+    granted = gpu_pool.grant([c.placement for c in placed.copies], keep, pool, placed.flexible)
     for short in granted.shortfalls:
         placed.problems.setdefault(short.workload, f"{short.missing} of {placed.wanted[short.workload]} copies not "
                                                    f"placed. {short.reason}")
@@ -124,9 +124,9 @@ def _classic(placed: _Placed, workload: Workload, variant: VariantRecord, itype:
     if variant.model_dir is None or variant.container is None:
         return  # its model is still being fetched
     environment = variant.container.Environment
-    gpus, problem = devices.classic_gpus(environment, itype)
+    gpus, problem = gpu_pool.classic_gpus(environment, itype)
     placed.wanted[workload] = variant.instance_count
-    if itype.name == LOCAL and not devices.asks_for_gpus(environment):
+    if itype.name == LOCAL and not gpu_pool.asks_for_gpus(environment):
         placed.flexible.add(workload)
     if problem:
         placed.problems[workload] = problem

@@ -23,9 +23,9 @@ from pier.control import adapters
 from pier.control.capacity import CopyCap, Placement, host_copy_cap
 from pier.control.deployer import AlarmState, Deployer
 from pier.control.desired import Desired, desired_copies
-from pier.control.devices import GpuPool
 from pier.control.fetch.fetches import Fetches
 from pier.control.fetch.source import ModelSource, source_of
+from pier.control.gpu_pool import GpuPool
 from pier.control.instance_types import InstanceType, host_cores, lookup
 from pier.control.records import ComponentRecord, EndpointRecord
 from pier.control.resource_store import ResourceStore
@@ -104,7 +104,7 @@ class Reconciler:
         self.instance_type = instance_type
         self.clock = clock
         self.copy_cap = copy_cap or host_copy_cap()
-        self.gpus = gpus or GpuPool(discover())  # this host's GPUs, handed to copies (pier.control.devices)
+        self.gpus = gpus or GpuPool(discover())  # this host's GPUs, handed to copies (pier.control.gpu_pool)
         self._wake = asyncio.Event()
         fetches.notify = self._wake.set  # a finished download is worth acting on at once
         self._placements: tuple[Placement, ...] = ()

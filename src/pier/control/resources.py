@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pier.backends.base import CopyState
-from pier.control import views
+from pier.control import descriptions
 from pier.control.capacity import CopyCap, host_copy_cap
 from pier.control.errors import ResourceLimitExceeded, ValidationError, not_found
 from pier.control.fetch.folders import whole_filesystem
@@ -33,7 +33,7 @@ Body = dict[str, Any]
 class Resources:
     """What every operation works on: the state, the copies the backend runs, the reconciler to wake, the clock."""
 
-    def __init__(self, state: ResourceStore, *, copies: views.Copies, wake: Callable[[], None] = lambda: None,
+    def __init__(self, state: ResourceStore, *, copies: descriptions.Copies, wake: Callable[[], None] = lambda: None,
                  clock: Callable[[], float] = time.time, copy_cap: CopyCap | None = None,
                  on_this_host: bool = True) -> None:
         self.state = state
@@ -107,7 +107,7 @@ class Resources:
         self.wake()
 
     def _list(self, body: Body, key: str, rows: list[Row], unreadable: list[BadRow], region: str) -> Body:
-        rows = rows + [views.unreadable_row(row, region) for row in unreadable]
+        rows = rows + [descriptions.unreadable_row(row, region) for row in unreadable]
         items, token = page(rows, parse(ListInput, body))
         return {key: items, **({"NextToken": token} if token else {})}
 

@@ -385,7 +385,7 @@ class _Converter:
 
 def _child(name: str, part: str) -> str:
     """A subschema's rule name: its parent's and its own part (the root's children by their part alone, so a
-    caller can refer to a root property's rule by the property's name, as model/tools/grammar.py does)."""
+    caller can refer to a root property's rule by the property's name, as model/tools/tool_grammar.py does)."""
     return part if name == "root" else f"{name}-{part}"
 
 

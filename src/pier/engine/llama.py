@@ -12,11 +12,11 @@ import llama_cpp
 import numpy as np
 
 from pier.engine import llama_log
-from pier.engine.adapters import LoadedAdapters
 from pier.engine.amx_permission import refuse_amx
 from pier.engine.cpus import engine_threads, usable_cores
 from pier.engine.devices import Device, device_handles
 from pier.engine.kernels import HostKernels, KernelFamily
+from pier.engine.loaded_adapters import LoadedAdapters
 from pier.engine.model_memory import NOTHING, HeldPositions, ModelMemory
 from pier.engine.offload import ON_CPU, SPLIT_MODES, Offload
 from pier.engine.passes import plan_adapter_passes, runs

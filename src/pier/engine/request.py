@@ -107,7 +107,7 @@ class GenerateRequest:
     # alternatives. prompt_logprobs: the same for every prompt token but the first (no prefix cache for them).
     logprobs: int | None = None
     prompt_logprobs: int | None = None
-    # The LoRA adapter (a name the runner loaded, engine/adapters.py) the model runs under; "" = the base model.
+    # The LoRA adapter (a name the runner loaded, engine/loaded_adapters.py) the model runs under; "" = the base model.
     adapter: str = ""
 
 

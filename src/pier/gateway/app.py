@@ -25,20 +25,20 @@ from starlette.exceptions import HTTPException
 from pier.async_inference.dispatcher import AsyncInference
 from pier.async_inference.queue import AsyncQueue
 from pier.autoscaling.application_autoscaling import ApplicationAutoScaling
+from pier.autoscaling.autoscaling_store import Store as AutoscalingStore
 from pier.autoscaling.cloudwatch import ALARM, CloudWatch
 from pier.autoscaling.history import History
 from pier.autoscaling.recorder import Recorder
 from pier.autoscaling.scaler import Scaler
-from pier.autoscaling.store import Store as AutoscalingStore
 from pier.backends.base import Backend
-from pier.capture.writer import CaptureWriter
+from pier.capture.capture_writer import CaptureWriter
 from pier.console.assets import console_router
 from pier.control.api import ControlPlane
 from pier.control.backups import Backups
-from pier.control.devices import GpuPool
 from pier.control.extra import ExtraEndpoints
 from pier.control.fetch.fetches import Fetches
-from pier.control.fetch.store import ModelStore
+from pier.control.fetch.model_store import ModelStore
+from pier.control.gpu_pool import GpuPool
 from pier.control.reconciler import Reconciler
 from pier.control.request_limits import MAX_BODY_BYTES as CONTROL_MAX_BODY_BYTES
 from pier.control.resource_store import ResourceStore
@@ -71,7 +71,7 @@ from pier.security.install import install_security
 from pier.state_folder.postgres import Postgres
 from pier.storage import s3_client
 from pier.transform.service import Transforms
-from pier.transform.store import TransformStore
+from pier.transform.transform_store import TransformStore
 
 log = logging.getLogger("pier.gateway")
 

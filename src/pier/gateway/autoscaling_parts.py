@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pier.autoscaling.application_autoscaling import ApplicationAutoScaling
+from pier.autoscaling.autoscaling_store import Store
 from pier.autoscaling.cloudwatch import CloudWatch
 from pier.autoscaling.history import History
 from pier.autoscaling.recorder import Recorder
 from pier.autoscaling.scaler import Scaler
-from pier.autoscaling.store import Store
 
 
 @dataclass

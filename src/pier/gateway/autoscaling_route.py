@@ -22,6 +22,7 @@ from pier.error_bodies import render
 from pier.errors import PierError
 from pier.gateway.body import decoded, read_body
 from pier.gateway.parts import gateway_of
+from pier.state_folder.errors import StateUnavailable
 
 log = logging.getLogger("pier.gateway")
 REQUEST_ID = "x-amzn-RequestId"
@@ -52,8 +53,12 @@ async def answer(request: Request, service: str, operation: str, protocol: wire.
         return Response(content, error.wire.sagemaker_status, headers={**headers, **more},
                         media_type=protocol.media_type)
     except Exception as error:
-        log.exception("%s.%s failed", service, operation)
-        failure = PierError(f"Internal error in pier ({type(error).__name__}: {error}); please report it.")
+        if isinstance(error, StateUnavailable):  # the database restarts: 503, and a later request connects again
+            log.warning("%s.%s failed: %s", service, operation, error)
+            failure: PierError = error
+        else:
+            log.exception("%s.%s failed", service, operation)
+            failure = PierError(f"Internal error in pier ({type(error).__name__}: {error}); please report it.")
         answer = render(failure, Dialect.CONTROL)
         return Response(protocol.encode(answer.body), answer.status, headers=headers, media_type=protocol.media_type)
 

@@ -21,6 +21,7 @@ from pier.errors import PierError
 from pier.gateway import autoscaling_route
 from pier.gateway.body import decoded, read_body
 from pier.gateway.parts import gateway_of
+from pier.state_folder.errors import StateUnavailable
 from pier.transform.service import OPERATIONS as TRANSFORM_OPERATIONS
 
 log = logging.getLogger("pier.gateway")
@@ -50,6 +51,9 @@ async def control_route(request: Request) -> Response:
         reply = await gateway.writer.run(call)
         return JSONResponse(reply, headers={AMZ_REQUEST_ID: request_id}, media_type=AMZ_JSON)
     except ControlError as error:
+        return render(error, Dialect.CONTROL, request_id).response()
+    except StateUnavailable as error:  # the database restarts: 503, and a later request connects again
+        log.warning("control plane request failed: %s", error)
         return render(error, Dialect.CONTROL, request_id).response()
     except Exception as error:
         log.exception("control plane request failed")

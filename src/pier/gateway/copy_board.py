@@ -27,6 +27,7 @@ from typing import Any
 from pier.backends.base import CopyState, CopyStatus
 from pier.control.workload import Workload
 from pier.state_folder.database import Schema
+from pier.state_folder.errors import StateUnavailable
 from pier.state_folder.store import StoreFile
 
 log = logging.getLogger("pier.gateway")
@@ -81,10 +82,14 @@ class CopyBoard(StoreFile):
         now = time.monotonic()
         ready = any(s.component == workload and s.state is CopyState.READY for s in self._seen)
         if now - self._read_at >= (REREAD_S if ready else MISS_REREAD_S):
-            with self.lock:
-                found = self.db.execute("SELECT status FROM copies ORDER BY copy_id").fetchall()
-            self._seen = tuple(from_row(row[0]) for row in found)
             self._read_at = now
+            try:
+                with self.lock:
+                    found = self.db.execute("SELECT status FROM copies ORDER BY copy_id").fetchall()
+            except StateUnavailable as error:  # the database restarts: route as last read meanwhile
+                log.warning("%s The copies as last read serve meanwhile.", error.message)
+            else:
+                self._seen = tuple(from_row(row[0]) for row in found)
         return [status for status in self._seen if status.component == workload]
 
     async def publishing(self, statuses: Callable[[], list[CopyStatus]]) -> None:

@@ -11,6 +11,7 @@ folder takes turns on its lock file, so two at once never lose a key.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -21,8 +22,12 @@ from typing import Any
 from pier.security import keystore
 from pier.security.keystore import KeyStore, KeyStoreError, StoredKey
 from pier.state_folder.database import Schema
+from pier.state_folder.errors import StateUnavailable
 from pier.state_folder.postgres import Postgres
+from pier.state_folder.rows import BadRow, Rows
 from pier.state_folder.store import StoreFile
+
+log = logging.getLogger("pier.gateway")
 
 REREAD_S = 1.0  # the guard reads the keys at most this often (once a request would be a query a request)
 
@@ -36,8 +41,21 @@ class KeyTable(StoreFile):
         "entry TEXT NOT NULL)",
         "CREATE TABLE IF NOT EXISTS writer (id INTEGER PRIMARY KEY)",
         "INSERT INTO writer (id) VALUES (1) ON CONFLICT DO NOTHING",
-    ), ("keys", "writer"), "no keys (create them again: pier keys create)")
+    ), ("keys", "writer"), "no keys (create them again: pier keys create)",
+        (Rows("keys", "SELECT access_key_id, name, created, entry FROM keys ORDER BY created, access_key_id",
+              lambda row: read_key(row), lambda row: ("key", str(row[1])), counted="keys", zero=True),))
     MEND = "Revoke the key and create it again (pier keys revoke NAME; pier keys create NAME)"
+
+
+def read_key(row: Sequence[Any]) -> StoredKey | BadRow:
+    """A row of the table (access_key_id, name, created, entry) as the guard reads it (for `pier state check`)."""
+    _, name, created, text = row
+    try:
+        entry = json.loads(text)
+    except ValueError as error:
+        return BadRow("key", str(name), float(created), f"its entry is not JSON ({error})")
+    keys, bad = keystore.read_entries([entry])
+    return keys[0] if keys else BadRow("key", str(name), float(created), bad[0][1] if bad else "it does not read")
 
 
 def rows(keys: Iterable[StoredKey]) -> list[tuple[str, str, float, str]]:
@@ -60,12 +78,27 @@ class DatabaseKeys(KeyStore):
         self.table = table
         self._read_at = -math.inf
         self._writing = False
+        self._have_read = False
+        self._away = False  # the database could not be reached at the last read: the keys read before serve
 
     def _refresh(self) -> None:
         now = time.monotonic()
-        if now - self._read_at >= REREAD_S:
+        if now - self._read_at < REREAD_S:
+            return
+        try:
             self._keys = tuple(self._read())
-            self._read_at = now
+        except StateUnavailable as error:
+            if not self._have_read:  # no keys known to go on with: refuse (the guard fails closed)
+                raise KeyStoreError(error.message) from None
+            if not self._away:
+                log.warning("%s The gateway goes on with the keys it read last until the database is back.",
+                            error.message)
+            self._away = True
+        else:
+            if self._away:
+                log.warning("the state database's keys read again")
+            self._have_read, self._away = True, False
+        self._read_at = now
 
     def _read(self) -> list[StoredKey]:
         with self.table.lock:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from pier.autoscaling.settings import ScalingSettings
-from pier.capture.writer import CaptureSettings
+from pier.capture.capture_writer import CaptureSettings
 from pier.control.backups import BackupPolicy
 from pier.control.capacity import COPY_CAP_SETTING, CopyCap, copy_cap_of, copy_cap_setting
 from pier.env import GATEWAY, Env, SettingsError

@@ -4,11 +4,12 @@ them all (`gateway/stores.py`), and restore and `pier state check` go over all o
 others (each store a pier.state_folder `StoreFile`; each file behind its `StateFile`: checked, copied whole).
 
     state.sqlite3        the control plane's resources (pier.control.resource_store)
-    autoscaling.sqlite3  scalable targets, policies, alarms, activities, metric history (pier.autoscaling.store)
+    autoscaling.sqlite3  scalable targets, policies, alarms, activities, metric history
+                         (pier.autoscaling.autoscaling_store)
     keys.json            the gateway's keys (pier.security.keystore)
     sessions.sqlite3     the open stateful sessions, each with its copy (pier.runtime.session_store)
     async.sqlite3        asynchronous inference requests accepted and not yet answered (pier.async_inference.queue)
-    transforms.sqlite3   transform jobs and the progress of running ones (pier.transform.store)
+    transforms.sqlite3   transform jobs and the progress of running ones (pier.transform.transform_store)
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import os
 from pathlib import Path
 
 from pier.async_inference.queue import AsyncQueue
-from pier.autoscaling.store import Store as AutoscalingStore
+from pier.autoscaling.autoscaling_store import Store as AutoscalingStore
 from pier.control.resource_store import ResourceStore
 from pier.runtime.session_store import SessionStore
 from pier.security import keystore
@@ -26,7 +27,7 @@ from pier.state_folder.files import Report, StateFile
 from pier.state_folder.layout import FILE_MODE
 from pier.state_folder.rows import BadRow
 from pier.state_folder.store import StoreFile
-from pier.transform.store import TransformStore
+from pier.transform.transform_store import TransformStore
 
 
 class KeyFile(StateFile):

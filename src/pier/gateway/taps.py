@@ -12,8 +12,8 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from pier.capture.record import Captured, ContentTypes, Side
-from pier.capture.writer import CaptureWriter, Job
+from pier.capture.capture_writer import CaptureWriter, Job
+from pier.capture.captured import Captured, ContentTypes, Side
 from pier.control.data_capture import DataCaptureSpec
 from pier.control.records import EndpointRecord
 from pier.control.resource_store import ResourceStore, UnreadableRecord

@@ -170,6 +170,8 @@ class Origin:
 def as_invocation_error(error: BaseException) -> InvocationError:
     if isinstance(error, InvocationError):
         return error
+    if isinstance(error, PierError) and error.wire.sagemaker_code == ServiceUnavailable.wire.sagemaker_code:
+        return ServiceUnavailable(error.message)  # the gateway cannot answer now (its state database is away)
     return InternalFailure(
         f"Internal error in the gateway ({type(error).__name__}: {error}); this is a pier bug, please report "
         "it with the request. Retrying may work."

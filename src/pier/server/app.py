@@ -17,7 +17,6 @@ from pier.dialect import Dialect
 from pier.engine.engine import Engine
 from pier.errors import CLIENT_CLOSED_REQUEST, ClientGone, PierError
 from pier.model.chat import ChatTemplate
-from pier.server.continuation import ResumableAnswers
 from pier.server.errors import (
     TooDeeplyNested,
     error_response,
@@ -29,14 +28,15 @@ from pier.server.flavors import embeddings, sagemaker, tokenizer
 from pier.server.flavors.openai import routes as openai
 from pier.server.flavors.tgi import routes as tgi
 from pier.server.kv_report import KvHeldHeader
-from pier.server.metrics import RequestMetrics
 from pier.server.middleware import adapter_requests
 from pier.server.middleware.adapter_requests import AdapterRequests
 from pier.server.middleware.body_limit import BodyLimit
 from pier.server.middleware.request_timeout import RequestTimeout
+from pier.server.resumable_answers import ResumableAnswers
 from pier.server.served_model import ServedModel
+from pier.server.server_metrics import RequestMetrics
+from pier.server.server_state import InvocationHandler, ServerState
 from pier.server.settings import ServerSettings
-from pier.server.state import InvocationHandler, ServerState
 
 log = logging.getLogger(__name__)
 

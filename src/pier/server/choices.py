@@ -20,8 +20,8 @@ from starlette.types import Receive
 
 from pier.engine.request import GenerateRequest, GenerationChunk
 from pier.engine.validate import CheckedRequest
-from pier.server.continuation import ResumableAnswer
 from pier.server.generation import Completion, wait_for_disconnect
+from pier.server.resumable_answers import ResumableAnswer
 from pier.server.served_model import SEED_MODULUS, ServedModel
 
 

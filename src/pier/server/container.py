@@ -32,13 +32,13 @@ from pier.ports import port_problem
 from pier.server.app import Lifespan, attach_model, create_app, create_handler_app
 from pier.server.engine_start import prove_kernels, start_engine
 from pier.server.kernel_choice import KernelsUnusable
-from pier.server.middleware.guard import guard_model_server
+from pier.server.middleware.model_server_guard import guard_model_server
 from pier.server.model_location import ModelLocation, ModelNotFound, locate_model
 from pier.server.multi_model.app import create_multi_model_app
 from pier.server.quantization import warn_of_quantize
 from pier.server.served_embedder import ServedEmbedder
+from pier.server.server_state import ServerState
 from pier.server.settings import ServerSettings
-from pier.server.state import ServerState
 
 if TYPE_CHECKING:
     from pier.server.byoc.pool import HandlerService
@@ -85,7 +85,7 @@ def serve_container(
             served = location.handler.path if location.handler else location.gguf
             if location.gguf is not None:
                 warn_of_quantize(Env(env).values, location.gguf)  # TGI's HF_MODEL_QUANTIZE, which a GGUF ignores
-        guard_model_server(app, Env(env).values)  # API_KEY, PIER_COPY_SECRET (pier.server.middleware.guard)
+        guard_model_server(app, Env(env).values)  # API_KEY, PIER_COPY_SECRET (middleware.model_server_guard)
     except (SettingsError, ModelNotFound, PierError) as error:
         log.error("cannot serve: %s", error)
         return 1
@@ -140,7 +140,7 @@ def embedding_model_name(gguf: Path) -> str | None:
 
 async def _load_embedder(app: FastAPI, settings: ServerSettings, gguf: Path, name: str) -> None:
     from pier.engine.embedder import Embedder  # loads llama.cpp
-    from pier.server.offload import copy_offload
+    from pier.server.copy_offload import copy_offload
 
     state: ServerState = app.state.pier
     started = time.monotonic()

@@ -19,7 +19,7 @@ from pier.server.settings import ServerSettings
 def start_engine(settings: ServerSettings, gguf: Path) -> Engine:
     """Load the GGUF into llama.cpp and start the engine thread (slow: run it off the event loop)."""
     from pier.engine.llama import LlamaRunner  # loads llama.cpp; not needed to build the app
-    from pier.server.offload import copy_offload
+    from pier.server.copy_offload import copy_offload
 
     problem = truncation(gguf)  # llama.cpp only logs why it refuses a file cut short
     if problem:

@@ -18,9 +18,9 @@ from pier.engine.logprobs import TokenLogprob
 from pier.engine.request import FinishReason, GenerationChunk, RequestTimings
 from pier.engine.validate import CheckedRequest
 from pier.errors import ClientGone, EngineStopped, GenerationFailed, PierError
-from pier.server.continuation import ResumableAnswer
 from pier.server.errors import DeadlineExceeded
-from pier.server.metrics import GenerationTrace
+from pier.server.resumable_answers import ResumableAnswer
+from pier.server.server_metrics import GenerationTrace
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 A flavor says what differs (a `Spec`): how its body becomes generate requests (one per choice), the views that
 shape the engine's output in its API, and its whole answer. `respond` does the rest the same way for all: it
-admits the request's sequences, checks them under the request's resumable progress (server/continuation.py),
+admits the request's sequences, checks them under the request's resumable progress (server/resumable_answers.py),
 keeps what a continuation must repeat, and streams the views' events or completes and answers.
 
 The progress is passed down explicitly: a lone sequence runs under it; several choices run without it (they are
@@ -24,10 +24,10 @@ from pier.engine.request import GenerateRequest, GenerationChunk
 from pier.engine.validate import CheckedRequest
 from pier.errors import GenerationFailed, InvalidRequest
 from pier.server import choices, sse
-from pier.server.continuation import ResumableAnswer, progress_of
 from pier.server.generation import Completion, wait_for_disconnect
+from pier.server.resumable_answers import ResumableAnswer, progress_of
 from pier.server.served_model import ServedModel
-from pier.server.state import ServerState
+from pier.server.server_state import ServerState
 
 log = logging.getLogger(__name__)
 

@@ -16,11 +16,11 @@ from pier.model.tools.families import FORMATS
 from pier.model.tools.tool_format import ToolFormat
 from pier.server import generation
 from pier.server.context_limits import Limits
-from pier.server.continuation import ResumableAnswer
 from pier.server.generation import Completion
 from pier.server.kv_report import KvReport
-from pier.server.metrics import ServerMetrics
 from pier.server.middleware import adapter_requests, request_timeout
+from pier.server.resumable_answers import ResumableAnswer
+from pier.server.server_metrics import ServerMetrics
 from pier.server.settings import ServerSettings
 
 # Clients send 64-bit seeds (TGI's are u64); llama.cpp's samplers take seeds below 2**32 - 1.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pier.errors import PierError
+from pier.errors import PierError, Wire
 from pier.state_folder.layout import BACKUPS, backup_pattern
 
 
@@ -12,6 +12,14 @@ class StateError(PierError):
     """The state file cannot be used as it is; the message says why and what to do."""
 
     code = "state_unusable"
+
+
+class StateUnavailable(StateError):
+    """The state database cannot be reached now (it restarts, or dropped the connection): this request fails with
+    503 in its API's dialect, and the store connects again on a later request once the database is back."""
+
+    code = "state_unavailable"
+    wire = Wire(503, "service_unavailable_error", 503, "unavailable", 503, "ServiceUnavailable")
 
 
 class StateDamaged(StateError):

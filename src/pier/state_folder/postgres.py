@@ -16,15 +16,20 @@ stores' table names never meet and each has its own schema version:
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
+import select
 import urllib.parse
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from pier.state_folder.database import Schema
-from pier.state_folder.errors import StateError, StateTooNew
+from pier.state_folder.errors import StateError, StateTooNew, StateUnavailable
 from pier.state_folder.files import StateFile
+
+log = logging.getLogger("pier.state")
 
 SCHEMES = ("postgresql", "postgres")
 VERSION_TABLE = "pier_version"
@@ -55,6 +60,10 @@ FUNCTIONS = (
     "CREATE OR REPLACE FUNCTION max(a DOUBLE PRECISION, b DOUBLE PRECISION) RETURNS DOUBLE PRECISION "
     "LANGUAGE sql IMMUTABLE AS $$ SELECT GREATEST(a, b) $$",
 )
+# How long a statement or a connection may wait on a database that does not answer (a host gone, a network cut),
+# unless the URL says otherwise: a request fails with 503 then, never hangs (TCP's own retries take 15 minutes).
+_BOUNDED = {"connect_timeout": 10, "tcp_user_timeout": 10_000, "keepalives": 1, "keepalives_idle": 30,
+            "keepalives_interval": 10, "keepalives_count": 3}
 # SQLite's NOCASE: names that differ only in case are one name (SageMaker's are unique regardless of case).
 COLLATION = ("CREATE COLLATION IF NOT EXISTS pier_nocase (provider = icu, locale = 'und-u-ks-level2', "
              "deterministic = false)")
@@ -91,23 +100,150 @@ def translate(sql: str, parameters: bool = True) -> str:
 
 class PgConnection:
     """A psycopg connection that takes the stores' SQLite SQL (DB-API calls: `execute`, `executemany`). Autocommit,
-    so `BEGIN`/`COMMIT`/`SAVEPOINT` are the store's own, as with SQLite (`StoreFile.transaction`)."""
+    so `BEGIN`/`COMMIT`/`SAVEPOINT` are the store's own, as with SQLite (`StoreFile.transaction`).
 
-    def __init__(self, conn: Any) -> None:
+    It outlives its database's restarts and dropped connections (`pg_terminate_backend`): between transactions, a
+    connection the server has closed is seen before a statement is sent (its socket reads as closed) and replaced
+    by a new one. A connection lost otherwise fails that statement with `StateUnavailable` (503 in every API), and
+    the next statement connects again (a server that is down refuses at once; one that cannot be reached is given
+    `connect_timeout`):
+
+    - a lost BEGIN, or a SELECT outside a transaction, is sent again once on a new connection (neither changes
+      anything, so sending it twice is safe);
+    - a write outside a transaction is not sent again: whether the server applied it before the connection went
+      cannot be known, and writing it twice could double it;
+    - a transaction whose connection went was undone whole by the server: every later statement of it fails (none
+      may run on a new connection, outside the transaction, as half a change), and its ROLLBACK (and a savepoint's)
+      only ends it here, so the next transaction starts on a new connection. A COMMIT lost in flight is the one
+      case where whether the change was kept cannot be known; its error says so.
+    """
+
+    def __init__(self, connect: Callable[[], Any], where: str, conn: Any) -> None:
+        self._connect = connect  # a new connection, as `conn` was made
+        self._where = where  # the URL without its password, for messages
         self.conn = conn
+        self._in_transaction = False  # BEGIN sent, no COMMIT or ROLLBACK yet
+        self._lost = False  # the connection went while a transaction was open
+        self._closed = False
 
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Any:
         if parameters:
-            return self.conn.execute(translate(sql), tuple(parameters))
-        return self.conn.execute(translate(sql, parameters=False))
+            return self._run(sql, lambda conn: conn.execute(translate(sql), tuple(parameters)))
+        return self._run(sql, lambda conn: conn.execute(translate(sql, parameters=False)))
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Any:
-        cursor = self.conn.cursor()
-        cursor.executemany(translate(sql), [tuple(p) for p in parameters])
-        return cursor
+        rows = [tuple(p) for p in parameters]
+
+        def run(conn: Any) -> Any:
+            cursor = conn.cursor()
+            cursor.executemany(translate(sql), rows)
+            return cursor
+        return self._run(sql, run)
 
     def close(self) -> None:
+        self._closed = True  # by the store: never connected again
         self.conn.close()
+
+    def _run(self, sql: str, call: Callable[[Any], Any]) -> Any:
+        import psycopg
+
+        words = sql.split(None, 2)
+        word = words[0].upper() if words else ""
+        if self._closed:
+            return call(self.conn)  # psycopg's own error: the connection is closed
+        if self._lost:
+            return self._after_loss(word, len(words) == 1)
+        if not self._in_transaction and not self._alive():
+            self._reconnect()
+        try:
+            cursor = self._sent(word, call)
+        except psycopg.OperationalError as error:
+            if not self.conn.broken and not self.conn.closed:
+                raise  # the statement's own failure, on a connection that still works
+            raise self._loss(word, error) from None
+        self._in_transaction = self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+        return cursor
+
+    def _sent(self, word: str, call: Callable[[Any], Any]) -> Any:
+        """`call` on the connection; a BEGIN, or a SELECT outside a transaction, whose connection went sent again
+        once on a new one."""
+        try:
+            return call(self.conn)
+        except Exception:
+            if not (self.conn.broken or self.conn.closed) or not (
+                    word == "BEGIN" or (word == "SELECT" and not self._in_transaction)):
+                raise
+        self._reconnect()
+        return call(self.conn)
+
+    def _alive(self) -> bool:
+        """Whether the connection is open, seen without a round trip: the server sends nothing to an idle
+        connection unasked, so a socket with something to read is one the server has closed (or is closing)."""
+        if self.conn.closed or self.conn.broken:
+            return False
+        poller = select.poll()  # not select.select: a busy gateway's descriptors pass its limit of 1024
+        try:
+            poller.register(self.conn.fileno(), select.POLLIN)
+            return not poller.poll(0)
+        except (OSError, ValueError):
+            return False
+
+    def _reconnect(self) -> None:
+        with contextlib.suppress(Exception):
+            self.conn.close()
+        try:
+            self.conn = self._connect()
+        except StateError as error:
+            raise StateUnavailable(str(error).split("\n", 1)[0].rstrip(".") + ". Retry shortly: pier connects "
+                                   "again on the next request once the database is back.") from None
+        self._in_transaction = False
+        log.warning("pier connected again to its state database %s", self._where)
+
+    def _loss(self, word: str, error: Exception) -> StateUnavailable:
+        """The error of a statement whose connection went (the connection's state follows from it)."""
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        if word == "COMMIT":
+            self._in_transaction = False
+            return StateUnavailable(self._unreachable(
+                f"the connection went while it committed ({reason}), so whether this change was kept cannot be "
+                "known: read the resource again before you repeat it"))
+        if self._in_transaction:
+            self._lost = True
+            return StateUnavailable(self._unreachable(f"the connection went in a transaction ({reason}); the "
+                                                      "database undid the whole change"))
+        if word in ("BEGIN", "SELECT"):
+            return StateUnavailable(self._unreachable(f"the connection went ({reason}); nothing was changed"))
+        return StateUnavailable(self._unreachable(f"the connection went ({reason}); the change may not have been "
+                                                  "made: read the resource again before you repeat it"))
+
+    def _after_loss(self, word: str, whole: bool) -> Any:
+        """A statement of a transaction whose connection went: its end is taken (`whole`: the bare word, the
+        transaction's own ROLLBACK or COMMIT, not a savepoint's), anything else fails."""
+        if whole and word in ("ROLLBACK", "COMMIT"):
+            self._lost = self._in_transaction = False
+        if word in ("ROLLBACK", "RELEASE"):  # nothing left to undo
+            return _NoRows()
+        raise StateUnavailable(self._unreachable("the connection went in a transaction; the database undid the "
+                                                 "whole change"))
+
+    def _unreachable(self, why: str) -> str:
+        return (f"pier's state database {self._where} is unreachable: {why}. Retry shortly: pier connects again "
+                "on the next request once the database is back.")
+
+
+class _NoRows:
+    """The result of a statement that had nothing to do (the end of a transaction the database already undid)."""
+
+    rowcount = 0
+
+    def fetchone(self) -> Any:
+        return None
+
+    def fetchall(self) -> list[Any]:
+        return []
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
 
 
 class Postgres:
@@ -127,8 +263,8 @@ class Postgres:
                              "psycopg[binary]) where pier is installed.") from None
         options = f"-c search_path={search_path}" if search_path else None
         try:
-            conn = psycopg.connect(self.url, autocommit=True, options=options, connect_timeout=10,
-                                   application_name="pier")
+            bounds: dict[str, Any] = {**_BOUNDED, **psycopg.conninfo.conninfo_to_dict(self.url)}  # the URL's win
+            conn = psycopg.connect(self.url, autocommit=True, options=options, application_name="pier", **bounds)
         except psycopg.Error as error:
             raise StateError(f"pier cannot reach its state database {shown(self.url)}: {error}".rstrip()
                              + "\nCheck the URL (--state-url or PIER_STATE_URL), that the server runs, and that "
@@ -144,7 +280,7 @@ class Postgres:
         except BaseException:
             conn.close()
             raise
-        return PgConnection(conn)
+        return PgConnection(lambda: self.connect(search_path=name), shown(self.url), conn)
 
     def prepare(self, conn: Any, name: str, schema: Schema) -> None:
         """The schema `name` made, or upgraded, or checked, on `conn` (StateTooNew: a newer one is left as it is)."""

@@ -10,9 +10,9 @@ from pydantic import BaseModel, ConfigDict
 
 from pier.control.errors import ValidationError
 from pier.control.shapes import ContainerSpec
+from pier.transform.job_objects import LocationError, check_url
 from pier.transform.jsonpath import JsonPathError, parse
 from pier.transform.processing import Processing
-from pier.transform.storage import LocationError, check_url
 
 JobStatus = Literal["InProgress", "Completed", "Failed", "Stopping", "Stopped"]
 RUNNING = frozenset({"InProgress", "Stopping"})

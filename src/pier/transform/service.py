@@ -29,8 +29,8 @@ from pier.control.workload import Workload
 from pier.runtime.attempts import Forwarder
 from pier.transform import job as jobs
 from pier.transform.job import RUNNING, VARIANT, JobRecord, Settings
-from pier.transform.runner import JobFailed, JobRun
-from pier.transform.store import TransformStore
+from pier.transform.job_run import JobFailed, JobRun
+from pier.transform.transform_store import TransformStore
 from pier.transform.turns import Turns
 
 log = logging.getLogger("pier.transform")

@@ -19,10 +19,10 @@ from pier.bench.pricing import Price, resolve_price
 from pier.control.instance_types import LOCAL, lookup
 from pier.engine.kv_type import kv_type_problem
 from pier.server.kv_budget import kv_shape
-from pier.tune import report
+from pier.tune import tune_report
 from pier.tune.objective import Bound
-from pier.tune.runner import Setup, TrialRunner, TrialTraffic, own_gateway
 from pier.tune.space import Recipe, Space
+from pier.tune.trial import Setup, TrialRunner, TrialTraffic, own_gateway
 from pier.tune.trials import TrialStore
 from pier.tune.tuner import Search
 
@@ -44,7 +44,7 @@ class TuneRequest:
 
 @dataclass(frozen=True)
 class TuneOutcome:
-    rows: list[report.RecipeRow]
+    rows: list[tune_report.RecipeRow]
     verdict: str
     deploy_file: Path | None
     plot: Path | None
@@ -96,16 +96,16 @@ def tune(request: TuneRequest, console: Console) -> TuneOutcome:
         search = Search(candidates, store, runner.run, request.budget_s, request.min_repeats,
                         say=lambda line: console.print(f"  {line}"))
         standings = search.run()
-    rows = report.rows(standings, candidates, store.trials)
-    console.print(report.table(rows, price))
-    verdict = report.verdict(rows)
+    rows = tune_report.rows(standings, candidates, store.trials)
+    console.print(tune_report.table(rows, price))
+    verdict = tune_report.verdict(rows)
     console.print(verdict)
     if not rows:
         return TuneOutcome(rows, verdict, None, None, price)
-    plot = report.plot(rows, request.out / "tune.png")
+    plot = tune_report.plot(rows, request.out / "tune.png")
     deploy = None
     if rows[0].standing.goodput > 0:
-        deploy = report.write_deploy_file(request.out / "deploy.yaml", request.endpoint, request.setup,
+        deploy = tune_report.write_deploy_file(request.out / "deploy.yaml", request.endpoint, request.setup,
                                           rows[0].candidate)
         console.print(f"deploy file: {deploy} (pier deploy {deploy})")
     return TuneOutcome(rows, verdict, deploy, plot, price)

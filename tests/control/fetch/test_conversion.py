@@ -13,7 +13,7 @@ import pytest
 
 from pier.control.fetch import converter
 from pier.control.fetch.conversion import Conversions
-from pier.control.fetch.store import ModelDataError
+from pier.control.fetch.model_store import ModelDataError
 from tests import checkpoints
 
 pytestmark = [

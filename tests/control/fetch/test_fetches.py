@@ -10,8 +10,8 @@ import pytest
 from rich.console import Console
 
 from pier.control.fetch.fetches import Fetched, Fetches
+from pier.control.fetch.model_store import ModelStore
 from pier.control.fetch.source import ModelSource
-from pier.control.fetch.store import ModelStore
 
 pytestmark = pytest.mark.anyio
 

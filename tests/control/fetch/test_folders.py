@@ -13,8 +13,8 @@ from rich.console import Console
 
 from pier.control.fetch import archives
 from pier.control.fetch.folders import FolderRefused, check_folder, measure, whole_filesystem
+from pier.control.fetch.model_store import ModelDataError, ModelStore
 from pier.control.fetch.source import ModelSource
-from pier.control.fetch.store import ModelDataError, ModelStore
 
 
 @pytest.mark.parametrize(("path", "words"), [

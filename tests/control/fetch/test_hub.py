@@ -12,8 +12,8 @@ import pytest
 from huggingface_hub import HfApi
 from rich.console import Console
 
+from pier.control.fetch.model_store import ModelDataError, ModelStore
 from pier.control.fetch.source import source_of
-from pier.control.fetch.store import ModelDataError, ModelStore
 from pier.control.shapes import ContainerSpec
 from tests.hub_standin import Hub, hub_standin
 

@@ -8,8 +8,8 @@ from typing import Any
 from pier.model.chat import CHATML, ChatTemplate
 from pier.model.tools.families import Family
 from pier.model.tools.prompt import fallback_messages, native_messages
-from pier.model.tools.spec import tool_set
 from pier.model.tools.tool_format import ToolFormat
+from pier.model.tools.tool_spec import tool_set
 
 TOOLS = tool_set([{"type": "function", "function": {"name": "get_time", "description": "The time now"}}], "auto")
 CALL = {"id": "call_1", "type": "function", "function": {"name": "get_time", "arguments": '{"zone": "UTC"}'}}

@@ -34,12 +34,14 @@ from typing import Any
 from pier.backends.base import CopySpec, CopyState, CopyStatus
 from pier.backends.identities import RAY_CAPABILITIES, RAY_NAME
 from pier.backends.logfile import tail
+from pier.backends.ray import control_store
 from pier.backends.ray.actor import ActorSetup, CopyReport, Identity, seen
 from pier.backends.ray.config import RayConfig
 from pier.backends.ray.groups import Groups, live_nodes
 from pier.backends.ray.join import Attempts, join, probe
 from pier.backends.ray.log_mirror import LogMirror
-from pier.backends.ray.models import Manifest, chunks, file_manifest, manifest_of
+from pier.backends.ray.models import Manifest, manifest_of
+from pier.backends.ray.node_files import NodeFiles, actor_of
 from pier.backends.ray.placement import Reservation, instance_index, instance_of, missing_capacity, reservation
 from pier.backends.ray.ray_calls import (
     RayUnavailable,
@@ -84,9 +86,7 @@ class RayBackend:
         self._initialized_here = False
         self._owning = False  # between take_over() and let_go() (or close()): this gateway leads
         self._stops: set[asyncio.Task[Any]] = set()  # stop() calls under way, cancelled by let_go()
-        # Files of the gateway's that copies read (adapters'): where each node has them.
-        self._placed: dict[tuple[str, str], str] = {}  # (node id, manifest key) -> the file's folder there
-        self._placing: dict[tuple[str, str], asyncio.Lock] = {}
+        self._files = NodeFiles(self.settings.startup_timeout_s)  # the gateway's files on the nodes
         self._lock = threading.Lock()
 
     # ---- the cluster
@@ -167,7 +167,7 @@ class RayBackend:
         self._owning = False
         copies, stops = list(self._copies.values()), list(self._stops)
         self._copies.clear()
-        self._placed.clear()
+        self._files = NodeFiles(self.settings.startup_timeout_s)
         self._groups = Groups()  # a fresh one: a call still running on a thread holds the old one, never this
         for task in stops:
             task.cancel()
@@ -271,16 +271,21 @@ class RayBackend:
     async def _keep(self, copy: RemoteCopy) -> None:
         backoff, failures = self.settings.backoff_initial_s, 0
         while True:
+            placing = copy.actor is None
             try:
-                if copy.actor is None:
+                if placing:
+                    await control_store.until_answers(copy, max(self.report_s, 1.0), CALL_S)
                     await self._place(copy)
                 why = await self._watch(copy)
             except asyncio.CancelledError:
                 raise
             except _Gone as gone:
                 why = str(gone)
-            except Exception as error:  # a bug here must not leave a copy unkept
-                log.exception("copy %s: keeping it on Ray failed", copy.spec.copy_id)
+            except Exception as error:
+                if placing and not await control_store.answers(CALL_S):
+                    await self._discard(copy)  # the head went away while placing it: not the copy's failure
+                    continue
+                log.exception("copy %s: keeping it on Ray failed", copy.spec.copy_id)  # a bug must not stop it
                 why = _death(error)
             stable = copy.ready_since is not None and time.monotonic() - copy.ready_since >= self.settings.stable_s
             failures = 0 if copy.was_ready else failures + 1
@@ -346,48 +351,23 @@ class RayBackend:
             copy.set(CopyState.STARTING, f"copying the model to node {copy.node_id}: {sent / MIB:.0f} of "
                                          f"{total / MIB:.0f} MiB")
 
-        where = await self._send(copy, manifest, progress)
+        where = await self._files.send(copy.actor, manifest, progress)
         await self._call(copy.actor.received.remote(where), self.settings.startup_timeout_s)
-
-    async def _send(self, copy: RemoteCopy, manifest: Manifest,
-                    progress: Callable[[int, int], None] = lambda sent, total: None) -> str:
-        """A folder of the gateway's through Ray's object store, one chunk at a time, into the copy's node's cache;
-        its path there."""
-        import ray
-
-        total, sent = manifest.size, 0
-        pieces = chunks(manifest)
-        while (piece := await asyncio.to_thread(next, pieces, None)) is not None:
-            name, offset, data = piece
-            progress(sent, total)
-            chunk = ray.put(data)
-            await self._call(copy.actor.take.remote(manifest, name, offset, chunk), self.settings.startup_timeout_s)
-            del chunk
-            sent += len(data)
-        where: str = await self._call(copy.actor.taken.remote(manifest), self.settings.startup_timeout_s)
-        return where
 
     # ---- files of the gateway's that a copy reads (an adapter's GGUF)
 
     async def path_on(self, copy_id: str, path: str) -> str:
-        """Where the copy reads `path`, a file on the gateway's host: the same path when its node sees it; otherwise
-        the file goes to the node's cache first, once per node (later calls are a stat and a lookup)."""
+        """Where the copy reads `path`, a file on the gateway's host (node_files.py). A follower owns no copy: it
+        finds the leader's copy's actor by its name on the cluster."""
         copy = self._copies.get(copy_id)
-        if copy is None or copy.actor is None or copy.node_id is None:
+        if copy is not None and copy.actor is not None and copy.node_id is not None:
+            actor, node_id = copy.actor, copy.node_id
+        elif self._owning:
             raise RayUnavailable(f"copy {copy_id} has no actor on a node now")
-        file = Path(path)
-        manifest = await asyncio.to_thread(file_manifest, file)  # a stat: a file changed in place is sent again
-        key = (copy.node_id, manifest.key)
-        async with self._placing.setdefault(key, asyncio.Lock()):
-            where = self._placed.get(key)
-            if where is None:
-                where = await self._call(copy.actor.place.remote(manifest), self.settings.startup_timeout_s)
-                if where is None:
-                    log.info("copy %s: sending %s (%.1f MiB) to node %s", copy_id, file, manifest.size / MIB,
-                             copy.node_id)
-                    where = await self._send(copy, manifest)
-                self._placed[key] = where
-        return str(Path(where) / file.name)
+        else:
+            await self._ensure_connected()
+            actor, node_id = await actor_of(copy_id, CALL_S)
+        return await self._files.path_on(actor, node_id, path, copy_id)
 
     async def _watch(self, copy: RemoteCopy) -> str:
         """Take the actor's reports until it dies; why it died. An actor that stops answering (its node may be
@@ -423,7 +403,8 @@ class RayBackend:
         copy.url = copy.pid = None
         copy.ready_since = None
         if actor is not None:
-            await _blocking(partial(_kill, actor), CALL_S)
+            with contextlib.suppress(TimeoutError):  # the head is away: the next start replaces it by its name
+                await _blocking(partial(_kill, actor), CALL_S)
 
     @staticmethod
     async def _call(ref: Any, timeout_s: float) -> Any:

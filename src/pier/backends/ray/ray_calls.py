@@ -109,6 +109,23 @@ def _kill(actor: Any) -> None:
             ray.kill(actor, no_restart=True)
 
 
+def _control_store_answers(timeout_s: float) -> bool:
+    """Whether the cluster's control store (the head's GCS) answers within `timeout_s`. While it does not, Ray can
+    neither reserve an instance nor start an actor (those calls block until it is back), but the actors already
+    running answer calls as before. Through Ray Client this process has no GCS connection to ask: assume it does."""
+    from ray._private.worker import global_worker
+    from ray.util.client import ray as client
+
+    if client.is_connected():
+        return True
+    worker: Any = global_worker  # its GCS client is set when it connects
+    try:
+        worker.gcs_client.check_alive([], timeout=timeout_s)
+    except Exception:  # refused, or no answer in time: away (or restarting) either way
+        return False
+    return True
+
+
 def _death(error: BaseException) -> str:
     """Why an actor died, in a few words (Ray's own message runs to many lines)."""
     if isinstance(error, TimeoutError):

@@ -34,8 +34,8 @@ from typing import IO
 from pier.control.fetch import checkpoint, converter, precision
 from pier.control.fetch.checkpoint import CheckpointRefused
 from pier.control.fetch.conversion_report import failure_reason, progress_of, space_needed
+from pier.control.fetch.model_store import ModelDataError
 from pier.control.fetch.precision import Precision
-from pier.control.fetch.store import ModelDataError
 
 log = logging.getLogger("pier.control")
 

@@ -13,8 +13,8 @@ from functools import partial
 from pathlib import Path
 
 from pier.control.fetch.conversion import Conversions
+from pier.control.fetch.model_store import ModelDataError, ModelStore
 from pier.control.fetch.source import ModelSource
-from pier.control.fetch.store import ModelDataError, ModelStore
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pier.model.tools.spec import Tool
+from pier.model.tools.tool_spec import Tool
 
 FALLBACK_INTRODUCTION = "You may call one or more functions to help with the user's request."
 FALLBACK_INSTRUCTIONS = (

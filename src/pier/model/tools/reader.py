@@ -6,8 +6,8 @@ import hashlib
 
 from pier.model.tools.families import Family
 from pier.model.tools.parsers import PARSERS, Parsed
-from pier.model.tools.spec import ToolSet
 from pier.model.tools.stream import Event, ToolCallStream
+from pier.model.tools.tool_spec import ToolSet
 
 
 def call_id(answer_id: str, index: int, choice: int = 0) -> str:

@@ -12,9 +12,9 @@ import jinja2
 
 from pier.model.chat import BuiltinTemplate, ChatTemplate, template_variables
 from pier.model.tools.families import FORMATS, Family, Format, family_of
-from pier.model.tools.grammar import tool_grammar
 from pier.model.tools.prompt import fallback_messages, native_messages
-from pier.model.tools.spec import ToolSet
+from pier.model.tools.tool_grammar import tool_grammar
+from pier.model.tools.tool_spec import ToolSet
 
 
 def reads_tools(template: ChatTemplate) -> bool:

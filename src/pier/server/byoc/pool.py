@@ -19,8 +19,8 @@ from pathlib import Path
 from pier.server.byoc.environment import prepare_python
 from pier.server.byoc.errors import HandlerError
 from pier.server.byoc.location import HandlerScript, search_handler
-from pier.server.byoc.process import STOP_GRACE_S, NotDelivered, WorkerDied, WorkerProcess
 from pier.server.byoc.worker_frames import WorkerReply, WorkerRequest
+from pier.server.byoc.worker_process import STOP_GRACE_S, NotDelivered, WorkerDied, WorkerProcess
 from pier.server.settings import HandlerSettings
 
 log = logging.getLogger("pier.server.byoc")

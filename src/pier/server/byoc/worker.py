@@ -1,6 +1,6 @@
 """One handler worker process: imports the user's inference.py, runs model_fn once, then answers invocations.
 
-The server starts it (see process.py) with `<handler.py> <model_dir> [<folder to import from> ...]` and
+The server starts it (see worker_process.py) with `<handler.py> <model_dir> [<folder to import from> ...]` and
 speaks length-prefixed frames over its stdin and stdout (frames.py). The user's functions run here, in the
 worker's main thread.
 
@@ -69,7 +69,7 @@ def _watchdog(fd: int, parent: int) -> None:
     time.sleep(EOF_GRACE_S)  # an idle worker reads the EOF and exits cleanly meanwhile
     logging.getLogger(__name__).warning("the server is gone; ending this worker")
     try:
-        os.killpg(os.getpgrp(), signal.SIGKILL)  # its own group: process.py starts it in a new session
+        os.killpg(os.getpgrp(), signal.SIGKILL)  # its own group: worker_process.py starts it in a new session
     finally:
         os._exit(ORPHANED)
 

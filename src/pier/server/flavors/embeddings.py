@@ -19,7 +19,7 @@ from pier.dialect import Dialect
 from pier.errors import InvalidRequest
 from pier.served_name import answered_name
 from pier.server.served_embedder import ServedEmbedder
-from pier.server.state import State
+from pier.server.server_state import State
 
 router = APIRouter(tags=["Embeddings"])
 

@@ -29,7 +29,7 @@ from pier.server.flavors.tgi.requests import GenerateRequestBody
 from pier.server.flavors.tgi.spec import GenerateSpec
 from pier.server.kernel_choice import ready_headers
 from pier.server.pipeline import respond
-from pier.server.state import State, Status
+from pier.server.server_state import State, Status
 
 router = APIRouter(tags=["SageMaker"])  # both modes
 llm_router = APIRouter(tags=["SageMaker"])

@@ -20,10 +20,10 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from pier.errors import InvalidRequest
-from pier.model.tools.spec import tool_set
+from pier.model.tools.tool_spec import tool_set
 from pier.server.flavors.openai.requests import ChatMessage, message_problem
 from pier.server.served_model import INLINE_TOKENIZE_CHARS, ServedModel
-from pier.server.state import State
+from pier.server.server_state import State
 
 router = APIRouter(tags=["llama-server"])
 

@@ -87,7 +87,7 @@ def engine_name(name: str, path: Path, scale: float) -> str:
     """The name the engine knows one version of an adapter by: its component's name and its file's identity.
     An updated adapter (another artifact, a file rewritten in place, another scale) is another engine adapter,
     so no request runs on KV the prefix cache computed under the old file, and the old handle is never swapped
-    out from under a running decode (engine/adapters.py). The old version stays loaded until the copy stops."""
+    out from under a running decode (engine/loaded_adapters.py). The old version stays loaded until the copy stops."""
     try:
         stat = path.stat()
         identity = f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\0{scale!r}"

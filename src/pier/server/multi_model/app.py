@@ -37,8 +37,8 @@ from pier.server.kernel_choice import ready_headers
 from pier.server.kv_budget import kv_cells, kv_shape
 from pier.server.model_location import ModelNotFound, find_gguf
 from pier.server.multi_model.cache import Loaded, ModelCache, Prepared
+from pier.server.server_state import ServerState
 from pier.server.settings import MultiModelSettings, ServerSettings
-from pier.server.state import ServerState
 
 log = logging.getLogger("pier.server")
 T = TypeVar("T")

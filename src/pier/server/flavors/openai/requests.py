@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pier.engine.request import GenerateRequest, SamplingParams
 from pier.engine.schema_check import SchemaCheck
 from pier.errors import InvalidRequest
-from pier.model.tools.spec import ToolSet, tool_set
+from pier.model.tools.tool_spec import ToolSet, tool_set
 from pier.server.served_model import SEED_MODULUS, ServedModel
 from pier.server.structured import Structure, response_format_structure, tgi_structure
 

@@ -5,7 +5,7 @@ in the order the model wrote them. A stream opens each item when its first piece
 next begins or the answer ends, each event numbered (`sequence_number`) and named in an `event:` line as
 OpenAI's are.
 
-A stream resumed on another copy (server/continuation.py) reads on as one: the response's id, creation time and
+A stream resumed on another copy (server/resumable_answers.py) reads on as one: the response's id, creation time and
 the next event number are kept in the head (`KEPT`), item and call ids follow from the response's id, and the
 events one chunk makes go out in one frame, so a resume never leaves a client with half of them.
 """
@@ -23,10 +23,10 @@ from pier.dialect import Dialect
 from pier.engine.logprobs import TokenLogprob
 from pier.engine.request import FinishReason, GenerationChunk
 from pier.model.tools.reader import ToolReader
-from pier.model.tools.spec import ToolSet
 from pier.model.tools.stream import CallStart, Event
+from pier.model.tools.tool_spec import ToolSet
 from pier.server.errors import error_body
-from pier.server.flavors.logprobs import Piece, chat_logprobs
+from pier.server.flavors.logprob_views import Piece, chat_logprobs
 from pier.server.flavors.openai.requests import ChatCompletionRequest
 from pier.server.flavors.openai.response_request import ResponseRequest
 from pier.server.generation import Completion

@@ -16,7 +16,7 @@ from pier.server.flavors.openai.requests import ChatCompletionRequest, Completio
 from pier.server.flavors.openai.response_request import ResponseRequest
 from pier.server.flavors.openai.spec import ChatSpec, CompletionSpec, ResponseSpec
 from pier.server.pipeline import respond
-from pier.server.state import State
+from pier.server.server_state import State
 
 router = APIRouter(tags=["OpenAI"])
 

@@ -14,8 +14,8 @@ from pier.engine.request import GenerateRequest
 from pier.engine.validate import CheckedRequest
 from pier.errors import InvalidRequest
 from pier.model.tools.reader import ToolReader
-from pier.model.tools.spec import ToolSet
 from pier.model.tools.tool_format import Grammar
+from pier.model.tools.tool_spec import ToolSet
 from pier.server import choices
 from pier.server.flavors.openai.requests import ChatCompletionRequest, CompletionRequest, OpenAIRequest
 from pier.server.flavors.openai.response_request import ResponseRequest

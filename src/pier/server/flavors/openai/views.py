@@ -15,11 +15,11 @@ from pier.engine.logprobs import TokenLogprob
 from pier.engine.request import FinishReason, GenerationChunk
 from pier.engine.schema_check import SchemaCheck
 from pier.model.tools.reader import ToolReader
-from pier.model.tools.spec import ToolSet
 from pier.model.tools.stream import CallStart, Event
+from pier.model.tools.tool_spec import ToolSet
 from pier.server import sse
 from pier.server.errors import error_event
-from pier.server.flavors.logprobs import CompletionLogprobs, Piece, chat_logprobs, merged
+from pier.server.flavors.logprob_views import CompletionLogprobs, Piece, chat_logprobs, merged
 from pier.server.flavors.openai.requests import ChatCompletionRequest
 from pier.server.generation import Completion
 from pier.server.pipeline import View

@@ -13,7 +13,7 @@ from pier.error_bodies import tgi_answer
 from pier.server.flavors.tgi.requests import MAX_BEST_OF, GenerateRequestBody
 from pier.server.flavors.tgi.spec import GenerateSpec
 from pier.server.pipeline import respond
-from pier.server.state import State, Status
+from pier.server.server_state import State, Status
 
 router = APIRouter(tags=["TGI"])
 

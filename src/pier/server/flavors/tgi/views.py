@@ -15,7 +15,7 @@ from pier.engine.request import FinishReason, GenerateRequest, GenerationChunk
 from pier.engine.schema_check import SchemaCheck
 from pier.server import sse
 from pier.server.errors import error_event
-from pier.server.flavors.logprobs import tgi_top
+from pier.server.flavors.logprob_views import tgi_top
 from pier.server.generation import Completion
 from pier.server.pipeline import View
 from pier.server.served_model import ServedModel
