@@ -273,3 +273,20 @@ async def test_a_name_made_again_during_a_tick_is_not_deleted_with_the_old_one(w
     backend.during = again
     await world.reconciler.tick()
     assert world.component("ic")[0] == "Creating"
+
+
+async def test_the_copies_are_published_before_a_status_sends_anyone_to_them(world: World) -> None:
+    """Other gateways route by what the leader publishes (gateway/copy_board.py) and read the endpoint fresh: the
+    copies a tick finds ready are published before that tick stores InService (or a deployment's next step)."""
+    published: list[tuple[str, list[CopyState]]] = []
+
+    async def publish() -> None:
+        published.append((world.endpoint("e")[0], [c.state for c in world.backend.statuses()]))
+
+    world.reconciler.publish = publish
+    classic(world)
+    await world.until(lambda: len(world.backend.copies) == 1)
+    world.backend.ready_all()
+    await world.reconciler.tick()
+    assert world.endpoint("e") == ("InService", "")
+    assert published[-1] == ("Creating", [CopyState.READY])

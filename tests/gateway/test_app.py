@@ -6,6 +6,8 @@ ends them with close() on its way out. The backend is a fake whose copies live o
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -39,6 +41,8 @@ class ClusterBackend(FakeBackend):
         super().__init__()
         self.cluster = cluster
         self.calls: list[str] = []  # take_over, let_go, close, in order
+        self.taking = threading.Event()  # cleared: take_over() waits for it (a cluster slow to answer)
+        self.taking.set()
 
     async def start(self, spec: CopySpec) -> None:
         await super().start(spec)
@@ -51,6 +55,7 @@ class ClusterBackend(FakeBackend):
 
     async def take_over(self) -> None:
         self.calls.append("take_over")
+        await asyncio.to_thread(self.taking.wait)
         self.copies = dict(self.cluster.copies)
 
     async def let_go(self) -> None:
@@ -130,6 +135,34 @@ def test_the_copies_change_hands_with_the_lease_as_they_are(tmp_path: Path, post
         assert len(cluster.started) == 3 and len(cluster.copies) == 3  # one copy per endpoint, none doubled
         assert all(cluster.copies[c].state is CopyState.READY for c in cluster.started)
         assert described(sagemaker_client(urls[first]), "e") == ("InService", 1)
+
+
+def test_a_new_leader_routes_by_the_published_copies_until_it_has_taken_them_over(
+        tmp_path: Path, postgres_server: PostgresServer) -> None:
+    url, cluster = postgres_server.database(), Cluster()
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.gguf").write_bytes(b"GGUF")
+    backends = [ClusterBackend(cluster), ClusterBackend(cluster)]
+    with gateways(tmp_path, url, backends) as urls:
+        until(lambda: {about(u)["role"] for u in urls} == {"leader", "follower"}, timeout=20, what="a leader")
+        first = 0 if about(urls[0])["role"] == "leader" else 1
+        second = 1 - first
+        endpoint(sagemaker_client(urls[first]), "e", model)
+        until(lambda: described(sagemaker_client(urls[second]), "e") == ("InService", 1), timeout=20,
+              what="e InService, its copy published")
+        backends[second].taking.clear()  # its take-over of the copies will hang until set
+        try:
+            cut_off_the_leader(url)
+            until(lambda: about(urls[second])["role"] == "leader", timeout=20, what="the follower leading")
+            until(lambda: backends[second].calls == ["take_over"], timeout=5, what="its take-over begun")
+            # Leading, it owns no copy yet: it routes (and counts) by the copies the last leader published, which
+            # are still serving, not by its own empty list.
+            assert described(sagemaker_client(urls[second]), "e") == ("InService", 1)
+        finally:
+            backends[second].taking.set()
+        until(lambda: backends[second].statuses() != [], timeout=10, what="the copies taken over")
+        assert described(sagemaker_client(urls[second]), "e") == ("InService", 1)
 
 
 def test_alone_on_its_folder_it_owns_the_copies_before_it_serves_and_closes_them_on_exit(tmp_path: Path) -> None:

@@ -62,6 +62,7 @@ def test_the_listing_shows_where_the_copy_runs_and_who_owns_it() -> None:
 def test_what_the_leader_publishes_a_follower_routes_by_and_lists(tmp_path: Path, driver: Driver | None,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(copy_board, "REREAD_S", 0.0)
+    monkeypatch.setattr(copy_board, "MISS_REREAD_S", 0.0)
     leader, follower = CopyBoard.open(tmp_path, driver), CopyBoard.open(tmp_path, driver)
     try:
         leader.publish([DRAINING, NEVER_PLACED])
@@ -84,13 +85,13 @@ def test_draining_copies_are_published_as_the_leader_routes_them() -> None:
     assert [c.message for c in led_copies([READY, READY], copies_of)] == ["draining"]
 
 
-@pytest.mark.parametrize(("leading", "expected"), [(True, "own"), (False, "board")])
-def test_a_follower_routes_by_the_board_a_leader_by_its_own(tmp_path: Path, leading: bool, expected: str) -> None:
+@pytest.mark.parametrize(("owning", "expected"), [(True, "own"), (False, "board")])
+def test_a_follower_routes_by_the_board_a_leader_by_its_own(tmp_path: Path, owning: bool, expected: str) -> None:
     board = CopyBoard.open(tmp_path)
     try:
         board.publish([LISTED])
         own = [CopyStatus("mine", "e/v", CopyState.READY, url="http://127.0.0.1:1")]
-        copies = routed(board, lambda: leading, lambda workload: own)(Workload("e/v"))
+        copies = routed(board, lambda: owning, lambda workload: own)(Workload("e/v"))
         assert copies == (own if expected == "own" else [READY])
     finally:
         board.close()
@@ -101,6 +102,28 @@ def test_alone_on_a_folder_a_gateway_routes_by_its_own() -> None:
         return []
 
     assert routed(None, lambda: False, own) is own
+
+
+def test_a_follower_with_no_ready_copy_of_a_workload_reads_the_board_again_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The leader publishes a copy ready before it stores the status or the deployment step that sends traffic to
+    it; a follower reading that step finds the copy ready rather than its half-second-old list."""
+    monkeypatch.setattr(copy_board, "REREAD_S", 60.0)
+    monkeypatch.setattr(copy_board, "MISS_REREAD_S", 0.0)
+    leader, follower = CopyBoard.open(tmp_path), CopyBoard.open(tmp_path)
+    try:
+        leader.publish([NEVER_PLACED])
+        assert [c.state for c in follower.copies(Workload("c"))] == [CopyState.STARTING]
+        assert follower.copies(Workload("e/v")) == []
+        started = dataclasses.replace(STARTING, state=CopyState.READY)
+        leader.publish([ListedCopy(started, started, placement(None), None, None), LISTED])
+        assert [c.state for c in follower.copies(Workload("e/v"))] == [CopyState.READY]
+        assert [c.state for c in follower.copies(Workload("c"))] == [CopyState.READY]
+        leader.publish([])
+        assert len(follower.copies(Workload("e/v"))) == 1  # a ready copy listed: read again every REREAD_S only
+    finally:
+        leader.close()
+        follower.close()
 
 
 def test_while_the_database_is_away_a_follower_routes_as_last_read(tmp_path: Path, postgres_server: PostgresServer,

@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -119,6 +119,10 @@ class Reconciler:
         # Endpoints no user made, whose copies are wanted too (a transform job's, control/extra.py); their status is
         # their owner's.
         self.extra = extra
+        # Writes the copies as the router sees them where other gateways route by them (gateway/copy_board.py):
+        # called before each tick's statuses, so no status or deployment step that sends traffic to a copy is
+        # stored before the copy is published ready.
+        self.publish: Callable[[], Awaitable[None]] | None = None
 
     def wake(self, *, retry_fetches: bool = False) -> None:
         """Reconcile now (the state changed); `retry_fetches` lets failed model fetches run again."""
@@ -153,6 +157,8 @@ class Reconciler:
             self._proven & {c.copy_id for c in actual})
         todo = plan(desired.specs, actual)
         self._apply(Plan(todo.start, tuple(c for c in todo.stop if not untouchable(_workload_of(c, actual)))))
+        if self.publish is not None:
+            await self.publish()
         self._update_statuses(endpoints, components, desired, actual, fetch_problems)
         self._finish_deletes(endpoints, components, actual)
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +164,7 @@ async def _lead(gateway: Gateway) -> None:
         while True:
             try:
                 await gateway.backend.take_over()
+                gateway.owning.set()
                 break
             except Exception as error:  # the cluster away: nothing could be done to the copies meanwhile
                 log.error("this gateway leads but cannot take over the copies (%s); trying again in %.0f s", error,
@@ -169,6 +172,7 @@ async def _lead(gateway: Gateway) -> None:
                 await asyncio.sleep(TAKE_OVER_RETRY_S)
         await _loops(gateway)
     finally:
+        gateway.owning.clear()  # routed by the board again: what the next leader publishes
         if not gateway.stopping:
             await gateway.backend.let_go()
 
@@ -222,8 +226,12 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
                             alarm_state=lambda name: (scaling_store.get(ALARM, name) or {}).get("StateValue"),
                             extra=extra)
     writer = Writer()  # control-plane and autoscaling calls run there; their wake-ups come back to the loop
-    # What a request and a describe see of the copies: this gateway's own while it leads, else the leader's.
-    seen = routed(board, lambda: leadership.role.leading, reconciler.copies)
+    if board is not None:  # the followers find a copy published before a status sends them to it
+        reconciler.publish = partial(board.published, lambda: own_copies(backend, reconciler, leadership.me))
+    # What a request and a describe see of the copies: this gateway's own while it leads and owns them (taken
+    # over), else the leader's as published.
+    owning = threading.Event()
+    seen = routed(board, owning.is_set, reconciler.copies)
     control = ControlPlane(state, copies=seen,
                            wake=writer.soon(lambda: reconciler.wake(retry_fetches=True)),
                            copy_cap=cap, on_this_host=elsewhere is None)
@@ -248,7 +256,7 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
                             wake=writer.soon(reconciler.wake), problem=reconciler.placement_problem, extra=extra,
                             forwarder=runtime.forwarder)
     return Gateway(state, backend, reconciler, control, targets, runtime, autoscaling, writer, stores, taps, queue,
-                   transforms, leadership, board)
+                   transforms, leadership, board, owning)
 
 
 def _local_backend(state_dir: Path) -> Backend:

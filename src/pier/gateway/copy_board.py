@@ -10,7 +10,10 @@ gateway/copy_view.py).
 - The table holds each copy's secret (what the gateway sends in X-Pier-Copy-Secret): whoever reads the database
   can call the copies directly, as whoever reads it can read the keys' secrets.
 - A follower reads the table at most every `REREAD_S`; between a change and its next read it routes as before
-  (a copy gone meanwhile fails that request, as a copy dying under the leader would).
+  (a copy gone meanwhile fails that request, as a copy dying under the leader would). A workload it has no ready
+  copy of is read again within `MISS_REREAD_S`: the leader publishes a copy ready before it stores what sends
+  traffic to it (InService, a deployment's next step; the reconciler's `publish`), so a follower that reads that
+  record finds the copy.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from pier.state_folder.store import StoreFile
 log = logging.getLogger("pier.gateway")
 
 REREAD_S = 0.5
+MISS_REREAD_S = 0.05
 PUBLISH_S = 1.0
 _FIELDS = ("copy_id", "component", "url", "message", "restarts", "concurrency")  # as routed
 
@@ -86,13 +90,20 @@ class CopyBoard(StoreFile):
                 db.executemany("INSERT INTO copies (copy_id, workload, status, published) VALUES (?, ?, ?, ?)", rows)
 
     def copies(self, workload: Workload) -> list[CopyStatus]:
-        """The copies of `workload` as the leader's router last saw them (read again at most every REREAD_S)."""
-        return [copy.routed for copy in self.listed() if copy.routed.component == workload]
+        """The copies of `workload` as the leader last published them (read again at most every REREAD_S; every
+        MISS_REREAD_S while none of them is ready: the leader publishes a copy ready before it stores the status
+        or deployment step that sends traffic to it, which this gateway reads fresh)."""
+        ready = any(c.routed.component == workload and c.routed.state is CopyState.READY for c in self._seen)
+        return [copy.routed for copy in self._read(REREAD_S if ready else MISS_REREAD_S)
+                if copy.routed.component == workload]
 
     def listed(self) -> list[ListedCopy]:
         """Every copy as the leader last published it (read again at most every REREAD_S)."""
+        return self._read(REREAD_S)
+
+    def _read(self, every_s: float) -> list[ListedCopy]:
         now = time.monotonic()
-        if now - self._read_at >= REREAD_S:
+        if now - self._read_at >= every_s:
             self._read_at = now
             try:
                 with self.lock:
@@ -106,11 +117,15 @@ class CopyBoard(StoreFile):
     async def publishing(self, copies: Callable[[], list[ListedCopy]]) -> None:
         """While this gateway leads: `copies()` published every PUBLISH_S, until cancelled."""
         while True:
-            try:
-                await asyncio.to_thread(self.publish, copies())
-            except Exception as error:  # the database away: the followers route by the last list meanwhile
-                log.warning("could not publish the copies for the other gateways: %s", error)
+            await self.published(copies)
             await asyncio.sleep(PUBLISH_S)
+
+    async def published(self, copies: Callable[[], list[ListedCopy]]) -> None:
+        """`copies()` published now (the reconciler's, before it stores a status that sends traffic to them)."""
+        try:
+            await asyncio.to_thread(self.publish, copies())
+        except Exception as error:  # the database away: the followers route by the last list meanwhile
+            log.warning("could not publish the copies for the other gateways: %s", error)
 
 
 def led_copies(statuses: Iterable[CopyStatus], copies_of: Callable[[Workload], list[CopyStatus]]
@@ -121,13 +136,15 @@ def led_copies(statuses: Iterable[CopyStatus], copies_of: Callable[[Workload], l
     return [copy for workload in workloads for copy in copies_of(Workload(workload))]
 
 
-def routed(board: CopyBoard | None, leading: Callable[[], bool], own: Callable[[Workload], list[CopyStatus]]
+def routed(board: CopyBoard | None, owning: Callable[[], bool], own: Callable[[Workload], list[CopyStatus]]
            ) -> Callable[[Workload], list[CopyStatus]]:
-    """The copies a request is routed to: this gateway's own while it leads (or alone), else the leader's."""
+    """The copies a request is routed to: this gateway's own while it owns them (it leads and has taken them over;
+    or alone), else the leader's as published. A new leader goes on routing by the published list while it takes
+    the copies over: they serve meanwhile, and its own list is empty until it has."""
     if board is None:
         return own
 
     def copies(workload: Workload) -> list[CopyStatus]:
-        return own(workload) if leading() else board.copies(workload)
+        return own(workload) if owning() else board.copies(workload)
     return copies
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 from fastapi import Request
@@ -39,6 +40,9 @@ class Gateway:
     # leader or follower of the loops (gateway/leadership.py); alone on a state folder, it leads
     leadership: Leadership = field(default_factory=lambda: Leadership(None, holder_name()))
     copy_board: CopyBoard | None = None  # with --state-url: the leader's copies, published (gateway/copy_board.py)
+    # Set while its backend owns the copies (from take_over() done to let_go()): only then does a leader route by
+    # its own list; taking over can take seconds, in which the copies published by the leader before still serve.
+    owning: threading.Event = field(default_factory=threading.Event)
     stopping: bool = False  # the gateway is on its way out (its loops end, its backend closes)
 
 

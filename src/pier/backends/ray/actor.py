@@ -55,6 +55,9 @@ class Identity:
     pid: int  # the actor's process on its node
     # Its model server runs (started, not stopped); an actor of a pier before this field answers as one that does.
     serving: bool = True
+    # The copy as the actor sees it (state, URL, process), so a new leader routes to a ready copy at once rather
+    # than after its first report; None from an actor of a pier before this field.
+    status: CopyStatus | None = None
 
 
 Seen = tuple[str, str | None, int, str, int | None]  # what of a status the gateway acts on
@@ -100,7 +103,7 @@ class CopyActor:
     def identity(self) -> Identity:
         serving = self.supervisor is not None and not self.stopping
         return Identity(self.spec, self.secret, self.setup.group, self.node_id, self.address, self.log_start,
-                        os.getpid(), serving)
+                        os.getpid(), serving, self._status())
 
     # ---- the model
 

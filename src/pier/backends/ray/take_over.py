@@ -47,6 +47,19 @@ def adoptable(answer: Any) -> str:
     return ""
 
 
+def as_it_is(identity: Identity, mirror: LogMirror, actor: Any) -> RemoteCopy:
+    """The copy of the actor that answered `identity`, in the state the actor gave (a ready copy is routed to at
+    once, by the new leader and by the followers it publishes to, not only after the keeper's first report)."""
+    copy = RemoteCopy(identity.spec, identity.secret, mirror, actor=actor, group=identity.group,
+                      node_id=identity.node_id, adopted=True, message="taken over from an earlier gateway")
+    status = identity.status
+    if status is not None:
+        copy.url, copy.pid, copy.process_restarts = status.url, status.pid, status.restarts
+        copy.concurrency, copy.kernels = status.concurrency, status.kernels
+        copy.set(status.state, status.message)
+    return copy
+
+
 def take_over(groups: Groups, folder: Callable[[str], Path], cancelled: Callable[[], bool] = lambda: False
               ) -> list[RemoteCopy]:
     """Adopt every copy actor in the namespace that can be (each into `groups`, its log mirrored under
@@ -78,9 +91,7 @@ def take_over(groups: Groups, folder: Callable[[str], Path], cancelled: Callable
             continue
         identity: Identity = answer
         spec = identity.spec
-        copy = RemoteCopy(spec, identity.secret, LogMirror(folder(spec.copy_id)), actor=handles[name],
-                          group=identity.group, node_id=identity.node_id, adopted=True,
-                          message="taken over from an earlier gateway")
+        copy = as_it_is(identity, LogMirror(folder(spec.copy_id)), handles[name])
         copy.mirror.note(f"taken over by a new gateway: actor on node {identity.node_id} ({identity.address})")
         groups.adopt(spec.copy_id, identity.group, instance_of(spec).variant)
         adopted.append(copy)
