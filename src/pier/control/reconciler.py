@@ -211,7 +211,7 @@ class Reconciler:
             if component.status == "Deleting" or (component.model_dir and component.weights_mb is not None
                                                   and Path(component.model_dir).is_dir()):
                 continue
-            fetched = self.fetches.get(_component_source(component))
+            fetched = self.fetches.get(component_source(component))
             if fetched.folder is not None:
                 self.state.components.replace(component, component.model_copy(
                     update={"model_dir": str(fetched.folder), "weights_mb": fetched.weights_mb}))
@@ -357,6 +357,7 @@ def _gave_up(specs: Sequence[CopySpec], actual: Sequence[CopyStatus]) -> dict[Wo
     return failed
 
 
-def _component_source(component: ComponentRecord) -> ModelSource:
+def component_source(component: ComponentRecord) -> ModelSource:
+    """Where a component's model files come from (a follower fetches an adapter's from there too)."""
     container = component.specification.Container
     return source_of(component.container, container.ArtifactUrl if container else None)

@@ -44,6 +44,7 @@ from pier.control.request_limits import MAX_BODY_BYTES as CONTROL_MAX_BODY_BYTES
 from pier.control.resource_store import ResourceStore
 from pier.dialect import CBOR_PATH
 from pier.gateway import autoscaling_route, pier_routes, state_files, transform_route
+from pier.gateway.adapter_files import AdapterFiles
 from pier.gateway.adapter_routes import adapter_list
 from pier.gateway.async_route import invoke_endpoint_async
 from pier.gateway.autoscaling_parts import Autoscaling
@@ -242,7 +243,8 @@ def _assemble(state_dir: Path, backend: Backend, tick_s: float, store: ModelStor
                             local=backend.capabilities.local_processes)
     scaler = Scaler(scaling_store, history, recorder, counts, settings.scaling)
     targets = Targets(state, seen,
-                      waker=Waking(scaler, counts, recorder, settings.runtime.queue_timeout_s))
+                      waker=Waking(scaler, counts, recorder, settings.runtime.queue_timeout_s),
+                      adapter_files=AdapterFiles(fetches, wait_s=settings.runtime.deadline_s))
     taps = Taps(state, CaptureWriter(s3_client, settings.capture, registry=recorder.registry))
     runtime = RuntimeService(targets.resolve, settings.runtime, observer=recorder, admission=admission,
                              session_store=stores.serving(SessionStore), tap=taps, path_on=backend.path_on)

@@ -20,6 +20,7 @@ from pier.control.names import ACCOUNT
 from pier.control.records import ComponentRecord, EndpointRecord, RoutingRecord, VariantRecord
 from pier.control.resource_store import ResourceStore, UnreadableRecord
 from pier.control.workload import Workload
+from pier.gateway.adapter_files import AdapterFiles
 from pier.runtime.errors import ComponentRequired, EndpointNotFound, InvalidInvocation
 from pier.runtime.routing_strategy import DEFAULT_ROUTING, Routing, Strategy
 from pier.runtime.target import Target
@@ -71,12 +72,14 @@ NO_CAPACITY = (
 
 class Targets:
     def __init__(self, state: ResourceStore, copies: Copies, *, pick: Callable[[Sequence[float]], int] | None = None,
-                 waker: Waker | None = None, draw: Callable[[], float] = random.random) -> None:
+                 waker: Waker | None = None, draw: Callable[[], float] = random.random,
+                 adapter_files: AdapterFiles | None = None) -> None:
         self.state = state
         self.copies = copies
         self.pick = pick or _weighted
         self.draw = draw  # uniform in [0, 1): which fleet a request goes to during an update
         self.waker = waker
+        self.adapter_files = adapter_files  # None: an adapter's file is where its record says, on this host
 
     def resolve(self, endpoint: str, component: str | None, variant: str | None) -> Target | Awaitable[Target]:
         try:
@@ -140,13 +143,19 @@ class Targets:
                 f"Adapter inference component {record.name} is {record.status}"
                 f"{': ' + record.failure_reason if record.failure_reason else ''}: invoke it once "
                 "DescribeInferenceComponent says InService.")
-        headers, files = adapters.adapter_headers(record), adapters.adapter_files(record)
+        headers = adapters.adapter_headers(record)
+        fetcher = self.adapter_files
+        files = adapters.adapter_files(record) if fetcher is None else fetcher.here(record)
         resolved = self._component_target(base)
-        if isinstance(resolved, Target):
+        if isinstance(resolved, Target) and files is not None:
             return dataclasses.replace(resolved, headers=headers, files=files)
 
         async def with_headers() -> Target:
-            return dataclasses.replace(await resolved, headers=headers, files=files)
+            target = resolved if isinstance(resolved, Target) else await resolved
+            if files is not None:
+                return dataclasses.replace(target, headers=headers, files=files)
+            assert fetcher is not None  # this host lacks the leader's folder: the gateway fetches the adapter itself
+            return dataclasses.replace(target, headers=headers, files=await fetcher.fetched(record))
         return with_headers()
 
     async def _when_ready(self, record: ComponentRecord, workload: Workload, *, woken: bool) -> Target:

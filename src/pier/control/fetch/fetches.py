@@ -55,12 +55,26 @@ class Fetches:
             return Fetched(error=error.message)
         return Fetched(error=f"Fetching {source.url} failed: {type(error).__name__}: {error}")
 
+    async def wait(self, source: ModelSource) -> Fetched:
+        """Where the fetch of `source` stands once it has ended, starting it if nothing is known about it. Every
+        waiter waits on the one fetch; a waiter cancelled (its deadline) leaves it running for the others."""
+        task = self._tasks.get(source)
+        if task is None:
+            task = self._tasks[source] = self._start(source)
+        await asyncio.wait({task})
+        return self.get(source)
+
     def forget_failures(self) -> None:
         """Let failed fetches run again (the user changed something; the source may be fixed now)."""
-        for source, task in list(self._tasks.items()):
-            if task.done() and task.exception() is not None:
-                del self._tasks[source]
-                self._progress.pop(source, None)
+        for source in list(self._tasks):
+            self.forget_failure(source)
+
+    def forget_failure(self, source: ModelSource) -> None:
+        """Let the fetch of `source` run again if it failed."""
+        task = self._tasks.get(source)
+        if task is not None and task.done() and task.exception() is not None:
+            del self._tasks[source]
+            self._progress.pop(source, None)
 
     def close(self) -> None:
         for task in self._tasks.values():
