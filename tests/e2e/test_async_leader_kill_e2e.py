@@ -34,7 +34,7 @@ from tests.waiting import until
 pytestmark = pytest.mark.e2e
 
 N = 30
-BUCKET = "answers"
+BUCKET = "answers-across-a-kill"  # moto keeps one state per process: a bucket of its own
 FAKE_AWS = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1"}
 TOPIC = "arn:aws:sns:us-east-1:123456789012:done"
 

@@ -38,7 +38,7 @@ from tests.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
-BUCKET = "answers"
+BUCKET = "answers-under-load"  # moto keeps one state per process: a bucket of its own
 FAKE_AWS = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1"}
 BODY = json.dumps({"inputs": "the quick brown fox", "parameters": {"max_new_tokens": 4}})
 # Longer answers for streams and async requests: some are in flight, or queued, when the leader is killed.
