@@ -51,8 +51,11 @@ def head() -> Iterator[RayHead]:
 def gateway(head: RayHead, tiny_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     folder = tmp_path_factory.mktemp("pier")
     config = folder / "ray.yaml"
+    # model_transfer always: models reach the node through the object store of the driver's raylet, as on
+    # KubeRay (a worker pod does not see the gateway's folder); a driver whose raylet is gone dies at its first
+    # ray.put ("The connection to the plasma store is failed. Terminate the process.").
     config.write_text(f"memory: false\nnode_dir: {folder / 'nodes'}\ncapacity_wait_s: 20\n"
-                      f"node_ip_address: {WORKER_IP}\n")
+                      f"node_ip_address: {WORKER_IP}\nmodel_transfer: always\n")
     argv = [sys.executable, "-m", "pier.gateway", "--port", str(free_port()), "--state-dir", str(folder / "state"),
             "--backend", "ray", "--ray-address", head.address, "--ray-config", str(config),
             "--ray-cpus-per-vcpu", "0.25"]
@@ -153,7 +156,10 @@ def test_copies_answer_while_the_whole_head_node_restarts_and_a_new_endpoint_wai
         away = time.monotonic()
         assert {"gcs_server", "raylet"} <= set(killed) and len(killed) >= 6, killed  # the whole head node
         assert not head.head_node() and head.gcs() is None
-        create(sagemaker, "patient", tmp_path / "model")
+        (tmp_path / "other").mkdir()  # another model (another digest): sent to the node once the head is back
+        (tmp_path / "other" / "model.gguf").symlink_to(tiny_gguf)
+        (tmp_path / "other" / "README").write_text("the same weights, another model folder\n")
+        create(sagemaker, "patient", tmp_path / "other")
         until(lambda: time.monotonic() - away > AWAY_S, timeout=AWAY_S + 5, what="the head away")
         assert sagemaker.describe_endpoint(EndpointName="patient")["EndpointStatus"] == "Creating"
         (waiting,) = copies(gateway.url, "patient/AllTraffic")
