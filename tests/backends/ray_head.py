@@ -2,7 +2,8 @@
 server (Debian's `redis-server`, in a temporary folder, on a loopback port) that the head's GCS keeps its tables
 in, a head started with `ray start --head` on it (no CPUs: no copies there, as in deploy/kuberay), and worker
 nodes started with `ray start --address`. The GCS can then be killed and started again with its own command line,
-as KubeRay's head container restarts it; `.ci/run` installs redis-server where missing, and these tests skip,
+or the whole head node killed and started again with `ray start --head`, as a KubeRay head pod restarts;
+`.ci/run` installs redis-server where missing, and these tests skip,
 saying how to install it, where it is absent."""
 
 from __future__ import annotations
