@@ -2,7 +2,8 @@
 server (Debian's `redis-server`, in a temporary folder, on a loopback port) that the head's GCS keeps its tables
 in, a head started with `ray start --head` on it (no CPUs: no copies there, as in deploy/kuberay), and worker
 nodes started with `ray start --address`. The GCS can then be killed and started again with its own command line,
-as KubeRay's head container restarts it; `.ci/run` installs redis-server where missing, and these tests skip,
+or the whole head node killed and started again with `ray start --head`, as a KubeRay head pod restarts;
+`.ci/run` installs redis-server where missing, and these tests skip,
 saying how to install it, where it is absent."""
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ class RedisServer:
 class RayHead:
     """The cluster, as processes: everything it started is found by the GCS port on its command line."""
 
-    def __init__(self, workers: int = 1, worker_cpus: int = 2) -> None:
+    def __init__(self, workers: int = 1, worker_cpus: int = 2, worker_ip: str | None = None) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="pier-gcs-"))
         self.redis = RedisServer(self.folder)
         self.port = free_port()
@@ -74,10 +75,19 @@ class RayHead:
             "OMP_WAIT_POLICY": "passive", "RAY_USAGE_STATS_ENABLED": "0",
         }
         self._gcs: tuple[list[str], str, dict[str, str]] | None = None
+        # A worker with an address of its own (127.0.0.2: Linux answers on all of 127/8) is a node a driver can
+        # pick on this one host, and its processes are told from the head's by that address on their command line.
+        self.worker_ip = worker_ip
+        # Ray's files in a folder of this cluster's own, not the host's shared /tmp/ray: the head's restart below
+        # clears the address `ray start` left there, as a restarted head pod's fresh filesystem has none.
+        self.temp_dir = self.folder / "ray"
+        self._head = ("start", "--head", "--port", str(self.port), "--num-cpus", "0", "--include-dashboard", "false",
+                      "--temp-dir", str(self.temp_dir))
         try:
-            self._ray("start", "--head", "--port", str(self.port), "--num-cpus", "0", "--include-dashboard", "false")
+            self._ray(*self._head)
+            where = ("--node-ip-address", worker_ip) if worker_ip else ()
             for _ in range(workers):
-                self._ray("start", "--address", self.address, "--num-cpus", str(worker_cpus))
+                self._ray("start", "--address", self.address, "--num-cpus", str(worker_cpus), *where)
         except BaseException:
             self.stop()
             raise
@@ -107,6 +117,39 @@ class RayHead:
         log = (self.folder / "gcs_server.restarted.log").open("ab")
         subprocess.Popen(argv, cwd=cwd, env=environment, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
+    def head_node(self) -> list[psutil.Process]:
+        """Every process of the head node, as a KubeRay head pod holds them: its GCS, raylet (with the agents and
+        workers it started), dashboard, autoscaler monitor, log monitor and Ray Client server; none of a worker's."""
+        assert self.worker_ip, "start the workers with an address of their own (worker_ip) to tell them apart"
+        roots = [p for p in psutil.process_iter(["cmdline"])
+                 if self._ours(p.info["cmdline"] or []) and not any(self.worker_ip in arg
+                                                                    for arg in p.info["cmdline"] or [])]
+        found = {p.pid: p for root in roots for p in (root, *_descendants(root))}
+        return list(found.values())
+
+    def kill_head(self) -> list[str]:
+        """kill -9 of the whole head node at once, as a head pod's restart does; the names of what was killed."""
+        processes = self.head_node()
+        names = sorted(_name(p) for p in processes)
+        for process in processes:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        psutil.wait_procs(processes, timeout=10)
+        return names
+
+    def start_head(self) -> None:
+        """The head again, with its first command line and environment: the same port, Redis and namespace.
+        `ray start --head` refuses a port that the address it last wrote names while a raylet on this host still
+        uses it (the worker's, here; a head pod sees no other pod's processes), so that address goes first."""
+        (self.temp_dir / "ray_current_cluster").unlink(missing_ok=True)
+        self._ray(*self._head)
+
+    def _ours(self, argv: list[str]) -> bool:
+        """A Ray process of this cluster: it names the GCS port in an option of its own (`--gcs-address=...:PORT`),
+        unlike a gateway, whose `--ray-address` takes it as a separate argument and which outlives the head."""
+        return any(arg == f"--gcs_server_port={self.port}" or ("=" in arg and arg.endswith(f":{self.port}"))
+                   for arg in argv)
+
     def stop(self) -> None:
         """Every process of this cluster (found by its GCS port: never another test's Ray), then Redis."""
         def ours(argv: list[str]) -> bool:
@@ -130,3 +173,17 @@ class RayHead:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+def _descendants(process: psutil.Process) -> list[psutil.Process]:
+    try:
+        return process.children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _name(process: psutil.Process) -> str:
+    try:
+        return process.name()
+    except psutil.Error:
+        return "?"

@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from pathlib import Path
 
 import pytest
 
-from pier.backends.ray.config import RayConfig
-from pier.backends.ray.join import Attempts, _host_port, join, pauses, probe
+from pier.backends.ray.config import ConfigError, RayConfig
+from pier.backends.ray.join import Attempts, _host_port, driver_options, join, pauses, probe
 from tests.sockets import free_port
 
 
@@ -132,3 +133,22 @@ def test_a_head_that_listens_passes_the_probe() -> None:
         probe(f"127.0.0.1:{port}")
         probe(f"ray://127.0.0.1:{port}")
     probe("auto")  # nothing to probe
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    ({}, {"namespace": "pier"}),
+    ({"namespace": "team-a", "address": "10.0.0.5:6379"}, {"namespace": "team-a"}),
+    ({"address": "10.0.0.5:6379", "node_ip_address": "127.0.0.2"},
+     {"namespace": "pier", "_node_ip_address": "127.0.0.2"}),  # the raylet Ray attaches the driver to
+])
+def test_the_drivers_options(raw: dict[str, str], expected: dict[str, str]) -> None:
+    assert driver_options(RayConfig.model_validate(raw)) == {
+        **expected, "logging_level": logging.WARNING, "log_to_driver": False}
+
+
+def test_a_node_ip_address_with_ray_client_is_refused_saying_what_to_give(tmp_path: Path) -> None:
+    config = tmp_path / "ray.yaml"
+    config.write_text("node_ip_address: 127.0.0.2\n")
+    with pytest.raises(ConfigError, match=r"ray\.yaml: node_ip_address picks a raylet .* give the GCS address"):
+        RayConfig.load(config, address="ray://head.svc:10001")
+    assert RayConfig.load(config, address="head.svc:6379").node_ip_address == "127.0.0.2"

@@ -38,7 +38,7 @@ from pier.backends.ray import control_store
 from pier.backends.ray.actor import ActorSetup, CopyReport, Identity, seen
 from pier.backends.ray.config import RayConfig
 from pier.backends.ray.groups import Groups, live_nodes
-from pier.backends.ray.join import Attempts, join, probe
+from pier.backends.ray.join import Attempts, driver_options, join, probe
 from pier.backends.ray.log_mirror import LogMirror
 from pier.backends.ray.models import Manifest, manifest_of
 from pier.backends.ray.node_files import NodeFiles, actor_of
@@ -109,8 +109,7 @@ class RayBackend:
             self._connected = True
 
     def _init(self, ray: Any) -> None:
-        options: dict[str, Any] = {"namespace": self.config.namespace, "logging_level": logging.WARNING,
-                                   "log_to_driver": False}
+        options = driver_options(self.config)
         if self.config.own_cluster:
             log.info("starting a Ray of pier's own on this host (pier up --ray-address joins an existing one)")
             self._start(lambda: ray.init(address="local", include_dashboard=False, **options))

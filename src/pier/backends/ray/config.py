@@ -16,6 +16,8 @@ keep their files on each node. Read from `pier up --ray-config FILE` (YAML) and 
     keep_copies: null             # on the gateway's exit: null keeps them on a cluster that is not pier's own
     capacity_wait_s: 60           # how long a copy waits for room before it reports the missing capacity
     join_wait_s: 60               # how long the gateway keeps trying to join a cluster that is not ready yet
+    node_ip_address: null         # the gateway's driver attaches to this host's raylet with this node IP address;
+                                  # null: Ray's choice (the head's raylet when this host runs the head)
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError, field_validator, model_validator
 
 DEFAULT_NAMESPACE = "pier"
 
@@ -58,6 +60,7 @@ class RayConfig(BaseModel):
     keep_copies: bool | None = None
     capacity_wait_s: float = Field(default=60.0, ge=0)
     join_wait_s: float = Field(default=60.0, ge=0)
+    node_ip_address: str | None = None
 
     @field_validator("namespace")
     @classmethod
@@ -65,6 +68,15 @@ class RayConfig(BaseModel):
         if not value or not value.replace("-", "").replace("_", "").isalnum():
             raise ValueError("use letters, digits, '-' and '_'")
         return value
+
+    @model_validator(mode="after")
+    def _node_ip_address_needs_a_raylet(self) -> RayConfig:
+        # Through Ray Client (ray://) the driver runs on the head, not on this host: there is no raylet to pick.
+        if self.node_ip_address is not None and (self.address or "").startswith("ray://"):
+            raise ValueError("node_ip_address picks a raylet on the gateway's host, which a ray:// address (Ray "
+                             "Client) does not use: give the GCS address (host:6379) instead, or drop "
+                             "node_ip_address")
+        return self
 
     @classmethod
     def load(cls, path: Path | None = None, **overrides: Any) -> RayConfig:
@@ -82,7 +94,7 @@ class RayConfig(BaseModel):
         try:
             return cls.model_validate(raw)
         except ValidationError as error:
-            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors())
+            problems = "; ".join(_problem(e["loc"], e["msg"]) for e in error.errors())
             where = f" in {path}" if path else ""
             raise ConfigError(f"Bad Ray configuration{where}: {problems}.") from None
 
@@ -95,3 +107,9 @@ class RayConfig(BaseModel):
         """Whether copies keep running when the gateway exits, for the next gateway to take over: by default,
         unless the gateway started the Ray they run on (it ends with the gateway)."""
         return self.keep_copies if self.keep_copies is not None else not started_ray
+
+
+def _problem(loc: tuple[int | str, ...], message: str) -> str:
+    if not loc:  # a check across keys: its message names them, without pydantic's "Value error, "
+        return message.removeprefix("Value error, ")
+    return f"{'.'.join(str(part) for part in loc)}: {message}"

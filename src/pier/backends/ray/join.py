@@ -14,7 +14,10 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
+
+from pier.backends.ray.config import RayConfig
 
 log = logging.getLogger("pier.backends.ray")
 
@@ -41,6 +44,17 @@ def pauses(wait_s: float) -> list[float]:
         spent += pause
         pause = min(pause * 2, LONGEST_PAUSE_S)
     return out
+
+
+def driver_options(config: RayConfig) -> dict[str, Any]:
+    """ray.init's keyword arguments for the gateway's driver. A driver lives and dies with the raylet it attaches
+    to, and Ray attaches it to the head's when this host runs the head: `node_ip_address` picks another raylet on
+    this host (one started with `ray start --node-ip-address`), so that the gateway outlives a head restart."""
+    options: dict[str, Any] = {"namespace": config.namespace, "logging_level": logging.WARNING,
+                               "log_to_driver": False}
+    if config.node_ip_address is not None:
+        options["_node_ip_address"] = config.node_ip_address
+    return options
 
 
 def join(init: Callable[[], None], reset: Callable[[], None], address: str, attempts: Attempts) -> None:
