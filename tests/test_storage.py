@@ -107,3 +107,13 @@ def test_an_owned_local_file_is_written_once_by_its_owner(tmp_path: Path) -> Non
     assert storage.write_once(url, b"other", owner="request-b")
     assert storage.read(url) == b"other" and storage.written_by(url) == "request-b"
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.out"]
+
+
+def test_the_content_type_an_object_was_written_with_is_read_back(bucket: str, tmp_path: Path) -> None:
+    url = f"s3://{bucket}/out/typed.out"
+    assert storage.content_type(url) is None  # no object
+    assert storage.write_once(url, b"{}", "application/json", owner="r1")
+    assert storage.content_type(url) == "application/json"
+    local = (tmp_path / "typed.out").as_uri()
+    assert storage.write_once(local, b"{}", "application/json", owner="r1")
+    assert storage.content_type(local) is None  # a local file keeps none

@@ -149,6 +149,15 @@ def written_by(url: str) -> str | None:
     return None if head is None else head.get("Metadata", {}).get(OWNER)
 
 
+def content_type(url: str) -> str | None:
+    """The Content-Type the object at `url` was written with; None when there is none (a local file keeps none)."""
+    check_url(url)
+    if urlparse(url).scheme == "file":
+        return None
+    head = _head(url)
+    return None if head is None else head.get("ContentType")
+
+
 def _head(url: str) -> dict[str, Any] | None:
     parsed = urlparse(url)
     try:

@@ -425,3 +425,42 @@ async def test_a_leader_whose_lease_lapsed_mid_write_neither_writes_twice_nor_no
     assert counted.asked == ["a", "a"] and counted.landed == ["a.out"]
     assert [(id, ok) for id, ok, _ in counted.notified] == [("a", True)]
     assert new.queue.backlog() == {} and new.queue.get("a") is None
+
+
+@pytest.mark.parametrize("killed", ["running, its answer written, not recorded", "answered, not notified"])
+@pytest.mark.anyio
+async def test_an_answer_a_new_leader_finds_is_notified_with_the_content_type_it_was_written_with(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, killed: str) -> None:
+    import boto3
+    from moto import mock_aws
+
+    import pier.async_inference.dispatcher as module
+    import pier.storage
+
+    aws = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1"}
+    for name, value in aws.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+    monkeypatch.setattr(pier.storage, "_client", None)
+    notified: list[Any] = []
+
+    async def notify(config: Any, request: AsyncRequest, outcome: Any, *_: Any) -> None:
+        notified.append(outcome)
+
+    monkeypatch.setattr(module, "notify", notify)
+    with mock_aws():
+        boto3.client("s3", region_name="us-east-1").create_bucket(Bucket="answers")
+        record = endpoint(tmp_path, 1)
+        request = dataclasses.replace(queued(tmp_path, "a", 999.0), output_location="s3://answers/out/a.out")
+        dead = dispatcher(tmp_path, record, ready=1, seen=Seen(), now=1000.0)
+        dead.queue.add(request)
+        assert dead.queue.start("a", "dead leader")
+        assert pier.storage.write_once(request.output_location, b'{"generated_text": "hi"}', "application/json",
+                                       owner="a")
+        if killed.startswith("answered"):
+            assert dead.queue.answered("a", "dead leader")
+        dead.queue.close()
+        await lead_for(dispatcher(tmp_path, record, ready=1, seen=Seen(), now=1000.0), 0.6)
+    monkeypatch.setattr(pier.storage, "_client", None)
+    assert [(o.succeeded, o.content_type, o.answer) for o in notified] == [
+        (True, "application/json", b'{"generated_text": "hi"}')]

@@ -224,14 +224,15 @@ class AsyncInference:
         removed it (so once at most), with the answer as it was written."""
         if not await asyncio.to_thread(self.queue.remove_answered, request.id):
             return
+        answer, kind = None, None
         try:
             answer = await asyncio.to_thread(storage.read, request.output_location,
                                              self.runtime.settings.max_payload_bytes)
+            kind = await asyncio.to_thread(storage.content_type, request.output_location)
         except storage.StorageError as error:
             log.warning("async inference %s: its answer could not be read back for its notification (%s)",
                         request.inference_id, error)
-            answer = None
-        await self._notify(request, AsyncOutcome(True, None, answer))
+        await self._notify(request, AsyncOutcome(True, kind, answer))
 
     def _ended(self, id: str) -> None:
         self._running.pop(id, None)
